@@ -1,0 +1,46 @@
+/*  model.h: creating, opening, saving and configuring a model. A model is an opaque handle that
+ *  owns its weights (BF16 matrices, Float32 norm scales), a thread pool and a workspace taken once,
+ *  so that no verb allocates while it runs. One handle is used by one thread at a time.
+ */
+#ifndef UFORM_MODEL_H
+#define UFORM_MODEL_H
+
+#include "uform/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct uform_model_t uform_model_t;
+
+/** How matrix products round their inputs. BF16 is the fast path; Float32 is for verification. */
+typedef enum uform_precision_t {
+    uform_precision_bf16_k = 0, /* activations rounded to BF16 before each product, Float32 accumulation */
+    uform_precision_f32_k = 1,  /* activations kept in Float32, weights widened exactly to Float32 */
+} uform_precision_t;
+
+/** Creates a randomly initialized model, deterministic for a seed (see docs/model.md). */
+uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
+/** Opens a checkpoint directory holding `model.safetensors`; validates header, shapes and config. */
+uform_status_t uform_model_open(char const *directory, uform_model_t **model);
+/** Writes `model.safetensors` and `README.md` into `directory` (created if absent), atomically.
+ *  `command` is recorded in the README as the command that made it; it may be NULL. */
+uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command);
+/** Frees the model. NULL is allowed. */
+void uform_model_close(uform_model_t *model);
+
+/** Copies the model's configuration into `config`. */
+uform_status_t uform_model_config(uform_model_t const *model, uform_config_t *config);
+/** Whether the model carries a head: "pool", "rerank" or "mlm". */
+int uform_model_has_head(uform_model_t const *model, char const *head);
+/** Spreads work over `threads` threads (0: all cores). Takes effect at once. */
+uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
+/** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call. */
+uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
+/** Grows the workspace to hold `cells` cells per pass (default: two rows). Allocates here only. */
+uform_status_t uform_model_reserve(uform_model_t *model, size_t cells);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

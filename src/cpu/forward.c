@@ -1,0 +1,267 @@
+/*  forward.c: the encoder of SPEC.md section 2 and the heads of section 3 on the CPU. Work is cut
+ *  into row tiles (norms, projections, MLP, heads) and (segment, head) pairs (attention), spread
+ *  over the model's pool. Float32 everywhere but the inputs of BF16 products. */
+#include "cpu/forward.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/numeric.h"
+#include "cpu/gemm.h"
+
+typedef struct uform_context_t {
+    uform_model_t *model;
+    uform_pass_t const *pass;
+    uform_block_t const *block;
+    size_t tiles;
+} uform_context_t;
+
+/* C [rows, matrix->rows] = A [rows, matrix->columns] W^T in the model's precision. */
+static void uform_linear_(uform_model_t const *model, uform_matrix_t const *matrix, float const *a, size_t a_stride,
+                          size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
+    if (model->precision == uform_precision_f32_k) {
+        uform_gemm_f32_nt(a, a_stride, matrix->f32, matrix->columns, c, c_stride, rows, matrix->rows, matrix->columns);
+        return;
+    }
+    for (size_t r = 0; r < rows; ++r)
+        uform_bf16_from_f32_array(a + r * a_stride, scratch->inputs_bf16 + r * matrix->columns, matrix->columns);
+    uform_gemm_bf16(scratch->inputs_bf16, matrix->columns, matrix->packed, c, c_stride, rows, matrix->rows,
+                    matrix->columns);
+}
+
+static void uform_rmsnorm_(float const *x, float const *gain, float *y, size_t width) {
+    double squares = 0;
+    for (size_t i = 0; i < width; ++i) squares += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(squares / (double)width + 1e-6));
+    for (size_t i = 0; i < width; ++i) y[i] = x[i] * scale * gain[i];
+}
+
+/* The tile's rows [first, first + count) of a pass with `cells` rows. */
+static size_t uform_tile_(size_t index, size_t cells, size_t *first) {
+    *first = index * uform_tile_rows_k;
+    size_t remaining = cells - *first;
+    return remaining < uform_tile_rows_k ? remaining : uform_tile_rows_k;
+}
+
+/* Rotates q and k of one cell in place by its (t, h, w) coordinates. */
+static void uform_rope_(uform_model_t const *model, int32_t const *position, float *q, float *k) {
+    float cosines[uform_rope_slots_k], sines[uform_rope_slots_k];
+    for (size_t j = 0; j < uform_rope_slots_k; ++j) {
+#if defined(UFORM_PLANT_ROPE_AXIS)
+        int32_t coordinate = position[j < 8 ? 0 : j < 20 ? 2 : 1]; /* planted: h and w swapped */
+#else
+        int32_t coordinate = position[j < 8 ? 0 : j < 20 ? 1 : 2];
+#endif
+        if (coordinate >= 0 && coordinate < uform_rope_table_k) {
+            cosines[j] = model->rope_cos[(size_t)coordinate * uform_rope_slots_k + j];
+            sines[j] = model->rope_sin[(size_t)coordinate * uform_rope_slots_k + j];
+        } else {
+            double angle = (double)coordinate * pow(10000.0, -(double)j / 32.0);
+            cosines[j] = (float)cos(angle);
+            sines[j] = (float)sin(angle);
+        }
+    }
+    for (size_t head = 0; head < model->config.heads; ++head) {
+        float *vectors[2] = {q + head * uform_head_width_k, k + head * uform_head_width_k};
+        for (size_t v = 0; v < 2; ++v)
+            for (size_t j = 0; j < uform_rope_slots_k; ++j) {
+                float first = vectors[v][j], second = vectors[v][j + 32];
+                vectors[v][j] = first * cosines[j] - second * sines[j];
+                vectors[v][j + 32] = second * cosines[j] + first * sines[j];
+            }
+    }
+}
+
+static void uform_embed_task_(void *context_pointer, size_t index, size_t thread) {
+    (void)thread;
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
+    for (size_t c = first; c < first + count; ++c)
+        uform_f32_from_bf16_array(model->embed.bf16 + (size_t)context->pass->values[c] * d,
+                                  model->workspace.residual + c * d, d);
+}
+
+/* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. */
+static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    uform_workspace_t *workspace = &model->workspace;
+    size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
+    for (size_t c = first; c < first + count; ++c)
+        uform_rmsnorm_(workspace->residual + c * d, context->block->attn_norm, workspace->normed + c * d, d);
+    uform_linear_(model, &context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
+                  3 * d, &workspace->scratch[thread]);
+    for (size_t c = first; c < first + count; ++c)
+        uform_rope_(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d);
+}
+
+static void uform_softmax_rows_(float *scores, size_t rows, size_t columns, size_t stride) {
+    for (size_t r = 0; r < rows; ++r) {
+        float *row = scores + r * stride, largest = -INFINITY, sum = 0;
+        for (size_t j = 0; j < columns; ++j) largest = row[j] > largest ? row[j] : largest;
+        for (size_t j = 0; j < columns; ++j) sum += (row[j] = expf(row[j] - largest));
+        for (size_t j = 0; j < columns; ++j) row[j] /= sum;
+    }
+}
+
+/* Attention of one (segment, head) pair: its queries against the keys it may see. */
+static void uform_attention_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    uform_workspace_t *workspace = &model->workspace;
+    uform_scratch_t *scratch = &workspace->scratch[thread];
+    size_t d = model->config.width, heads = model->config.heads, head = index % heads, hw = uform_head_width_k;
+    uform_span_t const *segment = &context->pass->segments[index / heads];
+#if defined(UFORM_PLANT_MASK_LEAK)
+    size_t keys_first = segment->row_start, keys_count = segment->row_length; /* planted: the whole row */
+#else
+    size_t keys_first = segment->start, keys_count = segment->length;
+#endif
+    float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
+    size_t stride = 3 * d;
+    if (model->precision == uform_precision_bf16_k) {
+        for (size_t t = 0; t < keys_count; ++t)
+            for (size_t j = 0; j < hw; ++j) {
+                size_t cell = keys_first + t;
+                scratch->keys[t * hw + j] = uform_f32_to_bf16(k[cell * stride + j]);
+                scratch->values_transposed[j * keys_count + t] = uform_f32_to_bf16(v[cell * stride + j]);
+            }
+        uform_gemm_pack(scratch->keys, keys_count, hw, hw, scratch->keys_packed);
+        uform_gemm_pack(scratch->values_transposed, hw, keys_count, keys_count, scratch->values_packed);
+    }
+    for (size_t tile = 0; tile < segment->length; tile += uform_query_tile_k) {
+        size_t rows = segment->length - tile < uform_query_tile_k ? segment->length - tile : uform_query_tile_k;
+        size_t first = segment->start + tile;
+        float *output = workspace->attention + first * d + head * hw;
+        if (model->precision == uform_precision_bf16_k) {
+            for (size_t r = 0; r < rows; ++r)
+                uform_bf16_from_f32_array(q + (first + r) * stride, scratch->queries + r * hw, hw);
+            uform_gemm_bf16(scratch->queries, hw, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
+        } else {
+            uform_gemm_f32_nt(q + first * stride, stride, k + keys_first * stride, stride, scratch->scores, keys_count,
+                              rows, keys_count, hw);
+        }
+        for (size_t i = 0; i < rows * keys_count; ++i) scratch->scores[i] *= 0.125f;
+        uform_softmax_rows_(scratch->scores, rows, keys_count, keys_count);
+        if (model->precision == uform_precision_bf16_k) {
+            uform_bf16_from_f32_array(scratch->scores, scratch->probabilities, rows * keys_count);
+            uform_gemm_bf16(scratch->probabilities, keys_count, scratch->values_packed, output, d, rows, hw, keys_count);
+        } else {
+            uform_gemm_f32_nn(scratch->scores, keys_count, v + keys_first * stride, stride, output, d, rows, hw, keys_count);
+        }
+    }
+}
+
+/* x += attention W_out^T, then the whole MLP of the tile: x += (silu(g) * u) W_down^T. */
+static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    uform_workspace_t *workspace = &model->workspace;
+    uform_scratch_t *scratch = &workspace->scratch[thread];
+    uform_block_t const *block = context->block;
+    size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
+    float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
+    uform_linear_(model, &block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
+    for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm_(x + r * d, block->mlp_norm, normed + r * d, d);
+    uform_linear_(model, &block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
+    for (size_t r = 0; r < count; ++r) {
+        float const *gate = scratch->gate_up + r * 8 * d, *up = gate + 4 * d;
+        float *hidden = scratch->hidden + r * 4 * d;
+        for (size_t i = 0; i < 4 * d; ++i) hidden[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    }
+    uform_linear_(model, &block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
+    for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
+}
+
+static size_t uform_destination_(uform_pass_t const *pass, size_t cell) {
+    return pass->destinations ? pass->destinations[cell] : cell;
+}
+
+/* h = rmsnorm(x, final_norm) and the per-cell heads of the tile. */
+static void uform_final_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    uform_pass_t const *pass = context->pass;
+    uform_workspace_t *workspace = &model->workspace;
+    uform_scratch_t *scratch = &workspace->scratch[thread];
+    size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
+    float *h = workspace->normed + first * d;
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm_(workspace->residual + (first + r) * d, model->final_norm, h + r * d, d);
+    if (pass->hidden)
+        for (size_t r = 0; r < count; ++r)
+            memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));
+    if (pass->colbert) {
+        size_t width = model->rerank_proj.rows;
+        uform_linear_(model, &model->rerank_proj, h, d, count, scratch->gate_up, width, scratch);
+        for (size_t r = 0; r < count; ++r) {
+            float const *vector = scratch->gate_up + r * width;
+            double norm = 0;
+            for (size_t i = 0; i < width; ++i) norm += (double)vector[i] * vector[i];
+            float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+            float *target = pass->colbert + uform_destination_(pass, first + r) * width;
+            for (size_t i = 0; i < width; ++i) target[i] = vector[i] * scale;
+        }
+    }
+    if (pass->logits) {
+        uform_linear_(model, &model->mlm_head, h, d, count, scratch->gate_up, uform_vocabulary_k, scratch);
+        for (size_t r = 0; r < count; ++r)
+            memcpy(pass->logits + uform_destination_(pass, first + r) * uform_vocabulary_k,
+                   scratch->gate_up + r * uform_vocabulary_k, uform_vocabulary_k * sizeof(float));
+    }
+}
+
+/* The attention pool of one segment: per head, softmax over its cells of query . h / 8. */
+static void uform_pool_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    uform_workspace_t *workspace = &model->workspace;
+    float *weights = workspace->scratch[thread].scores;
+    size_t d = model->config.width, hw = uform_head_width_k;
+    uform_span_t const *segment = &context->pass->segments[index];
+    float *pooled = workspace->pooled + index * d;
+    memset(pooled, 0, d * sizeof(float));
+    for (size_t head = 0; head < model->config.heads; ++head) {
+        float const *query = model->pool_query + head * hw;
+        for (size_t t = 0; t < segment->length; ++t) {
+            float const *h = workspace->normed + (segment->start + t) * d + head * hw;
+            float dot = 0;
+            for (size_t j = 0; j < hw; ++j) dot += query[j] * h[j];
+            weights[t] = dot * 0.125f;
+        }
+        uform_softmax_rows_(weights, 1, segment->length, segment->length);
+        for (size_t t = 0; t < segment->length; ++t) {
+            float const *h = workspace->normed + (segment->start + t) * d + head * hw;
+            for (size_t j = 0; j < hw; ++j) pooled[head * hw + j] += weights[t] * h[j];
+        }
+    }
+}
+
+static void uform_project_task_(void *context_pointer, size_t index, size_t thread) {
+    uform_context_t const *context = context_pointer;
+    uform_model_t *model = context->model;
+    size_t d = model->config.width, widest = model->pool_proj.rows, first;
+    size_t count = uform_tile_(index, context->pass->segments_count, &first);
+    uform_linear_(model, &model->pool_proj, model->workspace.pooled + first * d, d, count,
+                  context->pass->pooled + first * widest, widest, &model->workspace.scratch[thread]);
+}
+
+static size_t uform_tiles_(size_t rows) { return (rows + uform_tile_rows_k - 1) / uform_tile_rows_k; }
+
+void uform_cpu_forward(uform_model_t *model, uform_pass_t const *pass) {
+    uform_context_t context = {.model = model, .pass = pass};
+    size_t tiles = uform_tiles_(pass->cells);
+    uform_pool_for(model->pool, tiles, uform_embed_task_, &context);
+    for (size_t i = 0; i < model->config.depth; ++i) {
+        context.block = &model->blocks[i];
+        uform_pool_for(model->pool, tiles, uform_qkv_task_, &context);
+        uform_pool_for(model->pool, pass->segments_count * model->config.heads, uform_attention_task_, &context);
+        uform_pool_for(model->pool, tiles, uform_mlp_task_, &context);
+    }
+    uform_pool_for(model->pool, tiles, uform_final_task_, &context);
+    if (pass->pooled) {
+        uform_pool_for(model->pool, pass->segments_count, uform_pool_task_, &context);
+        uform_pool_for(model->pool, uform_tiles_(pass->segments_count), uform_project_task_, &context);
+    }
+}

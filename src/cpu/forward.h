@@ -1,0 +1,24 @@
+/*  forward.h (internal): one encoder pass on the CPU over a compacted list of cells: padding
+ *  removed, each segment a contiguous span. The public verbs build these lists from texts or grids. */
+#ifndef UFORM_CPU_FORWARD_H
+#define UFORM_CPU_FORWARD_H
+
+#include "model/model.h"
+
+typedef struct uform_pass_t {
+    size_t cells;                  /* at most the workspace's capacity */
+    uint32_t const *values;        /* [cells] byte ids 0..257 */
+    int32_t const *positions;      /* [cells * 3] (t, h, w) */
+    uform_span_t const *segments;  /* [segments_count], ordered, covering every cell once */
+    size_t segments_count;
+    size_t const *destinations;    /* [cells] output row of each cell, or NULL for the identity */
+    float *hidden;                 /* [*, d] final-normed states, or NULL */
+    float *pooled;                 /* [segments_count, E] pool head output e, or NULL */
+    float *colbert;                /* [*, colbert_width] normalized, or NULL */
+    float *logits;                 /* [*, 258], or NULL */
+} uform_pass_t;
+
+/** Runs the pass; the caller has checked the inputs and that the needed heads exist. */
+void uform_cpu_forward(uform_model_t *model, uform_pass_t const *pass);
+
+#endif

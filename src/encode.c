@@ -1,0 +1,313 @@
+/*  encode.c: the inference verbs of encode.h. Each checks its arguments, packs texts or a grid
+ *  into the workspace's compacted cells, runs passes of at most the workspace's capacity, and
+ *  writes the caller's buffers. */
+#include "uform/encode.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "cpu/forward.h"
+
+static size_t uform_widest_(uform_model_t const *model) {
+    return model->config.embedding_widths[model->config.embedding_widths_count - 1];
+}
+
+static uform_status_t uform_need_head_(uform_model_t const *model, char const *head, char const *verb) {
+    if (uform_model_has_head(model, head)) return uform_ok_k;
+    return uform_fail(uform_missing_k, "%s: the checkpoint has no %s head", verb, head);
+}
+
+/* Appends one text as a segment of the pass being built; starts a new row when it does not fit. */
+typedef struct uform_packer_t {
+    uform_model_t *model;
+    size_t cells, segments, row_start;
+} uform_packer_t;
+
+static size_t uform_clip_(uform_model_t const *model, size_t length) {
+    return length < model->config.columns ? length : model->config.columns;
+}
+
+static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
+    return packer->cells + length <= packer->model->workspace.cells;
+}
+
+static void uform_packer_add_(uform_packer_t *packer, uint8_t const *bytes, uint16_t const *ids, size_t length) {
+    uform_workspace_t *workspace = &packer->model->workspace;
+    if (packer->cells - packer->row_start + length > packer->model->config.columns) packer->row_start = packer->cells;
+    for (size_t i = 0; i < length; ++i) {
+        size_t cell = packer->cells + i;
+        workspace->values[cell] = bytes ? bytes[i] : ids[i];
+        for (size_t axis = 0; axis < 3; ++axis) workspace->positions[cell * 3 + axis] = (int32_t)i;
+    }
+    workspace->spans[packer->segments++] = (uform_span_t){packer->cells, length, packer->row_start, 0};
+    packer->cells += length;
+}
+
+/* Fills each span's row length once the pass is complete. */
+static void uform_packer_close_rows_(uform_packer_t *packer) {
+    uform_span_t *spans = packer->model->workspace.spans;
+    for (size_t s = 0; s < packer->segments; ++s) {
+        size_t end = packer->cells;
+        for (size_t t = s + 1; t < packer->segments; ++t)
+            if (spans[t].row_start != spans[s].row_start) {
+                end = spans[t].row_start;
+                break;
+            }
+        spans[s].row_length = end - spans[s].row_start;
+    }
+}
+
+static uform_pass_t uform_packer_pass_(uform_packer_t *packer) {
+    uform_packer_close_rows_(packer);
+    uform_workspace_t *workspace = &packer->model->workspace;
+    return (uform_pass_t){.cells = packer->cells, .values = workspace->values, .positions = workspace->positions,
+                          .segments = workspace->spans, .segments_count = packer->segments};
+}
+
+static uform_status_t uform_check_texts_(uform_text_t const *texts, size_t count, char const *verb, char const *what) {
+    for (size_t i = 0; i < count; ++i) {
+        if (!texts[i].length) return uform_fail(uform_invalid_argument_k, "%s: %s %zu is empty: nothing to encode", verb, what, i);
+        if (!texts[i].data) return uform_fail(uform_invalid_argument_k, "%s: %s %zu has no data", verb, what, i);
+    }
+    return uform_ok_k;
+}
+
+/* Writes normalize(e[:width]) of the pass's segments. */
+static void uform_write_embeddings_(uform_model_t const *model, size_t segments, size_t width, float *embeddings) {
+    size_t widest = uform_widest_(model);
+    for (size_t s = 0; s < segments; ++s) {
+        float const *e = model->workspace.embeddings + s * widest;
+        double norm = 0;
+        for (size_t i = 0; i < width; ++i) norm += (double)e[i] * e[i];
+        float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+        for (size_t i = 0; i < width; ++i) embeddings[s * width + i] = e[i] * scale;
+    }
+}
+
+uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
+                            float *embeddings, size_t *truncated) {
+    if (!model || !texts || !embeddings || !count)
+        return uform_fail(uform_invalid_argument_k, "uform_encode: model, texts and embeddings are needed, count > 0");
+    UFORM_TRY(uform_need_head_(model, "pool", "uform_encode"));
+    if (!width) width = uform_widest_(model);
+    int known = 0;
+    for (size_t i = 0; i < model->config.embedding_widths_count; ++i) known |= model->config.embedding_widths[i] == width;
+    if (!known) return uform_fail(uform_invalid_argument_k, "uform_encode: width %zu is not one of the model's embedding widths", width);
+    UFORM_TRY(uform_check_texts_(texts, count, "uform_encode", "text"));
+    size_t cut = 0, done = 0;
+    while (done < count) {
+        uform_packer_t packer = {.model = model};
+        size_t first = done;
+        for (; done < count && uform_packer_fits_(&packer, uform_clip_(model, texts[done].length)); ++done) {
+            size_t length = uform_clip_(model, texts[done].length);
+            cut += length < texts[done].length;
+            uform_packer_add_(&packer, texts[done].data, NULL, length);
+        }
+        uform_pass_t pass = uform_packer_pass_(&packer);
+        pass.pooled = model->workspace.embeddings;
+        uform_cpu_forward(model, &pass);
+        uform_write_embeddings_(model, done - first, width, embeddings + first * width);
+    }
+    if (truncated) *truncated = cut;
+    return uform_ok_k;
+}
+
+uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {
+    if (!model || !vectors) return uform_fail(uform_invalid_argument_k, "uform_colbert: model and vectors are needed");
+    UFORM_TRY(uform_need_head_(model, "rerank", "uform_colbert"));
+    UFORM_TRY(uform_check_texts_(&text, 1, "uform_colbert", "text"));
+    size_t length = uform_clip_(model, text.length);
+    if (capacity < length)
+        return uform_fail(uform_shape_k, "uform_colbert: the buffer holds %zu cells, the text needs %zu", capacity, length);
+    uform_packer_t packer = {.model = model};
+    uform_packer_add_(&packer, text.data, NULL, length);
+    uform_pass_t pass = uform_packer_pass_(&packer);
+    pass.colbert = vectors;
+    uform_cpu_forward(model, &pass);
+    if (cells) *cells = length;
+    return uform_ok_k;
+}
+
+typedef struct uform_maxsim_context_t {
+    uform_model_t const *model;
+    float const *query;
+    size_t query_cells;
+    float *scores;
+} uform_maxsim_context_t;
+
+static void uform_maxsim_task_(void *context_pointer, size_t index, size_t thread) {
+    (void)thread;
+    uform_maxsim_context_t const *context = context_pointer;
+    uform_workspace_t const *workspace = &context->model->workspace;
+    size_t width = context->model->config.colbert_width;
+    uform_span_t const *document = &workspace->spans[index];
+    double total = 0;
+    for (size_t i = 0; i < context->query_cells; ++i) {
+        float const *q = context->query + i * width;
+        float best = -INFINITY;
+        for (size_t t = 0; t < document->length; ++t) {
+            float const *c = workspace->colbert + (document->start + t) * width;
+            float dot = 0;
+            for (size_t j = 0; j < width; ++j) dot += q[j] * c[j];
+            best = dot > best ? dot : best;
+        }
+        total += best;
+    }
+    context->scores[index] = (float)total;
+}
+
+uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents, size_t count,
+                            float *scores, size_t *truncated) {
+    if (!model || !documents || !scores || !count)
+        return uform_fail(uform_invalid_argument_k, "uform_rerank: model, documents and scores are needed, count > 0");
+    UFORM_TRY(uform_need_head_(model, "rerank", "uform_rerank"));
+    UFORM_TRY(uform_check_texts_(&query, 1, "uform_rerank", "query"));
+    UFORM_TRY(uform_check_texts_(documents, count, "uform_rerank", "document"));
+    size_t query_cells;
+    UFORM_TRY(uform_colbert(model, query, model->workspace.query_colbert, model->config.columns, &query_cells));
+    size_t cut = query_cells < query.length, done = 0;
+    while (done < count) {
+        uform_packer_t packer = {.model = model};
+        size_t first = done;
+        for (; done < count && uform_packer_fits_(&packer, uform_clip_(model, documents[done].length)); ++done) {
+            size_t length = uform_clip_(model, documents[done].length);
+            cut += length < documents[done].length;
+            uform_packer_add_(&packer, documents[done].data, NULL, length);
+        }
+        uform_pass_t pass = uform_packer_pass_(&packer);
+        pass.colbert = model->workspace.colbert;
+        uform_cpu_forward(model, &pass);
+        uform_maxsim_context_t context = {model, model->workspace.query_colbert, query_cells, scores + first};
+        uform_pool_for(model->pool, done - first, uform_maxsim_task_, &context);
+    }
+    if (truncated) *truncated = cut;
+    return uform_ok_k;
+}
+
+uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits) {
+    if (!model || !ids || !logits || !length)
+        return uform_fail(uform_invalid_argument_k, "uform_mlm_logits: model, ids and logits are needed, length > 0");
+    UFORM_TRY(uform_need_head_(model, "mlm", "uform_mlm_logits"));
+    if (length > model->config.columns)
+        return uform_fail(uform_shape_k, "uform_mlm_logits: %zu ids exceed a row of %zu", length, model->config.columns);
+    for (size_t i = 0; i < length; ++i)
+        if (ids[i] >= uform_vocabulary_k)
+            return uform_fail(uform_invalid_argument_k, "uform_mlm_logits: id %u at %zu is outside 0..257", ids[i], i);
+    uform_packer_t packer = {.model = model};
+    uform_packer_add_(&packer, NULL, ids, length);
+    uform_pass_t pass = uform_packer_pass_(&packer);
+    pass.logits = logits;
+    uform_cpu_forward(model, &pass);
+    return uform_ok_k;
+}
+
+/* Checks the grid and returns the most active cells any row has. */
+static uform_status_t uform_check_grid_(uform_grid_t const *grid, size_t *widest_row) {
+    if (!grid->rows || !grid->columns || !grid->kinds || !grid->values || !grid->segments || !grid->positions)
+        return uform_fail(uform_invalid_argument_k, "uform_forward: the grid needs rows, columns and all four arrays");
+    *widest_row = 0;
+    for (size_t row = 0; row < grid->rows; ++row) {
+        size_t active = 0;
+        int32_t previous = -1;
+        for (size_t column = 0; column < grid->columns; ++column) {
+            size_t cell = row * grid->columns + column;
+            uint8_t kind = grid->kinds[cell];
+            int32_t segment = grid->segments[cell];
+            if (kind == uform_cell_padding_k) {
+                if (segment != -1)
+                    return uform_fail(uform_invalid_argument_k, "uform_forward: padding at row %zu column %zu has segment %d, not -1", row, column, segment);
+                previous = -1;
+                continue;
+            }
+            if (kind != uform_cell_byte_k)
+                return uform_fail(uform_unsupported_k, "uform_forward: cell kind %u at row %zu column %zu: this build encodes bytes only", kind, row, column);
+            if (grid->values[cell] >= uform_vocabulary_k)
+                return uform_fail(uform_invalid_argument_k, "uform_forward: byte id %u at row %zu column %zu is outside 0..257", grid->values[cell], row, column);
+            if (segment < 0)
+                return uform_fail(uform_invalid_argument_k, "uform_forward: byte at row %zu column %zu has no segment", row, column);
+            if (segment != previous) {
+                /* A segment is one run of cells: its id may not appear again later in the row. */
+                for (size_t earlier = 0; earlier < column; ++earlier)
+                    if (grid->segments[row * grid->columns + earlier] == segment)
+                        return uform_fail(uform_invalid_argument_k, "uform_forward: segment %d of row %zu is not contiguous", segment, row);
+            }
+            previous = segment;
+            active++;
+        }
+        if (active > *widest_row) *widest_row = active;
+    }
+    return uform_ok_k;
+}
+
+/* Compacts rows [first, last) of the grid into the workspace; returns the number of segments. */
+static size_t uform_compact_rows_(uform_model_t *model, uform_grid_t const *grid, size_t first, size_t last, size_t *cells) {
+    uform_workspace_t *workspace = &model->workspace;
+    size_t count = 0, segments = 0;
+    for (size_t row = first; row < last; ++row) {
+        size_t row_start = count, row_segments = segments;
+        int32_t previous = -1;
+        for (size_t column = 0; column < grid->columns; ++column) {
+            size_t cell = row * grid->columns + column;
+            int32_t segment = grid->segments[cell];
+#if defined(UFORM_PLANT_POOL_PADDING)
+            if (segment == -1 && previous != -1) segment = previous; /* planted: padding joins the segment before it */
+#endif
+            if (segment == -1) {
+                previous = -1;
+                continue;
+            }
+            if (segment != previous) workspace->spans[segments++] = (uform_span_t){count, 0, row_start, 0};
+            workspace->spans[segments - 1].length++;
+            workspace->values[count] = grid->kinds[cell] == uform_cell_padding_k ? uform_pad_k : grid->values[cell];
+            memcpy(workspace->positions + count * 3, grid->positions + cell * 3, 3 * sizeof(int32_t));
+            workspace->destinations[count++] = cell;
+            previous = segment;
+        }
+        for (size_t s = row_segments; s < segments; ++s) workspace->spans[s].row_length = count - row_start;
+    }
+    *cells = count;
+    return segments;
+}
+
+uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs) {
+    if (!model || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
+    size_t widest_row = 0;
+    UFORM_TRY(uform_check_grid_(grid, &widest_row));
+    if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
+    if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
+    if (outputs->logits) UFORM_TRY(uform_need_head_(model, "mlm", "uform_forward"));
+    if (widest_row > model->workspace.cells) UFORM_TRY(uform_workspace_reserve(model, grid->columns));
+    size_t widest = uform_widest_(model), segments_done = 0;
+    for (size_t first = 0; first < grid->rows;) {
+        /* As many whole rows as the workspace holds. */
+        size_t last = first, cells = 0;
+        while (last < grid->rows) {
+            size_t active = 0;
+            for (size_t column = 0; column < grid->columns; ++column)
+                active += grid->segments[last * grid->columns + column] != -1;
+#if defined(UFORM_PLANT_POOL_PADDING)
+            active = grid->columns;
+#endif
+            if (last > first && cells + active > model->workspace.cells) break;
+            cells += active;
+            last++;
+        }
+        size_t segments = uform_compact_rows_(model, grid, first, last, &cells);
+        uform_pass_t pass = {.cells = cells,
+                             .values = model->workspace.values,
+                             .positions = model->workspace.positions,
+                             .segments = model->workspace.spans,
+                             .segments_count = segments,
+                             .destinations = model->workspace.destinations,
+                             .hidden = outputs->hidden,
+                             .pooled = outputs->pooled ? outputs->pooled + segments_done * widest : NULL,
+                             .colbert = outputs->colbert,
+                             .logits = outputs->logits};
+        if (cells) uform_cpu_forward(model, &pass);
+        segments_done += segments;
+        first = last;
+    }
+    outputs->segments = segments_done;
+    return uform_ok_k;
+}

@@ -1,0 +1,52 @@
+/*  safetensors.h: a validating, memory-mapped SafeTensors reader and an atomic writer.
+ *  Format: 8-byte little-endian header length, a JSON header, then raw little-endian data. */
+#ifndef UFORM_MODEL_SAFETENSORS_H
+#define UFORM_MODEL_SAFETENSORS_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "uform/types.h"
+
+typedef enum uform_dtype_t {
+    uform_dtype_bf16_k = 0,
+    uform_dtype_f32_k = 1,
+} uform_dtype_t;
+
+enum { uform_max_rank_k = 4, uform_max_name_k = 128 };
+
+typedef struct uform_tensor_view_t {
+    char name[uform_max_name_k];
+    uform_dtype_t dtype;
+    size_t rank;
+    size_t shape[uform_max_rank_k];
+    void const *data;
+    size_t bytes;
+} uform_tensor_view_t;
+
+typedef struct uform_safetensors_t {
+    char path[4096];
+    void *map;
+    size_t map_bytes;
+    uform_tensor_view_t *tensors;
+    size_t count;
+    json_t *metadata; /* the __metadata__ object (string values), or NULL */
+} uform_safetensors_t;
+
+/** Maps and validates the whole file; every failure names `path` and the problem. */
+uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file);
+void uform_safetensors_close(uform_safetensors_t *file);
+uform_tensor_view_t const *uform_safetensors_find(uform_safetensors_t const *file, char const *name);
+
+/** Writes `count` tensors and the string-valued `metadata` object (may be NULL) to `path`
+ *  through a temporary file, fsync and rename, so that `path` is never seen half-written. */
+uform_status_t uform_safetensors_write(char const *path, uform_tensor_view_t const *tensors, size_t count,
+                                       json_t const *metadata);
+
+/** Writes `bytes` to `path` atomically (temporary name, fsync, rename, fsync of the folder). */
+uform_status_t uform_write_atomic(char const *path, void const *data, size_t bytes);
+
+size_t uform_dtype_size(uform_dtype_t dtype);
+size_t uform_tensor_elements(uform_tensor_view_t const *tensor);
+
+#endif

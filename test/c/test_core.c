@@ -1,0 +1,170 @@
+/*  test_core.c: the core pieces against hand-checkable facts: BF16 rounding, the arena, the
+ *  thread pool, the RNG, tier configurations and a SafeTensors round trip. Prints
+ *  "N passed, M failed" and exits non-zero on any failure. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/arena.h"
+#include "core/numeric.h"
+#include "core/threads.h"
+#include "model/safetensors.h"
+#include "uform/uform.h"
+
+static int passed_, failed_;
+
+#define CHECK(condition)                                                                                              \
+    do {                                                                                                              \
+        if (condition) passed_++;                                                                                     \
+        else {                                                                                                        \
+            failed_++;                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #condition);                             \
+        }                                                                                                             \
+    } while (0)
+
+static float from_bits(uint32_t bits) {
+    float value;
+    memcpy(&value, &bits, 4);
+    return value;
+}
+
+static void test_bf16(void) {
+    CHECK(uform_f32_to_bf16(1.0f) == 0x3f80);
+    /* 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties go to the even mantissa (1.0). */
+    CHECK(uform_f32_to_bf16(from_bits(0x3f808000u)) == 0x3f80);
+    /* 1 + 3 * 2^-8 is halfway between 1 + 2^-7 (odd) and 1 + 2^-6: rounds up to even. */
+    CHECK(uform_f32_to_bf16(from_bits(0x3f818000u)) == 0x3f82);
+    CHECK(uform_f32_to_bf16(from_bits(0x3f808001u)) == 0x3f81); /* just above half: up */
+    CHECK(uform_f32_to_bf16(INFINITY) == 0x7f80);
+    CHECK(uform_f32_to_bf16(-INFINITY) == 0xff80);
+    CHECK(isnan(uform_bf16_to_f32(uform_f32_to_bf16(NAN))));
+    CHECK(uform_f32_to_bf16(from_bits(0x7f7fffffu)) == 0x7f80); /* FLT_MAX rounds to infinity */
+    /* Every BF16 value survives a round trip exactly. */
+    int exact = 1;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+        float value = uform_bf16_to_f32((uint16_t)bits);
+        if (!isnan(value) && uform_f32_to_bf16(value) != bits) exact = 0;
+    }
+    CHECK(exact);
+}
+
+static void test_arena(void) {
+    uform_arena_t arena;
+    CHECK(uform_arena_create(&arena, 1000) == uform_ok_k);
+    void *a = uform_arena_take(&arena, 10), *b = uform_arena_take(&arena, 100);
+    CHECK(a && b && ((uintptr_t)a % 64) == 0 && ((uintptr_t)b % 64) == 0 && (char *)b - (char *)a == 64);
+    CHECK(uform_arena_take(&arena, 100000) == NULL);
+    uform_arena_reset(&arena);
+    CHECK(uform_arena_take(&arena, 10) == a);
+    uform_arena_destroy(&arena);
+}
+
+typedef struct {
+    atomic_int hits[1000];
+    atomic_int bad_thread;
+    size_t threads;
+} pool_check_t;
+
+static void pool_task(void *context, size_t index, size_t thread) {
+    pool_check_t *check = context;
+    atomic_fetch_add(&check->hits[index], 1);
+    if (thread >= check->threads) atomic_store(&check->bad_thread, 1);
+}
+
+static void test_pool(void) {
+    for (size_t threads = 1; threads <= 4; ++threads) {
+        uform_pool_t *pool;
+        CHECK(uform_pool_create(threads, &pool) == uform_ok_k);
+        pool_check_t *check = calloc(1, sizeof(*check));
+        check->threads = threads;
+        for (int round = 0; round < 3; ++round) uform_pool_for(pool, 1000, pool_task, check);
+        int every_three = 1;
+        for (int i = 0; i < 1000; ++i) every_three &= atomic_load(&check->hits[i]) == 3;
+        CHECK(every_three);
+        CHECK(!atomic_load(&check->bad_thread));
+        free(check);
+        uform_pool_destroy(pool);
+    }
+}
+
+static void test_rng(void) {
+    uform_rng_t a = {42}, b = {42}, c = {43};
+    CHECK(uform_rng_next(&a) == uform_rng_next(&b));
+    CHECK(uform_rng_next(&a) != uform_rng_next(&c));
+    /* Mean and variance of 20000 normals within 5 standard errors of 0 and 1. */
+    uform_rng_t rng = {7};
+    double sum = 0, squares = 0;
+    for (int i = 0; i < 20000; ++i) {
+        double x = uform_rng_normal(&rng);
+        sum += x, squares += x * x;
+    }
+    CHECK(fabs(sum / 20000) < 5 / sqrt(20000.0));
+    CHECK(fabs(squares / 20000 - 1) < 5 * sqrt(2.0 / 20000));
+}
+
+static void test_tiers(void) {
+    uform_config_t config;
+    /* SPEC.md section 6: parameter counts within 2% of the table. */
+    struct { char const *tier; double parameters; } const table[] = {
+        {"tiny", 51e6}, {"small", 204e6}, {"medium", 405e6}, {"large", 1.6e9}, {"xl", 3.2e9}};
+    for (size_t i = 0; i < 5; ++i) {
+        CHECK(uform_config_from_tier(table[i].tier, &config) == uform_ok_k);
+        CHECK(fabs((double)uform_config_parameters(&config) / table[i].parameters - 1) < 0.02);
+    }
+    CHECK(uform_config_from_tier("tiny", &config) == uform_ok_k && config.embedding_widths_count == 4 &&
+          config.embedding_widths[3] == 512 && config.heads == 8);
+    CHECK(uform_config_from_tier("128x2", &config) == uform_ok_k && config.width == 128 && config.depth == 2);
+    CHECK(uform_config_from_tier("100x2", &config) == uform_invalid_argument_k);
+    CHECK(uform_config_from_tier("huge", &config) == uform_invalid_argument_k && strstr(uform_last_error(), "huge"));
+}
+
+static void test_safetensors(void) {
+    char path[] = "/tmp/uform_test_core_XXXXXX";
+    int descriptor = mkstemp(path);
+    CHECK(descriptor >= 0);
+    close(descriptor);
+    uint16_t matrix[6] = {1, 2, 3, 4, 5, 6};
+    float vector[3] = {1.5f, -2.0f, 0.25f};
+    uform_tensor_view_t views[2] = {
+        {.name = "a", .dtype = uform_dtype_bf16_k, .rank = 2, .shape = {2, 3}, .data = matrix, .bytes = sizeof(matrix)},
+        {.name = "b", .dtype = uform_dtype_f32_k, .rank = 1, .shape = {3}, .data = vector, .bytes = sizeof(vector)},
+    };
+    json_t *metadata = json_pack("{s:s}", "config", "{}");
+    CHECK(uform_safetensors_write(path, views, 2, metadata) == uform_ok_k);
+    json_decref(metadata);
+    uform_safetensors_t file;
+    CHECK(uform_safetensors_open(path, &file) == uform_ok_k);
+    uform_tensor_view_t const *a = uform_safetensors_find(&file, "a"), *b = uform_safetensors_find(&file, "b");
+    CHECK(a && a->shape[1] == 3 && !memcmp(a->data, matrix, sizeof(matrix)));
+    CHECK(b && b->dtype == uform_dtype_f32_k && !memcmp(b->data, vector, sizeof(vector)));
+    CHECK(((uintptr_t)a->data - (uintptr_t)file.map) % 8 == 0); /* data section starts 8-aligned */
+    uform_safetensors_close(&file);
+    /* A copy cut one byte short must be refused with the path in the message. */
+    FILE *stream = fopen(path, "rb");
+    fseek(stream, 0, SEEK_END);
+    long size = ftell(stream);
+    rewind(stream);
+    char *bytes = malloc((size_t)size);
+    CHECK(fread(bytes, 1, (size_t)size, stream) == (size_t)size);
+    fclose(stream);
+    stream = fopen(path, "wb");
+    fwrite(bytes, 1, (size_t)size - 1, stream);
+    fclose(stream);
+    CHECK(uform_safetensors_open(path, &file) == uform_format_k && strstr(uform_last_error(), path));
+    free(bytes);
+    unlink(path);
+}
+
+int main(void) {
+    test_bf16();
+    test_arena();
+    test_pool();
+    test_rng();
+    test_tiers();
+    test_safetensors();
+    printf("%d passed, %d failed\n", passed_, failed_);
+    return failed_ ? 1 : 0;
+}

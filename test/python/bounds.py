@@ -1,0 +1,83 @@
+# bounds.py: error bounds for comparing the C library against the float64 reference, derived from
+# the arithmetic (never tuned to what the C code happens to give). The derivation:
+#
+# Rounding points. Every product of the encoder (qkv, q.k, p.v, out, gate_up, down, and the heads'
+# pool.proj, rerank.proj, mlm.head) has its inputs at a "rounding point": in BF16 mode the C code
+# rounds them to BF16, in Float32 mode they only carry Float32 error.
+#
+# Gain G. Let every rounding point get an independent relative perturbation of rms size rho; the
+# output then moves by G * rho (relative, in norm). G is a property of the model and the input,
+# not of any implementation, so we measure it on the reference itself: round-to-nearest-even to
+# BF16 perturbs each value by at most 2^-8 relative, uniformly over [-2^-8, 2^-8] at worst, so
+# rho_bf16 <= 2^-8 / sqrt(3), and with E_r = ||R_bf16 - R_f64|| / ||R_f64|| (the two references)
+#     G = E_r / rho_bf16 = sqrt(3) * 2^8 * E_r.
+# (Dividing by the largest rho keeps G, and so the bounds, on the large side.)
+#
+# Float32 mode. A Float32 dot product of depth K is off by at most gamma_K ~ K * 2^-24 relative
+# to sum |a_i b_i|; for signs that cancel like a random walk, sum |a_i b_i| is ~sqrt(K) times
+# |sum a_i b_i|, and the accumulated error ~sqrt(K) * 2^-24 of the sum, so K * 2^-24 bounds the
+# relative error of the output (the typical error is ~sqrt(K) * 2^-24). The deepest products are
+# down (K = 4d) and p.v over the longest segment (K = n); the rotary angles p * inv_freq carry an
+# absolute error of about P * 2^-24 for the largest coordinate P, and exp, sin, cos, sqrt are a
+# few ulp. So each rounding point carries at most
+#     eps_32 = (4 d + n + P) * 2^-24,
+# which reaches the output through the same gain G, and the last product adds eps_32 once more:
+#     B_f32 = (1 + G) * (4 d + n + P) * 2^-24.
+#
+# BF16 mode. The C code and the BF16 reference round at the same points; where both see the same
+# value they agree, and where their Float32 / float64 values straddle a rounding boundary they
+# differ by one BF16 ulp (2^-7 relative at most). With X the exact result, C = X + E_c, and
+# R_bf16 = X + E_r, where E_c holds the C code's rounding effect (same points, same rule, so the
+# same size as E_r) plus its Float32 error (B_f32): by the triangle inequality
+#     ||C - R_bf16|| / ||R_bf16|| <= 2 E_r + B_f32.
+# The same argument bounds two C results for one item (packed differently): 2 (E_r + B_f32) in
+# BF16 mode, 2 B_f32 in Float32 mode.
+
+import numpy as np
+
+UNIT_F32 = 2.0**-24
+UNIT_BF16 = 2.0**-8
+RMS_BF16 = UNIT_BF16 / np.sqrt(3.0)
+
+
+def relative_error(value, expected):
+    """||value - expected|| / ||expected|| over all entries (both already free of padding)."""
+    value = np.asarray(value, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    denominator = np.linalg.norm(expected)
+    return float(np.linalg.norm(value - expected) / denominator) if denominator > 0 else float(np.linalg.norm(value))
+
+
+def float32_rounding(width, longest, largest_coordinate):
+    """eps_32: the worst relative error each rounding point carries in Float32 mode."""
+    return (4 * width + longest + largest_coordinate) * UNIT_F32
+
+
+def gain(reference_f64, reference_bf16):
+    """G: how much the output moves per unit rms relative perturbation at every rounding point."""
+    return relative_error(reference_bf16, reference_f64) / RMS_BF16
+
+
+def bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate):
+    """B_f32 = (1 + G) * (4 d + n + P) * 2^-24: C in Float32 mode against the float64 reference."""
+    return (1.0 + gain(reference_f64, reference_bf16)) * float32_rounding(width, longest, largest_coordinate)
+
+
+def bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate):
+    """2 E_r + B_f32: C in BF16 mode against the BF16-input reference."""
+    rounding = relative_error(reference_bf16, reference_f64)
+    return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate)
+
+
+def bound(precision_is_bf16, reference_f64, reference_bf16, width, longest, largest_coordinate):
+    if precision_is_bf16:
+        return bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate)
+    return bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate)
+
+
+def bound_between_runs(precision_is_bf16, reference_f64, reference_bf16, width, longest, largest_coordinate):
+    """Two C results for the same item, each within its own bound of the exact one."""
+    float32 = bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate)
+    if precision_is_bf16:
+        return 2.0 * (relative_error(reference_bf16, reference_f64) + float32)
+    return 2.0 * float32

@@ -1,0 +1,132 @@
+# checkpoint_files.py: writes and takes apart model.safetensors files from Python, through the
+# `safetensors` package where it can, so that tests can make checkpoints our library never wrote
+# (random weights with non-trivial norm scales and pool query) and break them in precise ways.
+
+import json
+import os
+import struct
+
+import numpy as np
+import safetensors
+
+from reference import VOCABULARY, round_bf16
+
+# Vectors are stored in Float32, matrices in BF16 (SPEC.md section 5).
+VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias")
+
+
+def tensor_shapes(config):
+    """Every tensor name of a byte-only checkpoint with its shape."""
+    width, embedding = config["width"], config["embedding_widths"][-1]
+    shapes = {"embed.bytes": (VOCABULARY, width)}
+    for block in range(config["depth"]):
+        prefix = f"blocks.{block}."
+        shapes[prefix + "attn_norm"] = (width,)
+        shapes[prefix + "qkv"] = (3 * width, width)
+        shapes[prefix + "out"] = (width, width)
+        shapes[prefix + "mlp_norm"] = (width,)
+        shapes[prefix + "gate_up"] = (8 * width, width)
+        shapes[prefix + "down"] = (width, 4 * width)
+    shapes["final_norm"] = (width,)
+    shapes["pool.query"] = (width,)
+    shapes["pool.proj"] = (embedding, width)
+    shapes["rerank.proj"] = (config["colbert_width"], width)
+    shapes["mlm.head"] = (VOCABULARY, width)
+    shapes["siglip.scale"] = (1,)
+    shapes["siglip.bias"] = (1,)
+    return shapes
+
+
+def dtype_of(name):
+    return "F32" if name.endswith(VECTOR_NAMES) else "BF16"
+
+
+def bf16_bytes(values):
+    """Float values rounded to BF16 (ties to even), as little-endian raw bytes."""
+    rounded = round_bf16(np.asarray(values, dtype=np.float64)).astype(np.float32)
+    return (rounded.view(np.uint32) >> 16).astype("<u2").tobytes()
+
+
+def raw_bytes(values, dtype):
+    if dtype == "BF16":
+        return bf16_bytes(values)
+    if dtype == "F32":
+        return np.asarray(values, dtype="<f4").tobytes()
+    raise ValueError(dtype)
+
+
+def random_tensors(config, seed, attention_gain=1.0):
+    """Random weights in float64 (already on the BF16 / Float32 grid they will be stored on).
+    Norm scales and the pool query are random, not 1 and 0, so every term of the spec matters.
+    `attention_gain` scales the q and k rows so that attention logits are not all near zero."""
+    rng = np.random.default_rng(seed)
+    tensors = {}
+    for name, shape in tensor_shapes(config).items():
+        if name.endswith(("attn_norm", "mlp_norm", "final_norm")):
+            values = rng.uniform(0.5, 1.5, size=shape)
+        elif name == "pool.query":
+            values = rng.normal(0.0, 1.0, size=shape)
+        elif name == "siglip.scale":
+            values = np.full(shape, np.log(10.0))
+        elif name == "siglip.bias":
+            values = np.full(shape, -10.0)
+        elif name == "embed.bytes":
+            values = rng.normal(0.0, 1.0, size=shape)
+        else:
+            values = rng.normal(0.0, 1.0 / np.sqrt(shape[1]), size=shape)
+            if name.endswith(("out", "down")):
+                values *= 0.5  # keeps the residual stream from growing block over block
+            if name.endswith("qkv"):
+                values[: 2 * config["width"]] *= attention_gain
+        stored = round_bf16(values) if dtype_of(name) == "BF16" else values.astype(np.float32).astype(np.float64)
+        tensors[name] = stored
+    return tensors
+
+
+def config_metadata(config):
+    keys = ("tier", "width", "depth", "heads", "embedding_widths", "colbert_width", "columns")
+    return {"config": json.dumps({key: config[key] for key in keys})}
+
+
+def serialize(entries, metadata):
+    """entries: name -> (dtype, shape, raw bytes). Uses the safetensors package's own writer."""
+    names = {"BF16": "bfloat16", "F32": "float32"}
+    if hasattr(safetensors, "TensorSpec"):
+        buffers = {name: np.frombuffer(raw, dtype=np.uint8).copy() for name, (_, _, raw) in entries.items()}
+        specs = {
+            name: safetensors.TensorSpec(
+                dtype=names[dtype], shape=list(shape), data_ptr=buffers[name].ctypes.data, data_len=len(raw)
+            )
+            for name, (dtype, shape, raw) in entries.items()
+        }
+        blob = bytes(safetensors.serialize(specs, metadata=metadata))
+        del buffers  # kept alive until the writer is done
+        return blob
+    plain = {name: {"dtype": names[dtype], "shape": list(shape), "data": raw} for name, (dtype, shape, raw) in entries.items()}
+    return bytes(safetensors.serialize(plain, metadata=metadata))
+
+
+def write_checkpoint(directory, config, tensors):
+    """Writes model.safetensors with the package's writer; tensors are float64 arrays by name."""
+    entries = {name: (dtype_of(name), values.shape, raw_bytes(values, dtype_of(name))) for name, values in tensors.items()}
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "model.safetensors")
+    with open(path, "wb") as file:
+        file.write(serialize(entries, config_metadata(config)))
+    return path
+
+
+def split_file(path):
+    """(header dict, data bytes) of a SafeTensors file."""
+    with open(path, "rb") as file:
+        blob = file.read()
+    (length,) = struct.unpack("<Q", blob[:8])
+    return json.loads(blob[8 : 8 + length]), blob[8 + length :]
+
+
+def join_file(path, header, data):
+    """Writes a SafeTensors file from a header dict and data bytes, by hand (no validation)."""
+    text = json.dumps(header).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as file:
+        file.write(struct.pack("<Q", len(text)) + text + data)

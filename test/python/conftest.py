@@ -1,0 +1,82 @@
+# conftest.py: finds the build (env UFORM_BUILD, default /work/main/build) and makes the small
+# checkpoints the suites share. A missing library, planted control or CLI fails loudly; nothing
+# is skipped silently.
+
+import os
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import checkpoint_files  # noqa: E402
+from uform_ctypes import Library  # noqa: E402
+
+BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", "/work/main/build"))
+PLANTS = ("rope_axis", "mask_leak", "pool_padding")
+COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
+
+
+def built(name):
+    path = BUILD / name
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build it with `cmake -S . -B build && cmake --build build` "
+                    f"or point UFORM_BUILD at a build directory", pytrace=False)
+    return path
+
+
+@pytest.fixture(scope="session")
+def library():
+    return Library(built("libuform.so"))
+
+
+@pytest.fixture(scope="session", params=PLANTS)
+def plant(request):
+    return request.param, Library(built(f"libuform_plant_{request.param}.so"))
+
+
+@pytest.fixture(scope="session")
+def cli():
+    return built("uform")
+
+
+def init_checkpoint(library, directory, tier, seed, columns=COLUMNS):
+    """A model made by uform_model_init with a short row, saved by uform_model_save."""
+    config = library.config_from_tier(tier)
+    config.columns = columns
+    with library.init(config, seed) as model:
+        model.save(directory, f"pytest init {tier} seed {seed}")
+    return directory
+
+
+def python_config(width, depth, columns=COLUMNS):
+    widths = [w for w in (64, 128, 256, 512, 1024, 2048) if w <= width]
+    return {"tier": f"{width}x{depth}", "width": width, "depth": depth, "heads": width // 64,
+            "embedding_widths": widths, "colbert_width": 128, "columns": columns}
+
+
+def python_checkpoint(directory, width, depth, seed, attention_gain):
+    """A model written by the safetensors package: random norm scales and pool query, and q, k
+    scaled by `attention_gain` so attention is far from uniform and every rotary axis counts."""
+    config = python_config(width, depth)
+    checkpoint_files.write_checkpoint(directory, config, checkpoint_files.random_tensors(config, seed, attention_gain))
+    return directory
+
+
+@pytest.fixture(scope="session")
+def init_model(library, tmp_path_factory):
+    """128x2 from uform_model_init (seed 7)."""
+    return init_checkpoint(library, tmp_path_factory.mktemp("init_128x2"), "128x2", 7)
+
+
+@pytest.fixture(scope="session")
+def python_model(tmp_path_factory):
+    """192x3 written from Python with sharp attention (seed 11)."""
+    return python_checkpoint(tmp_path_factory.mktemp("python_192x3"), 192, 3, 11, attention_gain=2.0)
+
+
+@pytest.fixture(scope="session", params=["init_model", "python_model"])
+def any_model(request):
+    return request.getfixturevalue(request.param)

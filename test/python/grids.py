@@ -1,0 +1,91 @@
+# grids.py: builds cell grids for tests: rows packed with segments of varied lengths, padding
+# before, between and after them, segment ids out of order, and three kinds of coordinates on
+# byte cells (text: t = h = w; image: t = 0, h = row, w = column; video: t in 40 ms ticks).
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reference import CELL_BYTE, CELL_PADDING, MASK, text_positions
+
+
+@dataclass
+class GridBuilder:
+    rows: int
+    columns: int
+    kinds: np.ndarray = field(init=False)
+    values: np.ndarray = field(init=False)
+    segments: np.ndarray = field(init=False)
+    positions: np.ndarray = field(init=False)
+
+    def __post_init__(self):
+        self.kinds = np.full((self.rows, self.columns), CELL_PADDING, dtype=np.uint8)
+        self.values = np.zeros((self.rows, self.columns), dtype=np.uint32)
+        self.segments = np.full((self.rows, self.columns), -1, dtype=np.int32)
+        self.positions = np.zeros((self.rows, self.columns, 3), dtype=np.int32)
+
+    def place(self, row, column, values, positions, segment):
+        """Puts one segment of byte cells at (row, column)."""
+        span = slice(column, column + len(values))
+        self.kinds[row, span] = CELL_BYTE
+        self.values[row, span] = values
+        self.segments[row, span] = segment
+        self.positions[row, span] = positions
+
+    def arrays(self):
+        return self.kinds, self.values, self.segments, self.positions
+
+
+def image_positions(length, patch_columns):
+    """t = 0, h = patch row, w = patch column."""
+    index = np.arange(length)
+    return np.stack([np.zeros(length, int), index // patch_columns, index % patch_columns], axis=1)
+
+
+def video_positions(length, patch_rows, patch_columns, first_tick=0):
+    """t = time of the tube's first frame in 40 ms ticks (2 frames at 25 fps: 2 ticks a tube)."""
+    index = np.arange(length)
+    per_frame = patch_rows * patch_columns
+    return np.stack([first_tick + 2 * (index // per_frame), (index % per_frame) // patch_columns, index % patch_columns], axis=1)
+
+
+def random_bytes(rng, length, mask_fraction=0.1):
+    values = rng.integers(0, 256, size=length)
+    values[rng.random(length) < mask_fraction] = MASK
+    return values
+
+
+def packed_grid(columns, seed):
+    """Three rows: packed segments with image-, video- and text-like coordinates, and padding.
+    Row 0: four segments back to back (lengths 1, 7, 23 and 40% of the row), then padding.
+    Row 1: padding, a text segment, padding, an image segment, padding, a video segment, padding.
+    Row 2: one text segment filling the whole row.
+    Segment ids are not in column order, so output order must follow the cells, not the ids."""
+    rng = np.random.default_rng(seed)
+    grid = GridBuilder(3, columns)
+    column = 0
+    long_image = max(columns * 2 // 5, 8)
+    row0 = [(1, text_positions(1), 9), (7, text_positions(7) + 3, 2), (23, video_positions(23, 2, 3, 5), 5),
+            (long_image, image_positions(long_image, 6), 0)]
+    for length, positions, segment in row0:
+        grid.place(0, column, random_bytes(rng, length), positions, segment)
+        column += length
+    text, image, video = columns // 6, columns // 3, columns // 6
+    grid.place(1, 3, random_bytes(rng, text), text_positions(text), 4)
+    grid.place(1, 5 + text, random_bytes(rng, image), image_positions(image, 5), 1)
+    grid.place(1, 8 + text + image, random_bytes(rng, video), video_positions(video, 3, 2, 100), 3)
+    grid.place(2, 0, random_bytes(rng, columns), text_positions(columns), 0)
+    return grid
+
+
+def longest_segment(grid):
+    """n: the longest run of one segment in any row."""
+    longest = 0
+    for row in range(grid.rows):
+        run, previous = 0, None
+        for column in range(grid.columns):
+            identifier = grid.segments[row, column] if grid.kinds[row, column] != CELL_PADDING else None
+            run = run + 1 if identifier is not None and identifier == previous else (1 if identifier is not None else 0)
+            previous = identifier
+            longest = max(longest, run)
+    return longest

@@ -1,0 +1,280 @@
+# reference.py: a float64 NumPy implementation of SPEC.md sections 1-3, written from the spec
+# alone, for checking the C library. It reads a checkpoint (model.safetensors parsed by hand, so
+# that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
+# head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does.
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+VOCABULARY = 258
+MASK = 256
+PAD = 257
+HEAD_WIDTH = 64
+ROPE_SLOTS = 32
+CELL_BYTE, CELL_IMAGE, CELL_VIDEO, CELL_AUDIO, CELL_PADDING = 0, 1, 2, 3, 4
+RMS_EPSILON = 1e-6
+
+_DTYPE_BYTES = {"BF16": 2, "F32": 4, "F16": 2, "F64": 8}
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoint reading
+# ---------------------------------------------------------------------------------------------
+
+
+def read_safetensors(path):
+    """Parses a SafeTensors file: returns (tensors as float64 arrays, metadata dict, header dict)."""
+    with open(path, "rb") as file:
+        blob = file.read()
+    (header_length,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8 : 8 + header_length].decode("utf-8"))
+    data = memoryview(blob)[8 + header_length :]
+    metadata = header.get("__metadata__", {})
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = entry["data_offsets"]
+        raw = bytes(data[begin:end])
+        shape = tuple(entry["shape"])
+        tensors[name] = widen(raw, entry["dtype"]).reshape(shape)
+    return tensors, metadata, header
+
+
+def widen(raw, dtype):
+    """Raw little-endian bytes of one dtype to float64; BF16 is the high half of a Float32."""
+    if dtype == "BF16":
+        halves = np.frombuffer(raw, dtype="<u2").astype(np.uint32)
+        return (halves << 16).view(np.float32).astype(np.float64)
+    if dtype == "F32":
+        return np.frombuffer(raw, dtype="<f4").astype(np.float64)
+    if dtype == "F16":
+        return np.frombuffer(raw, dtype="<f2").astype(np.float64)
+    if dtype == "F64":
+        return np.frombuffer(raw, dtype="<f8").astype(np.float64)
+    raise ValueError(f"unsupported dtype {dtype}")
+
+
+@dataclass
+class Model:
+    config: dict
+    tensors: dict
+
+    @property
+    def width(self):
+        return int(self.config["width"])
+
+    @property
+    def depth(self):
+        return int(self.config["depth"])
+
+    @property
+    def heads(self):
+        return int(self.config["heads"])
+
+    @property
+    def embedding_widths(self):
+        return [int(w) for w in self.config["embedding_widths"]]
+
+
+def load_model(directory):
+    """Opens a checkpoint directory holding model.safetensors."""
+    tensors, metadata, _ = read_safetensors(os.path.join(directory, "model.safetensors"))
+    config = json.loads(metadata["config"])
+    return Model(config=config, tensors=tensors)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic pieces
+# ---------------------------------------------------------------------------------------------
+
+
+def round_bf16(x):
+    """Rounds float64 values to the nearest BF16 (8 significant bits), ties to even."""
+    x = np.asarray(x, dtype=np.float64)
+    mantissa, exponent = np.frexp(x)  # x = mantissa * 2^exponent, |mantissa| in [0.5, 1)
+    return np.ldexp(np.rint(mantissa * 256.0) / 256.0, exponent)
+
+
+def rmsnorm(x, scale):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + RMS_EPSILON) * scale
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def softmax(scores, axis=-1):
+    shifted = scores - np.max(scores, axis=axis, keepdims=True)
+    weights = np.exp(shifted)
+    return weights / np.sum(weights, axis=axis, keepdims=True)
+
+
+def normalize(x, axis=-1):
+    return x / np.linalg.norm(x, axis=axis, keepdims=True)
+
+
+def rope_angles(positions):
+    """Angles [cells, 32] for M-RoPE: slots 0..7 read t, 8..19 read h, 20..31 read w."""
+    positions = np.asarray(positions, dtype=np.float64)
+    slots = np.arange(ROPE_SLOTS, dtype=np.float64)
+    inverse_frequencies = 10000.0 ** (-slots / ROPE_SLOTS)
+    axis_of_slot = np.concatenate([np.zeros(8, int), np.ones(12, int), np.full(12, 2)])
+    coordinates = positions[:, axis_of_slot]  # [cells, 32]
+    return coordinates * inverse_frequencies
+
+
+def mrope(x, angles):
+    """Rotates [cells, heads, 64] per head: element j pairs with j + 32 ("rotate half")."""
+    cos = np.cos(angles)[:, None, :]
+    sin = np.sin(angles)[:, None, :]
+    first, second = x[..., :ROPE_SLOTS], x[..., ROPE_SLOTS:]
+    return np.concatenate([first * cos - second * sin, second * cos + first * sin], axis=-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The encoder over one segment, and the heads
+# ---------------------------------------------------------------------------------------------
+
+
+class _Rounding:
+    """Where the C fast path rounds a product's input to BF16; identity in Float64 mode."""
+
+    def __init__(self, bf16_inputs):
+        self.apply = round_bf16 if bf16_inputs else (lambda x: x)
+
+
+def encode_segment(model, values, positions, bf16_inputs=False, statistics=None):
+    """Final-normed states h [cells, d] of one segment of byte cells."""
+    tensors, width, heads = model.tensors, model.width, model.heads
+    to_input = _Rounding(bf16_inputs).apply
+    cells = len(values)
+    x = tensors["embed.bytes"][np.asarray(values, dtype=np.int64)].copy()
+    angles = rope_angles(positions)
+    for block in range(model.depth):
+        prefix = f"blocks.{block}."
+        n = rmsnorm(x, tensors[prefix + "attn_norm"])
+        qkv = to_input(n) @ tensors[prefix + "qkv"].T
+        q, k, v = (qkv[:, i * width : (i + 1) * width].reshape(cells, heads, HEAD_WIDTH) for i in range(3))
+        q, k = to_input(mrope(q, angles)), to_input(mrope(k, angles))
+        v = to_input(v)
+        scores = np.einsum("thc,shc->hts", q, k) / 8.0  # [heads, cells, cells], all one segment
+        if statistics is not None:
+            statistics["max_abs_score"] = max(statistics.get("max_abs_score", 0.0), float(np.max(np.abs(scores))))
+        probabilities = to_input(softmax(scores, axis=-1))
+        attended = np.einsum("hts,shc->thc", probabilities, v).reshape(cells, width)
+        x = x + to_input(attended) @ tensors[prefix + "out"].T
+        n = rmsnorm(x, tensors[prefix + "mlp_norm"])
+        gate_up = to_input(n) @ tensors[prefix + "gate_up"].T
+        gate, up = gate_up[:, : 4 * width], gate_up[:, 4 * width :]
+        x = x + to_input(silu(gate) * up) @ tensors[prefix + "down"].T
+    return rmsnorm(x, tensors["final_norm"])
+
+
+def pool_segment(model, hidden, bf16_inputs=False):
+    """The attention pool's e [E] of one segment's states h [cells, d] (not normalized)."""
+    to_input = _Rounding(bf16_inputs).apply
+    cells = hidden.shape[0]
+    per_head = hidden.reshape(cells, model.heads, HEAD_WIDTH)
+    query = model.tensors["pool.query"].reshape(model.heads, HEAD_WIDTH)
+    alpha = softmax(np.einsum("thc,hc->ht", per_head, query) / 8.0, axis=-1)  # [heads, cells]
+    pooled = np.einsum("ht,thc->hc", alpha, per_head).reshape(model.width)
+    return to_input(pooled) @ model.tensors["pool.proj"].T
+
+
+def colbert_cells(model, hidden, bf16_inputs=False):
+    to_input = _Rounding(bf16_inputs).apply
+    return normalize(to_input(hidden) @ model.tensors["rerank.proj"].T)
+
+
+def mlm_cells(model, hidden, bf16_inputs=False):
+    to_input = _Rounding(bf16_inputs).apply
+    return to_input(hidden) @ model.tensors["mlm.head"].T
+
+
+def matryoshka(e, width):
+    """A Matryoshka embedding of width m: normalize(e[:m])."""
+    return normalize(np.asarray(e)[..., :width])
+
+
+def maxsim(query_vectors, document_vectors):
+    """Sum over query cells of the best cosine among document cells (vectors are normalized)."""
+    return float(np.sum(np.max(query_vectors @ document_vectors.T, axis=1)))
+
+
+# ---------------------------------------------------------------------------------------------
+# The grid
+# ---------------------------------------------------------------------------------------------
+
+
+def grid_segments(kinds, segments):
+    """Segments as lists of (row, first column, cell count), in order of first cell, row by row.
+    A segment is a contiguous run of non-padding cells of one row sharing a segment id."""
+    found = []
+    rows, columns = segments.shape
+    for row in range(rows):
+        column = 0
+        while column < columns:
+            if kinds[row, column] == CELL_PADDING or segments[row, column] < 0:
+                column += 1
+                continue
+            start, identifier = column, segments[row, column]
+            while column < columns and kinds[row, column] != CELL_PADDING and segments[row, column] == identifier:
+                column += 1
+            found.append((row, start, column - start))
+    return found
+
+
+@dataclass
+class Outputs:
+    hidden: np.ndarray  # [rows, columns, d], NaN at padding
+    pooled: np.ndarray  # [segments, E]
+    colbert: np.ndarray  # [rows, columns, colbert_width], NaN at padding
+    logits: np.ndarray  # [rows, columns, 258], NaN at padding
+    segments: list  # (row, first column, cells) per segment
+    max_abs_score: float  # the largest |q.k / 8| seen, for error amplification
+
+
+def forward(model, kinds, values, segments, positions, bf16_inputs=False):
+    """Runs the encoder over a grid: kinds, values, segments [rows, columns], positions [rows, columns, 3].
+    Attention never crosses a segment, so each segment runs on its own."""
+    kinds = np.asarray(kinds)
+    values = np.asarray(values)
+    segments = np.asarray(segments)
+    positions = np.asarray(positions)
+    rows, columns = kinds.shape
+    width = model.width
+    colbert_width = model.tensors["rerank.proj"].shape[0]
+    found = grid_segments(kinds, segments)
+    hidden = np.full((rows, columns, width), np.nan)
+    colbert = np.full((rows, columns, colbert_width), np.nan)
+    logits = np.full((rows, columns, VOCABULARY), np.nan)
+    pooled = np.zeros((len(found), model.tensors["pool.proj"].shape[0]))
+    statistics = {}
+    for index, (row, start, cells) in enumerate(found):
+        span = slice(start, start + cells)
+        if np.any(kinds[row, span] != CELL_BYTE):
+            raise NotImplementedError("the reference runs byte cells only")
+        h = encode_segment(model, values[row, span], positions[row, span], bf16_inputs, statistics)
+        hidden[row, span] = h
+        pooled[index] = pool_segment(model, h, bf16_inputs)
+        colbert[row, span] = colbert_cells(model, h, bf16_inputs)
+        logits[row, span] = mlm_cells(model, h, bf16_inputs)
+    return Outputs(hidden, pooled, colbert, logits, found, statistics.get("max_abs_score", 0.0))
+
+
+def text_positions(length):
+    """Bytes use t = h = w = index in segment."""
+    index = np.arange(length)
+    return np.stack([index, index, index], axis=1)
+
+
+def encode_text(model, data, bf16_inputs=False):
+    """(h, e) of one text as its own segment."""
+    values = np.frombuffer(bytes(data), dtype=np.uint8).astype(np.int64)
+    h = encode_segment(model, values, text_positions(len(values)), bf16_inputs)
+    return h, pool_segment(model, h, bf16_inputs)

@@ -1,0 +1,121 @@
+# test_reference.py: the C library against the float64 reference (reference.py), in both
+# precisions, on a model from uform_model_init and one written from Python with sharp attention;
+# the same checks must reject each planted control. Bounds and their derivation: bounds.py.
+# Also a few properties of the reference itself, so that it is not trusted blindly.
+
+import numpy as np
+import pytest
+
+import reference
+from contract import check_forward, check_verbs
+
+# ---------------------------------------------------------------------------------------------
+# The reference's own properties
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bf16_rounding_is_nearest_even():
+    values = np.array([1.0, 1.0 + 2**-8, 1.0 + 3 * 2**-8, 1.0 + 2**-9, -(1.0 + 2**-8), 3.0e-3, 1.0 + 2**-8 + 2**-20])
+    expected = np.array([1.0, 1.0, 1.0 + 2**-6, 1.0, -1.0, None, 1.0 + 2**-7], dtype=object)
+    rounded = reference.round_bf16(values)
+    for value, got, want in zip(values, rounded, expected):
+        if want is not None:
+            assert got == want, (value, got, want)
+    assert abs(rounded[5] - 3.0e-3) <= 2**-8 * 3.0e-3  # half an ulp is at most 2^-8 relative
+
+
+def test_mrope_with_equal_coordinates_is_plain_rope():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(5, 2, 64))
+    index = np.arange(5)
+    rotated = reference.mrope(x, reference.rope_angles(np.stack([index] * 3, axis=1)))
+    # 1D RoPE as complex multiplication: (x_j + i x_{j+32}) * exp(i p 10000^(-j/32)).
+    complex_x = x[..., :32] + 1j * x[..., 32:]
+    phase = np.exp(1j * index[:, None, None] * 10000.0 ** (-np.arange(32) / 32))
+    expected = complex_x * phase
+    np.testing.assert_allclose(rotated[..., :32], expected.real, atol=1e-12)
+    np.testing.assert_allclose(rotated[..., 32:], expected.imag, atol=1e-12)
+
+
+def test_mrope_axes_are_slots_0_8_20():
+    angles = reference.rope_angles(np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1]]))
+    assert np.all(angles[0, :8] != 0) and np.all(angles[0, 8:] == 0)
+    assert np.all(angles[1, 8:20] != 0) and np.all(angles[1, :8] == 0) and np.all(angles[1, 20:] == 0)
+    assert np.all(angles[2, 20:] != 0) and np.all(angles[2, :20] == 0)
+
+
+def test_reference_is_shift_invariant_and_segment_local(python_model):
+    model = reference.load_model(python_model)
+    values = np.array([72, 105, 33, 256, 10, 200, 7])
+    positions = np.stack([np.arange(7) * 2, np.arange(7) % 3, np.arange(7) // 3], axis=1)
+    h = reference.encode_segment(model, values, positions)
+    shifted = reference.encode_segment(model, values, positions + np.array([40, 7, 3]))
+    np.testing.assert_allclose(shifted, h, rtol=1e-9, atol=1e-9)  # rotary depends on differences only
+    moved = reference.encode_segment(model, values, positions[:, [0, 2, 1]])
+    assert np.linalg.norm(moved - h) > 1e-3 * np.linalg.norm(h)  # the h and w axes both matter
+
+
+def test_zero_pool_query_is_mean_pooling(python_model):
+    model = reference.load_model(python_model)
+    h = np.random.default_rng(2).normal(size=(9, model.width))
+    model.tensors = dict(model.tensors, **{"pool.query": np.zeros(model.width)})
+    np.testing.assert_allclose(reference.pool_segment(model, h), h.mean(axis=0) @ model.tensors["pool.proj"].T, rtol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------
+# The C library against the reference
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_forward_matches_reference(library, any_model, precision):
+    ok, report = check_forward(library, any_model, precision)
+    print(report)
+    assert ok, report
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_text_verbs_match_reference(library, any_model, precision):
+    ok, report = check_verbs(library, any_model, precision)
+    print(report)
+    assert ok, report
+
+
+def test_masked_ids_logits_match_reference(library, python_model):
+    model = reference.load_model(python_model)
+    ids = np.frombuffer(b"masked byte modelling", dtype=np.uint8).astype(np.uint16)
+    ids[[2, 3, 4, 12]] = reference.MASK
+    expected = reference.mlm_cells(model, reference.encode_segment(model, ids, reference.text_positions(len(ids))))
+    with library.open(python_model) as handle:
+        handle.set_precision(1)
+        logits = handle.mlm_logits(ids)
+    # Float32 mode: B_f32 with G from this very input (bounds.py).
+    import bounds
+    expected_bf16 = reference.mlm_cells(model, reference.encode_segment(model, ids, reference.text_positions(len(ids)), True), True)
+    limit = bounds.bound_f32(expected, expected_bf16, model.width, len(ids), len(ids))
+    assert bounds.relative_error(logits, expected) <= limit
+
+
+# ---------------------------------------------------------------------------------------------
+# Planted controls: each carries one deliberate bug, and the checks above must reject it
+# ---------------------------------------------------------------------------------------------
+
+
+def test_planted_control_is_rejected_in_float32(plant, python_model):
+    name, planted = plant
+    ok, report = check_forward(planted, python_model, "f32")
+    print(report)
+    assert not ok, f"the Float32 forward check accepted the planted control {name}:\n{report}"
+
+
+def test_planted_control_is_rejected_in_bf16(plant, python_model):
+    name, planted = plant
+    ok, report = check_forward(planted, python_model, "bf16")
+    print(report)
+    assert not ok, f"the BF16 forward check accepted the planted control {name}:\n{report}"
+
+
+def test_planted_control_is_rejected_on_an_init_model(plant, init_model):
+    name, planted = plant
+    results = [check_forward(planted, init_model, precision) for precision in ("f32", "bf16")]
+    assert not all(ok for ok, _ in results), f"both checks accepted {name} on the init model:\n" + "\n".join(r for _, r in results)

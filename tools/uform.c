@@ -1,0 +1,315 @@
+/*  uform.c: the `uform` command: init, info, encode and rerank over the C ABI. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "uform/uform.h"
+
+static char const *const uform_usage_ =
+    "usage: uform VERB [options]   (uform VERB --help for a verb's options)\n"
+    "\n"
+    "verbs:\n"
+    "  init     write a randomly initialized checkpoint\n"
+    "  info     print a checkpoint's configuration and parameter count\n"
+    "  encode   embed one text per line of standard input\n"
+    "  rerank   score one document per line of standard input against a query (MaxSim)\n";
+
+static char const *const uform_init_usage_ =
+    "usage: uform init --tier TIER --output DIR [--seed S]\n"
+    "\n"
+    "Writes DIR/model.safetensors and DIR/README.md, initialized as docs/model.md says.\n"
+    "  --tier TIER    tiny, small, medium, large, xl, or WIDTHxDEPTH such as 128x2\n"
+    "  --seed S       random seed (default 0)\n"
+    "  --output DIR   checkpoint folder, created if absent\n";
+
+static char const *const uform_info_usage_ =
+    "usage: uform info --model DIR\n"
+    "\n"
+    "Prints the configuration, the heads present and the parameter count as JSON.\n";
+
+static char const *const uform_encode_usage_ =
+    "usage: uform encode --model DIR [--width M] [--threads N] [--precision bf16|f32]\n"
+    "\n"
+    "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
+    "the L2-normalized Matryoshka embedding. Texts longer than a row (4096 bytes) are cut; a count\n"
+    "of cut texts goes to standard error. An empty line is an error.\n"
+    "  --model DIR        checkpoint folder\n"
+    "  --width M          one of the model's embedding widths (default: the widest)\n"
+    "  --threads N        worker threads (default: all cores)\n"
+    "  --precision P      bf16 (default, fast) or f32 (products in Float32)\n";
+
+static char const *const uform_rerank_usage_ =
+    "usage: uform rerank --model DIR --query TEXT [--threads N] [--precision bf16|f32]\n"
+    "\n"
+    "Reads one document per line on standard input and prints one MaxSim score per line: the sum\n"
+    "over query bytes of the best cosine among the document's bytes (ColBERT-style late interaction).\n"
+    "  --model DIR        checkpoint folder\n"
+    "  --query TEXT       the query\n"
+    "  --threads N        worker threads (default: all cores)\n"
+    "  --precision P      bf16 (default) or f32\n";
+
+typedef struct {
+    char const *tier, *output, *model, *query, *precision;
+    unsigned long long seed;
+    size_t width, threads;
+    int help;
+} uform_options_t;
+
+static int uform_report_(uform_status_t status) {
+    if (status == uform_ok_k) return 0;
+    fprintf(stderr, "uform: %s error: %s\n", uform_status_name(status), uform_last_error());
+    return 1;
+}
+
+static int uform_parse_number_(char const *text, char const *flag, unsigned long long *value) {
+    char *end = NULL;
+    errno = 0;
+    *value = strtoull(text, &end, 10);
+    if (errno || !end || *end || text[0] == '-') {
+        fprintf(stderr, "uform: %s needs a non-negative integer, got '%s'\n", flag, text);
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether `flag` is one of the space-separated words of `allowed`. */
+static int uform_flag_allowed_(char const *allowed, char const *flag) {
+    size_t length = strlen(flag);
+    for (char const *word = allowed; *word; word += strcspn(word, " "), word += *word == ' ')
+        if (strcspn(word, " ") == length && !strncmp(word, flag, length)) return 1;
+    return 0;
+}
+
+/* Parses `--flag value` pairs into `options`; `allowed` lists the flags this verb takes. */
+static int uform_parse_(int argc, char **argv, char const *allowed, uform_options_t *options) {
+    for (int i = 2; i < argc; ++i) {
+        char const *flag = argv[i];
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            options->help = 1;
+            continue;
+        }
+        if (!uform_flag_allowed_(allowed, flag)) {
+            fprintf(stderr, "uform %s: unknown option '%s' (see uform %s --help)\n", argv[1], flag, argv[1]);
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "uform %s: %s needs a value\n", argv[1], flag);
+            return 0;
+        }
+        char const *value = argv[++i];
+        unsigned long long number = 0;
+        if (!strcmp(flag, "--tier")) options->tier = value;
+        else if (!strcmp(flag, "--output")) options->output = value;
+        else if (!strcmp(flag, "--model")) options->model = value;
+        else if (!strcmp(flag, "--query")) options->query = value;
+        else if (!strcmp(flag, "--precision")) options->precision = value;
+        else if (!uform_parse_number_(value, flag, &number)) return 0;
+        else if (!strcmp(flag, "--seed")) options->seed = number;
+        else if (!strcmp(flag, "--width")) options->width = (size_t)number;
+        else if (!strcmp(flag, "--threads")) options->threads = (size_t)number;
+    }
+    return 1;
+}
+
+static int uform_require_(char const *value, char const *flag, char const *verb) {
+    if (value) return 1;
+    fprintf(stderr, "uform %s: %s is required (see uform %s --help)\n", verb, flag, verb);
+    return 0;
+}
+
+static char *uform_command_line_(int argc, char **argv) {
+    size_t length = 1;
+    for (int i = 0; i < argc; ++i) length += strlen(argv[i]) + 3;
+    char *line = calloc(length, 1);
+    for (int i = 0; line && i < argc; ++i) {
+        int quote = strchr(argv[i], ' ') != NULL;
+        strcat(line, i ? " " : "");
+        strcat(line, quote ? "'" : "");
+        strcat(line, argv[i]);
+        strcat(line, quote ? "'" : "");
+    }
+    return line;
+}
+
+static int uform_init_(int argc, char **argv, uform_options_t const *options) {
+    if (!uform_require_(options->tier, "--tier", "init") || !uform_require_(options->output, "--output", "init")) return 2;
+    uform_config_t config;
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_config_from_tier(options->tier, &config);
+    if (status == uform_ok_k) status = uform_model_init(&config, options->seed, &model);
+    char *command = uform_command_line_(argc, argv);
+    if (status == uform_ok_k) status = uform_model_save(model, options->output, command);
+    free(command);
+    uform_model_close(model);
+    if (status == uform_ok_k)
+        fprintf(stderr, "uform: wrote %s (%s, %zu parameters)\n", options->output, config.tier, uform_config_parameters(&config));
+    return uform_report_(status);
+}
+
+static uform_status_t uform_open_(uform_options_t const *options, uform_model_t **model) {
+    uform_status_t status = uform_model_open(options->model, model);
+    if (status == uform_ok_k && options->threads) status = uform_model_set_threads(*model, options->threads);
+    if (status == uform_ok_k && options->precision) {
+        if (!strcmp(options->precision, "f32")) status = uform_model_set_precision(*model, uform_precision_f32_k);
+        else if (strcmp(options->precision, "bf16")) {
+            fprintf(stderr, "uform: --precision is bf16 or f32, not '%s'\n", options->precision);
+            return uform_invalid_argument_k;
+        }
+    }
+    return status;
+}
+
+static int uform_info_(uform_options_t const *options) {
+    if (!uform_require_(options->model, "--model", "info")) return 2;
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_model_open(options->model, &model);
+    if (status != uform_ok_k) return uform_report_(status);
+    uform_config_t config;
+    uform_model_config(model, &config);
+    printf("{\"tier\": \"%s\", \"width\": %zu, \"depth\": %zu, \"heads\": %zu, \"embedding_widths\": [", config.tier,
+           config.width, config.depth, config.heads);
+    for (size_t i = 0; i < config.embedding_widths_count; ++i) printf("%s%zu", i ? ", " : "", config.embedding_widths[i]);
+    printf("], \"colbert_width\": %zu, \"columns\": %zu, \"parameters\": %zu, \"heads_present\": [", config.colbert_width,
+           config.columns, uform_config_parameters(&config));
+    char const *heads[] = {"pool", "rerank", "mlm"};
+    int first = 1;
+    for (size_t i = 0; i < 3; ++i)
+        if (uform_model_has_head(model, heads[i])) printf("%s\"%s\"", first ? "" : ", ", heads[i]), first = 0;
+    printf("]}\n");
+    uform_model_close(model);
+    return 0;
+}
+
+/* Reads standard input into lines (without their line ends); the caller frees both. */
+static int uform_read_lines_(char **buffer, uform_text_t **texts, size_t *count) {
+    size_t capacity = 1 << 16, length = 0, read;
+    *buffer = malloc(capacity);
+    while (*buffer && (read = fread(*buffer + length, 1, capacity - length, stdin)) > 0) {
+        length += read;
+        if (length == capacity) *buffer = realloc(*buffer, capacity *= 2);
+    }
+    if (!*buffer) return 0;
+    size_t lines = 0;
+    for (size_t i = 0; i < length; ++i) lines += (*buffer)[i] == '\n';
+    *texts = calloc(lines + 1, sizeof(uform_text_t));
+    if (!*texts) return 0;
+    *count = 0;
+    for (size_t start = 0; start < length;) {
+        char *end = memchr(*buffer + start, '\n', length - start);
+        size_t stop = end ? (size_t)(end - *buffer) : length, size = stop - start;
+        if (size && (*buffer)[start + size - 1] == '\r') size--;
+        (*texts)[(*count)++] = (uform_text_t){(uint8_t const *)*buffer + start, size};
+        start = stop + 1;
+    }
+    return 1;
+}
+
+static int uform_check_lines_(uform_text_t const *texts, size_t count, char const *verb) {
+    for (size_t i = 0; i < count; ++i)
+        if (!texts[i].length) {
+            fprintf(stderr, "uform %s: line %zu of standard input is empty: nothing to encode\n", verb, i + 1);
+            return 0;
+        }
+    return 1;
+}
+
+static int uform_encode_(uform_options_t const *options) {
+    if (!uform_require_(options->model, "--model", "encode")) return 2;
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_open_(options, &model);
+    char *buffer = NULL;
+    uform_text_t *texts = NULL;
+    size_t count = 0, truncated = 0;
+    if (status == uform_ok_k && !uform_read_lines_(&buffer, &texts, &count)) status = uform_out_of_memory_k;
+    int result = status == uform_ok_k ? 0 : uform_report_(status);
+    if (!result && !uform_check_lines_(texts, count, "encode")) result = 1;
+    uform_config_t config;
+    uform_model_config(model, &config);
+    size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
+    enum { batch_k = 256 };
+    float *embeddings = result ? NULL : malloc(batch_k * width * sizeof(float));
+    for (size_t first = 0; !result && first < count; first += batch_k) {
+        size_t batch = count - first < batch_k ? count - first : batch_k, cut = 0;
+        status = uform_encode(model, texts + first, batch, width, embeddings, &cut);
+        if (status != uform_ok_k) {
+            result = uform_report_(status);
+            break;
+        }
+        truncated += cut;
+        for (size_t i = 0; i < batch; ++i) {
+            putchar('[');
+            for (size_t j = 0; j < width; ++j) printf("%s%.7g", j ? ", " : "", embeddings[i * width + j]);
+            puts("]");
+        }
+    }
+    if (truncated) fprintf(stderr, "uform encode: %zu of %zu texts were longer than a row and were cut\n", truncated, count);
+    free(embeddings);
+    free(texts);
+    free(buffer);
+    uform_model_close(model);
+    return result;
+}
+
+static int uform_rerank_(uform_options_t const *options) {
+    if (!uform_require_(options->model, "--model", "rerank") || !uform_require_(options->query, "--query", "rerank")) return 2;
+    if (!options->query[0]) {
+        fprintf(stderr, "uform rerank: the query is empty\n");
+        return 2;
+    }
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_open_(options, &model);
+    char *buffer = NULL;
+    uform_text_t *texts = NULL;
+    size_t count = 0, truncated = 0;
+    if (status == uform_ok_k && !uform_read_lines_(&buffer, &texts, &count)) status = uform_out_of_memory_k;
+    int result = status == uform_ok_k ? 0 : uform_report_(status);
+    if (!result && !uform_check_lines_(texts, count, "rerank")) result = 1;
+    float *scores = result || !count ? NULL : malloc(count * sizeof(float));
+    uform_text_t query = {(uint8_t const *)options->query, strlen(options->query)};
+    if (scores) {
+        status = uform_rerank(model, query, texts, count, scores, &truncated);
+        result = uform_report_(status);
+        for (size_t i = 0; !result && i < count; ++i) printf("%.7g\n", scores[i]);
+        if (!result && truncated) fprintf(stderr, "uform rerank: %zu texts were longer than a row and were cut\n", truncated);
+    }
+    free(scores);
+    free(texts);
+    free(buffer);
+    uform_model_close(model);
+    return result;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(uform_usage_, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("uform %s\n", uform_version());
+        return 0;
+    }
+    uform_options_t options = {0};
+    struct {
+        char const *verb, *usage, *flags;
+    } const verbs[] = {
+        {"init", uform_init_usage_, "--tier --seed --output"},
+        {"info", uform_info_usage_, "--model"},
+        {"encode", uform_encode_usage_, "--model --width --threads --precision"},
+        {"rerank", uform_rerank_usage_, "--model --query --threads --precision"},
+    };
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
+        if (strcmp(argv[1], verbs[i].verb)) continue;
+        if (!uform_parse_(argc, argv, verbs[i].flags, &options)) return 2;
+        if (options.help) {
+            fputs(verbs[i].usage, stdout);
+            return 0;
+        }
+        if (!strcmp(argv[1], "init")) return uform_init_(argc, argv, &options);
+        if (!strcmp(argv[1], "info")) return uform_info_(&options);
+        if (!strcmp(argv[1], "encode")) return uform_encode_(&options);
+        return uform_rerank_(&options);
+    }
+    fprintf(stderr, "uform: unknown verb '%s'\n\n%s", argv[1], uform_usage_);
+    return 2;
+}
