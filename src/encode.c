@@ -220,6 +220,8 @@ static uform_status_t uform_check_grid_(uform_grid_t const *grid, size_t *widest
                 previous = -1;
                 continue;
             }
+            if (kind > uform_cell_padding_k)
+                return uform_fail(uform_invalid_argument_k, "uform_forward: cell kind %u at row %zu column %zu is not a uform_cell_kind_t", kind, row, column);
             if (kind != uform_cell_byte_k)
                 return uform_fail(uform_unsupported_k, "uform_forward: cell kind %u at row %zu column %zu: this build encodes bytes only", kind, row, column);
             if (grid->values[cell] >= uform_vocabulary_k)

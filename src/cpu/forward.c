@@ -8,6 +8,7 @@
 
 #include "core/numeric.h"
 #include "cpu/gemm.h"
+#include "cpu/kernels.h"
 
 typedef struct uform_context_t {
     uform_model_t *model;
@@ -23,10 +24,11 @@ static void uform_linear_(uform_model_t const *model, uform_matrix_t const *matr
         uform_gemm_f32_nt(a, a_stride, matrix->f32, matrix->columns, c, c_stride, rows, matrix->rows, matrix->columns);
         return;
     }
+    uform_kernels_t const *kernels = uform_kernels();
     for (size_t r = 0; r < rows; ++r)
-        uform_bf16_from_f32_array(a + r * a_stride, scratch->inputs_bf16 + r * matrix->columns, matrix->columns);
-    uform_gemm_bf16(scratch->inputs_bf16, matrix->columns, matrix->packed, c, c_stride, rows, matrix->rows,
-                    matrix->columns);
+        kernels->round_bf16(a + r * a_stride, scratch->inputs_bf16 + r * matrix->columns, matrix->columns);
+    kernels->gemm(scratch->inputs_bf16, matrix->columns, matrix->packed, c, c_stride, rows, matrix->rows,
+                  matrix->columns);
 }
 
 static void uform_rmsnorm_(float const *x, float const *gain, float *y, size_t width) {
@@ -105,12 +107,14 @@ static void uform_softmax_rows_(float *scores, size_t rows, size_t columns, size
     }
 }
 
-/* Attention of one (segment, head) pair: its queries against the keys it may see. */
+/* Attention of one (segment, head) pair: its queries against the keys it may see. The BF16 path
+ * rounds q, k, v and exp(scores - max) to BF16 and divides by the Float32 sum after the product. */
 static void uform_attention_task_(void *context_pointer, size_t index, size_t thread) {
     uform_context_t const *context = context_pointer;
     uform_model_t *model = context->model;
     uform_workspace_t *workspace = &model->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
+    uform_kernels_t const *kernels = uform_kernels();
     size_t d = model->config.width, heads = model->config.heads, head = index % heads, hw = uform_head_width_k;
     uform_span_t const *segment = &context->pass->segments[index / heads];
 #if defined(UFORM_PLANT_MASK_LEAK)
@@ -118,37 +122,32 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 #else
     size_t keys_first = segment->start, keys_count = segment->length;
 #endif
+    size_t stride = 3 * d, padded = keys_count + keys_count % 2;
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
-    size_t stride = 3 * d;
-    if (model->precision == uform_precision_bf16_k) {
-        for (size_t t = 0; t < keys_count; ++t)
-            for (size_t j = 0; j < hw; ++j) {
-                size_t cell = keys_first + t;
-                scratch->keys[t * hw + j] = uform_f32_to_bf16(k[cell * stride + j]);
-                scratch->values_transposed[j * keys_count + t] = uform_f32_to_bf16(v[cell * stride + j]);
-            }
-        uform_gemm_pack(scratch->keys, keys_count, hw, hw, scratch->keys_packed);
-        uform_gemm_pack(scratch->values_transposed, hw, keys_count, keys_count, scratch->values_packed);
+    int bf16 = model->precision == uform_precision_bf16_k;
+    if (bf16) {
+        uform_pack_f32(k + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
+        uform_pack_f32(v + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
     }
     for (size_t tile = 0; tile < segment->length; tile += uform_query_tile_k) {
         size_t rows = segment->length - tile < uform_query_tile_k ? segment->length - tile : uform_query_tile_k;
         size_t first = segment->start + tile;
         float *output = workspace->attention + first * d + head * hw;
-        if (model->precision == uform_precision_bf16_k) {
+        if (bf16) {
+            for (size_t r = 0; r < rows; ++r) kernels->round_bf16(q + (first + r) * stride, scratch->queries + r * hw, hw);
+            kernels->gemm(scratch->queries, hw, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
+            kernels->softmax_bf16(scratch->scores, rows, keys_count, keys_count, 0.125f, scratch->probabilities, padded,
+                                  scratch->sums);
+            kernels->gemm(scratch->probabilities, padded, scratch->values_packed, output, d, rows, hw, keys_count);
             for (size_t r = 0; r < rows; ++r)
-                uform_bf16_from_f32_array(q + (first + r) * stride, scratch->queries + r * hw, hw);
-            uform_gemm_bf16(scratch->queries, hw, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
+                for (size_t j = 0; j < hw; ++j) output[r * d + j] /= scratch->sums[r];
         } else {
             uform_gemm_f32_nt(q + first * stride, stride, k + keys_first * stride, stride, scratch->scores, keys_count,
                               rows, keys_count, hw);
-        }
-        for (size_t i = 0; i < rows * keys_count; ++i) scratch->scores[i] *= 0.125f;
-        uform_softmax_rows_(scratch->scores, rows, keys_count, keys_count);
-        if (model->precision == uform_precision_bf16_k) {
-            uform_bf16_from_f32_array(scratch->scores, scratch->probabilities, rows * keys_count);
-            uform_gemm_bf16(scratch->probabilities, keys_count, scratch->values_packed, output, d, rows, hw, keys_count);
-        } else {
-            uform_gemm_f32_nn(scratch->scores, keys_count, v + keys_first * stride, stride, output, d, rows, hw, keys_count);
+            for (size_t i = 0; i < rows * keys_count; ++i) scratch->scores[i] *= 0.125f;
+            uform_softmax_rows_(scratch->scores, rows, keys_count, keys_count);
+            uform_gemm_f32_nn(scratch->scores, keys_count, v + keys_first * stride, stride, output, d, rows, hw,
+                              keys_count);
         }
     }
 }

@@ -14,7 +14,7 @@
 
 #include "core/numeric.h"
 #include "core/status.h"
-#include "cpu/gemm.h"
+#include "cpu/kernels.h"
 #include "model/safetensors.h"
 
 #ifndef UFORM_COMMIT
@@ -44,9 +44,9 @@ static uform_status_t uform_matrix_prepare_(uform_matrix_t *matrix, uform_precis
     matrix->packed = NULL;
     matrix->f32 = NULL;
     if (precision == uform_precision_bf16_k) {
-        matrix->packed = malloc(uform_gemm_packed_size(matrix->rows, matrix->columns));
+        matrix->packed = aligned_alloc(64, (uform_packed_size(matrix->rows, matrix->columns) + 63) & ~(size_t)63);
         if (!matrix->packed) return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix", matrix->rows, matrix->columns);
-        uform_gemm_pack(matrix->bf16, matrix->rows, matrix->columns, matrix->columns, matrix->packed);
+        uform_pack_bf16(matrix->bf16, matrix->rows, matrix->columns, matrix->columns, 1, matrix->packed);
     } else {
         matrix->f32 = malloc(matrix->rows * matrix->columns * sizeof(float));
         if (!matrix->f32) return uform_fail(uform_out_of_memory_k, "cannot widen a %zux%zu matrix", matrix->rows, matrix->columns);
@@ -144,10 +144,19 @@ static void uform_fill_constant_(float *vector, size_t count, float value) {
 
 uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **result) {
     if (!config || !result) return uform_fail(uform_invalid_argument_k, "uform_model_init: NULL argument");
-    if (!config->width || config->width % 64 || !config->depth || config->heads != config->width / 64 ||
-        !config->embedding_widths_count || config->embedding_widths[config->embedding_widths_count - 1] > config->width ||
-        !config->colbert_width || !config->columns)
-        return uform_fail(uform_invalid_argument_k, "uform_model_init: inconsistent config (fill it with uform_config_from_tier)");
+    if (!config->width || config->width % 64 || config->width > 8192)
+        return uform_fail(uform_invalid_argument_k, "uform_model_init: width %zu is not a multiple of 64 in 64..8192", config->width);
+    if (!config->depth || config->depth > 256)
+        return uform_fail(uform_invalid_argument_k, "uform_model_init: depth %zu is outside 1..256", config->depth);
+    if (config->heads != config->width / 64)
+        return uform_fail(uform_invalid_argument_k, "uform_model_init: heads %zu must be width / 64 = %zu", config->heads, config->width / 64);
+    if (!config->embedding_widths_count || config->embedding_widths_count > uform_max_embedding_widths_k)
+        return uform_fail(uform_invalid_argument_k, "uform_model_init: %zu embedding widths, 1..%d needed", config->embedding_widths_count, uform_max_embedding_widths_k);
+    for (size_t i = 0; i < config->embedding_widths_count; ++i)
+        if (config->embedding_widths[i] > config->width || (i && config->embedding_widths[i] <= config->embedding_widths[i - 1]) || !config->embedding_widths[i])
+            return uform_fail(uform_invalid_argument_k, "uform_model_init: embedding widths must ascend from 1 up to the width %zu", config->width);
+    if (!config->colbert_width || config->colbert_width > 4096 || !config->columns || config->columns > 65536)
+        return uform_fail(uform_invalid_argument_k, "uform_model_init: colbert_width %zu must be in 1..4096 and columns %zu in 1..65536", config->colbert_width, config->columns);
     uform_model_t *model;
     UFORM_TRY(uform_model_skeleton_(config, &model));
     size_t d = config->width;
@@ -512,30 +521,36 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
 
 uform_status_t uform_model_reserve(uform_model_t *model, size_t cells) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_reserve: NULL model");
-    if (!cells) return uform_fail(uform_invalid_argument_k, "uform_model_reserve: zero cells");
+    if (!cells || cells > uform_max_cells_k)
+        return uform_fail(uform_invalid_argument_k, "uform_model_reserve: %zu cells is outside 1..%d", cells, uform_max_cells_k);
     return uform_workspace_reserve(model, cells);
 }
 
 uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells) {
     uform_workspace_t *workspace = &model->workspace;
     size_t threads = uform_pool_threads(model->pool);
+    if (cells > uform_max_cells_k)
+        return uform_fail(uform_invalid_argument_k, "a pass of %zu cells exceeds the most a workspace holds, %d", cells,
+                          uform_max_cells_k);
     if (cells < model->config.columns) cells = model->config.columns;
     if (workspace->arena.base && cells <= workspace->cells && threads == workspace->scratch_threads) return uform_ok_k;
     if (cells < workspace->cells) cells = workspace->cells;
     size_t d = model->config.width, span = cells; /* the longest segment is at most all the cells */
     size_t tile = uform_tile_rows_k, query_tile = uform_query_tile_k, head = uform_head_width_k;
     size_t vocabulary_columns = uform_vocabulary_k > 8 * d ? uform_vocabulary_k : 8 * d;
-    size_t packed_keys = uform_gemm_packed_size(span, head), packed_values = uform_gemm_packed_size(head, span);
+    size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
     size_t per_thread = 64 * 12 + tile * 4 * d * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
                         tile * 4 * d * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
-                        2 * span * head * sizeof(uint16_t) + query_tile * head * sizeof(uint16_t) +
-                        query_tile * span * sizeof(uint16_t) + packed_keys + packed_values;
+                        query_tile * head * sizeof(uint16_t) +
+                        query_tile * (span + 1) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
     size_t colbert = model->config.colbert_width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
     size_t shared = 64 * 16 + cells * d * sizeof(float) * 4 + cells * 3 * d * sizeof(float) +
                     cells * colbert * sizeof(float) + model->config.columns * colbert * sizeof(float) +
                     cells * widest * sizeof(float) + cells * (4 * sizeof(uint32_t) + sizeof(size_t) + sizeof(uform_span_t));
     uform_arena_t arena;
-    UFORM_TRY(uform_arena_create(&arena, shared + threads * per_thread));
+    if (uform_arena_create(&arena, shared + threads * per_thread) != uform_ok_k)
+        return uform_fail(uform_out_of_memory_k, "cannot allocate a workspace for %zu cells (%zu bytes)", cells,
+                          shared + threads * per_thread);
     uform_scratch_t *scratch = calloc(threads, sizeof(*scratch));
     if (!scratch) {
         uform_arena_destroy(&arena);
@@ -566,10 +581,9 @@ uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells) {
         s->hidden = uform_arena_take(&arena, tile * 4 * d * sizeof(float));
         s->product = uform_arena_take(&arena, tile * d * sizeof(float));
         s->scores = uform_arena_take(&arena, query_tile * span * sizeof(float));
-        s->keys = uform_arena_take(&arena, span * head * sizeof(uint16_t));
-        s->values_transposed = uform_arena_take(&arena, span * head * sizeof(uint16_t));
         s->queries = uform_arena_take(&arena, query_tile * head * sizeof(uint16_t));
-        s->probabilities = uform_arena_take(&arena, query_tile * span * sizeof(uint16_t));
+        s->probabilities = uform_arena_take(&arena, query_tile * (span + 1) * sizeof(uint16_t));
+        s->sums = uform_arena_take(&arena, query_tile * sizeof(float));
         s->keys_packed = uform_arena_take(&arena, packed_keys);
         s->values_packed = uform_arena_take(&arena, packed_values);
     }

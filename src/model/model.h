@@ -10,7 +10,7 @@
 typedef struct uform_matrix_t {
     size_t rows, columns;
     uint16_t *bf16; /* owned, row-major */
-    void *packed;   /* NumKong's packed copy for the BF16 products */
+    uint16_t *packed; /* packed for the BF16 kernels (kernels.h) */
     float *f32;     /* widened copy, only in Float32 precision */
 } uform_matrix_t;
 
@@ -24,8 +24,9 @@ typedef struct uform_scratch_t {
     uint16_t *inputs_bf16;  /* a product's input rows rounded to BF16 */
     float *gate_up, *hidden, *product; /* one MLP tile */
     float *scores;          /* attention scores of one query tile */
-    uint16_t *keys, *values_transposed, *queries, *probabilities;
-    void *keys_packed, *values_packed;
+    float *sums;            /* softmax denominators of one query tile */
+    uint16_t *queries, *probabilities;
+    uint16_t *keys_packed, *values_packed;
 } uform_scratch_t;
 
 /** One segment of a pass: its cells, and the cells of the row it was packed into. */
@@ -65,7 +66,8 @@ struct uform_model_t {
     float *rope_cos, *rope_sin; /* [uform_rope_table_k][32] */
 };
 
-enum { uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64 };
+/* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
+enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64 };
 
 /** Makes sure the workspace holds `cells` cells and one scratch per pool thread. */
 uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells);

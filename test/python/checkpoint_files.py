@@ -32,8 +32,8 @@ def tensor_shapes(config):
     shapes["pool.proj"] = (embedding, width)
     shapes["rerank.proj"] = (config["colbert_width"], width)
     shapes["mlm.head"] = (VOCABULARY, width)
-    shapes["siglip.scale"] = (1,)
-    shapes["siglip.bias"] = (1,)
+    shapes["siglip.scale"] = ()  # scalars; SPEC.md gives no shape, our library writes rank 0
+    shapes["siglip.bias"] = ()
     return shapes
 
 
@@ -83,6 +83,13 @@ def random_tensors(config, seed, attention_gain=1.0):
     return tensors
 
 
+def small_config(width, depth, columns):
+    """The configuration of a custom "WIDTHxDEPTH" model as its metadata records it."""
+    widths = [w for w in (64, 128, 256, 512, 1024, 2048) if w <= width]
+    return {"tier": f"{width}x{depth}", "width": width, "depth": depth, "heads": width // 64,
+            "embedding_widths": widths, "colbert_width": 128, "columns": columns}
+
+
 def config_metadata(config):
     keys = ("tier", "width", "depth", "heads", "embedding_widths", "colbert_width", "columns")
     return {"config": json.dumps({key: config[key] for key in keys})}
@@ -90,19 +97,20 @@ def config_metadata(config):
 
 def serialize(entries, metadata):
     """entries: name -> (dtype, shape, raw bytes). Uses the safetensors package's own writer."""
-    names = {"BF16": "bfloat16", "F32": "float32"}
+    names = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F64": "float64", "I8": "int8", "U8": "uint8",
+             "I16": "int16", "I32": "int32", "I64": "int64"}
     if hasattr(safetensors, "TensorSpec"):
         buffers = {name: np.frombuffer(raw, dtype=np.uint8).copy() for name, (_, _, raw) in entries.items()}
         specs = {
             name: safetensors.TensorSpec(
-                dtype=names[dtype], shape=list(shape), data_ptr=buffers[name].ctypes.data, data_len=len(raw)
+                dtype=names.get(dtype, dtype), shape=list(shape), data_ptr=buffers[name].ctypes.data, data_len=len(raw)
             )
             for name, (dtype, shape, raw) in entries.items()
         }
         blob = bytes(safetensors.serialize(specs, metadata=metadata))
         del buffers  # kept alive until the writer is done
         return blob
-    plain = {name: {"dtype": names[dtype], "shape": list(shape), "data": raw} for name, (dtype, shape, raw) in entries.items()}
+    plain = {name: {"dtype": names.get(dtype, dtype), "shape": list(shape), "data": raw} for name, (dtype, shape, raw) in entries.items()}
     return bytes(safetensors.serialize(plain, metadata=metadata))
 
 

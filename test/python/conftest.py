@@ -1,4 +1,4 @@
-# conftest.py: finds the build (env UFORM_BUILD, default /work/main/build) and makes the small
+# conftest.py: finds the build (env UFORM_BUILD, default build/ at the repository root) and makes the small
 # checkpoints the suites share. A missing library, planted control or CLI fails loudly; nothing
 # is skipped silently.
 
@@ -14,7 +14,7 @@ sys.path.insert(0, str(HERE))
 import checkpoint_files  # noqa: E402
 from uform_ctypes import Library  # noqa: E402
 
-BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", "/work/main/build"))
+BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build"))
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
@@ -51,16 +51,10 @@ def init_checkpoint(library, directory, tier, seed, columns=COLUMNS):
     return directory
 
 
-def python_config(width, depth, columns=COLUMNS):
-    widths = [w for w in (64, 128, 256, 512, 1024, 2048) if w <= width]
-    return {"tier": f"{width}x{depth}", "width": width, "depth": depth, "heads": width // 64,
-            "embedding_widths": widths, "colbert_width": 128, "columns": columns}
-
-
 def python_checkpoint(directory, width, depth, seed, attention_gain):
     """A model written by the safetensors package: random norm scales and pool query, and q, k
     scaled by `attention_gain` so attention is far from uniform and every rotary axis counts."""
-    config = python_config(width, depth)
+    config = checkpoint_files.small_config(width, depth, COLUMNS)
     checkpoint_files.write_checkpoint(directory, config, checkpoint_files.random_tensors(config, seed, attention_gain))
     return directory
 

@@ -29,7 +29,9 @@ class Report:
         error = bounds.relative_error(value, expected)
         passed = bool(np.isfinite(error) and error <= limit)
         self.ok &= passed
-        self.lines.append(f"{'ok  ' if passed else 'FAIL'} {name}: error {error:.3e} bound {limit:.3e} ({error / limit:.1%} of bound)")
+        gain = bounds.gain(expected_f64, expected_bf16)
+        self.lines.append(f"{'ok  ' if passed else 'FAIL'} {name}: error {error:.3e} bound {limit:.3e} "
+                          f"({error / limit:.1%} of bound, G {gain:.2f})")
         return passed
 
     def require(self, name, passed, detail=""):

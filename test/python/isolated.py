@@ -16,6 +16,11 @@ sys.path.insert(0, sys.argv[1])
 import ctypes
 import numpy as np
 from uform_ctypes import *
+from uform_ctypes import _text, _texts
+def row(kind=0, value=65, segment=0, columns=16, rows=1):
+    # A grid of `rows` rows filled with one kind of cell: (kinds, values, segments, positions).
+    shape = (rows, columns)
+    return np.full(shape, kind), np.full(shape, value), np.full(shape, segment), np.zeros(shape + (3,))
 library = Library(sys.argv[2])
 model = library.open(sys.argv[3]) if sys.argv[3] else None
 try:
@@ -38,7 +43,8 @@ class Outcome:
 
 
 def run(library_path, code, model_directory=None, timeout=60):
-    """Runs `code` with `library` (a Library) and `model` (opened from model_directory, or None)."""
+    """Runs `code` with `library` (a Library), `model` (opened from model_directory, or None) and
+    `row(kind, value, segment, columns, rows)` to build a uniform grid."""
     child = subprocess.run(
         [sys.executable, "-c", _CHILD, str(HERE), str(library_path), str(model_directory or ""), code],
         capture_output=True, text=True, timeout=timeout)

@@ -165,8 +165,11 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None)
         scores = np.einsum("thc,shc->hts", q, k) / 8.0  # [heads, cells, cells], all one segment
         if statistics is not None:
             statistics["max_abs_score"] = max(statistics.get("max_abs_score", 0.0), float(np.max(np.abs(scores))))
-        probabilities = to_input(softmax(scores, axis=-1))
-        attended = np.einsum("hts,shc->thc", probabilities, v).reshape(cells, width)
+        # The C fast path rounds e = exp(s - max) to BF16 and divides by the unrounded sum after
+        # the product; in Float64 mode this is exactly softmax(scores) @ v.
+        weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
+        sums = np.sum(weights, axis=-1).T[:, :, None]  # [t, heads, 1]
+        attended = (np.einsum("hts,shc->thc", to_input(weights), v) / sums).reshape(cells, width)
         x = x + to_input(attended) @ tensors[prefix + "out"].T
         n = rmsnorm(x, tensors[prefix + "mlp_norm"])
         gate_up = to_input(n) @ tensors[prefix + "gate_up"].T

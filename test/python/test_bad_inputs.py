@@ -13,7 +13,7 @@ import pytest
 
 import checkpoint_files
 import isolated
-from conftest import python_config
+from conftest import COLUMNS
 
 FORMAT, IO, SHAPE, MISSING, INVALID, UNSUPPORTED, OUT_OF_MEMORY = 3, 2, 4, 5, 1, 7, 6
 
@@ -21,7 +21,7 @@ FORMAT, IO, SHAPE, MISSING, INVALID, UNSUPPORTED, OUT_OF_MEMORY = 3, 2, 4, 5, 1,
 @pytest.fixture(scope="module")
 def good_model(tmp_path_factory):
     directory = tmp_path_factory.mktemp("good_128x2")
-    config = python_config(128, 2)
+    config = checkpoint_files.small_config(128, 2, COLUMNS)
     checkpoint_files.write_checkpoint(directory, config, checkpoint_files.random_tensors(config, 3))
     return directory
 
@@ -115,6 +115,19 @@ def shape_not_matching_size(header):
     header["final_norm"]["shape"] = [64]
 
 
+def offsets_negative(header):
+    header[first_tensor(header)]["data_offsets"][0] = -8
+
+
+def shape_overflowing(header):
+    # 4 * (2^62 + 128) wraps to 512 bytes in 64 bits: exactly final_norm's F32 size.
+    header["final_norm"]["shape"] = [(1 << 62) + 128]
+
+
+def dtype_unknown(header):
+    header["final_norm"]["dtype"] = "Q8"
+
+
 def drop(name):
     def change(entries, metadata):
         del entries[name]
@@ -156,10 +169,14 @@ FILE_CASES = {
     "corrupt header json": (corrupt_json, {FORMAT}, ("json", "header", "parse", "syntax")),
     "header length past the file": (set_length(lambda size: size), {FORMAT, IO}, TRUNCATED + ("header",)),
     "header length huge": (set_length(lambda size: 1 << 62), {FORMAT, IO}, TRUNCATED + ("header",)),
-    "data_offsets past the end": (edit_header(offsets_past_end), {FORMAT}, ("offset", "range", "past", "beyond", "exceed")),
+    "header length 2^64 - 1": (set_length(lambda size: (1 << 64) - 1), {FORMAT, IO}, TRUNCATED + ("header",)),
+    "data_offsets past the end": (edit_header(offsets_past_end), {FORMAT}, TRUNCATED + ("offset", "range", "ends")),
     "data_offsets overlapping": (edit_header(offsets_overlapping), {FORMAT}, ("overlap", "offset", "blocks.0")),
     "data_offsets not shape times dtype": (edit_header(offsets_short), {FORMAT, SHAPE}, ("offset", "size", "bytes", "shape")),
     "shape not matching its bytes": (edit_header(shape_not_matching_size), {FORMAT, SHAPE}, ("final_norm",)),
+    "data_offsets negative": (edit_header(offsets_negative), {FORMAT}, ("offset", "negative", "range")),
+    "shape whose size overflows": (edit_header(shape_overflowing), {FORMAT, SHAPE}, ("final_norm",)),
+    "unknown dtype": (edit_header(dtype_unknown), {FORMAT}, ("q8", "dtype")),
     "missing tensor": (rewrite(drop("blocks.1.out")), {MISSING}, ("blocks.1.out",)),
     "missing head tensor": (rewrite(drop("pool.proj")), {MISSING}, ("pool.proj",)),
     "wrong shape": (rewrite(reshape("blocks.0.out", [128, 64])), {SHAPE}, ("blocks.0.out",)),
@@ -209,7 +226,7 @@ CALL_CASES = {
     "encode an empty text": ("model.encode([b'fine', b''])", {INVALID}, ("empty",)),
     "encode zero texts": ("model.encode([])", {INVALID}, ("count", "zero", "no text", "empty")),
     "encode NULL texts": (f"library.call('uform_encode', model.handle, None, 2, 0, {BUFFER}, None)", {INVALID}, ("null", "texts")),
-    "encode NULL embeddings": (f"a, b = _texts([b'x']); library.call('uform_encode', model.handle, a, 1, 0, None, None)", {INVALID}, ("null", "embeddings")),
+    "encode NULL embeddings": ("a, b = _texts([b'x']); library.call('uform_encode', model.handle, a, 1, 0, None, None)", {INVALID}, ("null", "embeddings")),
     "encode a width not the model's": ("model.encode([b'abc'], 100)", {INVALID}, ("100",)),
     "encode a width past the widest": ("model.encode([b'abc'], 256)", {INVALID}, ("256",)),
     "encode on a NULL model": (f"a, b = _texts([b'x']); library.call('uform_encode', None, a, 1, 0, {BUFFER}, None)", {INVALID}, ("null", "model")),
@@ -222,18 +239,19 @@ CALL_CASES = {
     "rerank NULL scores": (f"a, b = _texts([b'x']); library.call('uform_rerank', model.handle, {TEXT}, a, 1, None, None)", {INVALID}, ("null", "scores")),
     "mlm_logits zero length": ("model.mlm_logits(np.zeros(0, np.uint16))", {INVALID}, ("length", "zero", "empty")),
     "mlm_logits an id past PAD": ("model.mlm_logits(np.array([65, 258], np.uint16))", {INVALID, FORMAT}, ("258", "id", "range")),
-    "mlm_logits longer than a row": ("model.mlm_logits(np.full(97, 65, np.uint16))", {INVALID, SHAPE}, ("97", "length", "row", "columns")),
+    "mlm_logits longer than a row": (f"model.mlm_logits(np.full({COLUMNS + 1}, 65, np.uint16))", {INVALID, SHAPE}, (str(COLUMNS + 1), "length", "row", "columns")),
     "mlm_logits NULL logits": ("ids = np.array([65], np.uint16); library.call('uform_mlm_logits', model.handle, ids.ctypes.data_as(ctypes.POINTER(ctypes.c_uint16)), 1, None)", {INVALID}, ("null", "logits")),
     "forward a NULL grid": ("o = OutputsStruct(); library.call('uform_forward', model.handle, None, ctypes.byref(o))", {INVALID}, ("null", "grid")),
     "forward NULL outputs": ("g = Grid(); library.call('uform_forward', model.handle, ctypes.byref(g), None)", {INVALID}, ("null", "outputs", "grid")),
-    "forward zero rows": ("model.forward(np.zeros((0, 96), np.uint8), np.zeros((0, 96)), np.zeros((0, 96)), np.zeros((0, 96, 3)))", {INVALID}, ("rows", "zero", "empty")),
-    "forward more columns than a row": ("model.forward(np.zeros((1, 97), np.uint8), np.zeros((1, 97)), np.zeros((1, 97)), np.zeros((1, 97, 3)))", {INVALID, SHAPE}, ("columns", "97")),
-    "forward an image cell": ("model.forward(np.ones((1, 96), np.uint8), np.zeros((1, 96)), np.zeros((1, 96)), np.zeros((1, 96, 3)))", {UNSUPPORTED, INVALID}, ("image", "kind")),
-    "forward an unknown kind": ("model.forward(np.full((1, 96), 9, np.uint8), np.zeros((1, 96)), np.zeros((1, 96)), np.zeros((1, 96, 3)))", {INVALID, FORMAT}, ("kind", "9")),
-    "forward a byte id past PAD": ("model.forward(np.zeros((1, 96), np.uint8), np.full((1, 96), 300), np.zeros((1, 96)), np.zeros((1, 96, 3)))", {INVALID, FORMAT}, ("300", "value", "byte", "range")),
-    "forward a byte cell without segment": ("model.forward(np.zeros((1, 96), np.uint8), np.zeros((1, 96)), np.full((1, 96), -1), np.zeros((1, 96, 3)))", {INVALID, FORMAT}, ("segment",)),
+    "forward zero rows": ("model.forward(*row(rows=0))", {INVALID}, ("rows", "zero", "empty")),
+    "forward an image cell": ("model.forward(*row(kind=1))", {UNSUPPORTED, INVALID}, ("image", "kind")),
+    "forward an unknown kind": ("model.forward(*row(kind=9))", {INVALID, FORMAT}, ("kind", "9")),
+    "forward a byte id past PAD": ("model.forward(*row(value=300))", {INVALID, FORMAT}, ("300", "value", "byte", "range")),
+    "forward a byte cell without segment": ("model.forward(*row(segment=-1))", {INVALID, FORMAT}, ("segment",)),
     "set an unknown precision": ("model.set_precision(7)", {INVALID}, ("precision", "7")),
-    "reserve more than memory": ("model.reserve(1 << 60)", {OUT_OF_MEMORY, INVALID}, ("memory", "cells", "alloc", "reserve")),
+    "reserve more than memory": ("model.reserve(1 << 40)", {OUT_OF_MEMORY, INVALID}, ("memory", "cells", "alloc", "reserve")),
+    # 2^58 cells times the workspace's bytes per cell wraps around 2^64: must be refused, not taken.
+    "reserve a size that overflows": ("model.reserve(1 << 58); model.encode([b'after'])", {OUT_OF_MEMORY, INVALID}, ("memory", "cells", "alloc", "reserve", "overflow")),
     "save into a file path": ("model.save('/proc/version/x')", {IO}, ("/proc/version",)),
     "tier that does not exist": ("library.config_from_tier('gigantic')", {INVALID}, ("gigantic",)),
     "custom width not a multiple of 64": ("library.config_from_tier('100x2')", {INVALID}, ("100x2", "64", "width")),

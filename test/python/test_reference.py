@@ -6,8 +6,9 @@
 import numpy as np
 import pytest
 
+import bounds
 import reference
-from contract import check_forward, check_verbs
+from contract import PRECISIONS, check_forward, check_verbs
 
 # ---------------------------------------------------------------------------------------------
 # The reference's own properties
@@ -82,18 +83,19 @@ def test_text_verbs_match_reference(library, any_model, precision):
 
 
 def test_masked_ids_logits_match_reference(library, python_model):
+    """uform_mlm_logits on ids holding MASK, in Float32 mode, within B_f32 of the reference."""
     model = reference.load_model(python_model)
     ids = np.frombuffer(b"masked byte modelling", dtype=np.uint8).astype(np.uint16)
     ids[[2, 3, 4, 12]] = reference.MASK
-    expected = reference.mlm_cells(model, reference.encode_segment(model, ids, reference.text_positions(len(ids))))
+    positions = reference.text_positions(len(ids))
+    expected = reference.mlm_cells(model, reference.encode_segment(model, ids, positions))
+    expected_bf16 = reference.mlm_cells(model, reference.encode_segment(model, ids, positions, True), True)
     with library.open(python_model) as handle:
-        handle.set_precision(1)
+        handle.set_precision(PRECISIONS["f32"])
         logits = handle.mlm_logits(ids)
-    # Float32 mode: B_f32 with G from this very input (bounds.py).
-    import bounds
-    expected_bf16 = reference.mlm_cells(model, reference.encode_segment(model, ids, reference.text_positions(len(ids)), True), True)
     limit = bounds.bound_f32(expected, expected_bf16, model.width, len(ids), len(ids))
-    assert bounds.relative_error(logits, expected) <= limit
+    error = bounds.relative_error(logits, expected)
+    assert error <= limit, f"error {error:.3e} > bound {limit:.3e}"
 
 
 # ---------------------------------------------------------------------------------------------

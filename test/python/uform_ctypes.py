@@ -222,9 +222,9 @@ class ModelHandle:
     def encode(self, texts, width=0):
         """Matryoshka embeddings [count, width or E] and the truncated count."""
         config = self.config()
-        columns = width if width else config.widths[-1]
+        size = width if width else config.widths[-1]
         array, buffers = _texts(texts)
-        embeddings = np.zeros((len(texts), columns), dtype=np.float32)
+        embeddings = np.zeros((len(texts), size), dtype=np.float32)
         truncated = ctypes.c_size_t(0)
         self._call("uform_encode", array, len(texts), width, _pointer(embeddings, ctypes.c_float), ctypes.byref(truncated))
         return embeddings, truncated.value

@@ -1,0 +1,131 @@
+# test_cli.py: the `uform` command end to end: init writes a checkpoint, info describes it, encode
+# prints one JSON array per input line (unit norm, the asked width) that agrees with the reference,
+# rerank prints one MaxSim score per document line; --help works for every verb.
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import bounds
+import reference
+
+LINES = ["hello world", "Grüße, 世界", "a", "tokenizer-free byte-level encoders"]
+
+
+def uform(cli, *arguments, stdin=""):
+    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, text=True, timeout=120)
+    assert run.returncode >= 0, f"uform {' '.join(map(str, arguments))} was killed by signal {-run.returncode}"
+    return run
+
+
+@pytest.fixture(scope="module")
+def cli_model(cli, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("cli") / "model"
+    run = uform(cli, "init", "--tier", "128x2", "--seed", "3", "--output", directory)
+    assert run.returncode == 0, run.stderr
+    return directory
+
+
+@pytest.mark.parametrize("verb", ["init", "encode", "rerank", "info"])
+def test_help(cli, verb):
+    run = uform(cli, verb, "--help")
+    assert run.returncode == 0, run.stderr
+    text = run.stdout + run.stderr
+    assert verb in text and "--" in text, text
+
+
+def test_init_writes_a_checkpoint(cli_model):
+    assert (cli_model / "model.safetensors").stat().st_size > 0
+    assert (cli_model / "README.md").exists()
+
+
+def test_init_is_deterministic_for_a_seed(cli, cli_model, tmp_path):
+    again = tmp_path / "again"
+    assert uform(cli, "init", "--tier", "128x2", "--seed", "3", "--output", again).returncode == 0
+    assert (again / "model.safetensors").read_bytes() == (cli_model / "model.safetensors").read_bytes()
+    other = tmp_path / "other"
+    assert uform(cli, "init", "--tier", "128x2", "--seed", "4", "--output", other).returncode == 0
+    assert (other / "model.safetensors").read_bytes() != (cli_model / "model.safetensors").read_bytes()
+
+
+def test_info_describes_the_model(cli, cli_model):
+    run = uform(cli, "info", "--model", cli_model)
+    assert run.returncode == 0, run.stderr
+    assert "128" in run.stdout and "128x2" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("width", [None, 64])
+def test_encode_prints_unit_vectors(cli, cli_model, width):
+    model = reference.load_model(cli_model)
+    expected_width = width or model.embedding_widths[-1]
+    arguments = ["encode", "--model", cli_model] + (["--width", width] if width else [])
+    run = uform(cli, *arguments, stdin="\n".join(LINES) + "\n")
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout.strip().splitlines()
+    assert len(printed) == len(LINES), run.stdout
+    for line, text in zip(printed, LINES):
+        vector = np.array(json.loads(line), dtype=np.float64)
+        assert vector.shape == (expected_width,)
+        # Printed Float32 values carry at least 6 significant digits: the norm is 1 within
+        # 2^-24 * width of Float32 normalization plus 5e-6 relative of printing 6 significant digits (%g).
+        assert abs(np.linalg.norm(vector) - 1.0) <= expected_width * bounds.UNIT_F32 + 5e-6
+        # The CLI runs the default (BF16) path: within the BF16 bound plus the printing's 5e-6.
+        _, e64 = reference.encode_text(model, text.encode())
+        _, e16 = reference.encode_text(model, text.encode(), True)
+        f64, bf16 = reference.matryoshka(e64, expected_width), reference.matryoshka(e16, expected_width)
+        length = len(text.encode())
+        limit = bounds.bound_bf16(f64, bf16, model.width, length, length) + 5e-6
+        assert bounds.relative_error(vector, bf16) <= limit, text
+
+
+def test_encode_in_float32_matches_the_reference(cli, cli_model):
+    """--precision f32: within B_f32 of the float64 reference, plus the printing's 5e-6."""
+    model = reference.load_model(cli_model)
+    run = uform(cli, "encode", "--model", cli_model, "--precision", "f32", stdin="\n".join(LINES) + "\n")
+    assert run.returncode == 0, run.stderr
+    for line, text in zip(run.stdout.strip().splitlines(), LINES):
+        widest = model.embedding_widths[-1]
+        f64 = reference.matryoshka(reference.encode_text(model, text.encode())[1], widest)
+        bf16 = reference.matryoshka(reference.encode_text(model, text.encode(), True)[1], widest)
+        length = len(text.encode())
+        limit = bounds.bound_f32(f64, bf16, model.width, length, length) + 5e-6
+        assert bounds.relative_error(np.array(json.loads(line)), f64) <= limit, text
+
+
+def test_encode_refuses_an_empty_line(cli, cli_model):
+    run = uform(cli, "encode", "--model", cli_model, stdin="first\n\nthird\n")
+    assert run.returncode > 0
+    assert "empty" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_encode_rejects_a_width_not_the_models(cli, cli_model):
+    run = uform(cli, "encode", "--model", cli_model, "--width", "100", stdin="hello\n")
+    assert run.returncode > 0
+    assert "100" in run.stderr and "Traceback" not in run.stderr, run.stderr
+
+
+def test_rerank_prints_one_score_per_document(cli, cli_model):
+    model = reference.load_model(cli_model)
+    query = "byte-level"
+    run = uform(cli, "rerank", "--model", cli_model, "--query", query, stdin="\n".join(LINES) + "\n")
+    assert run.returncode == 0, run.stderr
+    printed = run.stdout.strip().splitlines()
+    assert len(printed) == len(LINES), run.stdout
+    query_h, _ = reference.encode_text(model, query.encode(), True)
+    query_vectors = reference.colbert_cells(model, query_h, True)
+    for line, text in zip(printed, LINES):
+        score = float(line)
+        document_h, _ = reference.encode_text(model, text.encode(), True)
+        expected = reference.maxsim(query_vectors, reference.colbert_cells(model, document_h, True))
+        # Each cosine is at most 1, so the score lies in [-n_q, n_q] (n_q query bytes).
+        assert abs(score) <= len(query.encode()) * (1 + 5e-6)
+        # |delta| <= n_q B_q + n_q sqrt(n_d) B_d with B the BF16 bounds of the ColBERT cells (contract.py).
+        query_f64 = reference.colbert_cells(model, reference.encode_text(model, query.encode())[0])
+        document_f64 = reference.colbert_cells(model, reference.encode_text(model, text.encode())[0])
+        width, length = model.width, max(len(query.encode()), len(text.encode()))
+        query_bound = bounds.bound_bf16(query_f64, query_vectors, width, length, length)
+        document_bound = bounds.bound_bf16(document_f64, reference.colbert_cells(model, document_h, True), width, length, length)
+        limit = len(query.encode()) * (query_bound + np.sqrt(len(text.encode())) * document_bound) + 5e-6 * len(query.encode())
+        assert abs(score - expected) <= limit, f"{text!r}: {score} vs {expected} (bound {limit:.3e})"
