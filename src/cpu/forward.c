@@ -165,12 +165,19 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
     for (size_t r = 0; r < count; ++r) uform_rmsnorm_(x + r * d, block->mlp_norm, normed + r * d, d);
     uform_linear_(model, &block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
-    for (size_t r = 0; r < count; ++r) {
-        float const *gate = scratch->gate_up + r * 8 * d, *up = gate + 4 * d;
-        float *hidden = scratch->hidden + r * 4 * d;
-        for (size_t i = 0; i < 4 * d; ++i) hidden[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    if (model->precision == uform_precision_bf16_k) {
+        /* SwiGLU writes the down product's BF16 inputs directly. */
+        uform_kernels_t const *kernels = uform_kernels();
+        kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
+        kernels->gemm(scratch->inputs_bf16, 4 * d, block->down.packed, scratch->product, d, count, d, 4 * d);
+    } else {
+        for (size_t r = 0; r < count; ++r) {
+            float const *gate = scratch->gate_up + r * 8 * d, *up = gate + 4 * d;
+            float *hidden = scratch->hidden + r * 4 * d;
+            for (size_t i = 0; i < 4 * d; ++i) hidden[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+        }
+        uform_linear_(model, &block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     }
-    uform_linear_(model, &block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
 }
 

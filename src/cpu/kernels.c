@@ -72,8 +72,15 @@ static void uform_softmax_bf16_generic_(float const *scores, size_t rows, size_t
     }
 }
 
+static void uform_swiglu_bf16_generic_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
+    for (size_t r = 0; r < rows; ++r) {
+        float const *gate = gate_up + r * 2 * width, *up = gate + width;
+        for (size_t i = 0; i < width; ++i) hidden[r * width + i] = uform_f32_to_bf16(gate[i] / (1.0f + expf(-gate[i])) * up[i]);
+    }
+}
+
 uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, uform_softmax_bf16_generic_,
-                                                uform_bf16_from_f32_array};
+                                                uform_swiglu_bf16_generic_, uform_bf16_from_f32_array};
 
 static uform_kernels_t const *uform_kernels_chosen_;
 static pthread_once_t uform_kernels_once_ = PTHREAD_ONCE_INIT;

@@ -17,6 +17,8 @@ typedef struct uform_kernels_t {
      *  even length), with the Float32 sum of e into `sums`. */
     void (*softmax_bf16)(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                          uint16_t *probabilities, size_t probabilities_stride, float *sums);
+    /** hidden [rows, width] = BF16(silu(gate) * up), where gate_up rows are [gate (width), up (width)]. */
+    void (*swiglu_bf16)(float const *gate_up, size_t rows, size_t width, uint16_t *hidden);
     /** target[i] = BF16(source[i]), round to nearest even. */
     void (*round_bf16)(float const *source, uint16_t *target, size_t count);
 } uform_kernels_t;

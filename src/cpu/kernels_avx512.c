@@ -63,9 +63,9 @@ static void uform_gemm_avx512_(uint16_t const *a, size_t a_stride, uint16_t cons
     }
 }
 
-/* exp(x) for x <= 0: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 Taylor polynomial, then 2^n. */
+/* exp(x) for x in [-87, 88]: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 Taylor polynomial, then 2^n. */
 static inline __m512 uform_exp_avx512_(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
     __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
     r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
@@ -118,5 +118,20 @@ static void uform_softmax_bf16_avx512_(float const *scores, size_t rows, size_t 
     }
 }
 
+static void uform_swiglu_bf16_avx512_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
+    __m512 one = _mm512_set1_ps(1.0f);
+    for (size_t r = 0; r < rows; ++r) {
+        float const *gate = gate_up + r * 2 * width, *up = gate + width;
+        uint16_t *target = hidden + r * width;
+        for (size_t i = 0; i < width; i += 16) {
+            __mmask16 mask = width - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (width - i)) - 1);
+            __m512 g = _mm512_maskz_loadu_ps(mask, gate + i), u = _mm512_maskz_loadu_ps(mask, up + i);
+            __m512 e = uform_exp_avx512_(_mm512_sub_ps(_mm512_setzero_ps(), g));
+            __m512 value = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u);
+            _mm256_mask_storeu_epi16(target + i, mask, (__m256i)_mm512_cvtneps_pbh(value));
+        }
+    }
+}
+
 uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx512_, uform_softmax_bf16_avx512_,
-                                                   uform_round_bf16_avx512_};
+                                                   uform_swiglu_bf16_avx512_, uform_round_bf16_avx512_};

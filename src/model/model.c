@@ -409,10 +409,29 @@ static void uform_hardware_(char *text, size_t capacity) {
     snprintf(text + length, capacity - length, ", %zu cores", uform_cores());
 }
 
+/* mkdir -p: creates `directory` and any missing parents. */
+static uform_status_t uform_make_folders_(char const *directory) {
+    char path[4096];
+    if (snprintf(path, sizeof(path), "%s", directory) >= (int)sizeof(path))
+        return uform_fail(uform_invalid_argument_k, "%s: path too long", directory);
+    for (char *slash = path + 1;; ++slash) {
+        if (*slash != '/' && *slash) continue;
+        char kept = *slash;
+        *slash = 0;
+        if (mkdir(path, 0755) != 0 && errno != EEXIST)
+            return uform_fail(uform_io_k, "%s: cannot create checkpoint folder: %s", path, strerror(errno));
+        *slash = kept;
+        if (!kept) break;
+    }
+    struct stat status;
+    if (stat(directory, &status) != 0 || !S_ISDIR(status.st_mode))
+        return uform_fail(uform_io_k, "%s: exists and is not a folder", directory);
+    return uform_ok_k;
+}
+
 uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command) {
     if (!model || !directory) return uform_fail(uform_invalid_argument_k, "uform_model_save: NULL argument");
-    if (mkdir(directory, 0755) != 0 && errno != EEXIST)
-        return uform_fail(uform_io_k, "%s: cannot create checkpoint folder: %s", directory, strerror(errno));
+    UFORM_TRY(uform_make_folders_(directory));
     uform_config_t const *config = &model->config;
     size_t d = config->width, count = 0, capacity = 6 * config->depth + 16;
     uform_tensor_view_t *views = calloc(capacity, sizeof(*views));

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+# encode_cpu.py: encode throughput of `uform_encode` on this CPU beside the PyTorch peer
+# (../shared/peers/torch_encode.py) on the same checkpoint, in the same run. Prints a table and
+# writes JSON (bench/out/encode_cpu.json). The peer runs in Float32 and BFloat16, eager and
+# compiled, and the ratio is taken against its best.
+#
+#   python3 bench/encode_cpu.py [--tier tiny] [--bytes 128,2048] [--seconds 5] [--threads N]
+#                               [--peer-configs float32,bfloat16,bfloat16+compile] [--build build]
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def run_lines(command, env=None):
+    """Runs a command and returns its JSON lines; raises with its stderr when it fails."""
+    result = subprocess.run(command, capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command))} failed:\n{result.stderr[-2000:]}")
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+
+
+def cpu_name():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--tier", default="tiny")
+    parser.add_argument("--bytes", default="128,2048")
+    parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--peer-configs", default="float32,bfloat16,bfloat16+compile")
+    parser.add_argument("--build", default=str(ROOT / "build"))
+    parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
+    parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "encode_cpu.json"))
+    args = parser.parse_args()
+
+    build = pathlib.Path(args.build)
+    checkpoint = ROOT / "bench" / "out" / f"{args.tier}-random"
+    if not (checkpoint / "model.safetensors").exists():
+        subprocess.run([build / "uform", "init", "--tier", args.tier, "--seed", "0", "--output", checkpoint], check=True)
+
+    rows = {}  # text_bytes -> {system: bytes/s}
+    print(f"uform: {args.tier}, {args.threads} threads ...", file=sys.stderr)
+    for line in run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
+                           "--seconds", str(args.seconds), "--threads", str(args.threads)]):
+        rows.setdefault(line["text_bytes"], {})["uform bf16"] = line["bytes_per_s"]
+
+    peer = pathlib.Path(args.peers) / "torch_encode.py"
+    peer_version, peer_error = None, None
+    for config in args.peer_configs.split(","):
+        dtype, _, compiled = config.partition("+")
+        command = [sys.executable, peer, checkpoint, "--device", "cpu", "--dtype", dtype, "--threads",
+                   str(args.threads), "--bytes", args.bytes, "--seconds", str(args.seconds)]
+        if compiled:
+            command.append("--compile")
+        print(f"peer: torch {config} ...", file=sys.stderr)
+        try:
+            for line in run_lines(command):
+                peer_version = line.get("torch")
+                rows.setdefault(line["text_bytes"], {})[f"torch {config}"] = line["bytes_per_s"]
+        except (RuntimeError, FileNotFoundError) as error:
+            peer_error = str(error).splitlines()[-1]
+            print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
+
+    systems = ["uform bf16"] + [f"torch {c}" for c in args.peer_configs.split(",")]
+    header = ["text bytes"] + systems + ["best peer", "uform / best peer"]
+    table = []
+    for length in sorted(rows):
+        values = rows[length]
+        peers = {k: v for k, v in values.items() if k.startswith("torch")}
+        best = max(peers.values()) if peers else None
+        ratio = values["uform bf16"] / best if best else None
+        table.append([length] + [values.get(s) for s in systems] + [best, ratio])
+
+    def cell(value):
+        if value is None:
+            return "-"
+        return f"{value:.2f}x" if isinstance(value, float) and value < 100 else f"{value:,.0f}"
+
+    widths = [max(len(str(h)), *(len(cell(r[i])) for r in table)) for i, h in enumerate(header)]
+    print("| " + " | ".join(str(h).ljust(w) for h, w in zip(header, widths)) + " |")
+    print("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for row in table:
+        print("| " + " | ".join(cell(v).rjust(w) for v, w in zip(row, widths)) + " |")
+
+    report = {"benchmark": "encode_cpu", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(),
+              "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
+              "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
+              "rows": [dict(zip(header, row)) for row in table]}
+    output = pathlib.Path(args.output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
