@@ -65,6 +65,18 @@ static uform_pass_t uform_packer_pass_(uform_packer_t *packer) {
                           .segments = workspace->spans, .segments_count = packer->segments};
 }
 
+/* Packs texts from `*next` on while they fit one pass; returns the pass and counts cut texts. */
+static uform_pass_t uform_pack_texts_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t *next,
+                                      size_t *cut) {
+    uform_packer_t packer = {.model = model};
+    for (; *next < count && uform_packer_fits_(&packer, uform_clip_(model, texts[*next].length)); ++*next) {
+        size_t length = uform_clip_(model, texts[*next].length);
+        *cut += length < texts[*next].length;
+        uform_packer_add_(&packer, texts[*next].data, NULL, length);
+    }
+    return uform_packer_pass_(&packer);
+}
+
 static uform_status_t uform_check_texts_(uform_text_t const *texts, size_t count, char const *verb, char const *what) {
     for (size_t i = 0; i < count; ++i) {
         if (!texts[i].length) return uform_fail(uform_invalid_argument_k, "%s: %s %zu is empty: nothing to encode", verb, what, i);
@@ -97,14 +109,8 @@ uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, siz
     UFORM_TRY(uform_check_texts_(texts, count, "uform_encode", "text"));
     size_t cut = 0, done = 0;
     while (done < count) {
-        uform_packer_t packer = {.model = model};
         size_t first = done;
-        for (; done < count && uform_packer_fits_(&packer, uform_clip_(model, texts[done].length)); ++done) {
-            size_t length = uform_clip_(model, texts[done].length);
-            cut += length < texts[done].length;
-            uform_packer_add_(&packer, texts[done].data, NULL, length);
-        }
-        uform_pass_t pass = uform_packer_pass_(&packer);
+        uform_pass_t pass = uform_pack_texts_(model, texts, count, &done, &cut);
         pass.pooled = model->workspace.embeddings;
         uform_cpu_forward(model, &pass);
         uform_write_embeddings_(model, done - first, width, embeddings + first * width);
@@ -168,14 +174,8 @@ uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text
     UFORM_TRY(uform_colbert(model, query, model->workspace.query_colbert, model->config.columns, &query_cells));
     size_t cut = query_cells < query.length, done = 0;
     while (done < count) {
-        uform_packer_t packer = {.model = model};
         size_t first = done;
-        for (; done < count && uform_packer_fits_(&packer, uform_clip_(model, documents[done].length)); ++done) {
-            size_t length = uform_clip_(model, documents[done].length);
-            cut += length < documents[done].length;
-            uform_packer_add_(&packer, documents[done].data, NULL, length);
-        }
-        uform_pass_t pass = uform_packer_pass_(&packer);
+        uform_pass_t pass = uform_pack_texts_(model, documents, count, &done, &cut);
         pass.colbert = model->workspace.colbert;
         uform_cpu_forward(model, &pass);
         uform_maxsim_context_t context = {model, model->workspace.query_colbert, query_cells, scores + first};

@@ -214,16 +214,23 @@ static int uform_check_lines_(uform_text_t const *texts, size_t count, char cons
     return 1;
 }
 
+/* Opens the model and reads standard input's lines; returns 0 when both worked, else the exit code. */
+static int uform_open_and_read_(uform_options_t const *options, char const *verb, uform_model_t **model, char **buffer,
+                                uform_text_t **texts, size_t *count) {
+    uform_status_t status = uform_open_(options, model);
+    if (status == uform_ok_k && !uform_read_lines_(buffer, texts, count)) status = uform_out_of_memory_k;
+    if (status != uform_ok_k) return uform_report_(status);
+    return uform_check_lines_(*texts, *count, verb) ? 0 : 1;
+}
+
 static int uform_encode_(uform_options_t const *options) {
     if (!uform_require_(options->model, "--model", "encode")) return 2;
     uform_model_t *model = NULL;
-    uform_status_t status = uform_open_(options, &model);
     char *buffer = NULL;
     uform_text_t *texts = NULL;
     size_t count = 0, truncated = 0;
-    if (status == uform_ok_k && !uform_read_lines_(&buffer, &texts, &count)) status = uform_out_of_memory_k;
-    int result = status == uform_ok_k ? 0 : uform_report_(status);
-    if (!result && !uform_check_lines_(texts, count, "encode")) result = 1;
+    uform_status_t status;
+    int result = uform_open_and_read_(options, "encode", &model, &buffer, &texts, &count);
     uform_config_t config;
     uform_model_config(model, &config);
     size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
@@ -258,13 +265,11 @@ static int uform_rerank_(uform_options_t const *options) {
         return 2;
     }
     uform_model_t *model = NULL;
-    uform_status_t status = uform_open_(options, &model);
     char *buffer = NULL;
     uform_text_t *texts = NULL;
     size_t count = 0, truncated = 0;
-    if (status == uform_ok_k && !uform_read_lines_(&buffer, &texts, &count)) status = uform_out_of_memory_k;
-    int result = status == uform_ok_k ? 0 : uform_report_(status);
-    if (!result && !uform_check_lines_(texts, count, "rerank")) result = 1;
+    uform_status_t status;
+    int result = uform_open_and_read_(options, "rerank", &model, &buffer, &texts, &count);
     float *scores = result || !count ? NULL : malloc(count * sizeof(float));
     uform_text_t query = {(uint8_t const *)options->query, strlen(options->query)};
     if (scores) {
