@@ -4,4 +4,5 @@
 #include "uform/types.h"
 #include "uform/model.h"
 #include "uform/encode.h"
+#include "uform/train.h"
 #endif

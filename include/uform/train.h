@@ -1,0 +1,103 @@
+/*  train.h: training on the CPU in Float32 (SPEC.md sections 4 and 5). A trainer wraps a model:
+ *  it computes the loss and every parameter's gradient for a batch, and applies Adafactor with a
+ *  first moment, updating the model's weights in place (BF16 matrices, Float32 norm scales and
+ *  vectors). Gradients and optimizer state are readable by tensor name, for tests and tools.
+ */
+#ifndef UFORM_TRAIN_H
+#define UFORM_TRAIN_H
+
+#include "uform/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum uform_objective_t {
+    uform_objective_mlm_k = 0,         /* span-masked byte modelling: mean cross-entropy at masked cells */
+    uform_objective_contrastive_k = 1, /* Matryoshka SigLIP over the pooled embeddings */
+    uform_objective_rerank_k = 2,      /* ranked sigmoid over MaxSim of ColBERT vectors */
+} uform_objective_t;
+
+typedef struct uform_train_options_t {
+    uform_objective_t objective;
+    double learning_rate;    /* peak; 0: the tier's */
+    size_t warmup_steps;     /* linear warm-up from 0 to the peak */
+    size_t total_steps;      /* cosine decay from the peak to 0 at this step (0: constant after warm-up) */
+    double beta1, beta2;     /* 0.9, 0.999 */
+    double clip;             /* update clipping threshold, 1.0 */
+    double weight_decay;     /* 0 */
+    double tcr_lambda;       /* total coding rate weight, 0 = off */
+    double lipschitz_lambda; /* spectral penalty weight, 0 = off */
+    size_t lipschitz_iterations; /* power-iteration steps, 8 */
+} uform_train_options_t;
+
+/** Fills the SPEC.md defaults (objective MLM, the tier's learning rate, no warm-up or decay). */
+void uform_train_options_default(uform_train_options_t *options);
+
+/** A training batch: a grid plus what the objective scores, all caller-owned.
+ *  - MLM: `targets[cell]` is the original byte id (0..255) at a masked cell, -1 elsewhere; the
+ *    grid holds MASK (256) there.
+ *  - Contrastive and rerank: segments are numbered as `uform_forward` numbers them (row by row,
+ *    in order of first cell). `anchors` lists the anchor segments, `candidates` the candidate
+ *    segments (positives, hard negatives and every other item), and `labels[a * candidates_count
+ *    + c]` is 1 when candidate c is a positive of anchor a, else 0. */
+typedef struct uform_batch_t {
+    uform_grid_t grid;
+    int32_t const *targets;      /* [rows * columns] or NULL */
+    uint32_t const *anchors;     /* [anchors_count] */
+    size_t anchors_count;
+    uint32_t const *candidates;  /* [candidates_count] */
+    size_t candidates_count;
+    uint8_t const *labels;       /* [anchors_count * candidates_count] */
+} uform_batch_t;
+
+/** The loss of one batch and its parts (each already weighted, summing to `total`). */
+typedef struct uform_losses_t {
+    double total;
+    double mlm;          /* mean cross-entropy over masked cells */
+    double siglip;       /* Matryoshka SigLIP, mean over widths */
+    double rerank;       /* ranked sigmoid */
+    double tcr;          /* -lambda R */
+    double lipschitz;    /* lambda sigma_max */
+    size_t scored;       /* masked cells (MLM) or anchors (pairs) */
+} uform_losses_t;
+
+typedef struct uform_trainer_t uform_trainer_t;
+
+/** Creates a trainer over `model` (which it uses, not owns; keep the model open longer).
+ *  Takes the memory a batch of `cells` cells needs. */
+uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
+                                    uform_trainer_t **trainer);
+void uform_trainer_close(uform_trainer_t *trainer);
+
+/** Loss and every parameter's gradient (Float32) for the batch; the weights do not change. */
+uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+/** One Adafactor step with the gradients of the last `uform_trainer_gradients` call. */
+uform_status_t uform_trainer_apply(uform_trainer_t *trainer);
+/** Both: gradients, then the step. */
+uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+/** Steps taken so far, and the learning rate the next step will use. */
+size_t uform_trainer_steps(uform_trainer_t const *trainer);
+double uform_trainer_learning_rate(uform_trainer_t const *trainer);
+
+typedef enum uform_slot_t {
+    uform_slot_parameter_k = 0, /* the weight as the forward pass sees it, widened to Float32 */
+    uform_slot_gradient_k = 1,
+    uform_slot_first_moment_k = 2,  /* M */
+    uform_slot_row_moment_k = 3,    /* R (matrices) or the unfactored V (vectors) */
+    uform_slot_column_moment_k = 4, /* C (matrices only) */
+} uform_slot_t;
+
+/** Copies one tensor's slot by SPEC.md name ("blocks.0.qkv", "siglip.scale", ...) into `values`,
+ *  which holds `count` floats: a parameter's or gradient's element count, R's rows, C's columns. */
+uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *name, uform_slot_t slot, float *values,
+                                  size_t count);
+
+/** Writes / reads the optimizer state (moments, step) as a SafeTensors file, atomically. */
+uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path);
+uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
