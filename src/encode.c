@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "cpu/forward.h"
+#include "cpu/grid.h"
 
 static size_t uform_widest_(uform_model_t const *model) {
     return model->config.embedding_widths[model->config.embedding_widths_count - 1];
@@ -202,80 +203,10 @@ uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_
     return uform_ok_k;
 }
 
-/* Checks the grid and returns the most active cells any row has. */
-static uform_status_t uform_check_grid_(uform_grid_t const *grid, size_t *widest_row) {
-    if (!grid->rows || !grid->columns || !grid->kinds || !grid->values || !grid->segments || !grid->positions)
-        return uform_fail(uform_invalid_argument_k, "uform_forward: the grid needs rows, columns and all four arrays");
-    *widest_row = 0;
-    for (size_t row = 0; row < grid->rows; ++row) {
-        size_t active = 0;
-        int32_t previous = -1;
-        for (size_t column = 0; column < grid->columns; ++column) {
-            size_t cell = row * grid->columns + column;
-            uint8_t kind = grid->kinds[cell];
-            int32_t segment = grid->segments[cell];
-            if (kind == uform_cell_padding_k) {
-                if (segment != -1)
-                    return uform_fail(uform_invalid_argument_k, "uform_forward: padding at row %zu column %zu has segment %d, not -1", row, column, segment);
-                previous = -1;
-                continue;
-            }
-            if (kind > uform_cell_padding_k)
-                return uform_fail(uform_invalid_argument_k, "uform_forward: cell kind %u at row %zu column %zu is not a uform_cell_kind_t", kind, row, column);
-            if (kind != uform_cell_byte_k)
-                return uform_fail(uform_unsupported_k, "uform_forward: cell kind %u at row %zu column %zu: this build encodes bytes only", kind, row, column);
-            if (grid->values[cell] >= uform_vocabulary_k)
-                return uform_fail(uform_invalid_argument_k, "uform_forward: byte id %u at row %zu column %zu is outside 0..257", grid->values[cell], row, column);
-            if (segment < 0)
-                return uform_fail(uform_invalid_argument_k, "uform_forward: byte at row %zu column %zu has no segment", row, column);
-            if (segment != previous) {
-                /* A segment is one run of cells: its id may not appear again later in the row. */
-                for (size_t earlier = 0; earlier < column; ++earlier)
-                    if (grid->segments[row * grid->columns + earlier] == segment)
-                        return uform_fail(uform_invalid_argument_k, "uform_forward: segment %d of row %zu is not contiguous", segment, row);
-            }
-            previous = segment;
-            active++;
-        }
-        if (active > *widest_row) *widest_row = active;
-    }
-    return uform_ok_k;
-}
-
-/* Compacts rows [first, last) of the grid into the workspace; returns the number of segments. */
-static size_t uform_compact_rows_(uform_model_t *model, uform_grid_t const *grid, size_t first, size_t last, size_t *cells) {
-    uform_workspace_t *workspace = &model->workspace;
-    size_t count = 0, segments = 0;
-    for (size_t row = first; row < last; ++row) {
-        size_t row_start = count, row_segments = segments;
-        int32_t previous = -1;
-        for (size_t column = 0; column < grid->columns; ++column) {
-            size_t cell = row * grid->columns + column;
-            int32_t segment = grid->segments[cell];
-#if defined(UFORM_PLANT_POOL_PADDING)
-            if (segment == -1 && previous != -1) segment = previous; /* planted: padding joins the segment before it */
-#endif
-            if (segment == -1) {
-                previous = -1;
-                continue;
-            }
-            if (segment != previous) workspace->spans[segments++] = (uform_span_t){count, 0, row_start, 0};
-            workspace->spans[segments - 1].length++;
-            workspace->values[count] = grid->kinds[cell] == uform_cell_padding_k ? uform_pad_k : grid->values[cell];
-            memcpy(workspace->positions + count * 3, grid->positions + cell * 3, 3 * sizeof(int32_t));
-            workspace->destinations[count++] = cell;
-            previous = segment;
-        }
-        for (size_t s = row_segments; s < segments; ++s) workspace->spans[s].row_length = count - row_start;
-    }
-    *cells = count;
-    return segments;
-}
-
 uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs) {
     if (!model || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     size_t widest_row = 0;
-    UFORM_TRY(uform_check_grid_(grid, &widest_row));
+    UFORM_TRY(uform_grid_check(grid, "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
     if (outputs->logits) UFORM_TRY(uform_need_head_(model, "mlm", "uform_forward"));
@@ -295,7 +226,9 @@ uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, ufo
             cells += active;
             last++;
         }
-        size_t segments = uform_compact_rows_(model, grid, first, last, &cells);
+        uform_workspace_t *workspace = &model->workspace;
+        size_t segments = uform_grid_compact(grid, first, last, workspace->values, workspace->positions,
+                                             workspace->destinations, workspace->spans, &cells);
         uform_pass_t pass = {.cells = cells,
                              .values = model->workspace.values,
                              .positions = model->workspace.positions,

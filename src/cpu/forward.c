@@ -9,6 +9,7 @@
 #include "core/numeric.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 
 typedef struct uform_context_t {
     uform_model_t *model;
@@ -31,47 +32,11 @@ static void uform_linear_(uform_model_t const *model, uform_matrix_t const *matr
                   matrix->columns);
 }
 
-static void uform_rmsnorm_(float const *x, float const *gain, float *y, size_t width) {
-    double squares = 0;
-    for (size_t i = 0; i < width; ++i) squares += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(squares / (double)width + 1e-6));
-    for (size_t i = 0; i < width; ++i) y[i] = x[i] * scale * gain[i];
-}
-
 /* The tile's rows [first, first + count) of a pass with `cells` rows. */
 static size_t uform_tile_(size_t index, size_t cells, size_t *first) {
     *first = index * uform_tile_rows_k;
     size_t remaining = cells - *first;
     return remaining < uform_tile_rows_k ? remaining : uform_tile_rows_k;
-}
-
-/* Rotates q and k of one cell in place by its (t, h, w) coordinates. */
-static void uform_rope_(uform_model_t const *model, int32_t const *position, float *q, float *k) {
-    float cosines[uform_rope_slots_k], sines[uform_rope_slots_k];
-    for (size_t j = 0; j < uform_rope_slots_k; ++j) {
-#if defined(UFORM_PLANT_ROPE_AXIS)
-        int32_t coordinate = position[j < 8 ? 0 : j < 20 ? 2 : 1]; /* planted: h and w swapped */
-#else
-        int32_t coordinate = position[j < 8 ? 0 : j < 20 ? 1 : 2];
-#endif
-        if (coordinate >= 0 && coordinate < uform_rope_table_k) {
-            cosines[j] = model->rope_cos[(size_t)coordinate * uform_rope_slots_k + j];
-            sines[j] = model->rope_sin[(size_t)coordinate * uform_rope_slots_k + j];
-        } else {
-            double angle = (double)coordinate * pow(10000.0, -(double)j / 32.0);
-            cosines[j] = (float)cos(angle);
-            sines[j] = (float)sin(angle);
-        }
-    }
-    for (size_t head = 0; head < model->config.heads; ++head) {
-        float *vectors[2] = {q + head * uform_head_width_k, k + head * uform_head_width_k};
-        for (size_t v = 0; v < 2; ++v)
-            for (size_t j = 0; j < uform_rope_slots_k; ++j) {
-                float first = vectors[v][j], second = vectors[v][j + 32];
-                vectors[v][j] = first * cosines[j] - second * sines[j];
-                vectors[v][j + 32] = second * cosines[j] + first * sines[j];
-            }
-    }
 }
 
 static void uform_embed_task_(void *context_pointer, size_t index, size_t thread) {
@@ -91,20 +56,11 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     uform_workspace_t *workspace = &model->workspace;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
-        uform_rmsnorm_(workspace->residual + c * d, context->block->attn_norm, workspace->normed + c * d, d);
+        uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm, workspace->normed + c * d, d);
     uform_linear_(model, &context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
                   3 * d, &workspace->scratch[thread]);
     for (size_t c = first; c < first + count; ++c)
-        uform_rope_(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d);
-}
-
-static void uform_softmax_rows_(float *scores, size_t rows, size_t columns, size_t stride) {
-    for (size_t r = 0; r < rows; ++r) {
-        float *row = scores + r * stride, largest = -INFINITY, sum = 0;
-        for (size_t j = 0; j < columns; ++j) largest = row[j] > largest ? row[j] : largest;
-        for (size_t j = 0; j < columns; ++j) sum += (row[j] = expf(row[j] - largest));
-        for (size_t j = 0; j < columns; ++j) row[j] /= sum;
-    }
+        uform_rope(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d, 1);
 }
 
 /* Attention of one (segment, head) pair: its queries against the keys it may see. The BF16 path
@@ -145,7 +101,7 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
             uform_gemm_f32_nt(q + first * stride, stride, k + keys_first * stride, stride, scratch->scores, keys_count,
                               rows, keys_count, hw);
             for (size_t i = 0; i < rows * keys_count; ++i) scratch->scores[i] *= 0.125f;
-            uform_softmax_rows_(scratch->scores, rows, keys_count, keys_count);
+            uform_softmax_rows(scratch->scores, rows, keys_count, keys_count);
             uform_gemm_f32_nn(scratch->scores, keys_count, v + keys_first * stride, stride, output, d, rows, hw,
                               keys_count);
         }
@@ -163,7 +119,7 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
     uform_linear_(model, &block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm_(x + r * d, block->mlp_norm, normed + r * d, d);
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm(x + r * d, block->mlp_norm, normed + r * d, d);
     uform_linear_(model, &block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
     if (model->precision == uform_precision_bf16_k) {
         /* SwiGLU writes the down product's BF16 inputs directly. */
@@ -194,7 +150,7 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
     uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
     float *h = workspace->normed + first * d;
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm_(workspace->residual + (first + r) * d, model->final_norm, h + r * d, d);
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm(workspace->residual + (first + r) * d, model->final_norm, h + r * d, d);
     if (pass->hidden)
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));
@@ -236,7 +192,7 @@ static void uform_pool_task_(void *context_pointer, size_t index, size_t thread)
             for (size_t j = 0; j < hw; ++j) dot += query[j] * h[j];
             weights[t] = dot * 0.125f;
         }
-        uform_softmax_rows_(weights, 1, segment->length, segment->length);
+        uform_softmax_rows(weights, 1, segment->length, segment->length);
         for (size_t t = 0; t < segment->length; ++t) {
             float const *h = workspace->normed + (segment->start + t) * d + head * hw;
             for (size_t j = 0; j < hw; ++j) pooled[head * hw + j] += weights[t] * h[j];
