@@ -212,6 +212,7 @@ static void uform_project_task_(void *context_pointer, size_t index, size_t thre
 static size_t uform_tiles_(size_t rows) { return (rows + uform_tile_rows_k - 1) / uform_tile_rows_k; }
 
 void uform_cpu_forward(uform_model_t *model, uform_pass_t const *pass) {
+    if (model->stale) uform_model_refresh(model);
     uform_context_t context = {.model = model, .pass = pass};
     size_t tiles = uform_tiles_(pass->cells);
     uform_pool_for(model->pool, tiles, uform_embed_task_, &context);

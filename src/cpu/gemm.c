@@ -22,3 +22,10 @@ void uform_gemm_f32_nn(float const *a, size_t a_stride, float const *b, size_t b
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)height, (int)width, (int)depth, 1.0f, a,
                 (int)a_stride, b, (int)b_stride, 0.0f, c, (int)c_stride);
 }
+
+void uform_gemm_f32(int transpose_a, int transpose_b, size_t m, size_t n, size_t k, float const *a, size_t a_stride,
+                    float const *b, size_t b_stride, float beta, float *c, size_t c_stride) {
+    pthread_once(&uform_blas_once_, uform_blas_single_thread_);
+    cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, (int)m,
+                (int)n, (int)k, 1.0f, a, (int)a_stride, b, (int)b_stride, beta, c, (int)c_stride);
+}

@@ -55,6 +55,24 @@ static uform_status_t uform_matrix_prepare_(uform_matrix_t *matrix, uform_precis
     return uform_ok_k;
 }
 
+static void uform_matrix_refresh_(uform_matrix_t *matrix) {
+    if (matrix->packed) uform_pack_bf16(matrix->bf16, matrix->rows, matrix->columns, matrix->columns, 1, matrix->packed);
+    if (matrix->f32) uform_f32_from_bf16_array(matrix->bf16, matrix->f32, matrix->rows * matrix->columns);
+}
+
+void uform_model_refresh(uform_model_t *model) {
+    for (size_t i = 0; i < model->config.depth; ++i) {
+        uform_matrix_refresh_(&model->blocks[i].qkv);
+        uform_matrix_refresh_(&model->blocks[i].out);
+        uform_matrix_refresh_(&model->blocks[i].gate_up);
+        uform_matrix_refresh_(&model->blocks[i].down);
+    }
+    uform_matrix_refresh_(&model->pool_proj);
+    uform_matrix_refresh_(&model->rerank_proj);
+    uform_matrix_refresh_(&model->mlm_head);
+    model->stale = 0;
+}
+
 void uform_model_close(uform_model_t *model) {
     if (!model) return;
     uform_matrix_free_(&model->embed);

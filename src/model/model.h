@@ -61,6 +61,7 @@ struct uform_model_t {
     float siglip_scale, siglip_bias;
     char recipe[256]; /* how the weights came to be, for the checkpoint README */
     uform_precision_t precision;
+    int stale; /* a trainer changed the weights: packed or widened copies need refreshing */
     uform_pool_t *pool;
     uform_workspace_t workspace;
     float *rope_cos, *rope_sin; /* [uform_rope_table_k][32] */
@@ -68,6 +69,9 @@ struct uform_model_t {
 
 /* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
 enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64 };
+
+/** Rebuilds the packed or widened copies of every matrix from its BF16 weights, in place. */
+void uform_model_refresh(uform_model_t *model);
 
 /** Makes sure the workspace holds `cells` cells and one scratch per pool thread. */
 uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells);

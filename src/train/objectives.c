@@ -1,0 +1,206 @@
+/*  objectives.c: the losses of docs/training.md on the heads' outputs, each leaving the gradient
+ *  of what it read: MLM on the logits (in place), SigLIP on the embeddings, ranked sigmoid on the
+ *  ColBERT vectors, and the spectral terms (TCR, Lipschitz) on the embeddings. */
+#include <math.h>
+#include <string.h>
+
+#include "core/status.h"
+#include "cpu/gemm.h"
+#include "train/trainer.h"
+
+/* LAPACK's Cholesky factorization and inverse, from OpenBLAS. */
+void dpotrf_(char const *uplo, int const *n, double *a, int const *lda, int *info);
+void dpotri_(char const *uplo, int const *n, double *a, int const *lda, int *info);
+
+/* -log sigmoid(y z) and its derivative by z, computed without overflow. */
+static double uform_sigmoid_loss_(double y, double z, double *derivative) {
+    double margin = y * z;
+    double loss = margin > 0 ? log1p(exp(-margin)) : -margin + log1p(exp(margin));
+    double sigmoid_negative = margin > 0 ? exp(-margin) / (1.0 + exp(-margin)) : 1.0 / (1.0 + exp(margin));
+    *derivative = -y * sigmoid_negative;
+    return loss;
+}
+
+void uform_objective_mlm(uform_trainer_t *trainer, uform_losses_t *losses) {
+    size_t scored = losses->scored, vocabulary = uform_vocabulary_k;
+    double total = 0;
+    for (size_t k = 0; k < scored; ++k) {
+        float *logits = trainer->logits + k * vocabulary;
+        int32_t target = trainer->targets[trainer->scored[k]];
+        float largest = -INFINITY;
+        for (size_t v = 0; v < vocabulary; ++v) largest = logits[v] > largest ? logits[v] : largest;
+        double sum = 0;
+        for (size_t v = 0; v < vocabulary; ++v) sum += exp((double)logits[v] - largest);
+        double log_sum = largest + log(sum);
+        total += log_sum - logits[target];
+        for (size_t v = 0; v < vocabulary; ++v)
+            logits[v] = (float)((exp((double)logits[v] - log_sum) - (v == (size_t)target)) / (double)scored);
+    }
+    losses->mlm = total / (double)scored;
+}
+
+/* Writes normalize(e[s][:width]) into `target` and returns the norm. */
+static double uform_normalized_prefix_(float const *e, size_t width, float *target) {
+    double norm = 0;
+    for (size_t i = 0; i < width; ++i) norm += (double)e[i] * e[i];
+    norm = sqrt(norm);
+    for (size_t i = 0; i < width; ++i) target[i] = norm > 0 ? (float)(e[i] / norm) : 0.0f;
+    return norm;
+}
+
+/* Adds to de the gradient through u = e / |e| given du: (du - u (u . du)) / |e|. */
+static void uform_normalize_backward_(float const *u, float const *du, double norm, size_t width, float *de) {
+    if (norm <= 0) return;
+    double dot = 0;
+    for (size_t i = 0; i < width; ++i) dot += (double)u[i] * du[i];
+    for (size_t i = 0; i < width; ++i) de[i] += (float)((du[i] - u[i] * dot) / norm);
+}
+
+void uform_objective_siglip(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
+    uform_config_t const *config = &trainer->model->config;
+    size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
+    size_t widest = trainer->pool_proj->rows, widths = config->embedding_widths_count;
+    double scale = exp((double)trainer->scale->parameter[0]), bias = trainer->bias->parameter[0], total = 0;
+    float *u = trainer->swiglu, *v = u + anchors * widest, *du = trainer->d_hidden, *dv = du + anchors * widest;
+    double *norms = (double *)trainer->d_gate_up; /* anchors + candidates norms */
+    for (size_t w = 0; w < widths; ++w) {
+        size_t width = config->embedding_widths[w];
+        for (size_t a = 0; a < anchors; ++a)
+            norms[a] = uform_normalized_prefix_(trainer->embeddings + batch->anchors[a] * widest, width, u + a * width);
+        for (size_t c = 0; c < candidates; ++c)
+            norms[anchors + c] = uform_normalized_prefix_(trainer->embeddings + batch->candidates[c] * widest, width, v + c * width);
+        memset(du, 0, anchors * width * sizeof(float));
+        memset(dv, 0, candidates * width * sizeof(float));
+        double loss = 0;
+        for (size_t a = 0; a < anchors; ++a)
+            for (size_t c = 0; c < candidates; ++c) {
+                double dot = 0;
+                for (size_t i = 0; i < width; ++i) dot += (double)u[a * width + i] * v[c * width + i];
+                double derivative, y = batch->labels[a * candidates + c] ? 1.0 : -1.0;
+                loss += uform_sigmoid_loss_(y, scale * dot + bias, &derivative);
+                derivative /= (double)anchors * (double)widths; /* mean over anchors, then over widths */
+                trainer->scale->gradient[0] += (float)(derivative * scale * dot);
+                trainer->bias->gradient[0] += (float)derivative;
+                for (size_t i = 0; i < width; ++i) {
+                    du[a * width + i] += (float)(derivative * scale * v[c * width + i]);
+                    dv[c * width + i] += (float)(derivative * scale * u[a * width + i]);
+                }
+            }
+        total += loss / (double)anchors;
+        for (size_t a = 0; a < anchors; ++a)
+            uform_normalize_backward_(u + a * width, du + a * width, norms[a], width,
+                                      trainer->d_embeddings + batch->anchors[a] * widest);
+        for (size_t c = 0; c < candidates; ++c)
+            uform_normalize_backward_(v + c * width, dv + c * width, norms[anchors + c], width,
+                                      trainer->d_embeddings + batch->candidates[c] * widest);
+    }
+    losses->siglip = total / (double)widths;
+    losses->scored = anchors;
+}
+
+void uform_objective_rerank(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
+    size_t width = trainer->model->config.colbert_width, anchors = batch->anchors_count, candidates = batch->candidates_count;
+    double scale = exp((double)trainer->scale->parameter[0]), bias = trainer->bias->parameter[0], total = 0;
+    float *similarities = trainer->attention[0].probabilities;
+    size_t *best = (size_t *)trainer->attention[0].gradient; /* the best document cell of each query cell */
+    for (size_t a = 0; a < anchors; ++a) {
+        uform_span_t const *query = &trainer->spans[batch->anchors[a]];
+        for (size_t c = 0; c < candidates; ++c) {
+            uform_span_t const *document = &trainer->spans[batch->candidates[c]];
+            uform_gemm_f32(0, 1, query->length, document->length, width, trainer->colbert + query->start * width, width,
+                           trainer->colbert + document->start * width, width, 0.0f, similarities, document->length);
+            double maxsim = 0;
+            for (size_t i = 0; i < query->length; ++i) {
+                size_t argmax = 0;
+                for (size_t j = 1; j < document->length; ++j)
+                    if (similarities[i * document->length + j] > similarities[i * document->length + argmax]) argmax = j;
+                best[i] = argmax;
+                maxsim += similarities[i * document->length + argmax];
+            }
+            double derivative, y = batch->labels[a * candidates + c] ? 1.0 : -1.0;
+            double cells = (double)query->length;
+            total += uform_sigmoid_loss_(y, scale * maxsim / cells + bias, &derivative);
+            derivative /= (double)anchors;
+            trainer->scale->gradient[0] += (float)(derivative * scale * maxsim / cells);
+            trainer->bias->gradient[0] += (float)derivative;
+            float g = (float)(derivative * scale / cells);
+            for (size_t i = 0; i < query->length; ++i) {
+                float const *q = trainer->colbert + (query->start + i) * width;
+                float const *dcell = trainer->colbert + (document->start + best[i]) * width;
+                float *dq = trainer->d_colbert + (query->start + i) * width;
+                float *dd = trainer->d_colbert + (document->start + best[i]) * width;
+                for (size_t k = 0; k < width; ++k) {
+                    dq[k] += g * dcell[k];
+                    dd[k] += g * q[k];
+                }
+            }
+        }
+    }
+    losses->rerank = total / (double)anchors;
+    losses->scored = anchors;
+}
+
+uform_status_t uform_objective_spectral(uform_trainer_t *trainer, uform_losses_t *losses) {
+    size_t count = trainer->segments, width = trainer->pool_proj->rows;
+    float *z = trainer->d_hidden, *dz = trainer->swiglu;
+    double *norms = (double *)trainer->d_gate_up, *gram = trainer->spectral, *vector = gram + width * width;
+    double *product = vector + width;
+    for (size_t s = 0; s < count; ++s) norms[s] = uform_normalized_prefix_(trainer->embeddings + s * width, width, z + s * width);
+    memset(dz, 0, count * width * sizeof(float));
+    /* Z^T Z in double. */
+    memset(gram, 0, width * width * sizeof(double));
+    for (size_t s = 0; s < count; ++s)
+        for (size_t i = 0; i < width; ++i) {
+            double zi = z[s * width + i];
+            for (size_t j = 0; j < width; ++j) gram[i * width + j] += zi * z[s * width + j];
+        }
+    double lambda_tcr = trainer->options.tcr_lambda, lambda_lipschitz = trainer->options.lipschitz_lambda;
+    if (lambda_lipschitz > 0) {
+        for (size_t i = 0; i < width; ++i) vector[i] = 1.0 / sqrt((double)width);
+        for (size_t step = 0; step < trainer->options.lipschitz_iterations; ++step) {
+            double norm = 0;
+            for (size_t i = 0; i < width; ++i) {
+                product[i] = 0;
+                for (size_t j = 0; j < width; ++j) product[i] += gram[i * width + j] * vector[j] / (double)count;
+                norm += product[i] * product[i];
+            }
+            norm = sqrt(norm);
+            for (size_t i = 0; i < width; ++i) vector[i] = norm > 0 ? product[i] / norm : 0;
+        }
+        double sigma = 0;
+        for (size_t i = 0; i < width; ++i)
+            for (size_t j = 0; j < width; ++j) sigma += vector[i] * gram[i * width + j] * vector[j] / (double)count;
+        losses->lipschitz = lambda_lipschitz * sigma;
+        for (size_t s = 0; s < count; ++s) {
+            double projection = 0;
+            for (size_t i = 0; i < width; ++i) projection += z[s * width + i] * vector[i];
+            for (size_t i = 0; i < width; ++i)
+                dz[s * width + i] += (float)(lambda_lipschitz * 2.0 / (double)count * projection * vector[i]);
+        }
+    }
+    if (lambda_tcr > 0) {
+        double alpha = (double)width / ((double)count * 0.5); /* m / (N eps^2), eps^2 = 0.5 */
+        for (size_t i = 0; i < width * width; ++i) gram[i] *= alpha;
+        for (size_t i = 0; i < width; ++i) gram[i * width + i] += 1.0;
+        int n = (int)width, info = 0;
+        dpotrf_("L", &n, gram, &n, &info);
+        if (info != 0) return uform_fail(uform_format_k, "total coding rate: Cholesky failed (info %d)", info);
+        double log_determinant = 0;
+        for (size_t i = 0; i < width; ++i) log_determinant += 2.0 * log(gram[i * width + i]);
+        dpotri_("L", &n, gram, &n, &info);
+        if (info != 0) return uform_fail(uform_format_k, "total coding rate: inverse failed (info %d)", info);
+        /* LAPACK filled one triangle (column-major "L" is the row-major upper one): mirror it. */
+        for (size_t i = 0; i < width; ++i)
+            for (size_t j = 0; j < i; ++j) gram[i * width + j] = gram[j * width + i];
+        losses->tcr = -lambda_tcr * 0.5 * log_determinant;
+        for (size_t s = 0; s < count; ++s)
+            for (size_t j = 0; j < width; ++j) {
+                double sum = 0;
+                for (size_t i = 0; i < width; ++i) sum += z[s * width + i] * gram[i * width + j];
+                dz[s * width + j] += (float)(-lambda_tcr * alpha * sum);
+            }
+    }
+    for (size_t s = 0; s < count; ++s)
+        uform_normalize_backward_(z + s * width, dz + s * width, norms[s], width, trainer->d_embeddings + s * width);
+    return uform_ok_k;
+}

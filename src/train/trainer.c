@@ -1,0 +1,449 @@
+/*  trainer.c: the trainer's life cycle, batch checks, Adafactor with a first moment (SPEC.md
+ *  section 5), the learning-rate schedule, and reading and saving the optimizer state. */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numeric.h"
+#include "core/status.h"
+#include "cpu/grid.h"
+
+void uform_train_options_default(uform_train_options_t *options) {
+    memset(options, 0, sizeof(*options));
+    options->objective = uform_objective_mlm_k;
+    options->beta1 = 0.9;
+    options->beta2 = 0.999;
+    options->clip = 1.0;
+    options->lipschitz_iterations = 8;
+}
+
+static uform_status_t uform_add_tensor_(uform_trainer_t *trainer, char const *name, size_t rows, size_t columns,
+                                        int factored, uint16_t *master_bf16, float *master_f32, uform_tensor_t **result) {
+    uform_tensor_t *tensor = &trainer->tensors[trainer->tensors_count++];
+    snprintf(tensor->name, sizeof(tensor->name), "%s", name);
+    tensor->rows = rows;
+    tensor->columns = columns;
+    tensor->factored = factored;
+    tensor->master_bf16 = master_bf16;
+    tensor->master_f32 = master_f32;
+    size_t count = rows * columns;
+    tensor->parameter = malloc(count * sizeof(float));
+    tensor->gradient = calloc(count, sizeof(float));
+    tensor->first = calloc(count, sizeof(float));
+    tensor->row = calloc(factored ? rows : count, sizeof(float));
+    tensor->column = factored ? calloc(columns, sizeof(float)) : NULL;
+    if (!tensor->parameter || !tensor->gradient || !tensor->first || !tensor->row || (factored && !tensor->column))
+        return uform_fail(uform_out_of_memory_k, "cannot allocate the training state of '%s'", name);
+    if (master_bf16) uform_f32_from_bf16_array(master_bf16, tensor->parameter, count);
+    else memcpy(tensor->parameter, master_f32, count * sizeof(float));
+    if (result) *result = tensor;
+    return uform_ok_k;
+}
+
+static uform_status_t uform_add_matrix_(uform_trainer_t *trainer, char const *name, uform_matrix_t *matrix,
+                                        uform_tensor_t **result) {
+    return uform_add_tensor_(trainer, name, matrix->rows, matrix->columns, 1, matrix->bf16, NULL, result);
+}
+
+static uform_status_t uform_add_vector_(uform_trainer_t *trainer, char const *name, float *vector, size_t count,
+                                        uform_tensor_t **result) {
+    return uform_add_tensor_(trainer, name, count, 1, 0, NULL, vector, result);
+}
+
+void uform_trainer_close(uform_trainer_t *trainer) {
+    if (!trainer) return;
+    for (size_t i = 0; trainer->tensors && i < trainer->tensors_count; ++i) {
+        uform_tensor_t *tensor = &trainer->tensors[i];
+        free(tensor->parameter), free(tensor->gradient), free(tensor->first), free(tensor->row), free(tensor->column);
+    }
+    free(trainer->tensors);
+    free(trainer->blocks);
+    float *buffers[] = {trainer->inputs,   trainer->scales1,    trainer->scales2,      trainer->qkv,
+                        trainer->attended, trainer->middle,     trainer->gate_up,      trainer->hidden,
+                        trainer->final_scales, trainer->d_stream, trainer->d_normed,   trainer->d_qkv,
+                        trainer->d_gate_up, trainer->d_hidden,  trainer->d_attended,   trainer->normed,
+                        trainer->swiglu,   trainer->pooled,     trainer->pool_weights, trainer->embeddings,
+                        trainer->d_embeddings, trainer->d_pooled, trainer->colbert_raw, trainer->colbert,
+                        trainer->d_colbert, trainer->logits, trainer->update};
+    for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
+    free(trainer->spectral);
+    free(trainer->scored), free(trainer->values), free(trainer->positions), free(trainer->targets);
+    free(trainer->destinations), free(trainer->spans);
+    for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
+        free(trainer->attention[i].probabilities);
+        free(trainer->attention[i].gradient);
+    }
+    free(trainer->attention);
+    free(trainer);
+}
+
+uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
+                                    uform_trainer_t **result) {
+    if (!model || !options || !result) return uform_fail(uform_invalid_argument_k, "uform_trainer_create: NULL argument");
+    if (!cells || cells > uform_max_cells_k)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_create: %zu cells is outside 1..%d", cells, uform_max_cells_k);
+    if (options->objective > uform_objective_rerank_k)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_create: unknown objective %d", (int)options->objective);
+    if (options->beta1 < 0 || options->beta1 >= 1 || options->beta2 <= 0 || options->beta2 >= 1 || options->clip <= 0 ||
+        options->learning_rate < 0 || options->tcr_lambda < 0 || options->lipschitz_lambda < 0)
+        return uform_fail(uform_invalid_argument_k,
+                          "uform_trainer_create: need 0 <= beta1 < 1, 0 < beta2 < 1, clip > 0, learning rate and lambdas >= 0");
+    if (options->total_steps && options->total_steps <= options->warmup_steps)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_create: total steps %zu must exceed warm-up %zu",
+                          options->total_steps, options->warmup_steps);
+    char const *needed = options->objective == uform_objective_mlm_k ? "mlm"
+                         : options->objective == uform_objective_contrastive_k ? "pool" : "rerank";
+    if (!uform_model_has_head(model, needed))
+        return uform_fail(uform_missing_k, "uform_trainer_create: the objective needs the %s head, which the model lacks", needed);
+    if ((options->tcr_lambda > 0 || options->lipschitz_lambda > 0) && !uform_model_has_head(model, "pool"))
+        return uform_fail(uform_missing_k, "uform_trainer_create: TCR and Lipschitz need the pool head, which the model lacks");
+
+    uform_trainer_t *trainer = calloc(1, sizeof(*trainer));
+    if (!trainer) return uform_fail(uform_out_of_memory_k, "cannot allocate a trainer");
+    trainer->model = model;
+    trainer->options = *options;
+    if (!trainer->options.learning_rate) trainer->options.learning_rate = model->config.learning_rate;
+    if (!trainer->options.lipschitz_iterations) trainer->options.lipschitz_iterations = 8;
+    uform_config_t const *config = &model->config;
+    size_t d = config->width, depth = config->depth, widest = config->embedding_widths[config->embedding_widths_count - 1];
+    trainer->tensors = calloc(6 * depth + 16, sizeof(uform_tensor_t));
+    trainer->blocks = calloc(depth, sizeof(uform_block_tensors_t));
+    uform_status_t status = trainer->tensors && trainer->blocks ? uform_ok_k : uform_fail(uform_out_of_memory_k, "trainer");
+    char name[uform_max_name_k];
+    if (status == uform_ok_k) status = uform_add_matrix_(trainer, "embed.bytes", &model->embed, &trainer->embed);
+    for (size_t i = 0; status == uform_ok_k && i < depth; ++i) {
+        uform_block_t *block = &model->blocks[i];
+        uform_block_tensors_t *tensors = &trainer->blocks[i];
+        snprintf(name, sizeof(name), "blocks.%zu.attn_norm", i);
+        status = uform_add_vector_(trainer, name, block->attn_norm, d, &tensors->attn_norm);
+        snprintf(name, sizeof(name), "blocks.%zu.qkv", i);
+        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->qkv, &tensors->qkv);
+        snprintf(name, sizeof(name), "blocks.%zu.out", i);
+        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->out, &tensors->out);
+        snprintf(name, sizeof(name), "blocks.%zu.mlp_norm", i);
+        if (status == uform_ok_k) status = uform_add_vector_(trainer, name, block->mlp_norm, d, &tensors->mlp_norm);
+        snprintf(name, sizeof(name), "blocks.%zu.gate_up", i);
+        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->gate_up, &tensors->gate_up);
+        snprintf(name, sizeof(name), "blocks.%zu.down", i);
+        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->down, &tensors->down);
+    }
+    if (status == uform_ok_k) status = uform_add_vector_(trainer, "final_norm", model->final_norm, d, &trainer->final_norm);
+    if (status == uform_ok_k && model->pool_query) {
+        status = uform_add_vector_(trainer, "pool.query", model->pool_query, d, &trainer->pool_query);
+        if (status == uform_ok_k) status = uform_add_matrix_(trainer, "pool.proj", &model->pool_proj, &trainer->pool_proj);
+    }
+    if (status == uform_ok_k && model->rerank_proj.rows)
+        status = uform_add_matrix_(trainer, "rerank.proj", &model->rerank_proj, &trainer->rerank_proj);
+    if (status == uform_ok_k && model->mlm_head.rows)
+        status = uform_add_matrix_(trainer, "mlm.head", &model->mlm_head, &trainer->mlm_head);
+    if (status == uform_ok_k) status = uform_add_vector_(trainer, "siglip.scale", &model->siglip_scale, 1, &trainer->scale);
+    if (status == uform_ok_k) status = uform_add_vector_(trainer, "siglip.bias", &model->siglip_bias, 1, &trainer->bias);
+
+    size_t largest = 0;
+    for (size_t i = 0; i < trainer->tensors_count; ++i)
+        if (trainer->tensors[i].rows * trainer->tensors[i].columns > largest) largest = trainer->tensors[i].rows * trainer->tensors[i].columns;
+    trainer->cells = cells;
+    size_t heads = config->heads, colbert = config->colbert_width;
+#define UFORM_TAKE_(field, count)                                                                                   \
+    if (status == uform_ok_k && !(trainer->field = malloc((count) * sizeof(*trainer->field))))                      \
+        status = uform_fail(uform_out_of_memory_k, "cannot allocate training activations for %zu cells", cells);
+    UFORM_TAKE_(update, largest)
+    UFORM_TAKE_(spectral, options->tcr_lambda > 0 || options->lipschitz_lambda > 0 ? widest * widest + 2 * widest : 1)
+    UFORM_TAKE_(inputs, (depth + 1) * cells * d)
+    UFORM_TAKE_(scales1, depth * cells)
+    UFORM_TAKE_(scales2, depth * cells)
+    UFORM_TAKE_(qkv, depth * cells * 3 * d)
+    UFORM_TAKE_(attended, depth * cells * d)
+    UFORM_TAKE_(middle, depth * cells * d)
+    UFORM_TAKE_(gate_up, depth * cells * 8 * d)
+    UFORM_TAKE_(hidden, cells * d)
+    UFORM_TAKE_(final_scales, cells)
+    UFORM_TAKE_(d_stream, cells * d)
+    UFORM_TAKE_(d_normed, cells * d)
+    UFORM_TAKE_(d_qkv, cells * 3 * d)
+    UFORM_TAKE_(d_gate_up, cells * 8 * d)
+    UFORM_TAKE_(d_hidden, cells * 4 * d)
+    UFORM_TAKE_(d_attended, cells * d)
+    UFORM_TAKE_(normed, cells * d)
+    UFORM_TAKE_(swiglu, cells * 4 * d)
+    UFORM_TAKE_(pooled, cells * d)
+    UFORM_TAKE_(pool_weights, cells * heads)
+    UFORM_TAKE_(embeddings, cells * widest)
+    UFORM_TAKE_(d_embeddings, cells * widest)
+    UFORM_TAKE_(d_pooled, cells * d)
+    UFORM_TAKE_(colbert_raw, cells * colbert)
+    UFORM_TAKE_(colbert, cells * colbert)
+    UFORM_TAKE_(d_colbert, cells * colbert)
+    UFORM_TAKE_(logits, cells * uform_vocabulary_k)
+    UFORM_TAKE_(scored, cells)
+    UFORM_TAKE_(values, cells)
+    UFORM_TAKE_(positions, cells * 3)
+    UFORM_TAKE_(targets, cells)
+    UFORM_TAKE_(destinations, cells)
+    UFORM_TAKE_(spans, cells)
+#undef UFORM_TAKE_
+    if (status != uform_ok_k) {
+        uform_trainer_close(trainer);
+        return status;
+    }
+    *result = trainer;
+    return uform_ok_k;
+}
+
+/* Attention scratch for segments up to `longest` cells on every pool thread; grows between passes. */
+static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t longest) {
+    size_t threads = uform_pool_threads(trainer->model->pool);
+    if (longest <= trainer->longest && threads == trainer->attention_threads) return uform_ok_k;
+    if (longest < trainer->longest) longest = trainer->longest;
+    for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
+        free(trainer->attention[i].probabilities);
+        free(trainer->attention[i].gradient);
+    }
+    free(trainer->attention);
+    trainer->attention = calloc(threads, sizeof(uform_attention_scratch_t));
+    trainer->attention_threads = trainer->attention ? threads : 0;
+    trainer->longest = 0;
+    for (size_t i = 0; i < trainer->attention_threads; ++i) {
+        trainer->attention[i].probabilities = malloc(longest * longest * sizeof(float));
+        trainer->attention[i].gradient = malloc((longest * longest + 2 * longest) * sizeof(float)); /* also holds size_t indices */
+        if (!trainer->attention[i].probabilities || !trainer->attention[i].gradient)
+            return uform_fail(uform_out_of_memory_k, "cannot allocate attention scratch for %zu-cell segments", longest);
+    }
+    if (!trainer->attention) return uform_fail(uform_out_of_memory_k, "cannot allocate attention scratch");
+    trainer->longest = longest;
+    return uform_ok_k;
+}
+
+static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
+    char const *verb = "uform_trainer_gradients";
+    size_t widest_row = 0;
+    UFORM_TRY(uform_grid_check(&batch->grid, verb, &widest_row));
+    size_t active = 0;
+    for (size_t i = 0; i < batch->grid.rows * batch->grid.columns; ++i) active += batch->grid.segments[i] != -1;
+    if (active > trainer->cells)
+        return uform_fail(uform_shape_k, "%s: the batch has %zu cells, the trainer was made for %zu", verb, active, trainer->cells);
+    trainer->segments = uform_grid_compact(&batch->grid, 0, batch->grid.rows, trainer->values, trainer->positions,
+                                           trainer->destinations, trainer->spans, &trainer->active);
+    if (!trainer->active) return uform_fail(uform_invalid_argument_k, "%s: the batch has no cells", verb);
+    size_t longest = 0;
+    for (size_t s = 0; s < trainer->segments; ++s) longest = trainer->spans[s].length > longest ? trainer->spans[s].length : longest;
+    UFORM_TRY(uform_reserve_attention_(trainer, longest));
+    if (trainer->options.objective == uform_objective_mlm_k) {
+        if (!batch->targets) return uform_fail(uform_invalid_argument_k, "%s: masked modelling needs targets", verb);
+        size_t scored = 0;
+        for (size_t c = 0; c < trainer->active; ++c) {
+            int32_t target = batch->targets[trainer->destinations[c]];
+            if (target < -1 || target > 255)
+                return uform_fail(uform_invalid_argument_k, "%s: target %d at grid cell %zu is outside -1..255", verb, target,
+                                  trainer->destinations[c]);
+            trainer->targets[c] = target;
+            if (target >= 0) trainer->scored[scored++] = c;
+        }
+        if (!scored) return uform_fail(uform_invalid_argument_k, "%s: the batch has no masked cells to score", verb);
+    } else {
+        if (!batch->anchors || !batch->anchors_count || !batch->candidates || !batch->candidates_count || !batch->labels)
+            return uform_fail(uform_invalid_argument_k, "%s: pair objectives need anchors, candidates and labels", verb);
+        for (size_t a = 0; a < batch->anchors_count; ++a)
+            if (batch->anchors[a] >= trainer->segments)
+                return uform_fail(uform_invalid_argument_k, "%s: anchor %zu is segment %u of %zu", verb, a, batch->anchors[a],
+                                  trainer->segments);
+        for (size_t c = 0; c < batch->candidates_count; ++c)
+            if (batch->candidates[c] >= trainer->segments)
+                return uform_fail(uform_invalid_argument_k, "%s: candidate %zu is segment %u of %zu", verb, c,
+                                  batch->candidates[c], trainer->segments);
+    }
+    return uform_ok_k;
+}
+
+uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
+    if (!trainer || !batch || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_gradients: NULL argument");
+    UFORM_TRY(uform_check_batch_(trainer, batch));
+    for (size_t i = 0; i < trainer->tensors_count; ++i)
+        memset(trainer->tensors[i].gradient, 0, trainer->tensors[i].rows * trainer->tensors[i].columns * sizeof(float));
+    memset(losses, 0, sizeof(*losses));
+    return uform_train_pass(trainer, batch, losses);
+}
+
+double uform_trainer_learning_rate(uform_trainer_t const *trainer) {
+    uform_train_options_t const *options = &trainer->options;
+    double step = (double)(trainer->steps + 1), peak = options->learning_rate;
+    if (step <= (double)options->warmup_steps) return peak * step / (double)options->warmup_steps;
+    if (!options->total_steps) return peak;
+    double progress = (step - (double)options->warmup_steps) / (double)(options->total_steps - options->warmup_steps);
+    if (progress > 1) progress = 1;
+    return peak * 0.5 * (1.0 + cos(3.14159265358979323846 * progress));
+}
+
+size_t uform_trainer_steps(uform_trainer_t const *trainer) { return trainer ? trainer->steps : 0; }
+
+/* One tensor's Adafactor update; `t` is the 1-based step. */
+static void uform_adafactor_(uform_tensor_t *tensor, uform_train_options_t const *options, double rate, double t,
+                             float *update) {
+    size_t rows = tensor->rows, columns = tensor->columns, count = rows * columns;
+    float const *g = tensor->gradient;
+    double b1 = options->beta1, b2 = options->beta2, correction2 = 1.0 - pow(b2, t), correction1 = 1.0 - pow(b1, t);
+    if (tensor->factored) {
+        double row_mean_total = 0;
+        for (size_t r = 0; r < rows; ++r) {
+            double sum = 0;
+            for (size_t c = 0; c < columns; ++c) sum += (double)g[r * columns + c] * g[r * columns + c] + 1e-30;
+            tensor->row[r] = (float)(b2 * tensor->row[r] + (1 - b2) * (sum / (double)columns));
+            row_mean_total += tensor->row[r];
+        }
+        for (size_t c = 0; c < columns; ++c) {
+            double sum = 0;
+            for (size_t r = 0; r < rows; ++r) sum += (double)g[r * columns + c] * g[r * columns + c] + 1e-30;
+            tensor->column[c] = (float)(b2 * tensor->column[c] + (1 - b2) * (sum / (double)rows));
+        }
+        double row_mean = row_mean_total / (double)rows;
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t c = 0; c < columns; ++c) {
+                double v = (double)tensor->row[r] * tensor->column[c] / row_mean / correction2;
+                update[r * columns + c] = (float)(g[r * columns + c] / sqrt(v));
+            }
+    } else {
+        for (size_t i = 0; i < count; ++i) {
+            tensor->row[i] = (float)(b2 * tensor->row[i] + (1 - b2) * ((double)g[i] * g[i] + 1e-30));
+            update[i] = (float)(g[i] / sqrt(tensor->row[i] / correction2));
+        }
+    }
+    double squares = 0;
+    for (size_t i = 0; i < count; ++i) squares += (double)update[i] * update[i];
+    double shrink = sqrt(squares / (double)count) / options->clip;
+    if (shrink < 1) shrink = 1;
+    for (size_t i = 0; i < count; ++i) {
+        tensor->first[i] = (float)(b1 * tensor->first[i] + (1 - b1) * (update[i] / shrink));
+        double step = rate * (tensor->first[i] / correction1 + options->weight_decay * tensor->parameter[i]);
+        float value = (float)(tensor->parameter[i] - step);
+        if (tensor->master_bf16) {
+            tensor->master_bf16[i] = uform_f32_to_bf16(value);
+            tensor->parameter[i] = uform_bf16_to_f32(tensor->master_bf16[i]);
+        } else {
+            tensor->master_f32[i] = tensor->parameter[i] = value;
+        }
+    }
+}
+
+uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
+    if (!trainer) return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: NULL trainer");
+    double rate = uform_trainer_learning_rate(trainer), t = (double)(trainer->steps + 1);
+    for (size_t i = 0; i < trainer->tensors_count; ++i)
+        uform_adafactor_(&trainer->tensors[i], &trainer->options, rate, t, trainer->update);
+    trainer->steps++;
+    trainer->model->stale = 1;
+    return uform_ok_k;
+}
+
+uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
+    UFORM_TRY(uform_trainer_gradients(trainer, batch, losses));
+    return uform_trainer_apply(trainer);
+}
+
+static uform_tensor_t *uform_find_tensor_(uform_trainer_t const *trainer, char const *name) {
+    for (size_t i = 0; i < trainer->tensors_count; ++i)
+        if (!strcmp(trainer->tensors[i].name, name)) return &trainer->tensors[i];
+    return NULL;
+}
+
+uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *name, uform_slot_t slot, float *values,
+                                  size_t count) {
+    if (!trainer || !name || !values) return uform_fail(uform_invalid_argument_k, "uform_trainer_read: NULL argument");
+    uform_tensor_t const *tensor = uform_find_tensor_(trainer, name);
+    if (!tensor) return uform_fail(uform_missing_k, "uform_trainer_read: no trained tensor '%s'", name);
+    size_t elements = tensor->rows * tensor->columns;
+    float const *source = NULL;
+    size_t expected = elements;
+    switch (slot) {
+    case uform_slot_parameter_k: source = tensor->parameter; break;
+    case uform_slot_gradient_k: source = tensor->gradient; break;
+    case uform_slot_first_moment_k: source = tensor->first; break;
+    case uform_slot_row_moment_k: source = tensor->row, expected = tensor->factored ? tensor->rows : elements; break;
+    case uform_slot_column_moment_k:
+        if (!tensor->factored) return uform_fail(uform_missing_k, "uform_trainer_read: '%s' is a vector, without C", name);
+        source = tensor->column, expected = tensor->columns;
+        break;
+    default: return uform_fail(uform_invalid_argument_k, "uform_trainer_read: unknown slot %d", (int)slot);
+    }
+    if (count != expected)
+        return uform_fail(uform_shape_k, "uform_trainer_read: '%s' slot %d holds %zu floats, the buffer %zu", name, (int)slot,
+                          expected, count);
+    memcpy(values, source, count * sizeof(float));
+    return uform_ok_k;
+}
+
+/* The optimizer state as SafeTensors: "{name}.first", "{name}.row" and, for matrices,
+ * "{name}.column", all F32; the step count and objective in __metadata__. */
+uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path) {
+    if (!trainer || !path) return uform_fail(uform_invalid_argument_k, "uform_trainer_save_state: NULL argument");
+    uform_tensor_view_t *views = calloc(3 * trainer->tensors_count, sizeof(uform_tensor_view_t));
+    if (!views) return uform_fail(uform_out_of_memory_k, "cannot list the optimizer state");
+    size_t count = 0;
+    for (size_t i = 0; i < trainer->tensors_count; ++i) {
+        uform_tensor_t const *tensor = &trainer->tensors[i];
+        size_t elements = tensor->rows * tensor->columns;
+        struct { char const *suffix; float const *data; size_t count; } const slots[3] = {
+            {"first", tensor->first, elements},
+            {"row", tensor->row, tensor->factored ? tensor->rows : elements},
+            {"column", tensor->column, tensor->factored ? tensor->columns : 0}};
+        for (size_t s = 0; s < 3; ++s) {
+            if (!slots[s].count) continue;
+            uform_tensor_view_t *view = &views[count++];
+            if (snprintf(view->name, sizeof(view->name), "%s.%s", tensor->name, slots[s].suffix) >= (int)sizeof(view->name)) {
+                free(views);
+                return uform_fail(uform_invalid_argument_k, "optimizer tensor name too long: %s", tensor->name);
+            }
+            view->dtype = uform_dtype_f32_k;
+            view->rank = 1;
+            view->shape[0] = slots[s].count;
+            view->data = slots[s].data;
+            view->bytes = slots[s].count * sizeof(float);
+        }
+    }
+    char steps[32];
+    snprintf(steps, sizeof(steps), "%zu", trainer->steps);
+    char const *objective = trainer->options.objective == uform_objective_mlm_k           ? "mlm"
+                            : trainer->options.objective == uform_objective_contrastive_k ? "contrastive"
+                                                                                          : "rerank";
+    json_t *metadata = json_pack("{s:s, s:s, s:s}", "format", "uform-optimizer", "steps", steps, "objective", objective);
+    uform_status_t status = metadata ? uform_safetensors_write(path, views, count, metadata)
+                                     : uform_fail(uform_out_of_memory_k, "cannot build the optimizer header");
+    if (metadata) json_decref(metadata);
+    free(views);
+    return status;
+}
+
+uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path) {
+    if (!trainer || !path) return uform_fail(uform_invalid_argument_k, "uform_trainer_load_state: NULL argument");
+    uform_safetensors_t file;
+    UFORM_TRY(uform_safetensors_open(path, &file));
+    uform_status_t status = uform_ok_k;
+    char const *steps = file.metadata ? json_string_value(json_object_get(file.metadata, "steps")) : NULL;
+    char *end = NULL;
+    unsigned long long step_count = steps ? strtoull(steps, &end, 10) : 0;
+    if (!steps || !end || *end) status = uform_fail(uform_format_k, "%s: no 'steps' in __metadata__ (not an optimizer state?)", path);
+    for (size_t i = 0; status == uform_ok_k && i < trainer->tensors_count; ++i) {
+        uform_tensor_t *tensor = &trainer->tensors[i];
+        size_t elements = tensor->rows * tensor->columns;
+        struct { char const *suffix; float *data; size_t count; } const slots[3] = {
+            {"first", tensor->first, elements},
+            {"row", tensor->row, tensor->factored ? tensor->rows : elements},
+            {"column", tensor->column, tensor->factored ? tensor->columns : 0}};
+        for (size_t s = 0; status == uform_ok_k && s < 3; ++s) {
+            if (!slots[s].count) continue;
+            char name[uform_max_name_k + 16];
+            snprintf(name, sizeof(name), "%s.%s", tensor->name, slots[s].suffix);
+            uform_tensor_view_t const *view = uform_safetensors_find(&file, name);
+            if (!view) status = uform_fail(uform_missing_k, "%s: optimizer tensor '%s' is missing", path, name);
+            else if (view->dtype != uform_dtype_f32_k || uform_tensor_elements(view) != slots[s].count)
+                status = uform_fail(uform_shape_k, "%s: optimizer tensor '%s' must be F32 with %zu elements", path, name,
+                                    slots[s].count);
+            else memcpy(slots[s].data, view->data, slots[s].count * sizeof(float));
+        }
+    }
+    if (status == uform_ok_k) trainer->steps = (size_t)step_count;
+    uform_safetensors_close(&file);
+    return status;
+}
