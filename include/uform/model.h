@@ -26,6 +26,10 @@ uform_status_t uform_model_open(char const *directory, uform_model_t **model);
 /** Writes `model.safetensors` and `README.md` into `directory` (created if absent), atomically.
  *  `command` is recorded in the README as the command that made it; it may be NULL. */
 uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command);
+/** (Re)initializes a head, "pool", "rerank" or "mlm", as `uform_model_init` would for `seed`,
+ *  adding it when absent; the pool and rerank heads also reset siglip.scale and siglip.bias.
+ *  Used to warm-start a new variant from another's checkpoint. */
+uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed);
 /** Frees the model. NULL is allowed. */
 void uform_model_close(uform_model_t *model);
 

@@ -160,6 +160,45 @@ static void uform_fill_constant_(float *vector, size_t count, float value) {
     for (size_t i = 0; i < count; ++i) vector[i] = value;
 }
 
+/* Initializes one head as uform_model_init does (its own RNG stream after the blocks'), and the
+ * SigLIP scalars with the pool and rerank heads, since those losses share them. */
+static void uform_fill_heads_(uform_model_t *model, uint64_t seed, char const *head) {
+    double input_deviation = 1.0 / sqrt((double)model->config.width);
+    uint64_t stream = 1 + 4 * model->config.depth + (!strcmp(head, "pool") ? 0 : !strcmp(head, "rerank") ? 1 : 2);
+    uform_rng_t rng = {seed * 0x100000001b3ull + stream};
+    if (!strcmp(head, "pool")) {
+        uform_fill_constant_(model->pool_query, model->config.width, 0.0f);
+        uform_fill_normal_(&model->pool_proj, &rng, input_deviation);
+    } else if (!strcmp(head, "rerank")) uform_fill_normal_(&model->rerank_proj, &rng, input_deviation);
+    else uform_fill_normal_(&model->mlm_head, &rng, input_deviation);
+    if (strcmp(head, "mlm")) {
+        model->siglip_scale = (float)log(10.0);
+        model->siglip_bias = -10.0f;
+    }
+}
+
+uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed) {
+    if (!model || !head) return uform_fail(uform_invalid_argument_k, "uform_model_init_head: NULL argument");
+    size_t d = model->config.width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
+    uform_matrix_t *matrix = NULL;
+    if (!strcmp(head, "pool")) {
+        matrix = &model->pool_proj;
+        if (!model->pool_query && !(model->pool_query = malloc(d * sizeof(float))))
+            return uform_fail(uform_out_of_memory_k, "cannot allocate the pool head");
+        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, widest, d));
+    } else if (!strcmp(head, "rerank")) {
+        matrix = &model->rerank_proj;
+        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, model->config.colbert_width, d));
+    } else if (!strcmp(head, "mlm")) {
+        matrix = &model->mlm_head;
+        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, uform_vocabulary_k, d));
+    } else {
+        return uform_fail(uform_invalid_argument_k, "uform_model_init_head: unknown head '%s' (pool, rerank or mlm)", head);
+    }
+    uform_fill_heads_(model, seed, head);
+    return uform_matrix_prepare_(matrix, model->precision);
+}
+
 uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **result) {
     if (!config || !result) return uform_fail(uform_invalid_argument_k, "uform_model_init: NULL argument");
     if (!config->width || config->width % 64 || config->width > 8192)
@@ -180,7 +219,7 @@ uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, ufo
     size_t d = config->width;
     double input_deviation = 1.0 / sqrt((double)d), residual_scale = 1.0 / sqrt(2.0 * (double)config->depth);
     /* One stream per tensor, so that adding a tensor never shifts another's values. */
-    uint64_t stream = 0;
+    uint64_t stream = 0; /* 0 embedding, then 4 per block, then the heads (uform_fill_heads_) */
     uform_rng_t rng = {seed * 0x100000001b3ull + stream++};
     uform_fill_normal_(&model->embed, &rng, 1.0);
     for (size_t i = 0; i < config->depth; ++i) {
@@ -197,15 +236,9 @@ uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, ufo
         uform_fill_normal_(&block->down, &rng, 0.5 * input_deviation * residual_scale);
     }
     uform_fill_constant_(model->final_norm, d, 1.0f);
-    uform_fill_constant_(model->pool_query, d, 0.0f);
-    rng.state = seed * 0x100000001b3ull + stream++;
-    uform_fill_normal_(&model->pool_proj, &rng, input_deviation);
-    rng.state = seed * 0x100000001b3ull + stream++;
-    uform_fill_normal_(&model->rerank_proj, &rng, input_deviation);
-    rng.state = seed * 0x100000001b3ull + stream++;
-    uform_fill_normal_(&model->mlm_head, &rng, input_deviation);
-    model->siglip_scale = (float)log(10.0);
-    model->siglip_bias = -10.0f;
+    uform_fill_heads_(model, seed, "pool");
+    uform_fill_heads_(model, seed, "rerank");
+    uform_fill_heads_(model, seed, "mlm");
     snprintf(model->recipe, sizeof(model->recipe), "random initialization, seed %llu", (unsigned long long)seed);
     uform_status_t status = uform_model_finish_(model);
     if (status != uform_ok_k) {
