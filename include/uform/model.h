@@ -30,6 +30,10 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
  *  adding it when absent; the pool and rerank heads also reset siglip.scale and siglip.bias.
  *  Used to warm-start a new variant from another's checkpoint. */
 uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed);
+/** Records how the weights came to be, for the checkpoint's README.md and metadata: the recipe
+ *  (objective, mixture, steps), the data sources, and the warm start; NULL leaves a field as is. */
+uform_status_t uform_model_describe(uform_model_t *model, char const *recipe, char const *datasets,
+                                    char const *warm_start);
 /** Frees the model. NULL is allowed. */
 void uform_model_close(uform_model_t *model);
 

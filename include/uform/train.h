@@ -97,6 +97,16 @@ uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *na
 uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path);
 uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path);
 
+/** Saves a training checkpoint: `directory/step-NNNNNNNN/` holding model.safetensors, README.md,
+ *  optimizer.safetensors and trainer.json (the caller's `state_json`, e.g. the data position),
+ *  then points `directory/latest` at it with an atomic rename, and removes older step folders
+ *  beyond the newest `keep`. An interrupted save leaves `latest` on the previous whole checkpoint. */
+uform_status_t uform_checkpoint_save(uform_model_t const *model, uform_trainer_t const *trainer, char const *directory,
+                                     char const *command, char const *state_json, size_t keep);
+/** Resolves `directory` (a step folder, a checkpoint folder, or an output folder with `latest`)
+ *  to the folder holding model.safetensors. */
+uform_status_t uform_checkpoint_resolve(char const *directory, char *resolved, size_t capacity);
+
 #ifdef __cplusplus
 }
 #endif

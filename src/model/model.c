@@ -390,7 +390,11 @@ static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform
     if (uform_safetensors_find(file, "siglip.scale")) UFORM_TRY(uform_load_vector_(file, "siglip.scale", 0, &model->siglip_scale));
     if (uform_safetensors_find(file, "siglip.bias")) UFORM_TRY(uform_load_vector_(file, "siglip.bias", 0, &model->siglip_bias));
     char const *recipe = json_string_value(json_object_get(file->metadata, "recipe"));
+    char const *datasets = json_string_value(json_object_get(file->metadata, "datasets"));
+    char const *warm_start = json_string_value(json_object_get(file->metadata, "warm_start"));
     snprintf(model->recipe, sizeof(model->recipe), "%s", recipe ? recipe : "unknown");
+    snprintf(model->datasets, sizeof(model->datasets), "%s", datasets ? datasets : "");
+    snprintf(model->warm_start, sizeof(model->warm_start), "%s", warm_start ? warm_start : "");
     return uform_ok_k;
 }
 
@@ -510,8 +514,9 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
 
     json_t *config_json = uform_config_json_(config);
     char *config_text = config_json ? json_dumps(config_json, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
-    json_t *metadata = json_pack("{s:s, s:s, s:s, s:s}", "format", "pt", "config", config_text ? config_text : "{}",
-                                 "recipe", model->recipe, "uform_version", UFORM_VERSION_STRING);
+    json_t *metadata = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", "pt", "config", config_text ? config_text : "{}",
+                                 "recipe", model->recipe, "datasets", model->datasets, "warm_start", model->warm_start,
+                                 "uform_version", UFORM_VERSION_STRING);
     char path[4096];
     snprintf(path, sizeof(path), "%s/model.safetensors", directory);
     uform_status_t status = metadata && config_text ? uform_safetensors_write(path, views, count, metadata)
@@ -531,20 +536,30 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
                               "| tier | %s (width %zu, depth %zu, %zu parameters) |\n"
                               "| modalities | text (bytes) |\n"
                               "| recipe | %s |\n"
-                              "| datasets | none |\n"
-                              "| warm start | none |\n"
+                              "| datasets | %s |\n"
+                              "| warm start | %s |\n"
                               "| commit | %s |\n"
                               "| hardware | %s |\n"
                               "| written | %s |\n"
                               "| config | `%s` |\n\n"
                               "Command:\n\n```\n%s\n```\n",
                               config->tier, config->width, config->depth, uform_config_parameters(config), model->recipe,
+                              model->datasets[0] ? model->datasets : "none", model->warm_start[0] ? model->warm_start : "none",
                               UFORM_COMMIT, hardware, date, config_text, command ? command : "(library call)");
         snprintf(path, sizeof(path), "%s/README.md", directory);
         status = uform_write_atomic(path, readme, length > 0 && (size_t)length < sizeof(readme) ? (size_t)length : strlen(readme));
     }
     free(config_text);
     return status;
+}
+
+uform_status_t uform_model_describe(uform_model_t *model, char const *recipe, char const *datasets,
+                                    char const *warm_start) {
+    if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_describe: NULL model");
+    if (recipe) snprintf(model->recipe, sizeof(model->recipe), "%s", recipe);
+    if (datasets) snprintf(model->datasets, sizeof(model->datasets), "%s", datasets);
+    if (warm_start) snprintf(model->warm_start, sizeof(model->warm_start), "%s", warm_start);
+    return uform_ok_k;
 }
 
 uform_status_t uform_model_config(uform_model_t const *model, uform_config_t *config) {

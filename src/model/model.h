@@ -59,7 +59,7 @@ struct uform_model_t {
     float *pool_query; /* NULL when the checkpoint has no pool head */
     uform_matrix_t pool_proj, rerank_proj, mlm_head; /* rows == 0 when absent */
     float siglip_scale, siglip_bias;
-    char recipe[256]; /* how the weights came to be, for the checkpoint README */
+    char recipe[512], datasets[1024], warm_start[512]; /* how the weights came to be, for the README */
     uform_precision_t precision;
     int stale; /* a trainer changed the weights: packed or widened copies need refreshing */
     uform_pool_t *pool;
