@@ -17,8 +17,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
 fi
-python3 -c "import numpy, safetensors, pytest" 2>/dev/null ||
-  python3 -m pip install --quiet numpy safetensors pytest
+python3 -c "import numpy, safetensors, pytest, matplotlib" 2>/dev/null ||
+  python3 -m pip install --quiet numpy safetensors pytest matplotlib
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null

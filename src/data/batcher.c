@@ -1,0 +1,562 @@
+/*  batcher.c: drawing, packing and masking. All randomness is SplitMix64: one stream draws sources
+ *  (its state is saved), each source's epoch order and each batch's masks are seeded from
+ *  (seed, source, epoch) and (seed, batch), so skipping a batch needs no masks and restoring needs
+ *  no stored permutation. Between batches the only other state is the waiting list of items. */
+#include "data/batcher.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/arena.h"
+#include "core/numeric.h"
+#include "core/status.h"
+#include "data/jsonl.h"
+
+enum { uform_mask_stream_k = 0x6d61736b }; /* seed streams: 0 draws sources, 1 + s orders source s */
+
+typedef struct uform_source_t {
+    uform_corpus_t corpus;
+    uint32_t *order;   /* [records] this epoch's order of record indices */
+    uint32_t *lengths; /* [records] cells each record's item takes, after truncation */
+    double cumulative; /* running share of the total weight, 1 for the last source */
+} uform_source_t;
+
+/* A waiting item in the length buckets. */
+typedef struct uform_node_t {
+    uint32_t source, record, length;
+    int32_t next;
+} uform_node_t;
+
+struct uform_batcher_t {
+    uform_objective_t objective;
+    size_t rows, columns, cells;
+    uint64_t seed;
+    double mask_ratio, mean_span;
+    uform_source_t *sources;
+    size_t sources_count;
+    uform_batcher_state_t state;
+    size_t records, skipped_lines;
+    size_t texts_capacity;      /* most texts one record holds (1 for MLM) */
+    size_t anchors_capacity, candidates_capacity;
+
+    /* The pool: nodes chained per exact length, and a bit per non-empty length. */
+    uform_node_t nodes[uform_batcher_lookahead_k];
+    int32_t free_node;
+    size_t unplaced;
+    int32_t *heads, *tails; /* [columns + 1] */
+    uint64_t *occupied;     /* [columns / 64 + 1] */
+
+    /* What a batch is written into. */
+    uform_arena_t arena;
+    uint8_t *kinds;
+    uint32_t *values;
+    int32_t *segments, *positions, *targets;
+    uint32_t *anchors, *candidates, *anchor_first, *anchor_positives;
+    uint8_t *labels;
+    size_t anchors_count, candidates_count;
+    uint32_t *span_lengths; /* [columns] */
+    uint32_t *text_lengths; /* [texts_capacity] */
+};
+
+static uint64_t uform_mix_(uint64_t value) {
+    uform_rng_t rng = {value};
+    return uform_rng_next(&rng);
+}
+
+static uint64_t uform_derive_seed_(uint64_t seed, uint64_t stream, uint64_t index) {
+    return uform_mix_(uform_mix_(seed ^ uform_mix_(stream)) ^ index);
+}
+
+static uint64_t uform_double_bits_(double value) {
+    uint64_t bits;
+    memcpy(&bits, &value, sizeof(bits));
+    return bits;
+}
+
+/* Cuts lengths (each already <= budget) to a common cap, longest first, so that they sum to at
+ * most `budget` (>= count); the cap's remainder goes one cell each to the first cut texts. */
+static size_t uform_water_fill_(uint32_t *lengths, size_t count, size_t budget) {
+    size_t total = 0, longest = 0;
+    for (size_t i = 0; i < count; ++i) {
+        total += lengths[i];
+        if (lengths[i] > longest) longest = lengths[i];
+    }
+    if (total <= budget) return total;
+    size_t low = 1, high = longest; /* sum(min(l, low)) <= budget < sum(min(l, high)) */
+    while (high - low > 1) {
+        size_t middle = low + (high - low) / 2, sum = 0;
+        for (size_t i = 0; i < count; ++i) sum += lengths[i] < middle ? lengths[i] : middle;
+        if (sum <= budget) low = middle;
+        else high = middle;
+    }
+    size_t used = 0;
+    for (size_t i = 0; i < count; ++i) used += lengths[i] < low ? lengths[i] : low;
+    size_t extra = budget - used;
+    for (size_t i = 0; i < count; ++i)
+        if (lengths[i] > low) {
+            lengths[i] = (uint32_t)(low + (extra ? 1 : 0));
+            if (extra) extra--;
+        }
+    return budget;
+}
+
+/* The texts of a record as slices: a text record has one, a pair its query, positives, negatives. */
+static size_t uform_record_texts_(uform_corpus_t const *corpus, uform_record_t const *record, size_t index,
+                                  uform_slice_t *slice) {
+    if (slice) *slice = index == 0 ? record->text : corpus->slices[record->first_candidate + index - 1];
+    return record->kind == uform_record_text_k ? 1 : 1 + (size_t)record->positives_count + record->negatives_count;
+}
+
+/* Lengths of a record's segments into `lengths`; returns their sum and counts the cut texts. */
+static size_t uform_item_lengths_(uform_batcher_t const *batcher, uform_corpus_t const *corpus,
+                                  uform_record_t const *record, uint32_t *lengths, size_t *truncated) {
+    size_t count = uform_record_texts_(corpus, record, 0, NULL), cut = 0;
+    for (size_t i = 0; i < count; ++i) {
+        uform_slice_t slice;
+        uform_record_texts_(corpus, record, i, &slice);
+        lengths[i] = (uint32_t)(slice.length < batcher->columns ? slice.length : batcher->columns);
+    }
+    size_t total = uform_water_fill_(lengths, count, batcher->columns);
+    for (size_t i = 0; i < count; ++i) {
+        uform_slice_t slice;
+        uform_record_texts_(corpus, record, i, &slice);
+        cut += lengths[i] < slice.length;
+    }
+    if (truncated) *truncated += cut;
+    return total;
+}
+
+static void uform_shuffle_(uform_batcher_t *batcher, size_t source) {
+    uform_source_t *entry = &batcher->sources[source];
+    size_t count = entry->corpus.records_count;
+    for (size_t i = 0; i < count; ++i) entry->order[i] = (uint32_t)i;
+    uform_rng_t rng = {uform_derive_seed_(batcher->seed, 1 + source, batcher->state.epochs[source])};
+    for (size_t i = count; i > 1; --i) {
+        size_t j = (size_t)(uform_rng_next(&rng) % i); /* bias <= i / 2^64, far below any test */
+        uint32_t swap = entry->order[i - 1];
+        entry->order[i - 1] = entry->order[j];
+        entry->order[j] = swap;
+    }
+}
+
+/* --- the pool ------------------------------------------------------------------------------- */
+
+static void uform_pool_insert_(uform_batcher_t *batcher, uint32_t source, uint32_t record) {
+    int32_t index = batcher->free_node;
+    uform_node_t *node = &batcher->nodes[index];
+    batcher->free_node = node->next;
+    uint32_t length = batcher->sources[source].lengths[record];
+    *node = (uform_node_t){source, record, length, -1};
+    if (batcher->tails[length] >= 0) batcher->nodes[batcher->tails[length]].next = index;
+    else batcher->heads[length] = index;
+    batcher->tails[length] = index;
+    batcher->occupied[length / 64] |= 1ull << (length % 64);
+    batcher->unplaced++;
+}
+
+static uform_node_t uform_pool_pop_(uform_batcher_t *batcher, size_t length) {
+    int32_t index = batcher->heads[length];
+    uform_node_t node = batcher->nodes[index];
+    batcher->heads[length] = node.next;
+    if (node.next < 0) {
+        batcher->tails[length] = -1;
+        batcher->occupied[length / 64] &= ~(1ull << (length % 64));
+    }
+    batcher->nodes[index].next = batcher->free_node;
+    batcher->free_node = index;
+    batcher->unplaced--;
+    return node;
+}
+
+/* The longest waiting length <= `limit`, or 0 when nothing fits. */
+static size_t uform_pool_longest_(uform_batcher_t const *batcher, size_t limit) {
+    size_t word = limit / 64;
+    uint64_t bits = batcher->occupied[word] & (limit % 64 == 63 ? ~0ull : (2ull << (limit % 64)) - 1);
+    while (!bits) {
+        if (!word) return 0;
+        bits = batcher->occupied[--word];
+    }
+    return word * 64 + 63 - (size_t)__builtin_clzll(bits);
+}
+
+static void uform_draw_(uform_batcher_t *batcher) {
+    uform_batcher_state_t *state = &batcher->state;
+    uform_rng_t rng = {state->rng};
+    double draw = uform_rng_uniform(&rng);
+    state->rng = rng.state;
+    size_t source = 0;
+    while (source + 1 < batcher->sources_count && draw >= batcher->sources[source].cumulative) source++;
+    if (state->cursors[source] == batcher->sources[source].corpus.records_count) {
+        state->epochs[source]++;
+        state->cursors[source] = 0;
+        uform_shuffle_(batcher, source);
+    }
+    uint32_t record = batcher->sources[source].order[state->cursors[source]++];
+    uform_pool_insert_(batcher, (uint32_t)source, record);
+}
+
+/* --- writing a batch ----------------------------------------------------------------------- */
+
+/* Masks about mask_ratio of a segment's cells: floor(ratio n + u) of them, u uniform, so the
+ * expectation is exact; spans break after each masked cell with probability 1 / mean_span
+ * (geometric lengths, the last one cut by the count) and sit in distinct gaps of the unmasked
+ * cells, so no two spans touch. */
+static void uform_mask_segment_(uform_batcher_t *batcher, size_t first, size_t length, uform_rng_t *rng) {
+    size_t masked = (size_t)floor(batcher->mask_ratio * (double)length + uform_rng_uniform(rng));
+    if (masked > length) masked = length;
+    if (!masked) return;
+    double breaking = 1.0 / batcher->mean_span;
+    size_t spans = 0, current = 1;
+    for (size_t i = 1; i < masked; ++i) {
+        if (uform_rng_uniform(rng) < breaking) batcher->span_lengths[spans++] = (uint32_t)current, current = 1;
+        else current++;
+    }
+    batcher->span_lengths[spans++] = (uint32_t)current;
+    size_t gaps = length - masked;
+    /* Only at ratios near 1 are there more spans than gaps to hold them apart: join the last ones. */
+    while (spans > gaps + 1) batcher->span_lengths[spans - 2] += batcher->span_lengths[spans - 1], spans--;
+    size_t cell = first, span = 0;
+    for (size_t slot = 0; slot <= gaps; ++slot) {
+        size_t needed = spans - span;
+        /* Selection sampling: `needed` of the remaining gaps + 1 - slot slots, each subset equally likely. */
+        if (needed && uform_rng_uniform(rng) * (double)(gaps + 1 - slot) < (double)needed) {
+            for (size_t i = 0; i < batcher->span_lengths[span]; ++i, ++cell) {
+                batcher->targets[cell] = (int32_t)batcher->values[cell];
+                batcher->values[cell] = uform_mask_k;
+            }
+            span++;
+        }
+        if (slot < gaps) cell++;
+    }
+}
+
+static void uform_write_segment_(uform_batcher_t *batcher, size_t first, uint8_t const *bytes, size_t length,
+                                 int32_t segment) {
+    for (size_t i = 0; i < length; ++i) {
+        size_t cell = first + i;
+        batcher->kinds[cell] = uform_cell_byte_k;
+        batcher->values[cell] = bytes[i];
+        batcher->segments[cell] = segment;
+        batcher->positions[3 * cell] = batcher->positions[3 * cell + 1] = batcher->positions[3 * cell + 2] = (int32_t)i;
+        if (batcher->targets) batcher->targets[cell] = -1;
+    }
+}
+
+static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t count) {
+    for (size_t cell = first; cell < first + count; ++cell) {
+        batcher->kinds[cell] = uform_cell_padding_k;
+        batcher->values[cell] = uform_pad_k;
+        batcher->segments[cell] = -1;
+        batcher->positions[3 * cell] = batcher->positions[3 * cell + 1] = batcher->positions[3 * cell + 2] = 0;
+        if (batcher->targets) batcher->targets[cell] = -1;
+    }
+}
+
+/* Places one item at `cell`; its segments get row-local ids from `*local` and batch numbers from
+ * `*segment`. Without `write` only the counts move, exactly as they would with it. */
+static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, size_t cell, int32_t *local,
+                         uint32_t *segment, uform_rng_t *mask_rng, int write) {
+    uform_corpus_t const *corpus = &batcher->sources[node->source].corpus;
+    uform_record_t const *record = &corpus->records[node->record];
+    size_t truncated = 0;
+    size_t count = uform_record_texts_(corpus, record, 0, NULL);
+    uform_item_lengths_(batcher, corpus, record, batcher->text_lengths, &truncated);
+    batcher->state.truncated += truncated;
+    batcher->state.segments += count;
+    int pairs = record->kind == uform_record_pair_k;
+    if (pairs) {
+        if (write) {
+            batcher->anchors[batcher->anchors_count] = *segment;
+            batcher->anchor_first[batcher->anchors_count] = (uint32_t)batcher->candidates_count;
+            batcher->anchor_positives[batcher->anchors_count] = record->positives_count;
+        }
+        batcher->anchors_count++;
+    }
+    for (size_t i = 0; i < count; ++i) {
+        uform_slice_t slice;
+        uform_record_texts_(corpus, record, i, &slice);
+        size_t length = batcher->text_lengths[i];
+        if (write) {
+            uform_write_segment_(batcher, cell, uform_corpus_data(corpus, slice), length, *local);
+            if (!pairs) uform_mask_segment_(batcher, cell, length, mask_rng);
+            else if (i > 0) batcher->candidates[batcher->candidates_count] = *segment;
+        }
+        if (pairs && i > 0) batcher->candidates_count++;
+        cell += length;
+        ++*local;
+        ++*segment;
+    }
+}
+
+/* One batch: the waiting items, topped up to the lookahead before each choice, fill each row
+ * with the longest item that fits; what is left waits for the next batch. */
+static void uform_pack_(uform_batcher_t *batcher, int write) {
+    uform_batcher_state_t *state = &batcher->state;
+    for (uint32_t i = 0; i < state->waiting_count; ++i)
+        uform_pool_insert_(batcher, state->waiting_sources[i], state->waiting_records[i]);
+    state->waiting_count = 0;
+    uform_rng_t mask_rng = {uform_derive_seed_(batcher->seed, uform_mask_stream_k, state->batches)};
+    int pairs = batcher->objective != uform_objective_mlm_k, full = 0;
+    uint32_t segment = 0;
+    batcher->anchors_count = batcher->candidates_count = 0;
+    for (size_t row = 0; row < batcher->rows; ++row) {
+        size_t column = 0;
+        int32_t local = 0;
+        while (!full) {
+            while (batcher->unplaced < uform_batcher_lookahead_k) uform_draw_(batcher);
+            size_t length = uform_pool_longest_(batcher, batcher->columns - column);
+            if (!length) break;
+            if (pairs && batcher->anchors_count == batcher->anchors_capacity) {
+                full = 1;
+                break;
+            }
+            uform_node_t node = uform_pool_pop_(batcher, length);
+            uform_place_(batcher, &node, row * batcher->columns + column, &local, &segment, &mask_rng, write);
+            column += length;
+        }
+        if (write) uform_write_padding_(batcher, row * batcher->columns + column, batcher->columns - column);
+    }
+    /* The waiting list, longest first and in arrival order within a length: inserting it again
+     * rebuilds the same buckets, which is what makes a saved state exact. */
+    for (size_t length = uform_pool_longest_(batcher, batcher->columns); length;
+         length = uform_pool_longest_(batcher, length - 1))
+        while (batcher->heads[length] >= 0) {
+            uform_node_t node = uform_pool_pop_(batcher, length);
+            state->waiting_sources[state->waiting_count] = node.source;
+            state->waiting_records[state->waiting_count++] = node.record;
+        }
+    state->batches++;
+    if (write && pairs) {
+        size_t anchors = batcher->anchors_count, candidates = batcher->candidates_count;
+        memset(batcher->labels, 0, anchors * candidates);
+        for (size_t a = 0; a < anchors; ++a)
+            for (size_t p = 0; p < batcher->anchor_positives[a]; ++p)
+                batcher->labels[a * candidates + batcher->anchor_first[a] + p] = 1;
+    }
+}
+
+uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch) {
+    if (!batcher || !batch) return uform_fail(uform_invalid_argument_k, "uform_batcher_next: NULL argument");
+    uform_pack_(batcher, 1);
+    int pairs = batcher->objective != uform_objective_mlm_k;
+    *batch = (uform_batch_t){
+        .grid = {.rows = batcher->rows, .columns = batcher->columns, .kinds = batcher->kinds,
+                 .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions},
+        .targets = pairs ? NULL : batcher->targets,
+        .anchors = pairs ? batcher->anchors : NULL,
+        .anchors_count = pairs ? batcher->anchors_count : 0,
+        .candidates = pairs ? batcher->candidates : NULL,
+        .candidates_count = pairs ? batcher->candidates_count : 0,
+        .labels = pairs ? batcher->labels : NULL,
+    };
+    return uform_ok_k;
+}
+
+uform_status_t uform_batcher_skip(uform_batcher_t *batcher, size_t batches) {
+    if (!batcher) return uform_fail(uform_invalid_argument_k, "uform_batcher_skip: NULL batcher");
+    for (size_t i = 0; i < batches; ++i) uform_pack_(batcher, 0);
+    return uform_ok_k;
+}
+
+void uform_batcher_save(uform_batcher_t const *batcher, uform_batcher_state_t *state) { *state = batcher->state; }
+
+uform_status_t uform_batcher_restore(uform_batcher_t *batcher, uform_batcher_state_t const *state) {
+    if (!batcher || !state) return uform_fail(uform_invalid_argument_k, "uform_batcher_restore: NULL argument");
+    if (state->fingerprint != batcher->state.fingerprint || state->sources_count != batcher->sources_count)
+        return uform_fail(uform_invalid_argument_k,
+                          "uform_batcher_restore: the state belongs to another mixture, corpus, seed, rows or limit");
+    if (state->waiting_count > uform_batcher_lookahead_k)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_restore: %u waiting items, more than %d",
+                          state->waiting_count, uform_batcher_lookahead_k);
+    for (size_t s = 0; s < batcher->sources_count; ++s)
+        if (state->cursors[s] > batcher->sources[s].corpus.records_count)
+            return uform_fail(uform_invalid_argument_k, "uform_batcher_restore: source %zu cursor %llu is past its %zu records",
+                              s, (unsigned long long)state->cursors[s], batcher->sources[s].corpus.records_count);
+    for (uint32_t i = 0; i < state->waiting_count; ++i)
+        if (state->waiting_sources[i] >= batcher->sources_count ||
+            state->waiting_records[i] >= batcher->sources[state->waiting_sources[i]].corpus.records_count)
+            return uform_fail(uform_invalid_argument_k, "uform_batcher_restore: waiting item %u is out of range", i);
+    batcher->state = *state;
+    for (size_t s = 0; s < batcher->sources_count; ++s) uform_shuffle_(batcher, s);
+    return uform_ok_k;
+}
+
+void uform_batcher_stats(uform_batcher_t const *batcher, uform_batcher_stats_t *stats) {
+    *stats = (uform_batcher_stats_t){
+        .batches = batcher->state.batches,
+        .segments = batcher->state.segments,
+        .truncated = batcher->state.truncated,
+        .records = batcher->records,
+        .skipped_lines = batcher->skipped_lines,
+        .anchors_capacity = batcher->anchors_capacity,
+        .candidates_capacity = batcher->candidates_capacity,
+    };
+}
+
+void uform_batcher_close(uform_batcher_t *batcher) {
+    if (!batcher) return;
+    for (size_t s = 0; s < batcher->sources_count; ++s) {
+        uform_corpus_close(&batcher->sources[s].corpus);
+        free(batcher->sources[s].order);
+        free(batcher->sources[s].lengths);
+    }
+    free(batcher->sources);
+    uform_arena_destroy(&batcher->arena);
+    free(batcher);
+}
+
+/* --- creation -------------------------------------------------------------------------------- */
+
+/* Reads one source and checks that its records suit the objective. */
+static uform_status_t uform_load_source_(uform_batcher_t *batcher, uform_mixture_source_t const *source,
+                                         uform_source_t *entry) {
+    uform_jsonl_options_t options = {.skip_malformed = source->skip_malformed};
+    UFORM_TRY(uform_jsonl_read(source->path, &options, &entry->corpus));
+    uform_corpus_t const *corpus = &entry->corpus;
+    batcher->skipped_lines += corpus->skipped;
+    if (!corpus->records_count)
+        return uform_fail(uform_format_k, "%s: no records (%zu lines, %zu skipped as malformed)", source->path,
+                          corpus->lines, corpus->skipped);
+    if (corpus->records_count > UINT32_MAX)
+        return uform_fail(uform_unsupported_k, "%s: %zu records; a source holds at most %u", source->path,
+                          corpus->records_count, UINT32_MAX);
+    int pairs = batcher->objective != uform_objective_mlm_k;
+    for (size_t r = 0; r < corpus->records_count; ++r) {
+        uform_record_t const *record = &corpus->records[r];
+        if ((record->kind == uform_record_pair_k) != pairs)
+            return uform_fail(uform_format_k, "%s:%zu: a %s record in a source of a %s mixture, which reads %s records",
+                              source->path, record->line, pairs ? "text" : "pair",
+                              uform_objective_name(batcher->objective),
+                              pairs ? "{\"query\", \"positives\"}" : "{\"text\"}");
+        size_t texts = uform_record_texts_(corpus, record, 0, NULL);
+        if (texts > batcher->columns)
+            return uform_fail(uform_format_k, "%s:%zu: a record of %zu texts cannot fit a row of %zu columns",
+                              source->path, record->line, texts, batcher->columns);
+        if (texts > batcher->texts_capacity) batcher->texts_capacity = texts;
+    }
+    entry->order = malloc(corpus->records_count * sizeof(uint32_t));
+    entry->lengths = malloc(corpus->records_count * sizeof(uint32_t));
+    if (!entry->order || !entry->lengths)
+        return uform_fail(uform_out_of_memory_k, "%s: cannot hold the order of %zu records", source->path,
+                          corpus->records_count);
+    return uform_ok_k;
+}
+
+static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixture_t const *mixture,
+                                           uform_batcher_options_t const *options) {
+    batcher->objective = mixture->objective;
+    batcher->rows = options->rows;
+    batcher->columns = mixture->columns;
+    batcher->seed = options->seed;
+    batcher->mask_ratio = mixture->mask_ratio;
+    batcher->mean_span = mixture->mean_span;
+    if (!batcher->rows || !batcher->columns || batcher->columns > uform_mixture_max_columns_k ||
+        batcher->rows > (1u << 28) / batcher->columns)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_create: %zu rows of %zu columns (at most 2^28 cells)",
+                          batcher->rows, batcher->columns);
+    if (!mixture->sources_count || mixture->sources_count > uform_mixture_max_sources_k)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_create: %zu sources (1 to %d)",
+                          mixture->sources_count, uform_mixture_max_sources_k);
+    if (!(mixture->mask_ratio > 0 && mixture->mask_ratio < 1) || !(mixture->mean_span >= 1))
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_create: mask_ratio %g, mean_span %g out of range",
+                          mixture->mask_ratio, mixture->mean_span);
+    batcher->cells = batcher->rows * batcher->columns;
+    batcher->sources_count = mixture->sources_count;
+    batcher->sources = calloc(batcher->sources_count, sizeof(uform_source_t));
+    if (!batcher->sources) return uform_fail(uform_out_of_memory_k, "uform_batcher_create: sources");
+    batcher->texts_capacity = 1;
+    for (size_t s = 0; s < batcher->sources_count; ++s)
+        UFORM_TRY(uform_load_source_(batcher, &mixture->sources[s], &batcher->sources[s]));
+
+    /* Item lengths, and the bounds that size the pair buffers: a batch holds at most
+     * columns / shortest item anchors per row, and each brings at most its own candidates. */
+    uint32_t *lengths = malloc(batcher->texts_capacity * sizeof(uint32_t));
+    if (!lengths) return uform_fail(uform_out_of_memory_k, "uform_batcher_create: lengths");
+    size_t shortest = batcher->columns, most_candidates = 0;
+    double total_weight = 0;
+    uint64_t fingerprint = uform_mix_(options->seed ^ uform_mix_(batcher->rows) ^ uform_mix_(batcher->columns << 8 | batcher->objective));
+    fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->mask_ratio)) ^ uform_double_bits_(batcher->mean_span);
+    fingerprint = uform_mix_(fingerprint ^ options->anchors_limit ^ ((uint64_t)uform_batcher_lookahead_k << 48));
+    for (size_t s = 0; s < batcher->sources_count; ++s) {
+        uform_source_t *entry = &batcher->sources[s];
+        for (size_t r = 0; r < entry->corpus.records_count; ++r) {
+            uform_record_t const *record = &entry->corpus.records[r];
+            size_t length = uform_item_lengths_(batcher, &entry->corpus, record, lengths, NULL);
+            entry->lengths[r] = (uint32_t)length;
+            if (length < shortest) shortest = length;
+            size_t candidates = uform_record_texts_(&entry->corpus, record, 0, NULL) - 1;
+            if (candidates > most_candidates) most_candidates = candidates;
+        }
+        batcher->records += entry->corpus.records_count;
+        total_weight += mixture->sources[s].weight;
+        fingerprint = uform_mix_(fingerprint ^ entry->corpus.records_count) ^ entry->corpus.bytes_count;
+        fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(mixture->sources[s].weight));
+    }
+    free(lengths);
+    double running = 0;
+    for (size_t s = 0; s < batcher->sources_count; ++s) {
+        running += mixture->sources[s].weight;
+        batcher->sources[s].cumulative = s + 1 == batcher->sources_count ? 1.0 : running / total_weight;
+    }
+    int pairs = batcher->objective != uform_objective_mlm_k;
+    if (pairs) {
+        batcher->anchors_capacity = batcher->rows * (batcher->columns / shortest);
+        if (options->anchors_limit && options->anchors_limit < batcher->anchors_capacity)
+            batcher->anchors_capacity = options->anchors_limit;
+        batcher->candidates_capacity = batcher->anchors_capacity * most_candidates;
+        if (batcher->candidates_capacity > batcher->cells) batcher->candidates_capacity = batcher->cells;
+        if (batcher->candidates_capacity && batcher->anchors_capacity > ((size_t)1 << 32) / batcher->candidates_capacity)
+            return uform_fail(uform_invalid_argument_k,
+                              "uform_batcher_create: labels for %zu anchors x %zu candidates exceed 4 GiB; "
+                              "set anchors_limit", batcher->anchors_capacity, batcher->candidates_capacity);
+    }
+
+    size_t cells = batcher->cells, columns = batcher->columns, anchors = batcher->anchors_capacity;
+    size_t bytes = cells * (1 + 4 + 4 + 12 + (pairs ? 0 : 4)) + columns * 4 + batcher->texts_capacity * 4 +
+                   2 * (columns + 1) * 4 + (columns / 64 + 1) * 8 + anchors * 12 + batcher->candidates_capacity * 4 +
+                   anchors * batcher->candidates_capacity + 16 * 64;
+    UFORM_TRY(uform_arena_create(&batcher->arena, bytes));
+    uform_arena_t *arena = &batcher->arena;
+    batcher->kinds = uform_arena_take(arena, cells);
+    batcher->values = uform_arena_take(arena, cells * 4);
+    batcher->segments = uform_arena_take(arena, cells * 4);
+    batcher->positions = uform_arena_take(arena, cells * 12);
+    batcher->targets = pairs ? NULL : uform_arena_take(arena, cells * 4);
+    batcher->span_lengths = uform_arena_take(arena, columns * 4);
+    batcher->text_lengths = uform_arena_take(arena, batcher->texts_capacity * 4);
+    batcher->heads = uform_arena_take(arena, (columns + 1) * 4);
+    batcher->tails = uform_arena_take(arena, (columns + 1) * 4);
+    batcher->occupied = uform_arena_take(arena, (columns / 64 + 1) * 8);
+    batcher->anchors = uform_arena_take(arena, anchors * 4);
+    batcher->anchor_first = uform_arena_take(arena, anchors * 4);
+    batcher->anchor_positives = uform_arena_take(arena, anchors * 4);
+    batcher->candidates = uform_arena_take(arena, batcher->candidates_capacity * 4);
+    batcher->labels = uform_arena_take(arena, anchors * batcher->candidates_capacity);
+    for (size_t i = 0; i <= columns; ++i) batcher->heads[i] = batcher->tails[i] = -1;
+    memset(batcher->occupied, 0, (columns / 64 + 1) * 8);
+    for (int i = 0; i < uform_batcher_lookahead_k; ++i) batcher->nodes[i].next = i + 1 < uform_batcher_lookahead_k ? i + 1 : -1;
+    batcher->free_node = 0;
+
+    batcher->state.fingerprint = fingerprint;
+    batcher->state.rng = uform_derive_seed_(options->seed, 0, 0);
+    batcher->state.sources_count = (uint32_t)batcher->sources_count;
+    for (size_t s = 0; s < batcher->sources_count; ++s) uform_shuffle_(batcher, s);
+    return uform_ok_k;
+}
+
+uform_status_t uform_batcher_create(uform_mixture_t const *mixture, uform_batcher_options_t const *options,
+                                    uform_batcher_t **batcher) {
+    if (!mixture || !options || !batcher)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_create: NULL argument");
+    *batcher = NULL;
+    uform_batcher_t *created = calloc(1, sizeof(uform_batcher_t));
+    if (!created) return uform_fail(uform_out_of_memory_k, "uform_batcher_create: batcher");
+    uform_status_t status = uform_batcher_build_(created, mixture, options);
+    if (status != uform_ok_k) {
+        uform_batcher_close(created);
+        return status;
+    }
+    *batcher = created;
+    return uform_ok_k;
+}

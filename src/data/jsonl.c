@@ -1,0 +1,191 @@
+/*  jsonl.c: JSONL records, one Jansson parse per line, every string copied into one buffer.
+ *  The buffer is sized by the file: unescaping never makes a string longer than its JSON. */
+#include "data/jsonl.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/status.h"
+
+void uform_corpus_close(uform_corpus_t *corpus) {
+    if (!corpus) return;
+    free(corpus->bytes);
+    free(corpus->records);
+    free(corpus->slices);
+    memset(corpus, 0, sizeof(*corpus));
+}
+
+/* Copies a JSON string's bytes into the buffer; `problem` is set when it is not a non-empty string. */
+static int uform_take_string_(uform_corpus_t *corpus, json_t const *value, uform_slice_t *slice) {
+    if (!json_is_string(value)) return 0;
+    size_t length = json_string_length(value);
+    if (!length) return 0;
+    memcpy(corpus->bytes + corpus->bytes_count, json_string_value(value), length);
+    *slice = (uform_slice_t){corpus->bytes_count, length};
+    corpus->bytes_count += length;
+    return 1;
+}
+
+static int uform_reserve_slices_(uform_corpus_t *corpus, size_t *capacity, size_t more) {
+    if (corpus->slices_count + more <= *capacity) return 1;
+    size_t grown = *capacity ? *capacity : 1024;
+    while (grown < corpus->slices_count + more) grown *= 2;
+    uform_slice_t *slices = realloc(corpus->slices, grown * sizeof(*slices));
+    if (!slices) return 0;
+    corpus->slices = slices;
+    *capacity = grown;
+    return 1;
+}
+
+/* Parses one non-blank line into a record, or writes why it is malformed into `problem`.
+ * On failure the corpus's counts are left as they were. */
+static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line, size_t length,
+                                        size_t *slices_capacity, char *problem, size_t problem_capacity) {
+    json_error_t error;
+    json_t *root = json_loadb(line, length, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &error);
+    if (!root) {
+        snprintf(problem, problem_capacity, "not JSON: %s at column %d", error.text, error.column);
+        return uform_format_k;
+    }
+    size_t bytes_before = corpus->bytes_count, slices_before = corpus->slices_count;
+    uform_record_t record = {0};
+    json_t const *text = json_object_get(root, "text"), *query = json_object_get(root, "query");
+    json_t const *positives = json_object_get(root, "positives"), *negatives = json_object_get(root, "negatives");
+    uform_status_t status = uform_format_k;
+    if (!json_is_object(root)) snprintf(problem, problem_capacity, "a record must be a JSON object");
+    else if (text && (query || positives || negatives))
+        snprintf(problem, problem_capacity, "has 'text' beside 'query', 'positives' or 'negatives'; a record is one or the other");
+    else if (text) {
+        record.kind = uform_record_text_k;
+        if (!uform_take_string_(corpus, text, &record.text))
+            snprintf(problem, problem_capacity, "'text' must be a non-empty string");
+        else status = uform_ok_k;
+    } else if (!query) {
+        snprintf(problem, problem_capacity, "needs 'text' (masked modelling) or 'query' and 'positives' (pairs)");
+    } else {
+        record.kind = uform_record_pair_k;
+        size_t positives_count = json_is_array(positives) ? json_array_size(positives) : 0;
+        size_t negatives_count = json_is_array(negatives) ? json_array_size(negatives) : 0;
+        if (!uform_take_string_(corpus, query, &record.text))
+            snprintf(problem, problem_capacity, "'query' must be a non-empty string");
+        else if (!positives_count)
+            snprintf(problem, problem_capacity, "'positives' must be an array of at least one string");
+        else if (negatives && !json_is_array(negatives))
+            snprintf(problem, problem_capacity, "'negatives' must be an array of strings");
+        else if (positives_count + negatives_count > UINT32_MAX)
+            snprintf(problem, problem_capacity, "too many positives and negatives");
+        else if (!uform_reserve_slices_(corpus, slices_capacity, positives_count + negatives_count)) {
+            json_decref(root);
+            return uform_fail(uform_out_of_memory_k, "%s: cannot grow the record table", corpus->path);
+        } else {
+            record.first_candidate = corpus->slices_count;
+            record.positives_count = (uint32_t)positives_count;
+            record.negatives_count = (uint32_t)negatives_count;
+            status = uform_ok_k;
+            for (size_t i = 0; i < positives_count + negatives_count && status == uform_ok_k; ++i) {
+                int positive = i < positives_count;
+                json_t const *value = json_array_get(positive ? positives : negatives,
+                                                     positive ? i : i - positives_count);
+                if (!uform_take_string_(corpus, value, &corpus->slices[corpus->slices_count])) {
+                    snprintf(problem, problem_capacity, "%s %zu must be a non-empty string",
+                             positive ? "positive" : "negative", positive ? i : i - positives_count);
+                    status = uform_format_k;
+                } else corpus->slices_count++;
+            }
+        }
+    }
+    json_decref(root);
+    if (status != uform_ok_k) {
+        corpus->bytes_count = bytes_before;
+        corpus->slices_count = slices_before;
+        return status;
+    }
+    corpus->records[corpus->records_count++] = record;
+    if (record.kind == uform_record_text_k) corpus->text_records++;
+    else corpus->pair_records++;
+    return uform_ok_k;
+}
+
+static int uform_is_blank_(char const *line, size_t length) {
+    for (size_t i = 0; i < length; ++i)
+        if (line[i] != ' ' && line[i] != '\t' && line[i] != '\r') return 0;
+    return 1;
+}
+
+uform_status_t uform_jsonl_parse(char const *path, char const *text, size_t length,
+                                 uform_jsonl_options_t const *options, uform_corpus_t *corpus) {
+    memset(corpus, 0, sizeof(*corpus));
+    if (!path || (!text && length))
+        return uform_fail(uform_invalid_argument_k, "uform_jsonl_parse: NULL path or text");
+    snprintf(corpus->path, sizeof(corpus->path), "%s", path);
+    int skip = options && options->skip_malformed;
+    /* A UTF-8 byte order mark is not JSON; editors add it, so it is dropped rather than refused. */
+    if (length >= 3 && !memcmp(text, "\xef\xbb\xbf", 3)) text += 3, length -= 3;
+    size_t lines = 0;
+    for (char const *cursor = text, *end = text + length; cursor < end; ++lines) {
+        char const *newline = memchr(cursor, '\n', (size_t)(end - cursor));
+        cursor = newline ? newline + 1 : end;
+    }
+    corpus->bytes = malloc(length ? length : 1);
+    corpus->records = malloc((lines ? lines : 1) * sizeof(uform_record_t));
+    if (!corpus->bytes || !corpus->records) {
+        uform_corpus_close(corpus);
+        return uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu bytes in memory", path, length);
+    }
+    size_t slices_capacity = 0;
+    char problem[256];
+    char const *cursor = text, *end = text + length;
+    for (size_t line = 1; cursor < end; ++line) {
+        char const *newline = memchr(cursor, '\n', (size_t)(end - cursor));
+        size_t line_length = (size_t)((newline ? newline : end) - cursor);
+        char const *start = cursor;
+        cursor = newline ? newline + 1 : end;
+        corpus->lines = line;
+        if (uform_is_blank_(start, line_length)) continue;
+        uform_status_t status =
+            uform_parse_line_(corpus, start, line_length, &slices_capacity, problem, sizeof(problem));
+        if (status == uform_ok_k) continue;
+        if (status != uform_format_k || !skip) {
+            if (status == uform_format_k) uform_fail(status, "%s:%zu: %s", path, line, problem);
+            uform_corpus_close(corpus);
+            return status;
+        }
+        if (!corpus->skipped++) {
+            corpus->first_skipped_line = line;
+            snprintf(corpus->first_problem, sizeof(corpus->first_problem), "%s", problem);
+        }
+    }
+    return uform_ok_k;
+}
+
+uform_status_t uform_jsonl_read(char const *path, uform_jsonl_options_t const *options, uform_corpus_t *corpus) {
+    memset(corpus, 0, sizeof(*corpus));
+    if (!path) return uform_fail(uform_invalid_argument_k, "uform_jsonl_read: NULL path");
+    FILE *file = fopen(path, "rb");
+    if (!file) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
+    char *text = NULL;
+    long size = -1;
+    if (fseek(file, 0, SEEK_END) == 0) size = ftell(file);
+    if (size < 0 || fseek(file, 0, SEEK_SET) != 0) {
+        fclose(file);
+        return uform_fail(uform_io_k, "%s: cannot find its size (not a regular file?)", path);
+    }
+    text = malloc(size ? (size_t)size : 1);
+    if (!text) {
+        fclose(file);
+        return uform_fail(uform_out_of_memory_k, "%s: cannot hold %ld bytes in memory", path, size);
+    }
+    size_t read = fread(text, 1, (size_t)size, file);
+    int failed = ferror(file);
+    fclose(file);
+    if (failed || read != (size_t)size) {
+        free(text);
+        return uform_fail(uform_io_k, "%s: read %zu of %ld bytes", path, read, size);
+    }
+    uform_status_t status = uform_jsonl_parse(path, text, (size_t)size, options, corpus);
+    free(text);
+    return status;
+}

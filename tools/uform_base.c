@@ -1,0 +1,405 @@
+/*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU,
+ *  with a live progress line, a JSONL log, atomic checkpoints and exact resume. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/batcher.h"
+#include "data/mixture.h"
+#include "uform/uform.h"
+
+static char const *const uform_base_usage_ =
+    "usage: uform_base --mixture FILE --output DIR [options]\n"
+    "\n"
+    "Trains a UForm model on the CPU and writes checkpoints to DIR/step-NNNNNNNN (DIR/latest points at\n"
+    "the newest), with DIR/log.jsonl holding one line per step.\n"
+    "\n"
+    "  --tier TIER              tiny, small, medium, large, xl or WIDTHxDEPTH (default 128x2); ignored\n"
+    "                           with --resume or --init-from\n"
+    "  --mixture FILE           sources, weights, row width and objective (docs/data.md)\n"
+    "  --objective NAME         mlm, rerank or contrastive (default: the mixture's)\n"
+    "  --steps N                train until step N (default 100)\n"
+    "  --rows N                 rows per batch (default 8); each row holds the mixture's columns\n"
+    "  --learning-rate X        peak learning rate (default: the tier's)\n"
+    "  --warmup N               linear warm-up steps (default 10% of --steps); cosine decay after\n"
+    "  --seed S                 seed of the initialization and the data order (default 0)\n"
+    "  --output DIR             run folder (created)\n"
+    "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
+    "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
+    "  --save-every N           checkpoint every N steps (default: only at the end)\n"
+    "  --keep N                 step folders kept (default 2)\n"
+    "  --tcr-lambda X           total coding rate weight (default 0)\n"
+    "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
+    "  --threads N              worker threads (default: all cores)\n"
+    "  --quiet                  no progress line\n";
+
+typedef struct {
+    char const *tier, *mixture, *objective, *output, *resume, *init_from;
+    double learning_rate, tcr_lambda, lipschitz_lambda;
+    unsigned long long steps, rows, warmup, seed, save_every, keep, threads;
+    int warmup_set, quiet;
+} uform_base_options_t;
+
+static int uform_base_fail_(uform_status_t status) {
+    fprintf(stderr, "uform_base: %s error: %s\n", uform_status_name(status), uform_last_error());
+    return 1;
+}
+
+static int uform_base_parse_(int argc, char **argv, uform_base_options_t *options) {
+    *options = (uform_base_options_t){.tier = "128x2", .steps = 100, .rows = 8, .keep = 2};
+    for (int i = 1; i < argc; ++i) {
+        char const *flag = argv[i];
+        if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
+            fputs(uform_base_usage_, stdout);
+            exit(0);
+        }
+        if (!strcmp(flag, "--quiet")) {
+            options->quiet = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "uform_base: %s needs a value (see --help)\n", flag);
+            return 0;
+        }
+        char const *value = argv[++i];
+        char *end = NULL;
+        struct { char const *flag; char const **text; double *real; unsigned long long *count; } const table[] = {
+            {"--tier", &options->tier, NULL, NULL},
+            {"--mixture", &options->mixture, NULL, NULL},
+            {"--objective", &options->objective, NULL, NULL},
+            {"--output", &options->output, NULL, NULL},
+            {"--resume", &options->resume, NULL, NULL},
+            {"--init-from", &options->init_from, NULL, NULL},
+            {"--learning-rate", NULL, &options->learning_rate, NULL},
+            {"--tcr-lambda", NULL, &options->tcr_lambda, NULL},
+            {"--lipschitz-lambda", NULL, &options->lipschitz_lambda, NULL},
+            {"--steps", NULL, NULL, &options->steps},
+            {"--rows", NULL, NULL, &options->rows},
+            {"--warmup", NULL, NULL, &options->warmup},
+            {"--seed", NULL, NULL, &options->seed},
+            {"--save-every", NULL, NULL, &options->save_every},
+            {"--keep", NULL, NULL, &options->keep},
+            {"--threads", NULL, NULL, &options->threads},
+        };
+        size_t found = sizeof(table) / sizeof(table[0]);
+        for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); ++t)
+            if (!strcmp(table[t].flag, flag)) found = t;
+        if (found == sizeof(table) / sizeof(table[0])) {
+            fprintf(stderr, "uform_base: unknown option '%s' (see --help)\n", flag);
+            return 0;
+        }
+        errno = 0;
+        if (table[found].text) *table[found].text = value;
+        else if (table[found].real) {
+            *table[found].real = strtod(value, &end);
+            if (errno || !end || *end || *table[found].real < 0 || !isfinite(*table[found].real)) {
+                fprintf(stderr, "uform_base: %s needs a non-negative number, got '%s'\n", flag, value);
+                return 0;
+            }
+        } else {
+            *table[found].count = strtoull(value, &end, 10);
+            if (errno || !end || *end || value[0] == '-') {
+                fprintf(stderr, "uform_base: %s needs a non-negative integer, got '%s'\n", flag, value);
+                return 0;
+            }
+        }
+        if (!strcmp(flag, "--warmup")) options->warmup_set = 1;
+    }
+    if (!options->mixture || !options->output) {
+        fprintf(stderr, "uform_base: --mixture and --output are required (see --help)\n");
+        return 0;
+    }
+    if (options->resume && options->init_from) {
+        fprintf(stderr, "uform_base: --resume and --init-from exclude each other\n");
+        return 0;
+    }
+    if (!options->rows || !options->steps) {
+        fprintf(stderr, "uform_base: --rows and --steps must be positive\n");
+        return 0;
+    }
+    return 1;
+}
+
+/* The batcher state as JSON (64-bit words as hex strings, which JSON integers cannot hold). */
+static char *uform_state_json_(uform_batcher_state_t const *state, size_t step, uform_base_options_t const *options) {
+    json_t *root = json_object(), *batcher = json_object(), *epochs = json_array(), *cursors = json_array();
+    json_t *waiting_sources = json_array(), *waiting_records = json_array();
+    char word[32];
+#define UFORM_WORD_(field)                                                                                          \
+    snprintf(word, sizeof(word), "%016llx", (unsigned long long)state->field);                                      \
+    json_object_set_new(batcher, #field, json_string(word));
+    UFORM_WORD_(fingerprint)
+    UFORM_WORD_(rng)
+    UFORM_WORD_(batches)
+    UFORM_WORD_(segments)
+    UFORM_WORD_(truncated)
+#undef UFORM_WORD_
+    json_object_set_new(batcher, "sources_count", json_integer(state->sources_count));
+    json_object_set_new(batcher, "waiting_count", json_integer(state->waiting_count));
+    for (size_t i = 0; i < state->sources_count; ++i) {
+        snprintf(word, sizeof(word), "%016llx", (unsigned long long)state->epochs[i]);
+        json_array_append_new(epochs, json_string(word));
+        snprintf(word, sizeof(word), "%016llx", (unsigned long long)state->cursors[i]);
+        json_array_append_new(cursors, json_string(word));
+    }
+    for (size_t i = 0; i < state->waiting_count; ++i) {
+        json_array_append_new(waiting_sources, json_integer(state->waiting_sources[i]));
+        json_array_append_new(waiting_records, json_integer(state->waiting_records[i]));
+    }
+    json_object_set_new(batcher, "epochs", epochs);
+    json_object_set_new(batcher, "cursors", cursors);
+    json_object_set_new(batcher, "waiting_sources", waiting_sources);
+    json_object_set_new(batcher, "waiting_records", waiting_records);
+    json_object_set_new(root, "step", json_integer((json_int_t)step));
+    json_object_set_new(root, "mixture", json_string(options->mixture));
+    json_object_set_new(root, "rows", json_integer((json_int_t)options->rows));
+    json_object_set_new(root, "seed", json_integer((json_int_t)options->seed));
+    json_object_set_new(root, "batcher", batcher);
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return text;
+}
+
+static unsigned long long uform_word_(json_t const *object, char const *key, int *ok) {
+    char const *text = json_string_value(json_object_get(object, key));
+    char *end = NULL;
+    unsigned long long value = text ? strtoull(text, &end, 16) : 0;
+    if (!text || !end || *end) *ok = 0;
+    return value;
+}
+
+static uform_status_t uform_state_parse_(char const *path, uform_batcher_state_t *state, size_t *step,
+                                         unsigned long long *seed, unsigned long long *rows) {
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) {
+        fprintf(stderr, "uform_base: %s: %s\n", path, error.text);
+        return uform_format_k;
+    }
+    json_t *batcher = json_object_get(root, "batcher");
+    int ok = json_is_object(batcher) && json_is_integer(json_object_get(root, "step"));
+    memset(state, 0, sizeof(*state));
+    if (ok) {
+        state->fingerprint = uform_word_(batcher, "fingerprint", &ok);
+        state->rng = uform_word_(batcher, "rng", &ok);
+        state->batches = uform_word_(batcher, "batches", &ok);
+        state->segments = uform_word_(batcher, "segments", &ok);
+        state->truncated = uform_word_(batcher, "truncated", &ok);
+        state->sources_count = (uint32_t)json_integer_value(json_object_get(batcher, "sources_count"));
+        state->waiting_count = (uint32_t)json_integer_value(json_object_get(batcher, "waiting_count"));
+        json_t *epochs = json_object_get(batcher, "epochs"), *cursors = json_object_get(batcher, "cursors");
+        json_t *sources = json_object_get(batcher, "waiting_sources"), *records = json_object_get(batcher, "waiting_records");
+        ok = ok && state->sources_count <= uform_mixture_max_sources_k && state->waiting_count <= uform_batcher_lookahead_k &&
+             json_array_size(epochs) == state->sources_count && json_array_size(cursors) == state->sources_count &&
+             json_array_size(sources) == state->waiting_count && json_array_size(records) == state->waiting_count;
+        for (size_t i = 0; ok && i < state->sources_count; ++i) {
+            char const *epoch = json_string_value(json_array_get(epochs, i)), *cursor = json_string_value(json_array_get(cursors, i));
+            ok = epoch && cursor;
+            if (ok) state->epochs[i] = strtoull(epoch, NULL, 16), state->cursors[i] = strtoull(cursor, NULL, 16);
+        }
+        for (size_t i = 0; ok && i < state->waiting_count; ++i) {
+            state->waiting_sources[i] = (uint32_t)json_integer_value(json_array_get(sources, i));
+            state->waiting_records[i] = (uint32_t)json_integer_value(json_array_get(records, i));
+        }
+        *step = (size_t)json_integer_value(json_object_get(root, "step"));
+        *seed = (unsigned long long)json_integer_value(json_object_get(root, "seed"));
+        *rows = (unsigned long long)json_integer_value(json_object_get(root, "rows"));
+    }
+    json_decref(root);
+    if (!ok) {
+        fprintf(stderr, "uform_base: %s: not a trainer state written by uform_base\n", path);
+        return uform_format_k;
+    }
+    return uform_ok_k;
+}
+
+static double uform_clock_(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void uform_duration_(double seconds, char *text, size_t capacity) {
+    if (seconds < 60) snprintf(text, capacity, "%.0fs", seconds);
+    else if (seconds < 3600) snprintf(text, capacity, "%dm%02ds", (int)(seconds / 60), (int)fmod(seconds, 60));
+    else snprintf(text, capacity, "%dh%02dm", (int)(seconds / 3600), (int)fmod(seconds / 60, 60));
+}
+
+static char *uform_command_line_(int argc, char **argv) {
+    size_t length = 1;
+    for (int i = 0; i < argc; ++i) length += strlen(argv[i]) + 3;
+    char *line = calloc(length, 1);
+    for (int i = 0; line && i < argc; ++i) {
+        int quote = strpbrk(argv[i], " \t'\"") != NULL;
+        strcat(line, i ? " " : "");
+        strcat(line, quote ? "'" : "");
+        strcat(line, argv[i]);
+        strcat(line, quote ? "'" : "");
+    }
+    return line;
+}
+
+int main(int argc, char **argv) {
+    uform_base_options_t options;
+    if (!uform_base_parse_(argc, argv, &options)) return 2;
+    char *command = uform_command_line_(argc, argv);
+    uform_mixture_t mixture;
+    uform_status_t status = uform_mixture_read(options.mixture, &mixture);
+    if (status != uform_ok_k) return uform_base_fail_(status);
+    uform_objective_t objective = mixture.objective;
+    if (options.objective && uform_objective_from_name(options.objective, &objective) != uform_ok_k) {
+        fprintf(stderr, "uform_base: --objective is mlm, rerank or contrastive, not '%s'\n", options.objective);
+        return 2;
+    }
+    mixture.objective = objective;
+
+    /* The model: resumed, warm-started, or new. */
+    uform_model_t *model = NULL;
+    char source[4096] = "", state_path[4200] = "", optimizer_path[4200] = "";
+    uform_batcher_state_t batcher_state;
+    size_t resumed_step = 0;
+    if (options.resume) {
+        status = uform_checkpoint_resolve(options.resume, source, sizeof(source));
+        if (status == uform_ok_k) status = uform_model_open(source, &model);
+        snprintf(state_path, sizeof(state_path), "%s/trainer.json", source);
+        snprintf(optimizer_path, sizeof(optimizer_path), "%s/optimizer.safetensors", source);
+        unsigned long long seed = 0, rows = 0;
+        if (status == uform_ok_k) status = uform_state_parse_(state_path, &batcher_state, &resumed_step, &seed, &rows);
+        if (status == uform_ok_k && (seed != options.seed || rows != options.rows)) {
+            fprintf(stderr, "uform_base: %s was trained with --seed %llu --rows %llu; resume with the same\n", source, seed, rows);
+            return 2;
+        }
+    } else if (options.init_from) {
+        status = uform_checkpoint_resolve(options.init_from, source, sizeof(source));
+        if (status == uform_ok_k) status = uform_model_open(source, &model);
+        char const *head = objective == uform_objective_mlm_k ? "mlm" : objective == uform_objective_rerank_k ? "rerank" : "pool";
+        if (status == uform_ok_k) status = uform_model_init_head(model, head, options.seed);
+    } else {
+        uform_config_t config;
+        status = uform_config_from_tier(options.tier, &config);
+        config.columns = mixture.columns;
+        if (status == uform_ok_k) status = uform_model_init(&config, options.seed, &model);
+    }
+    if (status == uform_ok_k && options.threads) status = uform_model_set_threads(model, (size_t)options.threads);
+    if (status != uform_ok_k) return uform_base_fail_(status);
+    uform_config_t config;
+    uform_model_config(model, &config);
+    if (config.columns < mixture.columns) {
+        fprintf(stderr, "uform_base: the model's rows hold %zu cells, the mixture asks for %zu\n", config.columns, mixture.columns);
+        return 2;
+    }
+
+    uform_train_options_t train;
+    uform_train_options_default(&train);
+    train.objective = objective;
+    train.learning_rate = options.learning_rate;
+    train.warmup_steps = options.warmup_set ? (size_t)options.warmup : (size_t)(options.steps / 10);
+    train.total_steps = (size_t)options.steps > train.warmup_steps ? (size_t)options.steps : 0;
+    train.tcr_lambda = options.tcr_lambda;
+    train.lipschitz_lambda = options.lipschitz_lambda;
+    uform_trainer_t *trainer = NULL;
+    uform_batcher_t *batcher = NULL;
+    uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed};
+    status = uform_trainer_create(model, &train, (size_t)options.rows * mixture.columns, &trainer);
+    if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
+    if (status == uform_ok_k) status = uform_batcher_create(&mixture, &batching, &batcher);
+    if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
+    if (status != uform_ok_k) return uform_base_fail_(status);
+
+    /* Where the weights come from, for the checkpoint README. */
+    char recipe[512], datasets[1024] = "", warm_start[512];
+    snprintf(recipe, sizeof(recipe), "objective %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s",
+             uform_objective_name(objective), options.steps, options.rows, mixture.columns,
+             train.learning_rate ? train.learning_rate : config.learning_rate, train.warmup_steps, options.seed,
+             options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "");
+    for (size_t i = 0; i < mixture.sources_count; ++i) {
+        size_t used = strlen(datasets);
+        if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g)", i ? ", " : "", mixture.sources[i].name,
+                     mixture.sources[i].weight) >= (int)(sizeof(datasets) - used))
+            break; /* a long list is cut in the README; the mixture file holds it whole */
+    }
+    if (snprintf(warm_start, sizeof(warm_start), "%s", options.init_from ? source : options.resume ? "(resumed run)" : "none") >=
+        (int)sizeof(warm_start))
+        warm_start[sizeof(warm_start) - 1] = 0;
+    uform_model_describe(model, recipe, datasets, options.resume ? NULL : warm_start);
+
+    struct stat folder;
+    if (stat(options.output, &folder) != 0 && mkdir(options.output, 0755) != 0) {
+        fprintf(stderr, "uform_base: %s: cannot create: %s\n", options.output, strerror(errno));
+        return 1;
+    }
+    char log_path[4200];
+    snprintf(log_path, sizeof(log_path), "%s/log.jsonl", options.output);
+    FILE *log = fopen(log_path, options.resume ? "a" : "w");
+    if (!log) {
+        fprintf(stderr, "uform_base: %s: cannot open: %s\n", log_path, strerror(errno));
+        return 1;
+    }
+    int interactive = !options.quiet && isatty(fileno(stderr));
+    size_t first_step = uform_trainer_steps(trainer), saved_step = first_step;
+    if (!options.quiet)
+        fprintf(stderr, "uform_base: %s, %s objective, steps %zu..%llu, %llu rows x %zu columns, %s\n", config.tier,
+                uform_objective_name(objective), first_step + 1, options.steps, options.rows, mixture.columns, options.output);
+    double start = uform_clock_(), cells_done = 0;
+    uform_losses_t losses = {0};
+    for (size_t step = first_step; step < options.steps; ++step) {
+        uform_batch_t batch;
+        double step_start = uform_clock_();
+        double rate = uform_trainer_learning_rate(trainer);
+        status = uform_batcher_next(batcher, &batch);
+        if (status == uform_ok_k) status = uform_trainer_step(trainer, &batch, &losses);
+        if (status != uform_ok_k) {
+            if (interactive) fputc('\n', stderr);
+            return uform_base_fail_(status);
+        }
+        size_t cells = 0;
+        for (size_t i = 0; i < batch.grid.rows * batch.grid.columns; ++i) cells += batch.grid.segments[i] != -1;
+        cells_done += (double)cells;
+        double now = uform_clock_(), elapsed = now - start, rate_bytes = cells_done / elapsed;
+        fprintf(log, "{\"step\": %zu, \"loss\": %.6f, \"mlm\": %.6f, \"siglip\": %.6f, \"rerank\": %.6f, \"tcr\": %.6f, "
+                     "\"lipschitz\": %.6f, \"learning_rate\": %.6g, \"cells\": %zu, \"seconds\": %.4f, \"bytes_per_s\": %.1f}\n",
+                step + 1, losses.total, losses.mlm, losses.siglip, losses.rerank, losses.tcr, losses.lipschitz, rate, cells,
+                now - step_start, rate_bytes);
+        fflush(log);
+        size_t done = step + 1 - first_step, left = (size_t)options.steps - step - 1;
+        char eta[32];
+        uform_duration_(elapsed / (double)done * (double)left, eta, sizeof(eta));
+        if (interactive)
+            fprintf(stderr, "\rstep %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s   ", step + 1, options.steps,
+                    losses.total, rate, rate_bytes, eta);
+        else if (!options.quiet && (done == 1 || (step + 1) % (options.steps / 10 ? options.steps / 10 : 1) == 0))
+            fprintf(stderr, "step %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s\n", step + 1, options.steps,
+                    losses.total, rate, rate_bytes, eta);
+        if (options.save_every && (step + 1) % options.save_every == 0 && step + 1 < options.steps) {
+            uform_batcher_save(batcher, &batcher_state);
+            char *state = uform_state_json_(&batcher_state, step + 1, &options);
+            status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
+            free(state);
+            if (status != uform_ok_k) return uform_base_fail_(status);
+            saved_step = step + 1;
+        }
+    }
+    if (interactive) fputc('\n', stderr);
+    if (saved_step != (size_t)options.steps || first_step == (size_t)options.steps) {
+        uform_batcher_save(batcher, &batcher_state);
+        char *state = uform_state_json_(&batcher_state, uform_trainer_steps(trainer), &options);
+        status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
+        free(state);
+        if (status != uform_ok_k) return uform_base_fail_(status);
+    }
+    if (!options.quiet)
+        fprintf(stderr, "uform_base: final loss %.4f; checkpoint %s/latest, log %s\n", losses.total, options.output, log_path);
+    fclose(log);
+    uform_batcher_close(batcher);
+    uform_trainer_close(trainer);
+    uform_model_close(model);
+    uform_mixture_close(&mixture);
+    free(command);
+    return 0;
+}
