@@ -233,6 +233,10 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
     UFORM_TRY(uform_reserve_attention_(trainer, longest));
     if (trainer->options.objective == uform_objective_mlm_k) {
         if (!batch->targets) return uform_fail(uform_invalid_argument_k, "%s: masked modelling needs targets", verb);
+        for (size_t cell = 0; cell < batch->grid.rows * batch->grid.columns; ++cell)
+            if (batch->targets[cell] >= 0 && batch->grid.segments[cell] < 0)
+                return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is padding but has target %d", verb, cell,
+                                  batch->targets[cell]);
         size_t scored = 0;
         for (size_t c = 0; c < trainer->active; ++c) {
             int32_t target = batch->targets[trainer->destinations[c]];
@@ -264,7 +268,10 @@ uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t c
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         memset(trainer->tensors[i].gradient, 0, trainer->tensors[i].rows * trainer->tensors[i].columns * sizeof(float));
     memset(losses, 0, sizeof(*losses));
-    return uform_train_pass(trainer, batch, losses);
+    trainer->has_gradients = 0;
+    UFORM_TRY(uform_train_pass(trainer, batch, losses));
+    trainer->has_gradients = 1;
+    return uform_ok_k;
 }
 
 double uform_trainer_learning_rate(uform_trainer_t const *trainer) {
@@ -329,10 +336,13 @@ static void uform_adafactor_(uform_tensor_t *tensor, uform_train_options_t const
 
 uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
     if (!trainer) return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: NULL trainer");
+    if (!trainer->has_gradients)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: no gradients: call uform_trainer_gradients first");
     double rate = uform_trainer_learning_rate(trainer), t = (double)(trainer->steps + 1);
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         uform_adafactor_(&trainer->tensors[i], &trainer->options, rate, t, trainer->update);
     trainer->steps++;
+    trainer->has_gradients = 0; /* one step per gradient */
     trainer->model->stale = 1;
     return uform_ok_k;
 }

@@ -32,6 +32,7 @@ struct uform_trainer_t {
     uform_train_options_t options;
     uform_tensor_t *tensors;
     size_t tensors_count, steps;
+    int has_gradients; /* the last uform_trainer_gradients succeeded and no step has used it yet */
     uform_block_tensors_t *blocks;
     uform_tensor_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *scale, *bias;
 

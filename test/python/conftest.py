@@ -16,6 +16,7 @@ from uform_ctypes import Library  # noqa: E402
 
 BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build"))
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
+TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
 
@@ -74,3 +75,16 @@ def python_model(tmp_path_factory):
 @pytest.fixture(scope="session", params=["init_model", "python_model"])
 def any_model(request):
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session", params=TRAIN_PLANTS)
+def train_plant(request):
+    return request.param, Library(built(f"libuform_plant_{request.param}.so"))
+
+
+@pytest.fixture(scope="session")
+def train_checkpoints(library, tmp_path_factory):
+    """The training suites' small checkpoints (train_contract.CHECKPOINTS), by key."""
+    import train_contract
+    return {key: str(train_contract.make_checkpoint(library, tmp_path_factory.mktemp(f"train_{key}"), key))
+            for key in train_contract.CHECKPOINTS}

@@ -1,6 +1,7 @@
 # uform_ctypes.py: a small ctypes wrapper over the public C ABI (include/uform/*.h) for tests.
 # One `Library` per shared object, so the real library and each planted control can be loaded
-# side by side; every non-zero status raises `UFormError` carrying uform_last_error().
+# side by side; every non-zero status raises `UFormError` carrying uform_last_error(). The
+# train.h calls (TrainOptions, TrainBatch, TrainerHandle) load only where the library has them.
 
 import ctypes
 from dataclasses import dataclass
@@ -12,6 +13,16 @@ MAX_EMBEDDING_WIDTHS = 8
 
 PRECISION_BF16 = 0
 PRECISION_F32 = 1
+
+# train.h
+OBJECTIVE_MLM = 0
+OBJECTIVE_CONTRASTIVE = 1
+OBJECTIVE_RERANK = 2
+SLOT_PARAMETER = 0
+SLOT_GRADIENT = 1
+SLOT_FIRST_MOMENT = 2
+SLOT_ROW_MOMENT = 3  # R for matrices, the unfactored V for vectors
+SLOT_COLUMN_MOMENT = 4  # C, matrices only
 
 STATUS_NAMES = {
     0: "ok",
@@ -74,6 +85,49 @@ class OutputsStruct(ctypes.Structure):
         ("logits", ctypes.POINTER(ctypes.c_float)),
         ("segments", ctypes.c_size_t),
     ]
+
+
+class TrainOptions(ctypes.Structure):
+    _fields_ = [
+        ("objective", ctypes.c_int),
+        ("learning_rate", ctypes.c_double),
+        ("warmup_steps", ctypes.c_size_t),
+        ("total_steps", ctypes.c_size_t),
+        ("beta1", ctypes.c_double),
+        ("beta2", ctypes.c_double),
+        ("clip", ctypes.c_double),
+        ("weight_decay", ctypes.c_double),
+        ("tcr_lambda", ctypes.c_double),
+        ("lipschitz_lambda", ctypes.c_double),
+        ("lipschitz_iterations", ctypes.c_size_t),
+    ]
+
+
+class BatchStruct(ctypes.Structure):
+    _fields_ = [
+        ("grid", Grid),
+        ("targets", ctypes.POINTER(ctypes.c_int32)),
+        ("anchors", ctypes.POINTER(ctypes.c_uint32)),
+        ("anchors_count", ctypes.c_size_t),
+        ("candidates", ctypes.POINTER(ctypes.c_uint32)),
+        ("candidates_count", ctypes.c_size_t),
+        ("labels", ctypes.POINTER(ctypes.c_uint8)),
+    ]
+
+
+class LossesStruct(ctypes.Structure):
+    _fields_ = [
+        ("total", ctypes.c_double),
+        ("mlm", ctypes.c_double),
+        ("siglip", ctypes.c_double),
+        ("rerank", ctypes.c_double),
+        ("tcr", ctypes.c_double),
+        ("lipschitz", ctypes.c_double),
+        ("scored", ctypes.c_size_t),
+    ]
+
+    def as_dict(self):
+        return {name: getattr(self, name) for name, _ in self._fields_}
 
 
 def _pointer(array, ctype):
@@ -145,6 +199,32 @@ class Library:
         self.dll.uform_model_has_head.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
         self.dll.uform_config_parameters.restype = ctypes.c_size_t
         self.dll.uform_config_parameters.argtypes = [ctypes.POINTER(Config)]
+        # train.h: registered only where the shared object has it, so older builds still load.
+        self.has_trainer = hasattr(self.dll, "uform_trainer_create")
+        if self.has_trainer:
+            trainer_functions = {
+                "uform_trainer_create": [ctypes.c_void_p, ctypes.POINTER(TrainOptions), ctypes.c_size_t,
+                                         ctypes.POINTER(ctypes.c_void_p)],
+                "uform_trainer_gradients": [ctypes.c_void_p, ctypes.POINTER(BatchStruct), ctypes.POINTER(LossesStruct)],
+                "uform_trainer_apply": [ctypes.c_void_p],
+                "uform_trainer_step": [ctypes.c_void_p, ctypes.POINTER(BatchStruct), ctypes.POINTER(LossesStruct)],
+                "uform_trainer_read": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(ctypes.c_float),
+                                       ctypes.c_size_t],
+                "uform_trainer_save_state": [ctypes.c_void_p, ctypes.c_char_p],
+                "uform_trainer_load_state": [ctypes.c_void_p, ctypes.c_char_p],
+            }
+            for name, arguments in trainer_functions.items():
+                function = getattr(self.dll, name)
+                function.argtypes = arguments
+                function.restype = ctypes.c_int
+            self.dll.uform_train_options_default.restype = None
+            self.dll.uform_train_options_default.argtypes = [ctypes.POINTER(TrainOptions)]
+            self.dll.uform_trainer_close.restype = None
+            self.dll.uform_trainer_close.argtypes = [ctypes.c_void_p]
+            self.dll.uform_trainer_steps.restype = ctypes.c_size_t
+            self.dll.uform_trainer_steps.argtypes = [ctypes.c_void_p]
+            self.dll.uform_trainer_learning_rate.restype = ctypes.c_double
+            self.dll.uform_trainer_learning_rate.argtypes = [ctypes.c_void_p]
 
     def last_error(self):
         return self.dll.uform_last_error().decode("utf-8", "replace")
@@ -176,6 +256,18 @@ class Library:
         handle = ctypes.c_void_p()
         self.call("uform_model_open", str(directory).encode(), ctypes.byref(handle))
         return ModelHandle(self, handle)
+
+    def train_options(self, **fields):
+        """uform_train_options_default, then the given fields (objective=..., warmup_steps=...)."""
+        if not self.has_trainer:
+            raise AttributeError(f"{self.path} has no uform_trainer_* symbols (the trainer is not built)")
+        options = TrainOptions()
+        self.dll.uform_train_options_default(ctypes.byref(options))
+        for name, value in fields.items():
+            if name not in dict(TrainOptions._fields_):
+                raise KeyError(name)
+            setattr(options, name, value)
+        return options
 
 
 class ModelHandle:
@@ -252,6 +344,12 @@ class ModelHandle:
         self._call("uform_mlm_logits", _pointer(ids, ctypes.c_uint16), len(ids), _pointer(logits, ctypes.c_float))
         return logits
 
+    def trainer(self, options, cells):
+        """uform_trainer_create over this model for batches of up to `cells` cells."""
+        handle = ctypes.c_void_p()
+        self._call("uform_trainer_create", ctypes.byref(options), cells, ctypes.byref(handle))
+        return TrainerHandle(self, handle)
+
     def forward(self, kinds, values, segments, positions, heads=("hidden", "pooled", "colbert", "logits"),
                 fill=np.nan, pooled_capacity=None):
         """uform_forward over a grid; outputs are prefilled with `fill` so untouched cells show."""
@@ -276,3 +374,104 @@ class ModelHandle:
         self._call("uform_forward", ctypes.byref(grid), ctypes.byref(outputs))
         pooled = buffers["pooled"][: outputs.segments] if buffers["pooled"] is not None else None
         return ForwardOutputs(buffers["hidden"], pooled, buffers["colbert"], buffers["logits"], outputs.segments)
+
+
+# ---------------------------------------------------------------------------------------------
+# train.h
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TrainBatch:
+    """A uform_batch_t in NumPy: the grid [rows, columns] (positions [rows, columns, 3]), MLM
+    `targets` [rows, columns] (-1 where not scored), and for the pair objectives `anchors`,
+    `candidates` (segment indices) and `labels` [anchors, candidates] (1 for a positive)."""
+    kinds: np.ndarray
+    values: np.ndarray
+    segments: np.ndarray
+    positions: np.ndarray
+    targets: np.ndarray = None
+    anchors: np.ndarray = None
+    candidates: np.ndarray = None
+    labels: np.ndarray = None
+
+    @property
+    def cells(self):
+        return int(np.asarray(self.kinds).size)
+
+    def struct(self):
+        """(BatchStruct, buffers): the buffers must stay alive while the struct is used."""
+        kinds = np.ascontiguousarray(self.kinds, dtype=np.uint8)
+        values = np.ascontiguousarray(self.values, dtype=np.uint32)
+        segments = np.ascontiguousarray(self.segments, dtype=np.int32)
+        positions = np.ascontiguousarray(self.positions, dtype=np.int32)
+        rows, columns = kinds.shape
+        targets = None if self.targets is None else np.ascontiguousarray(self.targets, dtype=np.int32)
+        anchors = None if self.anchors is None else np.ascontiguousarray(self.anchors, dtype=np.uint32)
+        candidates = None if self.candidates is None else np.ascontiguousarray(self.candidates, dtype=np.uint32)
+        labels = None if self.labels is None else np.ascontiguousarray(self.labels, dtype=np.uint8)
+        grid = Grid(rows, columns, _pointer(kinds, ctypes.c_uint8), _pointer(values, ctypes.c_uint32),
+                    _pointer(segments, ctypes.c_int32), _pointer(positions, ctypes.c_int32))
+        batch = BatchStruct(grid, _pointer(targets, ctypes.c_int32),
+                            _pointer(anchors, ctypes.c_uint32), 0 if anchors is None else anchors.size,
+                            _pointer(candidates, ctypes.c_uint32), 0 if candidates is None else candidates.size,
+                            _pointer(labels, ctypes.c_uint8))
+        return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels)
+
+
+class TrainerHandle:
+    """An open uform_trainer_t; close() frees it (also on leaving a `with` block). The model it
+    trains must stay open longer."""
+
+    def __init__(self, model, handle):
+        self.model = model
+        self.library = model.library
+        self.handle = handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exception):
+        self.close()
+
+    def close(self):
+        if self.handle:
+            self.library.dll.uform_trainer_close(self.handle)
+            self.handle = None
+
+    def _call(self, name, *arguments):
+        return self.library.call(name, self.handle, *arguments)
+
+    def gradients(self, batch):
+        """uform_trainer_gradients: the losses as a dict (total, mlm, siglip, rerank, tcr, lipschitz, scored)."""
+        struct, buffers = batch.struct()
+        losses = LossesStruct()
+        self._call("uform_trainer_gradients", ctypes.byref(struct), ctypes.byref(losses))
+        return losses.as_dict()
+
+    def apply(self):
+        self._call("uform_trainer_apply")
+
+    def step(self, batch):
+        struct, buffers = batch.struct()
+        losses = LossesStruct()
+        self._call("uform_trainer_step", ctypes.byref(struct), ctypes.byref(losses))
+        return losses.as_dict()
+
+    def steps(self):
+        return int(self.library.dll.uform_trainer_steps(self.handle))
+
+    def learning_rate(self):
+        return float(self.library.dll.uform_trainer_learning_rate(self.handle))
+
+    def read(self, name, slot, count):
+        """uform_trainer_read: `count` floats of one tensor's slot."""
+        values = np.zeros(max(count, 1), dtype=np.float32)
+        self._call("uform_trainer_read", name.encode(), slot, _pointer(values, ctypes.c_float), count)
+        return values[:count]
+
+    def save_state(self, path):
+        self._call("uform_trainer_save_state", str(path).encode())
+
+    def load_state(self, path):
+        self._call("uform_trainer_load_state", str(path).encode())
