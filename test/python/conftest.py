@@ -88,3 +88,10 @@ def train_checkpoints(library, tmp_path_factory):
     import train_contract
     return {key: str(train_contract.make_checkpoint(library, tmp_path_factory.mktemp(f"train_{key}"), key))
             for key in train_contract.CHECKPOINTS}
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    for tool in ("uform_base", "uform_eval"):
+        built(tool)
+    return BUILD

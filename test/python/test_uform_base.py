@@ -1,0 +1,131 @@
+# test_uform_base.py: the trainer command end to end on a tiny corpus written here: exact resume
+# (N steps straight equal N/2, a resume and N/2 more, bit for bit), a kill during saving leaves the
+# latest checkpoint whole and resumable, warm starts keep shared weights and renew the head, bad
+# mixtures and malformed JSONL lines are refused naming file and line, and uform_eval reports.
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+
+
+def tensors(path):
+    """Raw bytes of every tensor of a SafeTensors file, by name."""
+    data = open(path, "rb").read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    header.pop("__metadata__", None)
+    return {name: data[8 + size + entry["data_offsets"][0] : 8 + size + entry["data_offsets"][1]] for name, entry in header.items()}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("corpus")
+    rng = random.Random(5)
+    words = ["open", "file", "save", "print", "window", "help", "quit", "edit", "view", "copy", "paste", "cut"]
+    with open(folder / "pairs.jsonl", "w") as pairs, open(folder / "text.jsonl", "w") as text:
+        for index in range(300):
+            phrase = " ".join(rng.choice(words) for _ in range(rng.randint(1, 4)))
+            pairs.write(json.dumps({"query": phrase, "positives": [phrase.upper()[::-1]]}) + "\n")
+            text.write(json.dumps({"text": f"{phrase} number {index}"}) + "\n")
+    for objective, source in (("contrastive", "pairs.jsonl"), ("mlm", "text.jsonl"), ("rerank", "pairs.jsonl")):
+        mixture = {"objective": objective, "columns": 64, "sources": [{"path": source, "weight": 1.0}]}
+        (folder / f"{objective}.json").write_text(json.dumps(mixture))
+    return folder
+
+
+def train(build, *arguments, check=True):
+    run = subprocess.run([str(build / "uform_base"), "--quiet", *map(str, arguments)], capture_output=True, text=True,
+                         timeout=300)
+    if check:
+        assert run.returncode == 0, run.stderr
+    return run
+
+
+def common(corpus, objective="contrastive"):
+    return ["--mixture", corpus / f"{objective}.json", "--tier", "64x2", "--rows", "2", "--learning-rate", "3e-3",
+            "--seed", "4", "--threads", "2"]
+
+
+def test_resume_is_bit_exact(build_dir, corpus, tmp_path):
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    train(build_dir, *common(corpus), "--steps", "8", "--output", straight)
+    train(build_dir, *common(corpus), "--steps", "8", "--save-every", "4", "--output", halves)
+    # Start over from the step-4 checkpoint, as a run killed after it would.
+    os.remove(halves / "latest")
+    os.symlink("step-00000004", halves / "latest")
+    train(build_dir, *common(corpus), "--steps", "8", "--resume", halves, "--output", halves)
+    a, b = tensors(straight / "latest" / "model.safetensors"), tensors(halves / "latest" / "model.safetensors")
+    assert a.keys() == b.keys()
+    assert all(a[name] == b[name] for name in a), [name for name in a if a[name] != b[name]]
+    assert tensors(straight / "latest" / "optimizer.safetensors") == tensors(halves / "latest" / "optimizer.safetensors")
+
+
+def test_kill_during_save_leaves_a_whole_checkpoint(build_dir, cli, corpus, tmp_path):
+    # A wider model makes each save take long enough for kills to land inside it.
+    output = tmp_path / "run"
+    arguments = ["--mixture", corpus / "mlm.json", "--tier", "256x2", "--rows", "1", "--steps", "1000", "--save-every", "1",
+                 "--seed", "1", "--output", output]
+    rng = random.Random(9)
+    for attempt in range(4):
+        process = subprocess.Popen([str(build_dir / "uform_base"), "--quiet", *map(str, arguments),
+                                    *(["--resume", output] if (output / "latest").exists() else [])],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(0.8 + rng.random() * 1.5)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert (output / "latest").exists(), "no checkpoint was completed before the kill"
+        info = subprocess.run([str(cli), "info", "--model", output / "latest"], capture_output=True, text=True)
+        assert info.returncode == 0, info.stderr
+    # And the run resumes from whatever `latest` holds.
+    resumed = subprocess.run([str(build_dir / "uform_base"), "--quiet", *map(str, arguments[:-4]), "--steps",
+                              str(json.load(open(output / "latest" / "trainer.json"))["step"] + 1), "--save-every", "1",
+                              "--seed", "1", "--output", output, "--resume", output], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+
+
+def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
+    base, reranker, fresh = tmp_path / "base", tmp_path / "reranker", tmp_path / "fresh"
+    train(build_dir, *common(corpus, "mlm"), "--steps", "3", "--output", base)
+    # Learning rate 0: the one step changes nothing, so the checkpoint shows the warm start itself.
+    train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--learning-rate", "0", "--seed", "7",
+          "--init-from", base, "--output", reranker)
+    subprocess.run([str(cli), "init", "--tier", "64x2", "--seed", "7", "--output", fresh], check=True, capture_output=True)
+    a, b = tensors(base / "latest" / "model.safetensors"), tensors(reranker / "latest" / "model.safetensors")
+    c = tensors(fresh / "model.safetensors")
+    assert a["blocks.0.qkv"] == b["blocks.0.qkv"] and a["embed.bytes"] == b["embed.bytes"] and a["mlm.head"] == b["mlm.head"]
+    assert b["rerank.proj"] == c["rerank.proj"], "the reranker's head is not a fresh initialization for its seed"
+    assert a["rerank.proj"] != b["rerank.proj"]
+    readme = (reranker / "latest" / "README.md").read_text()
+    assert str(base) in readme and "rerank" in readme
+
+
+def test_bad_mixture_and_malformed_lines(build_dir, corpus, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"objective": "contrastive", "sources": [{"path": "missing.jsonl", "weight": 1}]}))
+    run = train(build_dir, "--mixture", bad, "--output", tmp_path / "x", check=False)
+    assert run.returncode != 0 and "missing.jsonl" in run.stderr
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"query": "a", "positives": ["b"]}\n{"query": "c", "positives": \n')
+    (tmp_path / "broken.json").write_text(json.dumps({"objective": "contrastive", "sources": [{"path": "broken.jsonl", "weight": 1}]}))
+    run = train(build_dir, "--mixture", tmp_path / "broken.json", "--output", tmp_path / "y", check=False)
+    assert run.returncode != 0 and "broken.jsonl:2" in run.stderr, run.stderr
+    run = train(build_dir, "--mixture", corpus / "mlm.json", "--output", tmp_path / "z", "--objective", "nonsense", check=False)
+    assert run.returncode != 0 and "nonsense" in run.stderr
+
+
+def test_eval_reports_recall(build_dir, corpus, tmp_path):
+    train(build_dir, *common(corpus), "--steps", "2", "--output", tmp_path / "run")
+    report = tmp_path / "eval.json"
+    run = subprocess.run([str(build_dir / "uform_eval"), tmp_path / "run", "--pairs", corpus / "pairs.jsonl", "--limit", "50",
+                          "--quiet", "--json", report], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.load(open(report))
+    assert result["count"] == 50 and abs(result["chance"]["recall@1"] - 1 / 50) < 1e-9
+    for row in result["widths"]:
+        assert 0 <= row["recall@1"] <= row["recall@5"] <= row["recall@10"] <= 1
