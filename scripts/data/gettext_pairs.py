@@ -89,8 +89,9 @@ def read_mo(path):
 # Cleaning: placeholders go first (their % and { would confuse the rest), then markup, then
 # accelerators, then whitespace and what the placeholders leave behind.
 PERCENT = "\x00"  # stands for a literal "%%" while the placeholders are removed
+GAP = "\x01"  # marks where a placeholder was, so only the spaces it leaves are tidied
 PRINTF = re.compile(r"%(?:\d+\$)?[-+ #0']*(?:\*(?:\d+\$)?|\d+)?(?:\.(?:\*(?:\d+\$)?|\d+))?"
-                    r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?(?:p[A-Za-z]|[diouxXeEfFgGaAcCsSpn])")
+                    r"(?:hh|h|ll|l|L|q|j|z|Z|t|I64|I32)?(?:p[A-Za-z]|[diouxXeEfFgGaAcCsSpnm])")
 PRINTF_MACRO = re.compile(r"%<PRI[a-zA-Z0-9]+>|%\"\s*PRI[a-zA-Z0-9]+\s*\"")
 PYTHON_NAMED = re.compile(r"%\([A-Za-z_][A-Za-z0-9_]*\)[-+ #0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]")
 BRACES = re.compile(r"\{[A-Za-z0-9_.\[\]]*(?:![rsa])?(?::[^{}]*)?\}")
@@ -99,26 +100,22 @@ SHELL_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 # Markup only: "<path>" in a usage line is a metavariable, translated like words, so it stays.
 TAG = re.compile(r"</?(?:a|b|i|u|s|tt|big|small|sub|sup|span|br|p|em|strong|code|kbd|var|markup|link|"
                  r"ul|ol|li|quote|emphasis|literal|filename|command|option|replaceable|guilabel|"
-                 r"application|cmd|file|key|output|input|gui|sys|app|em)(?:\s+[^<>]*)?/?>", re.IGNORECASE)
+                 r"application|cmd|file|key|output|input|gui|sys|app)(?:\s+[^<>]*)?/?>", re.IGNORECASE)
 CJK_ACCELERATOR = re.compile(r"\s*[(（][_&~]?[A-Za-z0-9][)）]")
 UNDERSCORE_ACCELERATOR = re.compile(r"_(?=[^\W_])")
 AMPERSAND_ACCELERATOR = re.compile(r"&(?=[^\W_])")
-EMPTY_QUOTES = re.compile(r"'\s*'|\"\s*\"|`\s*'|«\s*»|“\s*”|‘\s*’|„\s*“|「\s*」|『\s*』|\(\s*\)|\[\s*\]")
-LEADING_PUNCTUATION = re.compile(r"^[\s:;,.：，、；]+")
-SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+([,.])")  # French keeps its space before : ! ?
-SPACE = re.compile(r"\s+")
+EMPTY_QUOTES = re.compile(r"(?:'|\"|`|«|“|‘|„|「|『|\(|\[)[\s\x01]*\x01[\s\x01]*(?:'|\"|»|”|’|“|」|』|\)|\])")
+GAP_BEFORE_PUNCTUATION = re.compile(r"[\s\x01]*\x01[\s\x01]*(?=[,.:;!?)\]])")
+LEADING_GAP = re.compile(r"^[\s\x01]*\x01[\s\x01:;,.：，、；]*")
+SPACE = re.compile(r"[\s\x01]+")
 
 
 def clean(text, other=""):
     """`text` cleaned; `other` is the other side of the pair, where an identifier such as
     "new_value" appears verbatim and so is code, not an accelerator."""
-    text = text.replace(PERCENT, "").replace("%%", PERCENT)
-    text = PRINTF_MACRO.sub(" ", text)
-    text = PYTHON_NAMED.sub(" ", text)
-    text = PRINTF.sub(" ", text)
-    text = BRACES.sub(" ", text)
-    text = QT_NUMBERED.sub(" ", text)
-    text = SHELL_VARIABLE.sub(" ", text)
+    text = text.replace(PERCENT, "").replace(GAP, "").replace("%%", PERCENT)
+    for pattern in (PRINTF_MACRO, PYTHON_NAMED, PRINTF, BRACES, QT_NUMBERED, SHELL_VARIABLE):
+        text = pattern.sub(GAP, text)
     text = text.replace(PERCENT, "%")
     text = TAG.sub("", text)
     text = CJK_ACCELERATOR.sub("", text)
@@ -126,15 +123,14 @@ def clean(text, other=""):
     # other side; more than one is more likely snake_case or prose, which stays.
     for mark, pattern in (("_", UNDERSCORE_ACCELERATOR), ("&", AMPERSAND_ACCELERATOR)):
         if text.count(mark) == 1 and not re.search(r"&[#A-Za-z0-9]+;", text):
-            word = next(word for word in text.split() if mark in word)
+            word = re.search(r"\w*" + re.escape(mark) + r"\w*", text).group()
             if word not in other:
                 text = pattern.sub("", text)
     text = text.replace("&&", "&")
     text = html.unescape(text)
-    text = SPACE.sub(" ", text)
-    text = EMPTY_QUOTES.sub("", text)
-    text = LEADING_PUNCTUATION.sub("", text)
-    text = SPACE_BEFORE_PUNCTUATION.sub(r"\1", text)
+    text = EMPTY_QUOTES.sub(GAP, text)
+    text = LEADING_GAP.sub("", text)
+    text = GAP_BEFORE_PUNCTUATION.sub("", text)
     return SPACE.sub(" ", text).strip()
 
 

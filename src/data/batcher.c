@@ -425,9 +425,8 @@ static uform_status_t uform_load_source_(uform_batcher_t *batcher, uform_mixture
     for (size_t r = 0; r < corpus->records_count; ++r) {
         uform_record_t const *record = &corpus->records[r];
         if ((record->kind == uform_record_pair_k) != pairs)
-            return uform_fail(uform_format_k, "%s:%zu: a %s record in a source of a %s mixture, which reads %s records",
-                              source->path, record->line, pairs ? "text" : "pair",
-                              uform_objective_name(batcher->objective),
+            return uform_fail(uform_format_k, "%s:%zu: a %s record, but an %s mixture reads %s records", source->path,
+                              record->line, pairs ? "text" : "pair", uform_objective_name(batcher->objective),
                               pairs ? "{\"query\", \"positives\"}" : "{\"text\"}");
         size_t texts = uform_record_texts_(corpus, record, 0, NULL);
         if (texts > batcher->columns)

@@ -42,7 +42,7 @@ static int uform_reserve_slices_(uform_corpus_t *corpus, size_t *capacity, size_
 
 /* Parses one non-blank line into a record, or writes why it is malformed into `problem`.
  * On failure the corpus's counts are left as they were. */
-static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line, size_t length,
+static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line, size_t length, size_t number,
                                         size_t *slices_capacity, char *problem, size_t problem_capacity) {
     json_error_t error;
     json_t *root = json_loadb(line, length, JSON_ALLOW_NUL | JSON_REJECT_DUPLICATES, &error);
@@ -51,7 +51,7 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
         return uform_format_k;
     }
     size_t bytes_before = corpus->bytes_count, slices_before = corpus->slices_count;
-    uform_record_t record = {0};
+    uform_record_t record = {.line = number};
     json_t const *text = json_object_get(root, "text"), *query = json_object_get(root, "query");
     json_t const *positives = json_object_get(root, "positives"), *negatives = json_object_get(root, "negatives");
     uform_status_t status = uform_format_k;
@@ -146,7 +146,7 @@ uform_status_t uform_jsonl_parse(char const *path, char const *text, size_t leng
         corpus->lines = line;
         if (uform_is_blank_(start, line_length)) continue;
         uform_status_t status =
-            uform_parse_line_(corpus, start, line_length, &slices_capacity, problem, sizeof(problem));
+            uform_parse_line_(corpus, start, line_length, line, &slices_capacity, problem, sizeof(problem));
         if (status == uform_ok_k) continue;
         if (status != uform_format_k || !skip) {
             if (status == uform_format_k) uform_fail(status, "%s:%zu: %s", path, line, problem);

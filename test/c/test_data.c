@@ -1,0 +1,799 @@
+/*  test_data.c: the data layer against facts that can be checked exactly or bounded in advance:
+ *  JSONL parsing (escapes, \u0000, malformed lines), mixture validation, batch determinism and
+ *  resume, packing invariants and fill, masking ratio and span lengths, pair labels. Prints
+ *  "N passed, M failed" and exits non-zero on any failure.
+ *
+ *  Build and run from the repository root (no model, no BLAS):
+ *    gcc -std=c11 -O2 -Wall -Wextra -Wshadow -Wstrict-prototypes -Wno-unused-parameter \
+ *        -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc test/c/test_data.c src/data/jsonl.c \
+ *        src/data/mixture.c src/data/batcher.c src/core/status.c src/core/arena.c \
+ *        -ljansson -lm -o build-data/test_data && ./build-data/test_data
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/numeric.h"
+#include "data/batcher.h"
+#include "data/jsonl.h"
+#include "data/mixture.h"
+
+static int passed_, failed_;
+
+#define CHECK(condition)                                                                                              \
+    do {                                                                                                              \
+        if (condition) passed_++;                                                                                     \
+        else {                                                                                                        \
+            failed_++;                                                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #condition);                             \
+        }                                                                                                             \
+    } while (0)
+
+/* A failure with an expected status whose message contains every given fragment. */
+static int fails_with(uform_status_t status, uform_status_t expected, char const *first, char const *second) {
+    char const *message = uform_last_error();
+    int ok = status == expected && strstr(message, first) && (!second || strstr(message, second));
+    if (!ok) fprintf(stderr, "  got status %d, message \"%s\"; wanted %d with '%s'%s%s\n", status, message, expected,
+                     first, second ? " and " : "", second ? second : "");
+    return ok;
+}
+
+static char folder_[256];
+
+static char const *path_in(char const *name) {
+    static char paths[8][512];
+    static int next;
+    char *path = paths[next++ % 8];
+    snprintf(path, 512, "%s/%s", folder_, name);
+    return path;
+}
+
+static void write_file(char const *name, char const *text, size_t length) {
+    FILE *file = fopen(path_in(name), "wb");
+    if (!file || fwrite(text, 1, length, file) != length) {
+        fprintf(stderr, "cannot write %s\n", path_in(name));
+        exit(2);
+    }
+    fclose(file);
+}
+
+static void write_text(char const *name, char const *text) { write_file(name, text, strlen(text)); }
+
+/* A growing string for building files. */
+typedef struct {
+    char *data;
+    size_t length, capacity;
+} buffer_t;
+
+static void append(buffer_t *buffer, char const *format, ...) {
+    va_list args;
+    for (;;) {
+        va_start(args, format);
+        int needed = vsnprintf(buffer->data ? buffer->data + buffer->length : NULL,
+                               buffer->data ? buffer->capacity - buffer->length : 0, format, args);
+        va_end(args);
+        if (buffer->data && buffer->length + (size_t)needed < buffer->capacity) {
+            buffer->length += (size_t)needed;
+            return;
+        }
+        buffer->capacity = (buffer->capacity + (size_t)needed + 1) * 2;
+        buffer->data = realloc(buffer->data, buffer->capacity);
+    }
+}
+
+/* Appends `bytes` (7-bit) as a JSON string body, escaping what JSON requires. */
+static void append_json_bytes(buffer_t *buffer, uint8_t const *bytes, size_t length) {
+    for (size_t i = 0; i < length; ++i) {
+        if (bytes[i] == '"' || bytes[i] == '\\') append(buffer, "\\%c", bytes[i]);
+        else if (bytes[i] < 0x20) append(buffer, "\\u%04x", bytes[i]);
+        else append(buffer, "%c", bytes[i]);
+    }
+}
+
+/* --- JSONL ------------------------------------------------------------------------------------ */
+
+static void test_jsonl_records(void) {
+    char const *text =
+        "{\"text\": \"a\\\"b\\\\c\\n\\u00e9\\u0000z\", \"lang\": \"xx\"}\n"
+        "\n"
+        "   \r\n"
+        "{\"query\": \"q\", \"positives\": [\"p1\", \"p2\\ud83d\\ude00\"], \"negatives\": [\"n1\"], \"id\": 7}\r\n"
+        "{\"query\": \"only\", \"positives\": [\"one\"]}";
+    write_text("records.jsonl", text);
+    uform_corpus_t corpus;
+    CHECK(uform_jsonl_read(path_in("records.jsonl"), NULL, &corpus) == uform_ok_k);
+    CHECK(corpus.records_count == 3 && corpus.text_records == 1 && corpus.pair_records == 2);
+    CHECK(corpus.lines == 5 && corpus.skipped == 0);
+    uform_record_t const *record = &corpus.records[0];
+    uint8_t const expected[] = {'a', '"', 'b', '\\', 'c', '\n', 0xc3, 0xa9, 0x00, 'z'};
+    CHECK(record->kind == uform_record_text_k && record->line == 1);
+    CHECK(record->text.length == sizeof(expected) &&
+          !memcmp(uform_corpus_data(&corpus, record->text), expected, sizeof(expected)));
+    record = &corpus.records[1];
+    CHECK(record->kind == uform_record_pair_k && record->line == 4);
+    CHECK(record->positives_count == 2 && record->negatives_count == 1);
+    uform_slice_t positive = corpus.slices[record->first_candidate + 1];
+    CHECK(positive.length == 6 && !memcmp(uform_corpus_data(&corpus, positive), "p2\xf0\x9f\x98\x80", 6));
+    uform_slice_t negative = corpus.slices[record->first_candidate + 2];
+    CHECK(negative.length == 2 && !memcmp(uform_corpus_data(&corpus, negative), "n1", 2));
+    record = &corpus.records[2];
+    CHECK(record->line == 5 && record->negatives_count == 0 && record->positives_count == 1);
+    CHECK(record->text.length == 4 && !memcmp(uform_corpus_data(&corpus, record->text), "only", 4));
+    CHECK(corpus.bytes_count <= strlen(text));
+    uform_corpus_close(&corpus);
+
+    /* A byte order mark is dropped; a file of blank lines holds no records and is not an error here. */
+    CHECK(uform_jsonl_parse("bom.jsonl", "\xef\xbb\xbf{\"text\": \"x\"}\n", 17, NULL, &corpus) == uform_ok_k);
+    CHECK(corpus.records_count == 1);
+    uform_corpus_close(&corpus);
+    CHECK(uform_jsonl_parse("blank.jsonl", "\n \n\t\n", 5, NULL, &corpus) == uform_ok_k && !corpus.records_count);
+    uform_corpus_close(&corpus);
+}
+
+static void test_jsonl_malformed(void) {
+    static char const *const cases[][2] = {
+        {"{\"text\": \"ok\"}\n{\"text\": \"unterminated}\n", "not JSON"},
+        {"{\"text\": \"ok\"}\n[1, 2]\n", "must be a JSON object"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"\"}\n", "'text' must be a non-empty string"},
+        {"{\"text\": \"ok\"}\n{\"text\": 5}\n", "'text' must be a non-empty string"},
+        {"{\"text\": \"ok\"}\n{\"query\": \"q\", \"positives\": []}\n", "'positives' must be an array of at least one"},
+        {"{\"text\": \"ok\"}\n{\"query\": \"q\"}\n", "'positives' must be an array"},
+        {"{\"text\": \"ok\"}\n{\"query\": \"q\", \"positives\": [\"p\", 3]}\n", "positive 1 must be a non-empty string"},
+        {"{\"text\": \"ok\"}\n{\"query\": \"q\", \"positives\": [\"p\"], \"negatives\": \"n\"}\n", "'negatives' must be an array"},
+        {"{\"text\": \"ok\"}\n{\"query\": \"q\", \"positives\": [\"p\"], \"negatives\": [\"\"]}\n", "negative 0 must be"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"t\", \"query\": \"q\"}\n", "one or the other"},
+        {"{\"text\": \"ok\"}\n{\"lang\": \"de\"}\n", "needs 'text'"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\", \"text\": \"b\"}\n", "not JSON"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"a\"} trailing\n", "not JSON"},
+        {"{\"text\": \"ok\"}\n{\"text\": \"\\ud800\"}\n", "not JSON"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        write_text("bad.jsonl", cases[i][0]);
+        uform_corpus_t corpus;
+        uform_status_t status = uform_jsonl_read(path_in("bad.jsonl"), NULL, &corpus);
+        char location[600];
+        snprintf(location, sizeof(location), "%s:2: ", path_in("bad.jsonl"));
+        if (!fails_with(status, uform_format_k, location, cases[i][1])) fprintf(stderr, "  (case %zu)\n", i);
+        CHECK(status == uform_format_k && strstr(uform_last_error(), location) && strstr(uform_last_error(), cases[i][1]));
+        CHECK(corpus.records == NULL && corpus.records_count == 0);
+    }
+    /* Skip mode: malformed lines are counted, the good ones kept, the first problem remembered. */
+    char const *mixed = "{\"text\": \"one\"}\nnot json\n{\"text\": \"two\"}\n\n{\"query\": \"q\"}\n{\"text\": \"three\"}\n";
+    write_text("mixed.jsonl", mixed);
+    uform_corpus_t corpus;
+    uform_jsonl_options_t skip = {.skip_malformed = 1};
+    CHECK(uform_jsonl_read(path_in("mixed.jsonl"), &skip, &corpus) == uform_ok_k);
+    CHECK(corpus.records_count == 3 && corpus.skipped == 2 && corpus.first_skipped_line == 2);
+    CHECK(strstr(corpus.first_problem, "not JSON") != NULL);
+    CHECK(corpus.records[2].line == 6 && corpus.records[2].text.length == 5);
+    CHECK(!memcmp(uform_corpus_data(&corpus, corpus.records[2].text), "three", 5));
+    uform_corpus_close(&corpus);
+    CHECK(fails_with(uform_jsonl_read(path_in("mixed.jsonl"), NULL, &corpus), uform_format_k, "mixed.jsonl:2:", "not JSON"));
+    CHECK(fails_with(uform_jsonl_read(path_in("missing.jsonl"), NULL, &corpus), uform_io_k, "missing.jsonl", "cannot open"));
+}
+
+/* --- mixtures --------------------------------------------------------------------------------- */
+
+static void test_mixture(void) {
+    write_text("texts.jsonl", "{\"text\": \"hello\"}\n");
+    write_text("mixture.json", "{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"weight\": 2},"
+                               " {\"path\": \"texts.jsonl\", \"name\": \"again\", \"skip_malformed\": true}]}");
+    uform_mixture_t mixture;
+    CHECK(uform_mixture_read(path_in("mixture.json"), &mixture) == uform_ok_k);
+    CHECK(mixture.objective == uform_objective_mlm_k && mixture.columns == 4096);
+    CHECK(mixture.mask_ratio == 0.15 && mixture.mean_span == 8.0 && mixture.sources_count == 2);
+    CHECK(!strcmp(mixture.sources[0].path, path_in("texts.jsonl")) && mixture.sources[0].weight == 2.0);
+    CHECK(!strcmp(mixture.sources[0].name, "texts.jsonl") && !strcmp(mixture.sources[1].name, "again"));
+    CHECK(mixture.sources[1].weight == 1.0 && mixture.sources[1].skip_malformed && !mixture.sources[0].skip_malformed);
+    uform_mixture_close(&mixture);
+
+    static char const *const cases[][3] = {
+        {"{\"objective\": \"mlm\", \"sources\": [", "not JSON", NULL},
+        {"[1]", "must be a JSON object", NULL},
+        {"{\"sources\": [{\"path\": \"texts.jsonl\"}]}", "'objective' must be one of", NULL},
+        {"{\"objective\": \"mlm2\", \"sources\": [{\"path\": \"texts.jsonl\"}]}", "\"mlm2\"", NULL},
+        {"{\"objective\": \"mlm\", \"colums\": 8, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "unknown key 'colums'", NULL},
+        {"{\"objective\": \"mlm\", \"columns\": 0, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'columns' must be an integer", NULL},
+        {"{\"objective\": \"mlm\", \"columns\": 12.5, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'columns'", NULL},
+        {"{\"objective\": \"mlm\", \"mask_ratio\": 1.5, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'mask_ratio' is 1.5", NULL},
+        {"{\"objective\": \"mlm\", \"mask_ratio\": 0, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'mask_ratio' is 0", NULL},
+        {"{\"objective\": \"mlm\", \"mask_ratio\": \"a\", \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'mask_ratio' must be a number", NULL},
+        {"{\"objective\": \"mlm\", \"mean_span\": 0.5, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'mean_span' is 0.5", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": []}", "'sources' must be a non-empty array", NULL},
+        {"{\"objective\": \"mlm\"}", "'sources' must be a non-empty array", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [\"texts.jsonl\"]}", "source 0 must be an object", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"weight\": 1}]}", "source 0 needs a non-empty string 'path'", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"weight\": -1}]}", "'weight' must be a positive", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"weight\": 0}]}", "'weight' must be a positive", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"wieght\": 1}]}", "unknown key 'wieght' in source 0", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"skip_malformed\": 1}]}", "'skip_malformed' must be true or false", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\"}, {\"path\": \"nowhere.jsonl\"}]}", "source 1: cannot read 'nowhere.jsonl'", "nowhere.jsonl"},
+        {"{\"objective\": \"mlm\", \"description\": 3, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'description' must be a string", NULL},
+        {"{\"objective\": \"mlm\", \"objective\": \"rerank\", \"sources\": [{\"path\": \"texts.jsonl\"}]}", "not JSON", NULL},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        write_text("bad.json", cases[i][0]);
+        uform_status_t status = uform_mixture_read(path_in("bad.json"), &mixture);
+        uform_status_t expected = strstr(cases[i][1], "cannot read") ? uform_io_k : uform_format_k;
+        int ok = fails_with(status, expected, cases[i][1], cases[i][2]) && strstr(uform_last_error(), path_in("bad.json"));
+        if (!ok) fprintf(stderr, "  (mixture case %zu)\n", i);
+        CHECK(ok);
+        CHECK(mixture.sources == NULL);
+    }
+    /* Too many sources. */
+    buffer_t many = {0};
+    append(&many, "{\"objective\": \"mlm\", \"sources\": [");
+    for (int i = 0; i <= uform_mixture_max_sources_k; ++i) append(&many, "%s{\"path\": \"texts.jsonl\"}", i ? ", " : "");
+    append(&many, "]}");
+    CHECK(fails_with(uform_mixture_parse(path_in("many.json"), many.data, many.length, &mixture), uform_format_k,
+                     "65 sources", "at most 64"));
+    free(many.data);
+    /* Absolute source paths stay as they are; relative ones join the mixture's folder. */
+    char text[1024];
+    snprintf(text, sizeof(text), "{\"objective\": \"rerank\", \"columns\": 64, \"sources\": [{\"path\": \"%s\"}]}",
+             path_in("texts.jsonl"));
+    CHECK(uform_mixture_parse("/elsewhere/m.json", text, strlen(text), &mixture) == uform_ok_k);
+    CHECK(!strcmp(mixture.sources[0].path, path_in("texts.jsonl")) && mixture.objective == uform_objective_rerank_k);
+    CHECK(mixture.columns == 64);
+    uform_mixture_close(&mixture);
+    CHECK(fails_with(uform_mixture_read(path_in("absent.json"), &mixture), uform_io_k, "absent.json", "cannot open"));
+}
+
+/* --- corpora for the batcher ------------------------------------------------------------------ */
+
+typedef struct {
+    uint8_t **texts;
+    size_t *lengths;
+    size_t count;
+} texts_t;
+
+/* `count` texts of 7-bit bytes (control bytes and NUL included) with lengths uniform in
+ * [shortest, longest], written as {"text"} lines to `name`. */
+static texts_t make_texts(char const *name, size_t count, size_t shortest, size_t longest, uint64_t seed) {
+    texts_t texts = {calloc(count, sizeof(uint8_t *)), calloc(count, sizeof(size_t)), count};
+    uform_rng_t rng = {seed};
+    buffer_t file = {0};
+    for (size_t i = 0; i < count; ++i) {
+        size_t length = shortest + (size_t)(uform_rng_next(&rng) % (longest - shortest + 1));
+        texts.texts[i] = malloc(length);
+        texts.lengths[i] = length;
+        for (size_t j = 0; j < length; ++j) texts.texts[i][j] = (uint8_t)(uform_rng_next(&rng) % 128);
+        append(&file, "{\"text\": \"");
+        append_json_bytes(&file, texts.texts[i], length);
+        append(&file, "\"}\n");
+    }
+    write_file(name, file.data, file.length);
+    free(file.data);
+    return texts;
+}
+
+static void free_texts(texts_t *texts) {
+    for (size_t i = 0; i < texts->count; ++i) free(texts->texts[i]);
+    free(texts->texts);
+    free(texts->lengths);
+}
+
+/* Whether `bytes` is one of the texts, or the first `columns` bytes of a longer one. */
+static int known_text(texts_t const *texts, uint8_t const *bytes, size_t length, size_t columns) {
+    for (size_t i = 0; i < texts->count; ++i)
+        if ((texts->lengths[i] == length || (length == columns && texts->lengths[i] > columns)) &&
+            !memcmp(texts->texts[i], bytes, length))
+            return 1;
+    return 0;
+}
+
+static uform_mixture_t make_mixture(char const *name, char const *body) {
+    write_text(name, body);
+    uform_mixture_t mixture;
+    if (uform_mixture_read(path_in(name), &mixture) != uform_ok_k) {
+        fprintf(stderr, "mixture %s: %s\n", name, uform_last_error());
+        exit(2);
+    }
+    return mixture;
+}
+
+/* A segment found by scanning the grid as uform_forward numbers segments. */
+typedef struct {
+    size_t row, first, length;
+} found_segment_t;
+
+/* Checks the layout of a grid, returns the segments in uform_forward's order (caller frees).
+ * `bad` counts violations: padding not (kind padding, value 257, segment -1, position 0); a
+ * segment id reused in a row; positions not (i, i, i); ids not 0, 1, 2, ... along the row. */
+static found_segment_t *scan_grid(uform_batch_t const *batch, size_t *count, size_t *bad) {
+    uform_grid_t const *grid = &batch->grid;
+    found_segment_t *segments = malloc(grid->rows * grid->columns * sizeof(found_segment_t));
+    *count = 0;
+    for (size_t row = 0; row < grid->rows; ++row) {
+        int32_t expected_id = 0;
+        int seen_padding = 0;
+        for (size_t column = 0; column < grid->columns; ++column) {
+            size_t cell = row * grid->columns + column;
+            int32_t const *position = grid->positions + 3 * cell;
+            if (grid->segments[cell] < 0) {
+                *bad += grid->kinds[cell] != uform_cell_padding_k || grid->values[cell] != uform_pad_k ||
+                        grid->segments[cell] != -1 || position[0] || position[1] || position[2] ||
+                        (batch->targets && batch->targets[cell] != -1);
+                seen_padding = 1;
+                continue;
+            }
+            *bad += seen_padding; /* padding only closes a row: segments are packed from column 0 */
+            *bad += grid->kinds[cell] != uform_cell_byte_k || grid->values[cell] > uform_mask_k;
+            int starts = column == 0 || grid->segments[cell - 1] != grid->segments[cell];
+            if (starts) {
+                *bad += grid->segments[cell] != expected_id++;
+                segments[(*count)++] = (found_segment_t){row, cell, 0};
+            }
+            found_segment_t *segment = &segments[*count - 1];
+            *bad += position[0] != (int32_t)segment->length || position[1] != position[0] || position[2] != position[0];
+            segment->length++;
+        }
+    }
+    return segments;
+}
+
+/* The original bytes of a segment: the grid's values, with each masked cell's target. */
+static void segment_bytes(uform_batch_t const *batch, found_segment_t const *segment, uint8_t *bytes) {
+    for (size_t i = 0; i < segment->length; ++i) {
+        size_t cell = segment->first + i;
+        int masked = batch->targets && batch->targets[cell] >= 0;
+        bytes[i] = (uint8_t)(masked ? (uint32_t)batch->targets[cell] : batch->grid.values[cell]);
+    }
+}
+
+/* A copy of everything a batch holds, for comparing streams. */
+typedef struct {
+    size_t cells, anchors, candidates;
+    uint8_t *data;
+    size_t bytes;
+} snapshot_t;
+
+static snapshot_t snapshot(uform_batch_t const *batch) {
+    size_t cells = batch->grid.rows * batch->grid.columns;
+    snapshot_t copy = {cells, batch->anchors_count, batch->candidates_count, NULL, 0};
+    copy.bytes = cells * (1 + 4 + 4 + 12 + 4) + (batch->anchors_count + batch->candidates_count) * 4 +
+                 batch->anchors_count * batch->candidates_count;
+    copy.data = calloc(copy.bytes, 1);
+    uint8_t *cursor = copy.data;
+#define COPY(pointer, size) do { if (pointer) memcpy(cursor, pointer, size); cursor += size; } while (0)
+    COPY(batch->grid.kinds, cells);
+    COPY(batch->grid.values, cells * 4);
+    COPY(batch->grid.segments, cells * 4);
+    COPY(batch->grid.positions, cells * 12);
+    COPY(batch->targets, cells * 4);
+    COPY(batch->anchors, batch->anchors_count * 4);
+    COPY(batch->candidates, batch->candidates_count * 4);
+    COPY(batch->labels, batch->anchors_count * batch->candidates_count);
+#undef COPY
+    return copy;
+}
+
+static int same_snapshot(snapshot_t const *a, snapshot_t const *b) {
+    return a->bytes == b->bytes && a->anchors == b->anchors && a->candidates == b->candidates &&
+           !memcmp(a->data, b->data, a->bytes);
+}
+
+/* --- determinism and resume ------------------------------------------------------------------- */
+
+static void test_determinism(void) {
+    texts_t texts = make_texts("determinism.jsonl", 300, 1, 200, 11);
+    texts_t long_texts = make_texts("determinism2.jsonl", 50, 100, 700, 12);
+    uform_mixture_t mixture = make_mixture("determinism.json",
+        "{\"objective\": \"mlm\", \"columns\": 512, \"sources\": [{\"path\": \"determinism.jsonl\", \"weight\": 3},"
+        " {\"path\": \"determinism2.jsonl\", \"weight\": 1}]}");
+    enum { batches = 40, skipped = 17 };
+    uform_batcher_options_t options = {.rows = 4, .seed = 42};
+    uform_batcher_t *first, *second, *other, *resumed;
+    CHECK(uform_batcher_create(&mixture, &options, &first) == uform_ok_k);
+    CHECK(uform_batcher_create(&mixture, &options, &second) == uform_ok_k);
+    uform_batcher_options_t other_options = options;
+    other_options.seed = 43;
+    CHECK(uform_batcher_create(&mixture, &other_options, &other) == uform_ok_k);
+    snapshot_t reference[batches];
+    int same = 1, differs = 0;
+    uform_batcher_state_t saved;
+    for (int i = 0; i < batches; ++i) {
+        if (i == skipped) uform_batcher_save(first, &saved);
+        uform_batch_t batch;
+        uform_batcher_next(first, &batch);
+        reference[i] = snapshot(&batch);
+        uform_batcher_next(second, &batch);
+        snapshot_t copy = snapshot(&batch);
+        same &= same_snapshot(&reference[i], &copy);
+        free(copy.data);
+        uform_batcher_next(other, &batch);
+        copy = snapshot(&batch);
+        differs |= !same_snapshot(&reference[i], &copy);
+        free(copy.data);
+    }
+    CHECK(same);    /* same seed: bitwise the same batches */
+    CHECK(differs); /* another seed: another stream */
+
+    /* Skipping N batches, and restoring a state saved after N, both continue the same stream. */
+    CHECK(uform_batcher_create(&mixture, &options, &resumed) == uform_ok_k);
+    CHECK(uform_batcher_skip(resumed, skipped) == uform_ok_k);
+    int skip_same = 1;
+    for (int i = skipped; i < batches; ++i) {
+        uform_batch_t batch;
+        uform_batcher_next(resumed, &batch);
+        snapshot_t copy = snapshot(&batch);
+        skip_same &= same_snapshot(&reference[i], &copy);
+        free(copy.data);
+    }
+    CHECK(skip_same);
+    uform_batcher_state_t after_skip, after_next;
+    uform_batcher_save(resumed, &after_skip);
+    uform_batcher_save(first, &after_next);
+    CHECK(!memcmp(&after_skip, &after_next, sizeof(after_skip)));
+    uform_batcher_close(resumed);
+
+    CHECK(uform_batcher_create(&mixture, &options, &resumed) == uform_ok_k);
+    uform_batch_t batch;
+    uform_batcher_next(resumed, &batch); /* move away first: restore must rewind the stream too */
+    CHECK(uform_batcher_restore(resumed, &saved) == uform_ok_k);
+    int restore_same = 1;
+    for (int i = skipped; i < batches; ++i) {
+        uform_batcher_next(resumed, &batch);
+        snapshot_t copy = snapshot(&batch);
+        restore_same &= same_snapshot(&reference[i], &copy);
+        free(copy.data);
+    }
+    CHECK(restore_same);
+    CHECK(saved.batches == skipped && saved.waiting_count == uform_batcher_lookahead_k);
+    CHECK(fails_with(uform_batcher_restore(other, &saved), uform_invalid_argument_k, "another mixture", NULL));
+    uform_batcher_state_t broken = saved;
+    broken.waiting_records[0] = 1000000;
+    CHECK(fails_with(uform_batcher_restore(resumed, &broken), uform_invalid_argument_k, "out of range", NULL));
+
+    uform_batcher_stats_t stats;
+    uform_batcher_stats(first, &stats);
+    CHECK(stats.batches == batches && stats.records == 350 && stats.segments > 0);
+    /* Texts of up to 700 bytes in 512 columns: the long ones are cut and counted. */
+    CHECK(stats.truncated > 0);
+    for (int i = 0; i < batches; ++i) free(reference[i].data);
+    uform_batcher_close(first);
+    uform_batcher_close(second);
+    uform_batcher_close(other);
+    uform_batcher_close(resumed);
+    uform_mixture_close(&mixture);
+    free_texts(&texts);
+    free_texts(&long_texts);
+}
+
+/* --- packing ---------------------------------------------------------------------------------- */
+
+/* Fill guarantee: a row closes only when none of the lookahead waiting items fits its free cells,
+ * so its padding is shorter than the shortest waiting item, hence shorter than the longest item:
+ * with items of at most L cells every row is more than 1 - L / columns full. The last row of a
+ * batch closes when the batch ends, so the waiting list saved after it must all be too long for
+ * that row's padding: this checks the mechanism itself, not only the bound. */
+static void check_packing(size_t shortest, size_t longest, uint64_t seed) {
+    enum { columns = 1024, rows = 8, batches = 60 };
+    texts_t texts = make_texts("packing.jsonl", 2000, shortest, longest, seed);
+    uform_mixture_t mixture = make_mixture("packing.json",
+        "{\"objective\": \"mlm\", \"columns\": 1024, \"sources\": [{\"path\": \"packing.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = rows, .seed = seed};
+    uform_batcher_t *batcher;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    size_t bad = 0, unknown = 0, worst_padding = 0, used = 0, segments_total = 0, last_row_fits = 0;
+    uint8_t bytes[columns];
+    for (int b = 0; b < batches; ++b) {
+        uform_batch_t batch;
+        CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+        CHECK(batch.grid.rows == rows && batch.grid.columns == columns && batch.targets && !batch.anchors);
+        size_t count;
+        found_segment_t *segments = scan_grid(&batch, &count, &bad);
+        size_t row_used[rows] = {0};
+        for (size_t s = 0; s < count; ++s) {
+            segment_bytes(&batch, &segments[s], bytes);
+            unknown += !known_text(&texts, bytes, segments[s].length, columns);
+            row_used[segments[s].row] += segments[s].length;
+        }
+        for (size_t row = 0; row < rows; ++row) {
+            if (columns - row_used[row] > worst_padding) worst_padding = columns - row_used[row];
+            used += row_used[row];
+        }
+        uform_batcher_state_t state;
+        uform_batcher_save(batcher, &state);
+        for (uint32_t i = 0; i < state.waiting_count; ++i)
+            last_row_fits += texts.lengths[state.waiting_records[i]] <= columns - row_used[rows - 1];
+        segments_total += count;
+        free(segments);
+    }
+    CHECK(bad == 0);
+    CHECK(unknown == 0);
+    CHECK(worst_padding < longest);
+    CHECK(last_row_fits == 0);
+    double fill = (double)used / ((double)batches * rows * columns);
+    printf("packing %zu..%zu bytes in %d columns: %zu segments, fill %.4f, worst row padding %zu (bound < %zu)\n",
+           shortest, longest, columns, segments_total, fill, worst_padding, longest);
+    uform_batcher_stats_t stats;
+    uform_batcher_stats(batcher, &stats);
+    CHECK(stats.segments == segments_total && stats.truncated == 0);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+    free_texts(&texts);
+}
+
+static void test_packing(void) {
+    enum { columns = 1024, rows = 8 };
+    uint8_t bytes[columns];
+    check_packing(1, 64, 21);    /* short texts: every row > 93.75 % full */
+    check_packing(100, 300, 22); /* long ones: every row > 70.7 % full by the bound */
+    check_packing(1, 1024, 23);  /* anything up to a whole row: no bound, still checked */
+
+    /* A text longer than a row is cut to the row and counted. */
+    texts_t texts = make_texts("long.jsonl", 3, 100, 140, 3);
+    uform_mixture_t mixture =
+        make_mixture("long.json", "{\"objective\": \"mlm\", \"columns\": 64, \"sources\": [{\"path\": \"long.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = rows, .seed = 5};
+    uform_batcher_t *batcher;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    uform_batch_t batch;
+    uform_batcher_next(batcher, &batch);
+    size_t count, bad = 0, unknown = 0;
+    found_segment_t *segments = scan_grid(&batch, &count, &bad);
+    CHECK(count == rows && bad == 0);
+    for (size_t s = 0; s < count; ++s) {
+        segment_bytes(&batch, &segments[s], bytes);
+        unknown += segments[s].length != 64 || !known_text(&texts, bytes, 64, 64);
+    }
+    CHECK(unknown == 0);
+    uform_batcher_stats_t stats;
+    uform_batcher_stats(batcher, &stats);
+    CHECK(stats.truncated == rows);
+    free(segments);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+    free_texts(&texts);
+}
+
+/* --- masking ---------------------------------------------------------------------------------- */
+
+/* Per segment of n cells, floor(r n + u) cells are masked (u uniform): within one cell of r n, and
+ * the total over S segments deviates from r sum(n) by a sum of independent terms of variance
+ * f (1 - f), f = frac(r n); we allow 5 standard deviations. Spans break after each masked cell
+ * with probability p = 1 / mean_span, so a segment with m masked cells has 1 + Binomial(m - 1, p)
+ * spans: the span count is bounded the same way, which bounds the mean span length. */
+static void check_masking(double ratio, double mean_span, size_t shortest, size_t longest, int batches) {
+    char body[512];
+    snprintf(body, sizeof(body),
+             "{\"objective\": \"mlm\", \"columns\": 1024, \"mask_ratio\": %.17g, \"mean_span\": %.17g,"
+             " \"sources\": [{\"path\": \"masking.jsonl\"}]}", ratio, mean_span);
+    texts_t texts = make_texts("masking.jsonl", 3000, shortest, longest, 31);
+    uform_mixture_t mixture = make_mixture("masking.json", body);
+    uform_batcher_options_t options = {.rows = 16, .seed = 77};
+    uform_batcher_t *batcher;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    double p = 1.0 / mean_span, deviation = 0, deviation_variance = 0, spans = 0, spans_expected = 0,
+           spans_variance = 0, masked_total = 0, cells_total = 0;
+    size_t outside = 0, bad = 0, mismatched = 0, segments_count = 0;
+    for (int b = 0; b < batches; ++b) {
+        uform_batch_t batch;
+        uform_batcher_next(batcher, &batch);
+        size_t count;
+        found_segment_t *segments = scan_grid(&batch, &count, &bad);
+        for (size_t s = 0; s < count; ++s) {
+            size_t masked = 0, runs = 0;
+            for (size_t i = 0; i < segments[s].length; ++i) {
+                size_t cell = segments[s].first + i;
+                int is_masked = batch.targets[cell] >= 0;
+                mismatched += is_masked != (batch.grid.values[cell] == uform_mask_k);
+                masked += is_masked;
+                runs += is_masked && (i == 0 || batch.targets[cell - 1] < 0);
+            }
+            double exact = ratio * (double)segments[s].length, fraction = exact - floor(exact);
+            outside += masked != (size_t)floor(exact) && masked != (size_t)floor(exact) + 1;
+            deviation += (double)masked - exact;
+            deviation_variance += fraction * (1 - fraction);
+            if (masked) {
+                spans += (double)runs;
+                spans_expected += 1 + (double)(masked - 1) * p;
+                spans_variance += (double)(masked - 1) * p * (1 - p);
+            }
+            masked_total += (double)masked;
+            cells_total += (double)segments[s].length;
+        }
+        segments_count += count;
+        free(segments);
+    }
+    CHECK(bad == 0 && mismatched == 0);
+    CHECK(outside == 0);
+    CHECK(fabs(deviation) <= 5 * sqrt(deviation_variance) + 1e-9);
+    CHECK(fabs(spans - spans_expected) <= 5 * sqrt(spans_variance) + 1e-9);
+    printf("masking r=%.2f span=%.1f: %zu segments, ratio %.5f (target %.5f), mean span %.3f (expected %.3f; "
+           "%.1f sigma)\n", ratio, mean_span, segments_count, masked_total / cells_total, ratio, masked_total / spans,
+           masked_total / spans_expected, spans_variance > 0 ? (spans - spans_expected) / sqrt(spans_variance) : 0.0);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+    free_texts(&texts);
+}
+
+static void test_masking(void) {
+    check_masking(0.15, 8, 1, 1000, 60);   /* the defaults, over short and long segments */
+    check_masking(0.15, 8, 800, 1000, 40); /* long segments: mean span close to 8 itself */
+    check_masking(0.4, 3, 1, 300, 30);
+    check_masking(0.15, 1, 1, 300, 30);    /* mean_span 1: every span a single cell */
+}
+
+/* --- pairs ------------------------------------------------------------------------------------ */
+
+/* Record i: query "q<i>..." (varied lengths), positives "p<i>a..." and for i % 3 == 0 "p<i>b",
+ * negatives "n<i>" for even i; records 3 and 5 also share the positive "shared positive", which
+ * is labelled only for its own anchor. */
+enum { pair_records = 40 };
+
+static size_t record_texts(size_t i, char texts[][96], size_t *positives) {
+    size_t count = 0;
+    snprintf(texts[count++], 96, "q%03zu%.*s", i, (int)(i * 7 % 40), "????????????????????????????????????????");
+    snprintf(texts[count++], 96, "p%03zua%.*s", i, (int)(i * 5 % 30), "++++++++++++++++++++++++++++++");
+    if (i % 3 == 0) snprintf(texts[count++], 96, "p%03zub", i);
+    if (i == 3 || i == 5) snprintf(texts[count++], 96, "shared positive");
+    *positives = count - 1;
+    if (i % 2 == 0) snprintf(texts[count++], 96, "n%03zu", i);
+    return count;
+}
+
+static void test_pairs(uform_objective_t objective) {
+    buffer_t file = {0};
+    for (size_t i = 0; i < pair_records; ++i) {
+        char texts[8][96];
+        size_t positives, count = record_texts(i, texts, &positives);
+        append(&file, "{\"query\": \"%s\", \"positives\": [", texts[0]);
+        for (size_t t = 1; t <= positives; ++t) append(&file, "%s\"%s\"", t > 1 ? ", " : "", texts[t]);
+        append(&file, "]");
+        if (count > positives + 1) append(&file, ", \"negatives\": [\"%s\"]", texts[positives + 1]);
+        append(&file, ", \"lang\": \"xx\"}\n");
+    }
+    write_file("pairs.jsonl", file.data, file.length);
+    free(file.data);
+    char body[256];
+    snprintf(body, sizeof(body), "{\"objective\": \"%s\", \"columns\": 256, \"sources\": [{\"path\": \"pairs.jsonl\"}]}",
+             uform_objective_name(objective));
+    uform_mixture_t mixture = make_mixture("pairs.json", body);
+    for (int limited = 0; limited < 2; ++limited) {
+        uform_batcher_options_t options = {.rows = 3, .seed = 9, .anchors_limit = limited ? 5 : 0};
+        uform_batcher_t *batcher;
+        CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+        size_t bad = 0, wrong_anchor = 0, wrong_group = 0, wrong_label = 0, wrong_list = 0, shared_together = 0;
+        for (int b = 0; b < 30; ++b) {
+            uform_batch_t batch;
+            uform_batcher_next(batcher, &batch);
+            CHECK(batch.targets == NULL && batch.anchors && batch.candidates && batch.labels);
+            CHECK(!limited || batch.anchors_count <= 5);
+            size_t count;
+            found_segment_t *segments = scan_grid(&batch, &count, &bad);
+            /* Anchors: exactly the query segments; candidates: all the others; both ascending. */
+            int *is_anchor = calloc(count, sizeof(int)), *candidate_index = malloc(count * sizeof(int));
+            wrong_list += batch.anchors_count + batch.candidates_count != count;
+            for (size_t a = 0; a < batch.anchors_count; ++a) {
+                wrong_list += batch.anchors[a] >= count || (a && batch.anchors[a] <= batch.anchors[a - 1]);
+                if (batch.anchors[a] < count) is_anchor[batch.anchors[a]] = 1;
+            }
+            for (size_t s = 0; s < count; ++s) candidate_index[s] = -1;
+            for (size_t c = 0; c < batch.candidates_count; ++c) {
+                wrong_list += batch.candidates[c] >= count || (c && batch.candidates[c] <= batch.candidates[c - 1]);
+                if (batch.candidates[c] < count) candidate_index[batch.candidates[c]] = (int)c;
+            }
+            uint8_t bytes[256];
+            size_t anchor_number = 0, shared_seen = 0;
+            for (size_t s = 0; s < count;) {
+                segment_bytes(&batch, &segments[s], bytes);
+                wrong_anchor += (bytes[0] == 'q') != is_anchor[s] || (is_anchor[s] && candidate_index[s] >= 0);
+                if (!is_anchor[s]) {
+                    s++;
+                    continue;
+                }
+                /* The group: this anchor's record's texts, in order, in the segments that follow. */
+                size_t record = (size_t)atoi((char const *)bytes + 1), positives;
+                char texts[8][96];
+                size_t texts_count = record_texts(record, texts, &positives);
+                for (size_t t = 0; t < texts_count; ++t) {
+                    if (s + t >= count) {
+                        wrong_group++;
+                        break;
+                    }
+                    found_segment_t const *segment = &segments[s + t];
+                    segment_bytes(&batch, segment, bytes);
+                    wrong_group += segment->row != segments[s].row ||
+                                   segment->length != strlen(texts[t]) || memcmp(bytes, texts[t], segment->length);
+                }
+                /* Its labels: 1 exactly at its own positives. */
+                for (size_t c = 0; c < batch.candidates_count; ++c) {
+                    size_t segment = batch.candidates[c];
+                    int positive = segment > s && segment <= s + positives;
+                    wrong_label += batch.labels[anchor_number * batch.candidates_count + c] != positive;
+                }
+                shared_seen += record == 3 || record == 5;
+                anchor_number++;
+                s += texts_count;
+            }
+            shared_together += shared_seen == 2;
+            free(is_anchor);
+            free(candidate_index);
+            free(segments);
+        }
+        CHECK(bad == 0 && wrong_list == 0 && wrong_anchor == 0 && wrong_group == 0 && wrong_label == 0);
+        if (!limited) CHECK(shared_together > 0); /* the shared positive was tested against the other anchor */
+        uform_batcher_close(batcher);
+    }
+    uform_mixture_close(&mixture);
+}
+
+/* A pair group longer than a row: its texts are cut to a common length so that it fits. */
+static void test_pair_truncation(void) {
+    write_text("wide.jsonl", "{\"query\": \"QQQQQQQQQQQQQQQQQQQQ\", \"positives\": [\"PPPPPPPPPP\"], \"negatives\": [\"N\"]}\n");
+    uform_mixture_t mixture = make_mixture("wide.json",
+        "{\"objective\": \"contrastive\", \"columns\": 16, \"sources\": [{\"path\": \"wide.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 1};
+    uform_batcher_t *batcher;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    uform_batch_t batch;
+    uform_batcher_next(batcher, &batch);
+    size_t count, bad = 0;
+    found_segment_t *segments = scan_grid(&batch, &count, &bad);
+    /* 20 + 10 + 1 cells into 16: a cap of 7 gives 7 + 7 + 1 = 15, the spare cell goes to the query. */
+    CHECK(bad == 0 && count == 6 && segments[0].length == 8 && segments[1].length == 7 && segments[2].length == 1);
+    CHECK(batch.anchors_count == 2 && batch.candidates_count == 4);
+    CHECK(batch.labels[0] == 1 && batch.labels[1] == 0 && batch.labels[2] == 0 && batch.labels[3] == 0);
+    CHECK(batch.labels[4] == 0 && batch.labels[5] == 0 && batch.labels[6] == 1 && batch.labels[7] == 0);
+    uform_batcher_stats_t stats;
+    uform_batcher_stats(batcher, &stats);
+    CHECK(stats.truncated == 4 && stats.segments == 6);
+    free(segments);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+}
+
+static void test_batcher_errors(void) {
+    write_text("pairs_only.jsonl", "{\"text\": \"fine\"}\n{\"query\": \"q\", \"positives\": [\"p\"]}\n");
+    uform_mixture_t mixture = make_mixture("wrong_kind.json",
+        "{\"objective\": \"mlm\", \"sources\": [{\"path\": \"pairs_only.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 1};
+    uform_batcher_t *batcher = (uform_batcher_t *)&options;
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_format_k, "pairs_only.jsonl:2:",
+                     "a pair record, but an mlm mixture reads"));
+    CHECK(batcher == NULL);
+    uform_mixture_close(&mixture);
+
+    write_text("many_texts.jsonl", "{\"query\": \"q\", \"positives\": [\"a\", \"b\", \"c\", \"d\"]}\n");
+    mixture = make_mixture("narrow.json",
+        "{\"objective\": \"rerank\", \"columns\": 4, \"sources\": [{\"path\": \"many_texts.jsonl\"}]}");
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_format_k, "many_texts.jsonl:1:",
+                     "5 texts cannot fit a row of 4 columns"));
+    uform_mixture_close(&mixture);
+
+    write_text("empty.jsonl", "\nnot json\n");
+    mixture = make_mixture("empty.json",
+        "{\"objective\": \"mlm\", \"sources\": [{\"path\": \"empty.jsonl\", \"skip_malformed\": true}]}");
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_format_k, "empty.jsonl: no records",
+                     "1 skipped"));
+    options.rows = 0;
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_invalid_argument_k, "0 rows", NULL));
+    uform_mixture_close(&mixture);
+}
+
+int main(void) {
+    snprintf(folder_, sizeof(folder_), "/tmp/uform_test_data_XXXXXX");
+    if (!mkdtemp(folder_)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_jsonl_records();
+    test_jsonl_malformed();
+    test_mixture();
+    test_batcher_errors();
+    test_determinism();
+    test_packing();
+    test_masking();
+    test_pairs(uform_objective_contrastive_k);
+    test_pairs(uform_objective_rerank_k);
+    test_pair_truncation();
+    char command[600];
+    snprintf(command, sizeof(command), "rm -rf '%s'", folder_);
+    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", folder_);
+    printf("%d passed, %d failed\n", passed_, failed_);
+    return failed_ ? 1 : 0;
+}
