@@ -26,14 +26,14 @@ cmake --build build -j "$(nproc)"
 
 # The embedded default corpus: English <-> translation pairs from the machine's gettext catalogues.
 [ -f data/gettext/train.jsonl ] || python3 scripts/data/gettext_pairs.py
-steps="${UFORM_DEMO_STEPS:-1500}"
+steps="${UFORM_DEMO_STEPS:-1000}"
 run="checkpoints/demo-embedder"
 dev="data/gettext/dev.jsonl"
 untrained="checkpoints/demo-untrained"
 rm -rf "$untrained" "$run"
 ./build/uform init --tier 128x2 --seed 0 --output "$untrained" 2> /dev/null
 echo "setup: training a 128x2 embedder (Matryoshka SigLIP) for $steps steps on the CPU"
-./build/uform_base --mixture mixtures/default_contrastive.json --tier 128x2 --rows 8 --steps "$steps" \
+./build/uform_base --mixture mixtures/demo_contrastive.json --tier 128x2 --rows 8 --steps "$steps" \
   --learning-rate 2e-3 --seed 0 --output "$run"
 python3 scripts/plot_loss.py "$run/log.jsonl" -o "$run/loss.png" > /dev/null || true
 ./build/uform_eval "$untrained" --pairs "$dev" --limit 2000 --quiet --json "$untrained/eval.json" > /dev/null
