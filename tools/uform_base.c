@@ -314,8 +314,8 @@ int main(int argc, char **argv) {
 
     /* Where the weights come from, for the checkpoint README. */
     char recipe[512], datasets[1024] = "", warm_start[512];
-    snprintf(recipe, sizeof(recipe), "objective %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s",
-             uform_objective_name(objective), options.steps, options.rows, mixture.columns,
+    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s",
+             uform_objective_name(objective), options.mixture, options.steps, options.rows, mixture.columns,
              train.learning_rate ? train.learning_rate : config.learning_rate, train.warmup_steps, options.seed,
              options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "");
     for (size_t i = 0; i < mixture.sources_count; ++i) {

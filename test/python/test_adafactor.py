@@ -237,7 +237,7 @@ FALL_STEPS = 30
 FALL_RATIO = 0.5
 
 
-@pytest.mark.parametrize("case_name", ["mlm init 64x2", "contrastive init 64x2"])
+@pytest.mark.parametrize("case_name", ["mlm init 64x2", "contrastive init 64x2", "rerank init 64x2"])
 def test_loss_falls_on_a_fixed_batch(library, train_checkpoints, case_name):
     case = tc.CASES_BY_NAME[case_name]
     directory = train_checkpoints[case.checkpoint]
