@@ -97,6 +97,11 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
             }
         }
     }
+    json_t const *language = json_is_object(root) ? json_object_get(root, "lang") : NULL;
+    if (status == uform_ok_k && language && !uform_take_string_(corpus, language, &record.language)) {
+        snprintf(problem, problem_capacity, "'lang' must be a non-empty string");
+        status = uform_format_k;
+    }
     json_decref(root);
     if (status != uform_ok_k) {
         corpus->bytes_count = bytes_before;

@@ -28,6 +28,7 @@ typedef struct uform_record_t {
     uint32_t positives_count;  /* pairs: >= 1 */
     uint32_t negatives_count;  /* pairs: >= 0 */
     size_t line;               /* 1-based line of the file */
+    uform_slice_t language;    /* the optional "lang" tag (e.g. "de"); empty when absent */
 } uform_record_t;
 
 typedef struct uform_corpus_t {
