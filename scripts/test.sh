@@ -15,7 +15,7 @@ run() {  # run NAME COMMAND...: one step, counted
 }
 build() {  # build DIR CMAKE-OPTIONS...
   local dir="$1"; shift
-  cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DUFORM_WERROR=ON "$@" > "$dir.configure.log" 2>&1 &&
+  mkdir -p "$dir" && cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=Release -DUFORM_WERROR=ON "$@" > "$dir/configure.log" 2>&1 &&
     cmake --build "$dir" -j "$jobs" 2>&1 | grep -E "warning|error|Error" ; test "${PIPESTATUS[0]}" -eq 0
 }
 mkdir -p build build-sanitize

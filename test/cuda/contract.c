@@ -1,0 +1,486 @@
+/*  contract.c: the CUDA kernel contract suite. Every kernel of src/cuda runs on seeded random
+ *  inputs and is compared, element by element, with a float64 reference computed here on the host,
+ *  against a bound derived from the kernel's own arithmetic (written beside each check). The
+ *  report prints how close each kernel came to its bound (worst error / bound per element), then
+ *  runs each kernel group's planted controls (plant > 0: a shifted index, a dropped term, a missing
+ *  mask, ...), which the same check must reject. Exits 77 (skipped) without a CUDA device.
+ *
+ *      uform_contract [--json FILE]
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda.h"
+
+static double const unit_ = 1.0 / 16777216.0;  /* Float32 unit roundoff, 2^-24 */
+static double const bf16_unit_ = 1.0 / 256.0;  /* BF16 unit roundoff, 2^-8 (8 significant bits) */
+
+typedef struct {
+    char name[64];
+    double worst; /* max over elements of |error| / bound */
+    int plant, passed;
+} check_t;
+
+static check_t checks_[256];
+static size_t checks_count_;
+static FILE *json_;
+
+#define CUDA_OK(call)                                                                                                 \
+    do {                                                                                                              \
+        int status_ = (int)(call);                                                                                    \
+        if (status_) {                                                                                                \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString((cudaError_t)status_)); \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+/* SplitMix64 uniform in (-1, 1). */
+static uint64_t seed_ = 1;
+static double uniform_(void) {
+    uint64_t z = (seed_ += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return ((double)(z >> 11) + 0.5) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static float bf16_to_f32_(uint16_t value) {
+    uint32_t bits = (uint32_t)value << 16;
+    float result;
+    memcpy(&result, &bits, 4);
+    return result;
+}
+
+static uint16_t f32_to_bf16_(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, 4);
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+static void *device_(size_t bytes) {
+    void *pointer;
+    CUDA_OK(cudaMalloc(&pointer, bytes));
+    return pointer;
+}
+
+static void upload_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyHostToDevice)); }
+static void download_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToHost)); }
+
+/* Folds one element into a running worst ratio; a NaN or an error with a zero bound counts as infinite. */
+static void compare_(double *worst, double got, double expected, double bound) {
+    double error = fabs(got - expected), ratio;
+    if (isnan(got) || isnan(expected)) ratio = INFINITY;
+    else if (bound <= 0) ratio = error > 0 ? INFINITY : 0;
+    else ratio = error / bound;
+    if (ratio > *worst) *worst = ratio;
+}
+
+static void record_(char const *name, double worst, int plant) {
+    check_t *check = &checks_[checks_count_++];
+    snprintf(check->name, sizeof(check->name), "%s", name);
+    check->worst = worst;
+    check->plant = plant;
+    check->passed = plant ? worst > 1.0 : worst <= 1.0; /* a control passes when the check rejects it */
+}
+
+/* Random BF16 values in (-scale, scale). */
+static void fill_bf16_(uint16_t *values, size_t count, double scale) {
+    for (size_t i = 0; i < count; ++i) values[i] = f32_to_bf16_((float)(scale * uniform_()));
+}
+
+static void fill_f32_(float *values, size_t count, double scale) {
+    for (size_t i = 0; i < count; ++i) values[i] = (float)(scale * uniform_());
+}
+
+/* --- embedding: forward is an exact widening (bound 0); backward sums n_v Float32 terms per value
+ *     and adds them to the gradient: |error| <= (n_v + 1) u (|g0| + sum |dx|). */
+static void check_embedding_(int plant) {
+    size_t cells = 3000, width = 192, vocabulary = 258;
+    uint16_t *table = malloc(vocabulary * width * 2);
+    uint32_t *values = malloc(cells * 4), *order = malloc(cells * 4), offsets[259] = {0};
+    float *x = malloc(cells * width * 4), *dx = malloc(cells * width * 4), *grad = malloc(vocabulary * width * 4);
+    fill_bf16_(table, vocabulary * width, 1.0);
+    for (size_t c = 0; c < cells; ++c) values[c] = (uint32_t)((uniform_() + 1) * 0.5 * 200) % 258;
+    for (size_t c = 0; c < cells; ++c) offsets[values[c] + 1]++;
+    for (size_t v = 0; v < vocabulary; ++v) offsets[v + 1] += offsets[v];
+    uint32_t cursor[258];
+    memcpy(cursor, offsets, sizeof(cursor));
+    for (size_t c = 0; c < cells; ++c) order[cursor[values[c]]++] = (uint32_t)c;
+    fill_f32_(dx, cells * width, 1.0);
+    fill_f32_(grad, vocabulary * width, 1.0);
+    uint16_t *d_table = device_(vocabulary * width * 2);
+    uint32_t *d_values = device_(cells * 4), *d_order = device_(cells * 4), *d_offsets = device_(259 * 4);
+    float *d_x = device_(cells * width * 4), *d_dx = device_(cells * width * 4), *d_grad = device_(vocabulary * width * 4);
+    upload_(d_table, table, vocabulary * width * 2), upload_(d_values, values, cells * 4), upload_(d_order, order, cells * 4);
+    upload_(d_offsets, offsets, 259 * 4), upload_(d_dx, dx, cells * width * 4), upload_(d_grad, grad, vocabulary * width * 4);
+    CUDA_OK(uform_cuda_embed_forward(d_table, d_values, cells, width, d_x, NULL, plant));
+    CUDA_OK(uform_cuda_embed_backward(d_dx, d_order, d_offsets, width, d_grad, NULL, plant));
+    float *out = malloc(cells * width * 4), *grad_out = malloc(vocabulary * width * 4);
+    download_(out, d_x, cells * width * 4), download_(grad_out, d_grad, vocabulary * width * 4);
+    double worst = 0;
+    for (size_t c = 0; c < cells; ++c)
+        for (size_t i = 0; i < width; ++i) compare_(&worst, out[c * width + i], bf16_to_f32_(table[values[c] * width + i]), 0);
+    record_("embed_forward", worst, plant);
+    worst = 0;
+    for (size_t v = 0; v < vocabulary; ++v)
+        for (size_t i = 0; i < width; ++i) {
+            double sum = grad[v * width + i], magnitude = fabs(grad[v * width + i]);
+            for (uint32_t j = offsets[v]; j < offsets[v + 1]; ++j) {
+                sum += dx[order[j] * width + i];
+                magnitude += fabs(dx[order[j] * width + i]);
+            }
+            compare_(&worst, grad_out[v * width + i], sum, (double)(offsets[v + 1] - offsets[v] + 1) * unit_ * magnitude + 1e-300);
+        }
+    record_("embed_backward", worst, plant);
+    free(table), free(values), free(order), free(x), free(dx), free(grad), free(out), free(grad_out);
+    cudaFree(d_table), cudaFree(d_values), cudaFree(d_order), cudaFree(d_offsets), cudaFree(d_x), cudaFree(d_dx), cudaFree(d_grad);
+}
+
+/* --- RMSNorm. Forward: the sum of squares runs width/256 serial terms per thread then an 8-level
+ *     tree, so its relative error is at most k u, k = width/256 + 8; rsqrtf adds 2 ulp, the mean and
+ *     epsilon 2 rounding; so the scale is within (k/2 + 4) u, the product x scale g two more u, and
+ *     the BF16 store 2^-8: |y - y*| <= 2^-8 |y*| + (1 + 2^-8)(k/2 + 6) u |y*|.
+ *     Backward: dot = sum dy g x has error <= (k + 2) u S with S = sum |dy g x|; the element adds 4
+ *     roundings and the += one more:
+ *     |dx - dx*| <= r (4u |dy g| + r |x| (5u |mean| + (k + 3) u S r / width)) + u (|dx*| + |dx0|). */
+static void check_rmsnorm_(int plant) {
+    size_t cells = 700, width = 512;
+    float *x = malloc(cells * width * 4), *gain = malloc(width * 4), *dy = malloc(cells * width * 4), *dx = malloc(cells * width * 4);
+    fill_f32_(x, cells * width, 2.0), fill_f32_(gain, width, 1.5), fill_f32_(dy, cells * width, 1.0), fill_f32_(dx, cells * width, 0.5);
+    float *d_x = device_(cells * width * 4), *d_gain = device_(width * 4), *d_dy = device_(cells * width * 4), *d_dx = device_(cells * width * 4);
+    float *d_scales = device_(cells * 4), *d_partials = device_(((cells + 31) / 32) * width * 4), *d_gain_grad = device_(width * 4);
+    uint16_t *d_y = device_(cells * width * 2);
+    upload_(d_x, x, cells * width * 4), upload_(d_gain, gain, width * 4), upload_(d_dy, dy, cells * width * 4), upload_(d_dx, dx, cells * width * 4);
+    CUDA_OK(cudaMemset(d_gain_grad, 0, width * 4));
+    CUDA_OK(uform_cuda_rmsnorm_forward(d_x, d_gain, cells, width, d_y, d_scales, NULL, plant == 1 ? 1 : 0));
+    CUDA_OK(uform_cuda_rmsnorm_backward(d_x, d_gain, d_scales, d_dy, cells, width, d_dx, d_partials, NULL, plant == 2 ? 1 : 0));
+    CUDA_OK(uform_cuda_rmsnorm_gain_reduce(d_partials, cells, width, d_gain_grad, NULL));
+    uint16_t *y = malloc(cells * width * 2);
+    float *scales = malloc(cells * 4), *dx_out = malloc(cells * width * 4), *gain_grad = malloc(width * 4);
+    download_(y, d_y, cells * width * 2), download_(scales, d_scales, cells * 4), download_(dx_out, d_dx, cells * width * 4);
+    download_(gain_grad, d_gain_grad, width * 4);
+    double k = (double)width / 256 + 8, worst_y = 0, worst_scale = 0, worst_dx = 0, worst_gain = 0;
+    for (size_t c = 0; c < cells; ++c) {
+        double squares = 0;
+        for (size_t i = 0; i < width; ++i) squares += (double)x[c * width + i] * x[c * width + i];
+        double r = 1.0 / sqrt(squares / (double)width + 1e-6);
+        compare_(&worst_scale, scales[c], r, (k / 2 + 4) * unit_ * r);
+        for (size_t i = 0; i < width; ++i) {
+            double expected = x[c * width + i] * r * gain[i];
+            compare_(&worst_y, bf16_to_f32_(y[c * width + i]), expected,
+                     bf16_unit_ * fabs(expected) + (1 + bf16_unit_) * (k / 2 + 6) * unit_ * fabs(expected) + 1e-300);
+        }
+        /* The backward's reference uses the kernel's own scale, an input to it. */
+        double s = scales[c], dot = 0, magnitude = 0;
+        for (size_t i = 0; i < width; ++i) {
+            dot += (double)dy[c * width + i] * gain[i] * x[c * width + i];
+            magnitude += fabs((double)dy[c * width + i] * gain[i] * x[c * width + i]);
+        }
+        double mean = dot * s / (double)width;
+        for (size_t i = 0; i < width; ++i) {
+            double expected = dx[c * width + i] + s * ((double)dy[c * width + i] * gain[i] - x[c * width + i] * s * mean);
+            double bound = s * (4 * unit_ * fabs((double)dy[c * width + i] * gain[i]) +
+                                s * fabs(x[c * width + i]) * (5 * unit_ * fabs(mean) + (k + 3) * unit_ * magnitude * s / (double)width)) +
+                           unit_ * (fabs(expected) + fabs(dx[c * width + i]));
+            compare_(&worst_dx, dx_out[c * width + i], expected, bound + 1e-300);
+        }
+    }
+    /* The gain's gradient: sum over cells of dy x scale, cells-long Float32 sums in fixed order:
+     * |error| <= (cells + 2) u sum |dy x scale|. */
+    for (size_t i = 0; i < width; ++i) {
+        double sum = 0, magnitude = 0;
+        for (size_t c = 0; c < cells; ++c) {
+            sum += (double)dy[c * width + i] * x[c * width + i] * scales[c];
+            magnitude += fabs((double)dy[c * width + i] * x[c * width + i] * scales[c]);
+        }
+        compare_(&worst_gain, gain_grad[i], sum, (double)(cells + 2) * unit_ * magnitude + 1e-300);
+    }
+    if (plant != 2) record_("rmsnorm_forward", worst_y > worst_scale ? worst_y : worst_scale, plant);
+    if (plant != 1) record_("rmsnorm_backward", worst_dx > worst_gain ? worst_dx : worst_gain, plant);
+    free(x), free(gain), free(dy), free(dx), free(y), free(scales), free(dx_out), free(gain_grad);
+    cudaFree(d_x), cudaFree(d_gain), cudaFree(d_dy), cudaFree(d_dx), cudaFree(d_scales), cudaFree(d_partials);
+    cudaFree(d_gain_grad), cudaFree(d_y);
+}
+
+/* --- M-RoPE on BF16 q and k: cosine and sine from double, rounded once to Float32 (u each); the
+ *     rotation a c - b s has two products and a sum (3 u): the Float32 value v is within
+ *     4 u (|a| + |b|) of the exact rotation r*, and the BF16 store adds 2^-8 |v|:
+ *     |out - r*| <= 2^-8 |r*| + (1 + 2^-8) 4 u (|a| + |b|). Both directions are checked. */
+static void check_rope_(int plant) {
+    size_t cells = 600, width = 256, heads = width / 64;
+    uint16_t *qkv = malloc(cells * 3 * width * 2), *out = malloc(cells * 3 * width * 2);
+    int32_t *positions = malloc(cells * 3 * 4);
+    fill_bf16_(qkv, cells * 3 * width, 2.0);
+    for (size_t c = 0; c < cells; ++c) /* image- and video-like coordinates: every axis differs */
+        positions[c * 3] = (int32_t)(c % 7), positions[c * 3 + 1] = (int32_t)(c / 23), positions[c * 3 + 2] = (int32_t)(c % 23 + 3);
+    uint16_t *d_qkv = device_(cells * 3 * width * 2);
+    int32_t *d_positions = device_(cells * 3 * 4);
+    upload_(d_positions, positions, cells * 3 * 4);
+    double worst = 0;
+    for (int direction = -1; direction <= 1; direction += 2) {
+        upload_(d_qkv, qkv, cells * 3 * width * 2);
+        CUDA_OK(uform_cuda_rope(d_qkv, d_positions, cells, width, direction, NULL, plant));
+        download_(out, d_qkv, cells * 3 * width * 2);
+        for (size_t c = 0; c < cells; ++c)
+            for (size_t part = 0; part < 2; ++part)
+                for (size_t h = 0; h < heads; ++h)
+                    for (size_t j = 0; j < 32; ++j) {
+                        size_t base = c * 3 * width + part * width + h * 64;
+                        int axis = j < 8 ? 0 : j < 20 ? 1 : 2;
+                        double angle = positions[c * 3 + axis] * pow(10000.0, -(double)j / 32.0);
+                        double co = cos(angle), si = sin(angle) * direction;
+                        double a = bf16_to_f32_(qkv[base + j]), b = bf16_to_f32_(qkv[base + j + 32]);
+                        double first = a * co - b * si, second = b * co + a * si, spread = 4 * unit_ * (fabs(a) + fabs(b)) * (1 + bf16_unit_);
+                        compare_(&worst, bf16_to_f32_(out[base + j]), first, bf16_unit_ * fabs(first) + spread + 1e-300);
+                        compare_(&worst, bf16_to_f32_(out[base + j + 32]), second, bf16_unit_ * fabs(second) + spread + 1e-300);
+                    }
+        for (size_t c = 0; c < cells; ++c) /* v untouched */
+            for (size_t i = 0; i < width; ++i) compare_(&worst, out[c * 3 * width + 2 * width + i], qkv[c * 3 * width + 2 * width + i], 0);
+    }
+    record_("rope", worst, plant);
+    free(qkv), free(out), free(positions), cudaFree(d_qkv), cudaFree(d_positions);
+}
+
+/* --- SwiGLU. Forward: expf is within 2 ulp; 1 + e, the division, g s and the product with u add
+ *     4 roundings, and 1/(1+e) passes e's error through at most once: the Float32 value is within
+ *     8 u relative; the BF16 store adds 2^-8. Backward: the slope s (1 + g (1 - s)) adds 4 more
+ *     roundings on each of its terms: |d_gate - d*| <= 2^-8 |d*| + 12 u |dh u| s (1 + |g| (1 - s)),
+ *     and d_up as the forward: 2^-8 |d*| + 8 u |dh g s|. */
+static void check_swiglu_(int plant) {
+    size_t cells = 500, hidden = 1024;
+    uint16_t *gate_up = malloc(cells * 2 * hidden * 2), *out = malloc(cells * hidden * 2), *d_out = malloc(cells * 2 * hidden * 2);
+    float *d_hidden = malloc(cells * hidden * 4);
+    fill_bf16_(gate_up, cells * 2 * hidden, 4.0), fill_f32_(d_hidden, cells * hidden, 1.0);
+    uint16_t *g_gate_up = device_(cells * 2 * hidden * 2), *g_out = device_(cells * hidden * 2), *g_d_out = device_(cells * 2 * hidden * 2);
+    float *g_d_hidden = device_(cells * hidden * 4);
+    upload_(g_gate_up, gate_up, cells * 2 * hidden * 2), upload_(g_d_hidden, d_hidden, cells * hidden * 4);
+    CUDA_OK(uform_cuda_swiglu_forward(g_gate_up, cells, hidden, g_out, NULL, plant == 1));
+    CUDA_OK(uform_cuda_swiglu_backward(g_gate_up, g_d_hidden, cells, hidden, g_d_out, NULL, plant == 2));
+    download_(out, g_out, cells * hidden * 2), download_(d_out, g_d_out, cells * 2 * hidden * 2);
+    double worst_forward = 0, worst_backward = 0;
+    for (size_t c = 0; c < cells; ++c)
+        for (size_t i = 0; i < hidden; ++i) {
+            double g = bf16_to_f32_(gate_up[c * 2 * hidden + i]), u = bf16_to_f32_(gate_up[c * 2 * hidden + hidden + i]);
+            double s = 1.0 / (1.0 + exp(-g)), expected = g * s * u, dh = d_hidden[c * hidden + i];
+            compare_(&worst_forward, bf16_to_f32_(out[c * hidden + i]), expected, (bf16_unit_ + 8 * unit_) * fabs(expected) + 1e-300);
+            double d_gate = dh * u * s * (1 + g * (1 - s)), d_up = dh * g * s;
+            compare_(&worst_backward, bf16_to_f32_(d_out[c * 2 * hidden + i]), d_gate,
+                     bf16_unit_ * fabs(d_gate) + 12 * unit_ * fabs(dh * u) * s * (1 + fabs(g) * (1 - s)) + 1e-300);
+            compare_(&worst_backward, bf16_to_f32_(d_out[c * 2 * hidden + hidden + i]), d_up,
+                     bf16_unit_ * fabs(d_up) + 8 * unit_ * fabs(d_up) + 1e-300);
+        }
+    if (plant != 2) record_("swiglu_forward", worst_forward, plant);
+    if (plant != 1) record_("swiglu_backward", worst_backward, plant);
+    free(gate_up), free(out), free(d_out), free(d_hidden);
+    cudaFree(g_gate_up), cudaFree(g_out), cudaFree(g_d_out), cudaFree(g_d_hidden);
+}
+
+/* --- Cross-entropy over 258 BF16 logits. The sum of exponentials: 3 serial terms per thread and a
+ *     7-level tree, each exp within 2 ulp: relative error <= 12 u; logf 1 ulp; so log_sum is within
+ *     E = |max| u + 13 u + u |log_sum| of exact, the loss within E + u |loss|. The gradient
+ *     p = exp(v - log_sum) is within (E + u |v - log_sum| + 3 u) relative, then (p - onehot) scale
+ *     and the BF16 store: |d - d*| <= 2^-8 |d*| + |scale| p* (E + u |v - log_sum| + 4 u). Unscored
+ *     rows must be exactly zero. */
+static void check_cross_entropy_(int plant) {
+    size_t rows = 800, vocabulary = 258;
+    uint16_t *logits = malloc(rows * vocabulary * 2), *d_logits = malloc(rows * vocabulary * 2);
+    int32_t *targets = malloc(rows * 4);
+    float *losses = malloc(rows * 4), scale = 1.0f / 600.0f;
+    fill_bf16_(logits, rows * vocabulary, 8.0);
+    for (size_t r = 0; r < rows; ++r) targets[r] = r % 4 == 3 ? -1 : (int32_t)((uniform_() + 1) * 0.5 * 257.99);
+    uint16_t *g_logits = device_(rows * vocabulary * 2), *g_d = device_(rows * vocabulary * 2);
+    int32_t *g_targets = device_(rows * 4);
+    float *g_losses = device_(rows * 4);
+    upload_(g_logits, logits, rows * vocabulary * 2), upload_(g_targets, targets, rows * 4);
+    CUDA_OK(uform_cuda_cross_entropy(g_logits, g_targets, rows, scale, g_losses, g_d, NULL, plant));
+    download_(losses, g_losses, rows * 4), download_(d_logits, g_d, rows * vocabulary * 2);
+    double worst = 0;
+    for (size_t r = 0; r < rows; ++r) {
+        if (targets[r] < 0) {
+            compare_(&worst, losses[r], 0, 0);
+            for (size_t v = 0; v < vocabulary; ++v) compare_(&worst, bf16_to_f32_(d_logits[r * vocabulary + v]), 0, 0);
+            continue;
+        }
+        double largest = -INFINITY, sum = 0;
+        for (size_t v = 0; v < vocabulary; ++v) largest = fmax(largest, bf16_to_f32_(logits[r * vocabulary + v]));
+        for (size_t v = 0; v < vocabulary; ++v) sum += exp(bf16_to_f32_(logits[r * vocabulary + v]) - largest);
+        double log_sum = largest + log(sum), loss = log_sum - bf16_to_f32_(logits[r * vocabulary + targets[r]]);
+        double e = fabs(largest) * unit_ + 13 * unit_ + unit_ * fabs(log_sum);
+        compare_(&worst, losses[r], loss, e + unit_ * fabs(loss));
+        for (size_t v = 0; v < vocabulary; ++v) {
+            double value = bf16_to_f32_(logits[r * vocabulary + v]), p = exp(value - log_sum);
+            double expected = (p - (v == (size_t)targets[r])) * scale;
+            double bound = bf16_unit_ * fabs(expected) + fabs(scale) * p * (e + unit_ * fabs(value - log_sum) + 4 * unit_);
+            compare_(&worst, bf16_to_f32_(d_logits[r * vocabulary + v]), expected, bound + 1e-300);
+        }
+    }
+    record_("cross_entropy", worst, plant);
+    free(logits), free(d_logits), free(targets), free(losses);
+    cudaFree(g_logits), cudaFree(g_d), cudaFree(g_targets), cudaFree(g_losses);
+}
+
+/* --- Adafactor on a BF16 matrix, one step t, against the same step in float64. Relative errors:
+ *     R: (columns/256 + 13) u (a tree sum and the blend); C: (rows + 5) u (a serial sum);
+ *     mean(R): e_R + (rows/256 + 10) u; U = g rsqrt(R C / mean / c2): e_U = (e_R + e_C + e_mean)/2 + 5u;
+ *     the clipping factor from sum U^2: e_s = e_U + (count/(256 B) + B + 8) u / 2 + 3u for B partials;
+ *     M: (1 - b1) |U/s| (e_U + e_s + u) + 3u (b1 |M0| + (1 - b1) |U/s|);
+ *     W: the Float32 value is within d = lr (|M - M*| / c1 + 3u (|M*| / c1 + wd |w|)) + 2u |W*| of
+ *     W*, and the BF16 store adds 2^-8 of it: |W - W*| <= 2^-8 (|W*| + d) + d. Run with clip 1 (the
+ *     clipping active) and clip 100 (inactive, where a missing bias correction shows). */
+static double adafactor_run_(int plant, double clip, size_t step) {
+    size_t rows = 192, columns = 320, count = rows * columns;
+    double b1 = 0.9, b2 = 0.999, rate = 1e-2, decay = 0.01;
+    uint16_t *w = malloc(count * 2), *w_out = malloc(count * 2);
+    float *g = malloc(count * 4), *r0 = malloc(rows * 4), *c0 = malloc(columns * 4), *m0 = malloc(count * 4);
+    float *r1 = malloc(rows * 4), *c1 = malloc(columns * 4), *m1 = malloc(count * 4);
+    fill_bf16_(w, count, 0.5), fill_f32_(g, count, 1e-2), fill_f32_(m0, count, 0.3);
+    for (size_t r = 0; r < rows; ++r) r0[r] = (float)(1e-4 * (1.5 + uniform_()));
+    for (size_t c = 0; c < columns; ++c) c0[c] = (float)(1e-4 * (1.5 + uniform_()));
+    for (size_t i = 0; i < count; i += 7) g[i] *= 30; /* heavy entries make rms(U) exceed 1 */
+    uint16_t *d_w = device_(count * 2);
+    float *d_g = device_(count * 4), *d_r = device_(rows * 4), *d_c = device_(columns * 4), *d_m = device_(count * 4);
+    float *d_scratch = device_((rows + columns + 2) * 4);
+    upload_(d_w, w, count * 2), upload_(d_g, g, count * 4), upload_(d_r, r0, rows * 4), upload_(d_c, c0, columns * 4), upload_(d_m, m0, count * 4);
+    CUDA_OK(uform_cuda_adafactor_matrix(d_w, d_g, d_r, d_c, d_m, rows, columns, rate, b1, b2, clip, decay, step, d_scratch, NULL, plant));
+    download_(w_out, d_w, count * 2), download_(r1, d_r, rows * 4), download_(c1, d_c, columns * 4), download_(m1, d_m, count * 4);
+    double *rr = malloc(rows * 8), *cc = malloc(columns * 8), mean = 0, squares = 0, worst = 0;
+    double c2 = 1 - pow(b2, (double)step), c1_ = 1 - pow(b1, (double)step);
+    double e_r = ((double)columns / 256 + 13) * unit_, e_c = ((double)rows + 5) * unit_;
+    double e_mean = e_r + ((double)rows / 256 + 10) * unit_, e_u = (e_r + e_c + e_mean) / 2 + 5 * unit_;
+    size_t blocks = (count + 255) / 256 > rows + columns ? rows + columns : (count + 255) / 256;
+    double e_s = e_u + ((double)count / (256.0 * blocks) + blocks + 8) * unit_ / 2 + 3 * unit_;
+    for (size_t r = 0; r < rows; ++r) {
+        double sum = 0;
+        for (size_t c = 0; c < columns; ++c) sum += (double)g[r * columns + c] * g[r * columns + c] + 1e-30;
+        rr[r] = b2 * r0[r] + (1 - b2) * sum / (double)columns;
+        compare_(&worst, r1[r], rr[r], e_r * rr[r]);
+        mean += rr[r] / (double)rows;
+    }
+    for (size_t c = 0; c < columns; ++c) {
+        double sum = 0;
+        for (size_t r = 0; r < rows; ++r) sum += (double)g[r * columns + c] * g[r * columns + c] + 1e-30;
+        cc[c] = b2 * c0[c] + (1 - b2) * sum / (double)rows;
+        compare_(&worst, c1[c], cc[c], e_c * cc[c]);
+    }
+    for (size_t i = 0; i < count; ++i) {
+        double u = g[i] / sqrt(rr[i / columns] * cc[i % columns] / mean / c2);
+        squares += u * u;
+    }
+    double shrink = fmax(1.0, sqrt(squares / (double)count) / clip);
+    for (size_t i = 0; i < count; ++i) {
+        double u = g[i] / sqrt(rr[i / columns] * cc[i % columns] / mean / c2) / shrink;
+        double m = b1 * m0[i] + (1 - b1) * u, weight = bf16_to_f32_(w[i]);
+        double m_bound = (1 - b1) * fabs(u) * (e_u + e_s + unit_) + 3 * unit_ * (b1 * fabs(m0[i]) + (1 - b1) * fabs(u));
+        compare_(&worst, m1[i], m, m_bound + 1e-300);
+        double expected = weight - rate * (m / c1_ + decay * weight);
+        double d = rate * (m_bound / c1_ + 3 * unit_ * (fabs(m) / c1_ + decay * fabs(weight))) + 2 * unit_ * fabs(expected);
+        compare_(&worst, bf16_to_f32_(w_out[i]), expected, bf16_unit_ * (fabs(expected) + d) + d + 1e-300);
+    }
+    free(w), free(w_out), free(g), free(r0), free(c0), free(m0), free(r1), free(c1), free(m1), free(rr), free(cc);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_c), cudaFree(d_m), cudaFree(d_scratch);
+    return worst;
+}
+
+static void check_adafactor_(int plant) {
+    double clipped = adafactor_run_(plant, 1.0, 3), free_running = adafactor_run_(plant, 100.0, 3);
+    record_("adafactor_matrix", clipped > free_running ? clipped : free_running, plant);
+}
+
+/* --- cuBLASLt C = A B^T, BF16 inputs (products exact in Float32), Float32 accumulation. Tensor
+ *     cores may truncate rather than round while accumulating, so each addition errs by up to one
+ *     ulp, 2u: |C - C*| <= g_k sum_j |a_ij b_kj|, g_k = 2 k u / (1 - 2 k u); a BF16 C adds 2^-8 |C*|.
+ *     C starts filled with noise, which a correct product overwrites. */
+static void check_gemm_(int plant) {
+    size_t m = 384, n = 640, k = 512;
+    uint16_t *a = malloc(m * k * 2), *b = malloc(n * k * 2), *c16 = malloc(m * n * 2);
+    float *c32 = malloc(m * n * 4), *noise = malloc(m * n * 4);
+    fill_bf16_(a, m * k, 1.0), fill_bf16_(b, n * k, 1.0), fill_f32_(noise, m * n, 100.0);
+    uint16_t *d_a = device_(m * k * 2), *d_b = device_(n * k * 2), *d_c16 = device_(m * n * 2);
+    float *d_c32 = device_(m * n * 4);
+    upload_(d_a, a, m * k * 2), upload_(d_b, b, n * k * 2), upload_(d_c32, noise, m * n * 4);
+    for (size_t i = 0; i < m * n; ++i) c16[i] = f32_to_bf16_(noise[i]);
+    upload_(d_c16, c16, m * n * 2);
+    uform_cuda_gemm_t *gemm;
+    CUDA_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
+    CUDA_OK(uform_cuda_gemm_nt(gemm, d_a, d_b, d_c32, 1, m, n, k, NULL, plant));
+    CUDA_OK(uform_cuda_gemm_nt(gemm, d_a, d_b, d_c16, 0, m, n, k, NULL, plant));
+    download_(c32, d_c32, m * n * 4), download_(c16, d_c16, m * n * 2);
+    double gamma = 2.0 * (double)k * unit_ / (1 - 2.0 * (double)k * unit_), worst = 0;
+    for (size_t i = 0; i < m; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            double sum = 0, magnitude = 0;
+            for (size_t l = 0; l < k; ++l) {
+                double product = (double)bf16_to_f32_(a[i * k + l]) * bf16_to_f32_(b[j * k + l]);
+                sum += product, magnitude += fabs(product);
+            }
+            compare_(&worst, c32[i * n + j], sum, gamma * magnitude + 1e-300);
+            compare_(&worst, bf16_to_f32_(c16[i * n + j]), sum, bf16_unit_ * fabs(sum) + (1 + bf16_unit_) * gamma * magnitude + 1e-300);
+        }
+    record_("gemm_nt (cuBLASLt)", worst, plant);
+    uform_cuda_gemm_destroy(gemm);
+    free(a), free(b), free(c16), free(c32), free(noise);
+    cudaFree(d_a), cudaFree(d_b), cudaFree(d_c16), cudaFree(d_c32);
+}
+
+int main(int argc, char **argv) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+        printf("uform_contract: skipped: no CUDA device\n");
+        return 77;
+    }
+    if (argc == 3 && !strcmp(argv[1], "--json")) json_ = fopen(argv[2], "w");
+    struct cudaDeviceProp properties;
+    CUDA_OK(cudaGetDeviceProperties(&properties, 0));
+    /* Each group: production (plant 0), then its planted controls. */
+    struct { void (*check)(int); int plants; char const *controls[3]; } const groups[] = {
+        {check_embedding_, 1, {"shifted index"}},
+        {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
+        {check_rope_, 1, {"rotary slot on the wrong axis"}},
+        {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
+        {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
+        {check_adafactor_, 1, {"bias correction of V dropped"}},
+        {check_gemm_, 1, {"C accumulated, not overwritten"}},
+    };
+    char const *control_names[64];
+    size_t controls = 0;
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); ++i) {
+        groups[i].check(0);
+        for (int p = 1; p <= groups[i].plants; ++p) {
+            size_t before = checks_count_;
+            groups[i].check(p);
+            for (size_t c = before; c < checks_count_; ++c) control_names[controls++] = groups[i].controls[p - 1];
+        }
+    }
+    printf("CUDA kernel contract on %s (sm_%d%d)\n\n", properties.name, properties.major, properties.minor);
+    printf("| kernel | worst error / bound | result |\n|---|---|---|\n");
+    size_t kernels_passed = 0, kernels = 0, caught = 0, control_index = 0;
+    for (size_t i = 0; i < checks_count_; ++i)
+        if (!checks_[i].plant) {
+            kernels++, kernels_passed += checks_[i].passed;
+            printf("| %s | %.3g | %s |\n", checks_[i].name, checks_[i].worst, checks_[i].passed ? "pass" : "FAIL");
+        }
+    printf("\n| planted control | kernel | worst error / bound | result |\n|---|---|---|---|\n");
+    for (size_t i = 0; i < checks_count_; ++i)
+        if (checks_[i].plant) {
+            caught += checks_[i].passed;
+            printf("| %s | %s | %.3g | %s |\n", control_names[control_index++], checks_[i].name, checks_[i].worst,
+                   checks_[i].passed ? "caught" : "MISSED");
+        }
+    printf("\n%zu of %zu kernels passed, %zu of %zu controls caught\n", kernels_passed, kernels, caught, controls);
+    if (json_) {
+        fprintf(json_, "{\"device\": \"%s\", \"checks\": [", properties.name);
+        for (size_t i = 0; i < checks_count_; ++i)
+            fprintf(json_, "%s{\"kernel\": \"%s\", \"plant\": %d, \"worst_ratio\": %.6g, \"passed\": %s}", i ? ", " : "",
+                    checks_[i].name, checks_[i].plant, isinf(checks_[i].worst) ? 1e300 : checks_[i].worst,
+                    checks_[i].passed ? "true" : "false");
+        fprintf(json_, "]}\n");
+        fclose(json_);
+    }
+    size_t failed = (kernels - kernels_passed) + (controls - caught);
+    printf("%zu passed, %zu failed\n", kernels_passed + caught, failed);
+    return failed ? 1 : 0;
+}
