@@ -50,6 +50,19 @@ int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, s
 int uform_cuda_cross_entropy(uint16_t const *logits, int32_t const *targets, size_t rows, float scale, float *losses,
                              uint16_t *d_logits, void *stream, int plant);
 
+/** Attention within segments, per head of 64: `spans` [segments * 2] holds each segment's first
+ *  cell and length; `segment_of` [cells] each cell's segment. attended [cells, width] (BF16) =
+ *  softmax(q k^T / 8) v over the cell's own segment, with Float32 scores, online softmax and
+ *  accumulation; `log_sums` [cells, heads] keeps each row's log-sum-exp for the backward pass. */
+int uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of, size_t cells,
+                                 size_t width, uint16_t *attended, float *log_sums, void *stream, int plant);
+/** The gradients of q, k and v (BF16, into d_qkv [cells, 3 width]) from d_attended [cells, width]
+ *  (Float32), the forward's inputs, its BF16 output and log-sum-exps. Each output element is owned
+ *  by one thread that sums in a fixed order: no atomics, results repeat bitwise. */
+int uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended, float const *log_sums,
+                                  float const *d_attended, uint32_t const *spans, uint32_t const *segment_of,
+                                  size_t cells, size_t width, uint16_t *d_qkv, void *stream, int plant);
+
 /** One Adafactor step (SPEC.md section 5) of a BF16 matrix [rows, columns] with Float32 gradient,
  *  factored moments R [rows], C [columns] and first moment M; `scratch` holds rows + columns + 2
  *  floats. Step t is 1-based. */

@@ -245,6 +245,135 @@ static void check_rope_(int plant) {
     free(qkv), free(out), free(positions), cudaFree(d_qkv), cudaFree(d_positions);
 }
 
+/* --- Attention within segments (heads of 64), one thread per (cell, head). Forward: each score
+ *     is a 64-term Float32 dot product of BF16 values, within ds = 66 u sum_d |q_d k_d| / 8; the
+ *     online softmax rescales up to T times (exp 2 ulp and a product each) and sums T terms, so the
+ *     weights are within e = 2 ds + (4T + 16) u relative and
+ *     |O - O*| <= 2^-8 |O*| + (1 + 2^-8) e sum_j p_j |v_j|;  |lse - lse*| <= ds + (4T + 16) u + u |lse*|.
+ *     Backward, given the forward's stored O and lse: p = exp(s - lse) within ds + 3u; dO.v and
+ *     D = dO.O within 66 u of their absolute sums; dS = p (dO.v - D) / 8 within
+ *     E = p (e_p |dO.v - D| + 66 u (sum |dO v| + sum |dO O|) + 2u |dO.v - D|) / 8; then
+ *     |dq - dq*| <= sum_j E_j |k_j| + (T + 2) u sum_j |dS_j k_j| + 2^-8 |dq*| (dk alike over queries),
+ *     |dv - dv*| <= sum_i (ds_i + (T + 5) u) p_i |dO_i| + 2^-8 |dv*|. */
+static void check_attention_(int plant) {
+    size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 120, 5, 80}, segments = 10, cells = 0;
+    for (size_t s = 0; s < segments; ++s) cells += lengths[s];
+    uint32_t *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
+    for (size_t s = 0, first = 0; s < segments; first += lengths[s], ++s) {
+        spans[2 * s] = (uint32_t)first, spans[2 * s + 1] = (uint32_t)lengths[s];
+        for (size_t c = first; c < first + lengths[s]; ++c) segment_of[c] = (uint32_t)s;
+    }
+    size_t stride = 3 * width;
+    uint16_t *qkv = malloc(cells * stride * 2), *out = malloc(cells * width * 2), *d_qkv = malloc(cells * stride * 2);
+    float *lse = malloc(cells * heads * 4), *d_out = malloc(cells * width * 4);
+    fill_bf16_(qkv, cells * stride, 2.0), fill_f32_(d_out, cells * width, 1.0);
+    uint16_t *g_qkv = device_(cells * stride * 2), *g_out = device_(cells * width * 2), *g_d_qkv = device_(cells * stride * 2);
+    uint32_t *g_spans = device_(segments * 8), *g_segment_of = device_(cells * 4);
+    float *g_lse = device_(cells * heads * 4), *g_d_out = device_(cells * width * 4);
+    upload_(g_qkv, qkv, cells * stride * 2), upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4);
+    upload_(g_d_out, d_out, cells * width * 4);
+    CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
+    CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_d_qkv, NULL,
+                                          plant == 2 ? 2 : 0));
+    download_(out, g_out, cells * width * 2), download_(lse, g_lse, cells * heads * 4), download_(d_qkv, g_d_qkv, cells * stride * 2);
+    double worst_forward = 0, worst_backward = 0;
+#define Q(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + (h) * 64 + (d)]))
+#define K(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + width + (h) * 64 + (d)]))
+#define V(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + 2 * width + (h) * 64 + (d)]))
+    double *score = malloc(150 * 8), *spread = malloc(150 * 8), *p = malloc(150 * 8), *dscore = malloc(150 * 8), *dscore_error = malloc(150 * 8);
+    for (size_t s = 0; s < segments; ++s) {
+        size_t first = spans[2 * s], length = lengths[s];
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t i = first; i < first + length; ++i) {
+                /* Forward of query i. */
+                double largest = -INFINITY, total = 0, ds = 0;
+                for (size_t j = 0; j < length; ++j) {
+                    double dot = 0, magnitude = 0;
+                    for (size_t d = 0; d < 64; ++d) dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
+                    score[j] = dot / 8, spread[j] = 66 * unit_ * magnitude / 8;
+                    largest = fmax(largest, score[j]), ds = fmax(ds, spread[j]);
+                }
+                for (size_t j = 0; j < length; ++j) total += exp(score[j] - largest);
+                double log_sum = largest + log(total), e = 2 * ds + (4.0 * (double)length + 16) * unit_;
+                compare_(&worst_forward, lse[i * heads + h], log_sum, ds + (4.0 * (double)length + 16) * unit_ + unit_ * fabs(log_sum));
+                for (size_t d = 0; d < 64; ++d) {
+                    double o = 0, weighted = 0;
+                    for (size_t j = 0; j < length; ++j) {
+                        double w = exp(score[j] - log_sum);
+                        o += w * V(first + j, h, d), weighted += w * fabs(V(first + j, h, d));
+                    }
+                    compare_(&worst_forward, bf16_to_f32_(out[i * width + h * 64 + d]), o, bf16_unit_ * fabs(o) + (1 + bf16_unit_) * e * weighted + 1e-300);
+                }
+            }
+        if (plant == 1) continue;
+        /* Backward, from the kernel's own O and lse. */
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t i = first; i < first + length; ++i) {
+                double delta = 0, delta_magnitude = 0, dq[64] = {0}, dq_bound[64] = {0};
+                for (size_t d = 0; d < 64; ++d) {
+                    double o = bf16_to_f32_(out[i * width + h * 64 + d]);
+                    delta += d_out[i * width + h * 64 + d] * o, delta_magnitude += fabs(d_out[i * width + h * 64 + d] * o);
+                }
+                for (size_t j = 0; j < length; ++j) {
+                    double dot = 0, magnitude = 0, dv_dot = 0, dv_magnitude = 0;
+                    for (size_t d = 0; d < 64; ++d) {
+                        dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
+                        dv_dot += d_out[i * width + h * 64 + d] * V(first + j, h, d);
+                        dv_magnitude += fabs(d_out[i * width + h * 64 + d] * V(first + j, h, d));
+                    }
+                    double ds = 66 * unit_ * magnitude / 8;
+                    p[j] = exp(dot / 8 - lse[i * heads + h]);
+                    spread[j] = ds;
+                    dscore[j] = p[j] * (dv_dot - delta) / 8;
+                    dscore_error[j] = p[j] * ((ds + 3 * unit_) * fabs(dv_dot - delta) + 66 * unit_ * (dv_magnitude + delta_magnitude) +
+                                              2 * unit_ * fabs(dv_dot - delta)) / 8;
+                    for (size_t d = 0; d < 64; ++d) {
+                        dq[d] += dscore[j] * K(first + j, h, d);
+                        dq_bound[d] += dscore_error[j] * fabs(K(first + j, h, d)) + ((double)length + 2) * unit_ * fabs(dscore[j] * K(first + j, h, d));
+                    }
+                }
+                for (size_t d = 0; d < 64; ++d)
+                    compare_(&worst_backward, bf16_to_f32_(d_qkv[i * stride + h * 64 + d]), dq[d], dq_bound[d] + bf16_unit_ * fabs(dq[d]) + 1e-300);
+            }
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t j = first; j < first + length; ++j) {
+                double dk[64] = {0}, dk_bound[64] = {0}, dv[64] = {0}, dv_bound[64] = {0};
+                for (size_t i = first; i < first + length; ++i) {
+                    double dot = 0, magnitude = 0, dv_dot = 0, dv_magnitude = 0, delta = 0, delta_magnitude = 0;
+                    for (size_t d = 0; d < 64; ++d) {
+                        double o = bf16_to_f32_(out[i * width + h * 64 + d]), g = d_out[i * width + h * 64 + d];
+                        dot += Q(i, h, d) * K(j, h, d), magnitude += fabs(Q(i, h, d) * K(j, h, d));
+                        dv_dot += g * V(j, h, d), dv_magnitude += fabs(g * V(j, h, d));
+                        delta += g * o, delta_magnitude += fabs(g * o);
+                    }
+                    double ds = 66 * unit_ * magnitude / 8, weight = exp(dot / 8 - lse[i * heads + h]);
+                    double d_score = weight * (dv_dot - delta) / 8;
+                    double d_score_error = weight * ((ds + 3 * unit_) * fabs(dv_dot - delta) + 66 * unit_ * (dv_magnitude + delta_magnitude) +
+                                                     2 * unit_ * fabs(dv_dot - delta)) / 8;
+                    for (size_t d = 0; d < 64; ++d) {
+                        double g = d_out[i * width + h * 64 + d];
+                        dk[d] += d_score * Q(i, h, d);
+                        dk_bound[d] += d_score_error * fabs(Q(i, h, d)) + ((double)length + 2) * unit_ * fabs(d_score * Q(i, h, d));
+                        dv[d] += weight * g;
+                        dv_bound[d] += (ds + ((double)length + 5) * unit_) * weight * fabs(g);
+                    }
+                }
+                for (size_t d = 0; d < 64; ++d) {
+                    compare_(&worst_backward, bf16_to_f32_(d_qkv[j * stride + width + h * 64 + d]), dk[d], dk_bound[d] + bf16_unit_ * fabs(dk[d]) + 1e-300);
+                    compare_(&worst_backward, bf16_to_f32_(d_qkv[j * stride + 2 * width + h * 64 + d]), dv[d], dv_bound[d] + bf16_unit_ * fabs(dv[d]) + 1e-300);
+                }
+            }
+    }
+#undef Q
+#undef K
+#undef V
+    if (plant != 2) record_("attention_forward", worst_forward, plant);
+    if (plant != 1) record_("attention_backward", worst_backward, plant);
+    free(score), free(spread), free(p), free(dscore), free(dscore_error);
+    free(spans), free(segment_of), free(qkv), free(out), free(d_qkv), free(lse), free(d_out);
+    cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse), cudaFree(g_d_out);
+}
+
 /* --- SwiGLU. Forward: expf is within 2 ulp; 1 + e, the division, g s and the product with u add
  *     4 roundings, and 1/(1+e) passes e's error through at most once: the Float32 value is within
  *     8 u relative; the BF16 store adds 2^-8. Backward: the slope s (1 + g (1 - s)) adds 4 more
@@ -440,6 +569,7 @@ int main(int argc, char **argv) {
         {check_embedding_, 1, {"shifted index"}},
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
+        {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 1, {"bias correction of V dropped"}},
