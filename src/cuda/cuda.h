@@ -63,6 +63,20 @@ int uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended,
                                   float const *d_attended, uint32_t const *spans, uint32_t const *segment_of,
                                   size_t cells, size_t width, uint16_t *d_qkv, void *stream, int plant);
 
+/** The attention pool: per segment and head, alpha = softmax over its cells of query . h / 8 and
+ *  pooled = sum alpha h. hidden [cells, width] (BF16); query [width] (Float32); pooled
+ *  [segments, width] (BF16, the input of pool.proj); weights [cells, heads] keeps alpha. */
+int uform_cuda_pool_forward(uint16_t const *hidden, float const *query, uint32_t const *spans, size_t segments,
+                            size_t width, uint16_t *pooled, float *weights, void *stream, int plant);
+/** Its backward from d_pooled [segments, width] (Float32): d_hidden [cells, width] += (Float32),
+ *  and query partials [segments, width] that `uform_cuda_pool_query_reduce` adds into d_query in
+ *  segment order. */
+int uform_cuda_pool_backward(uint16_t const *hidden, float const *query, float const *weights, float const *d_pooled,
+                             uint32_t const *spans, size_t segments, size_t width, float *d_hidden,
+                             float *query_partials, void *stream, int plant);
+int uform_cuda_pool_query_reduce(float const *query_partials, size_t segments, size_t width, float *d_query,
+                                 void *stream);
+
 /** One Adafactor step (SPEC.md section 5) of a BF16 matrix [rows, columns] with Float32 gradient,
  *  factored moments R [rows], C [columns] and first moment M; `scratch` holds rows + columns + 2
  *  floats. Step t is 1-based. */

@@ -374,6 +374,101 @@ static void check_attention_(int plant) {
     cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse), cudaFree(g_d_out);
 }
 
+/* --- The attention pool, one block per (segment, head). Scores are 64-term dot products within
+ *     ds = 66 u sum |q h| / 8; the softmax's max and sum are block reductions of T/128 serial terms
+ *     and 7 levels, so the weights are within e_a = 2 max ds + 2 (T/128 + 11) u relative; pooled is a
+ *     serial sum over T cells: |pooled - pooled*| <= 2^-8 |pooled*| + (1 + 2^-8)(e_a + (T + 2) u) sum a |h|.
+ *     Backward, given the kernel's weights a: dalpha within 66 u sum |dp h|; mean = sum a dalpha
+ *     within (T/128 + 9) u sum |a dalpha| + sum a |d dalpha|; dS = a (dalpha - mean) / 8 within
+ *     E = a (|d dalpha| + |d mean| + 2u |dalpha - mean|) / 8; each d_hidden element (added to its old
+ *     value) within 2u a |dp| + E |q| + 2u |dS q| + u (|new| + |old|); the query's gradient sums the
+ *     segment's cells serially, then the segments: sum (E |h| + (T + S + 3) u |dS h|). */
+static void check_pool_(int plant) {
+    size_t width = 128, heads = 2, lengths[] = {1, 9, 300, 40, 2, 77, 129, 16}, segments = 8, cells = 0;
+    for (size_t s = 0; s < segments; ++s) cells += lengths[s];
+    uint32_t *spans = malloc(segments * 8);
+    for (size_t s = 0, first = 0; s < segments; first += lengths[s], ++s) spans[2 * s] = (uint32_t)first, spans[2 * s + 1] = (uint32_t)lengths[s];
+    uint16_t *hidden = malloc((cells + 1) * width * 2), *pooled = malloc(segments * width * 2);
+    float *query = malloc(width * 4), *weights = malloc((cells + 1) * heads * 4), *d_pooled = malloc(segments * width * 4);
+    float *d_hidden = malloc(cells * width * 4), *d_hidden_out = malloc(cells * width * 4), *d_query = malloc(width * 4);
+    fill_bf16_(hidden, (cells + 1) * width, 2.0), fill_f32_(query, width, 3.0), fill_f32_(d_pooled, segments * width, 1.0);
+    fill_f32_(d_hidden, cells * width, 0.5);
+    uint16_t *g_hidden = device_((cells + 1) * width * 2), *g_pooled = device_(segments * width * 2);
+    uint32_t *g_spans = device_(segments * 8);
+    float *g_query = device_(width * 4), *g_weights = device_((cells + 1) * heads * 4), *g_d_pooled = device_(segments * width * 4);
+    float *g_d_hidden = device_(cells * width * 4), *g_partials = device_(segments * width * 4), *g_d_query = device_(width * 4);
+    upload_(g_hidden, hidden, (cells + 1) * width * 2), upload_(g_spans, spans, segments * 8), upload_(g_query, query, width * 4);
+    upload_(g_d_pooled, d_pooled, segments * width * 4), upload_(g_d_hidden, d_hidden, cells * width * 4);
+    CUDA_OK(cudaMemset(g_d_query, 0, width * 4));
+    CUDA_OK(uform_cuda_pool_forward(g_hidden, g_query, g_spans, segments, width, g_pooled, g_weights, NULL, plant == 1));
+    CUDA_OK(uform_cuda_pool_backward(g_hidden, g_query, g_weights, g_d_pooled, g_spans, segments, width, g_d_hidden, g_partials, NULL,
+                                     plant == 2 ? 2 : 0));
+    CUDA_OK(uform_cuda_pool_query_reduce(g_partials, segments, width, g_d_query, NULL));
+    download_(pooled, g_pooled, segments * width * 2), download_(weights, g_weights, cells * heads * 4);
+    download_(d_hidden_out, g_d_hidden, cells * width * 4), download_(d_query, g_d_query, width * 4);
+    double worst_forward = 0, worst_backward = 0, *query_grad = calloc(width, 8), *query_bound = calloc(width, 8);
+#define H(c, h, d) ((double)bf16_to_f32_(hidden[(c) * width + (h) * 64 + (d)]))
+    for (size_t s = 0; s < segments; ++s) {
+        size_t first = spans[2 * s], length = lengths[s];
+        double block = (double)length / 128 + 11;
+        for (size_t h = 0; h < heads; ++h) {
+            double largest = -INFINITY, total = 0, ds = 0, *score = malloc(length * 8);
+            for (size_t t = 0; t < length; ++t) {
+                double dot = 0, magnitude = 0;
+                for (size_t d = 0; d < 64; ++d) dot += query[h * 64 + d] * H(first + t, h, d), magnitude += fabs(query[h * 64 + d] * H(first + t, h, d));
+                score[t] = dot / 8, ds = fmax(ds, 66 * unit_ * magnitude / 8), largest = fmax(largest, score[t]);
+            }
+            for (size_t t = 0; t < length; ++t) total += exp(score[t] - largest);
+            double e_a = 2 * ds + 2 * block * unit_;
+            for (size_t d = 0; d < 64; ++d) {
+                double value = 0, weighted = 0;
+                for (size_t t = 0; t < length; ++t) {
+                    double a = exp(score[t] - largest) / total;
+                    value += a * H(first + t, h, d), weighted += a * fabs(H(first + t, h, d));
+                }
+                compare_(&worst_forward, bf16_to_f32_(pooled[s * width + h * 64 + d]), value,
+                         bf16_unit_ * fabs(value) + (1 + bf16_unit_) * (e_a + ((double)length + 2) * unit_) * weighted + 1e-300);
+            }
+            free(score);
+            if (plant == 1) continue;
+            /* Backward from the kernel's weights. */
+            double mean = 0, mean_error = 0, mean_magnitude = 0, *d_alpha = malloc(length * 8), *d_alpha_error = malloc(length * 8);
+            for (size_t t = 0; t < length; ++t) {
+                double dot = 0, magnitude = 0;
+                for (size_t d = 0; d < 64; ++d) dot += d_pooled[s * width + h * 64 + d] * H(first + t, h, d), magnitude += fabs(d_pooled[s * width + h * 64 + d] * H(first + t, h, d));
+                double a = weights[(first + t) * heads + h];
+                d_alpha[t] = dot, d_alpha_error[t] = 66 * unit_ * magnitude;
+                mean += a * dot, mean_magnitude += fabs(a * dot), mean_error += a * d_alpha_error[t];
+            }
+            mean_error += ((double)length / 128 + 9) * unit_ * mean_magnitude;
+            for (size_t t = 0; t < length; ++t) {
+                size_t cell = first + t;
+                double a = weights[cell * heads + h], d_score = a * (d_alpha[t] - mean) / 8;
+                double error = a * (d_alpha_error[t] + mean_error + 2 * unit_ * fabs(d_alpha[t] - mean)) / 8;
+                for (size_t d = 0; d < 64; ++d) {
+                    double old = d_hidden[cell * width + h * 64 + d], g = d_pooled[s * width + h * 64 + d];
+                    double expected = old + a * g + d_score * query[h * 64 + d];
+                    double bound = 2 * unit_ * a * fabs(g) + error * fabs(query[h * 64 + d]) + 2 * unit_ * fabs(d_score * query[h * 64 + d]) +
+                                   unit_ * (fabs(expected) + fabs(old));
+                    compare_(&worst_backward, d_hidden_out[cell * width + h * 64 + d], expected, bound + 1e-300);
+                    query_grad[h * 64 + d] += d_score * H(cell, h, d);
+                    query_bound[h * 64 + d] += error * fabs(H(cell, h, d)) + ((double)length + (double)segments + 3) * unit_ * fabs(d_score * H(cell, h, d));
+                }
+            }
+            free(d_alpha), free(d_alpha_error);
+        }
+    }
+#undef H
+    if (plant != 1)
+        for (size_t d = 0; d < width; ++d) compare_(&worst_backward, d_query[d], query_grad[d], query_bound[d] + 1e-300);
+    if (plant != 2) record_("pool_forward", worst_forward, plant);
+    if (plant != 1) record_("pool_backward", worst_backward, plant);
+    free(spans), free(hidden), free(pooled), free(query), free(weights), free(d_pooled), free(d_hidden), free(d_hidden_out), free(d_query);
+    free(query_grad), free(query_bound);
+    cudaFree(g_hidden), cudaFree(g_pooled), cudaFree(g_spans), cudaFree(g_query), cudaFree(g_weights), cudaFree(g_d_pooled);
+    cudaFree(g_d_hidden), cudaFree(g_partials), cudaFree(g_d_query);
+}
+
 /* --- SwiGLU. Forward: expf is within 2 ulp; 1 + e, the division, g s and the product with u add
  *     4 roundings, and 1/(1+e) passes e's error through at most once: the Float32 value is within
  *     8 u relative; the BF16 store adds 2^-8. Backward: the slope s (1 + g (1 - s)) adds 4 more
@@ -570,6 +665,7 @@ int main(int argc, char **argv) {
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
         {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},
+        {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 1, {"bias correction of V dropped"}},
