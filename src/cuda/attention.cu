@@ -3,18 +3,12 @@
  *  first; a tiled tensor-core kernel (or cuDNN's) replaces it once measured (docs/cuda.md). */
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/cuda.h"
 
 namespace {
 
 constexpr unsigned head_width = 64, threads = 128;
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t value) { return __uint_as_float((uint32_t)value << 16); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float value) {
-    uint32_t bits = __float_as_uint(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
 
 /* The keys a query of `cell` sees: its segment, [first, last). */
 __device__ __forceinline__ void key_range(uint32_t const *spans, uint32_t const *segment_of, size_t cells, size_t cell,
@@ -28,7 +22,7 @@ __device__ __forceinline__ void key_range(uint32_t const *spans, uint32_t const 
 __device__ __forceinline__ float dot64(float const *a, uint16_t const *b) {
     float sum = 0;
 #pragma unroll
-    for (unsigned d = 0; d < head_width; ++d) sum += a[d] * bf16_to_f32(b[d]);
+    for (unsigned d = 0; d < head_width; ++d) sum += a[d] * uform_bf16_to_f32(b[d]);
     return sum;
 }
 
@@ -40,7 +34,7 @@ __global__ void attention_forward_kernel(uint16_t const *qkv, uint32_t const *sp
     key_range(spans, segment_of, cells, cell, plant, &first, &last);
     float q[head_width], output[head_width];
     for (unsigned d = 0; d < head_width; ++d) {
-        q[d] = bf16_to_f32(qkv[cell * stride + head * head_width + d]) * 0.125f;
+        q[d] = uform_bf16_to_f32(qkv[cell * stride + head * head_width + d]) * 0.125f;
         output[d] = 0;
     }
     float largest = -INFINITY, sum = 0;
@@ -49,10 +43,10 @@ __global__ void attention_forward_kernel(uint16_t const *qkv, uint32_t const *sp
         float next = fmaxf(largest, score), rescale = expf(largest - next), weight = expf(score - next);
         sum = sum * rescale + weight;
         uint16_t const *v = qkv + key * stride + 2 * width + head * head_width;
-        for (unsigned d = 0; d < head_width; ++d) output[d] = output[d] * rescale + weight * bf16_to_f32(v[d]);
+        for (unsigned d = 0; d < head_width; ++d) output[d] = output[d] * rescale + weight * uform_bf16_to_f32(v[d]);
         largest = next;
     }
-    for (unsigned d = 0; d < head_width; ++d) attended[cell * width + head * head_width + d] = f32_to_bf16(output[d] / sum);
+    for (unsigned d = 0; d < head_width; ++d) attended[cell * width + head * head_width + d] = uform_f32_to_bf16(output[d] / sum);
     log_sums[cell * heads + head] = largest + logf(sum);
 }
 
@@ -67,9 +61,9 @@ __global__ void attention_backward_query_kernel(uint16_t const *qkv, uint16_t co
     key_range(spans, segment_of, cells, cell, 0, &first, &last);
     float q[head_width], d_out[head_width], dq[head_width], delta = 0;
     for (unsigned d = 0; d < head_width; ++d) {
-        q[d] = bf16_to_f32(qkv[cell * stride + head * head_width + d]) * 0.125f;
+        q[d] = uform_bf16_to_f32(qkv[cell * stride + head * head_width + d]) * 0.125f;
         d_out[d] = d_attended[cell * width + head * head_width + d];
-        delta += d_out[d] * bf16_to_f32(attended[cell * width + head * head_width + d]);
+        delta += d_out[d] * uform_bf16_to_f32(attended[cell * width + head * head_width + d]);
         dq[d] = 0;
     }
     if (plant == 2) delta = 0; /* planted: the softmax's shared term dropped */
@@ -78,9 +72,9 @@ __global__ void attention_backward_query_kernel(uint16_t const *qkv, uint16_t co
         uint16_t const *k = qkv + key * stride + width + head * head_width;
         float p = expf(dot64(q, k) - log_sum);
         float d_score = p * (dot64(d_out, qkv + key * stride + 2 * width + head * head_width) - delta) * 0.125f;
-        for (unsigned d = 0; d < head_width; ++d) dq[d] += d_score * bf16_to_f32(k[d]);
+        for (unsigned d = 0; d < head_width; ++d) dq[d] += d_score * uform_bf16_to_f32(k[d]);
     }
-    for (unsigned d = 0; d < head_width; ++d) d_qkv[cell * stride + head * head_width + d] = f32_to_bf16(dq[d]);
+    for (unsigned d = 0; d < head_width; ++d) d_qkv[cell * stride + head * head_width + d] = uform_f32_to_bf16(dq[d]);
 }
 
 /* dk and dv of one (key cell, head): sums over the queries that see it. */
@@ -94,8 +88,8 @@ __global__ void attention_backward_key_kernel(uint16_t const *qkv, uint16_t cons
     key_range(spans, segment_of, cells, key, 0, &first, &last); /* the queries of the key's own segment */
     float k[head_width], v[head_width], dk[head_width], dv[head_width];
     for (unsigned d = 0; d < head_width; ++d) {
-        k[d] = bf16_to_f32(qkv[key * stride + width + head * head_width + d]);
-        v[d] = bf16_to_f32(qkv[key * stride + 2 * width + head * head_width + d]);
+        k[d] = uform_bf16_to_f32(qkv[key * stride + width + head * head_width + d]);
+        v[d] = uform_bf16_to_f32(qkv[key * stride + 2 * width + head * head_width + d]);
         dk[d] = dv[d] = 0;
     }
     for (size_t query = first; query < last; ++query) {
@@ -103,20 +97,20 @@ __global__ void attention_backward_key_kernel(uint16_t const *qkv, uint16_t cons
         float const *d_out = d_attended + query * width + head * head_width;
         float score = 0, d_dot_v = 0, delta = 0;
         for (unsigned d = 0; d < head_width; ++d) {
-            score += bf16_to_f32(q[d]) * 0.125f * k[d];
+            score += uform_bf16_to_f32(q[d]) * 0.125f * k[d];
             d_dot_v += d_out[d] * v[d];
-            delta += d_out[d] * bf16_to_f32(attended[query * width + head * head_width + d]);
+            delta += d_out[d] * uform_bf16_to_f32(attended[query * width + head * head_width + d]);
         }
         if (plant == 2) delta = 0;
         float p = expf(score - log_sums[query * heads + head]), d_score = p * (d_dot_v - delta) * 0.125f;
         for (unsigned d = 0; d < head_width; ++d) {
             dv[d] += p * d_out[d];
-            dk[d] += d_score * bf16_to_f32(q[d]);
+            dk[d] += d_score * uform_bf16_to_f32(q[d]);
         }
     }
     for (unsigned d = 0; d < head_width; ++d) {
-        d_qkv[key * stride + width + head * head_width + d] = f32_to_bf16(dk[d]);
-        d_qkv[key * stride + 2 * width + head * head_width + d] = f32_to_bf16(dv[d]);
+        d_qkv[key * stride + width + head * head_width + d] = uform_f32_to_bf16(dk[d]);
+        d_qkv[key * stride + 2 * width + head * head_width + d] = uform_f32_to_bf16(dv[d]);
     }
 }
 

@@ -3,18 +3,12 @@
  *  the gradient directly, so probabilities never reach memory. */
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/cuda.h"
 
 namespace {
 
 constexpr unsigned threads = 128, vocabulary = 258, per_thread = (vocabulary + threads - 1) / threads;
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t value) { return __uint_as_float((uint32_t)value << 16); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float value) {
-    uint32_t bits = __float_as_uint(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
 
 __global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targets, float scale, float *losses,
                                      uint16_t *d_logits, int plant) {
@@ -31,7 +25,7 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targ
     float values[per_thread], largest = -INFINITY;
     for (unsigned j = 0; j < per_thread; ++j) {
         unsigned v = threadIdx.x + j * threads;
-        values[j] = v < vocabulary ? bf16_to_f32(logits[row * vocabulary + v]) : -INFINITY;
+        values[j] = v < vocabulary ? uform_bf16_to_f32(logits[row * vocabulary + v]) : -INFINITY;
         largest = fmaxf(largest, values[j]);
     }
     shared[threadIdx.x] = largest;
@@ -57,7 +51,7 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targ
         if (v >= vocabulary) continue;
         float probability = expf(values[j] - log_sum);
         float onehot = (v == (unsigned)target && plant != 1) ? 1.0f : 0.0f; /* planted 1: the target's -1 dropped */
-        gradient[v] = f32_to_bf16((probability - onehot) * scale);
+        gradient[v] = uform_f32_to_bf16((probability - onehot) * scale);
         if (v == (unsigned)target) losses[row] = log_sum - values[j];
     }
 }

@@ -4,31 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/cuda.h"
 
 namespace {
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t value) { return __uint_as_float((uint32_t)value << 16); }
-
-/* Round to nearest even, as the CPU's uform_f32_to_bf16; NaN stays a quiet NaN. */
-__device__ __forceinline__ uint16_t f32_to_bf16(float value) {
-    uint32_t bits = __float_as_uint(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-/* Sum over the block in a fixed tree order; `shared` holds blockDim.x floats. */
-__device__ float block_sum(float value, float *shared) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-        __syncthreads();
-    }
-    float total = shared[0];
-    __syncthreads();
-    return total;
-}
 
 constexpr unsigned block_threads = 256;
 
@@ -37,7 +16,7 @@ __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *valu
     size_t cell = blockIdx.x;
     uint32_t value = values[cell];
     if (plant == 1) value = (value + 1) % 258; /* planted: a shifted index */
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = bf16_to_f32(table[value * width + i]);
+    for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = uform_bf16_to_f32(table[value * width + i]);
 }
 
 __global__ void embed_backward_kernel(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
@@ -58,10 +37,10 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
     float const *row = x + cell * width;
     float squares = 0;
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) squares += row[i] * row[i];
-    float scale = rsqrtf(block_sum(squares, shared) / (float)width + 1e-6f);
+    float scale = rsqrtf(uform_block_reduce(squares, shared, 0) / (float)width + 1e-6f);
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
         float g = gain[plant == 1 ? (i + 1) % width : i]; /* planted: the gain read one column off */
-        y[cell * width + i] = f32_to_bf16(row[i] * scale * g);
+        y[cell * width + i] = uform_f32_to_bf16(row[i] * scale * g);
     }
     if (threadIdx.x == 0) scales[cell] = scale;
 }
@@ -74,7 +53,7 @@ __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float
     float const *row = x + cell * width, *d_row = dy + cell * width;
     float dot = 0;
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) dot += d_row[i] * gain[i] * row[i];
-    float mean = block_sum(dot, shared) * scale / (float)width;
+    float mean = uform_block_reduce(dot, shared, 0) * scale / (float)width;
     if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
     for (size_t i = threadIdx.x; i < width; i += blockDim.x)
         dx[cell * width + i] += scale * (d_row[i] * gain[i] - row[i] * scale * mean);
@@ -113,9 +92,9 @@ __global__ void rope_kernel(uint16_t *qkv, int32_t const *positions, size_t cell
     float c = (float)cosine, s = (float)sine * (float)direction;
     for (size_t part = 0; part < 2; ++part) { /* q, then k */
         uint16_t *vector = qkv + cell * 3 * width + part * width + head * 64;
-        float first = bf16_to_f32(vector[slot]), second = bf16_to_f32(vector[slot + 32]);
-        vector[slot] = f32_to_bf16(first * c - second * s);
-        vector[slot + 32] = f32_to_bf16(second * c + first * s);
+        float first = uform_bf16_to_f32(vector[slot]), second = uform_bf16_to_f32(vector[slot + 32]);
+        vector[slot] = uform_f32_to_bf16(first * c - second * s);
+        vector[slot + 32] = uform_f32_to_bf16(second * c + first * s);
     }
 }
 
@@ -124,10 +103,10 @@ __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, siz
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= cells * hidden_width) return;
     size_t cell = index / hidden_width, i = index % hidden_width;
-    float g = bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
+    float g = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
     float sigmoid = 1.0f / (1.0f + expf(-g));
     float silu = plant == 1 ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
-    hidden[index] = f32_to_bf16(silu * u);
+    hidden[index] = uform_f32_to_bf16(silu * u);
 }
 
 __global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_hidden, size_t cells,
@@ -135,11 +114,11 @@ __global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_h
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= cells * hidden_width) return;
     size_t cell = index / hidden_width, i = index % hidden_width;
-    float g = bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
+    float g = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
     float dh = d_hidden[index], sigmoid = 1.0f / (1.0f + expf(-g));
     float slope = plant == 1 ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
-    d_gate_up[cell * 2 * hidden_width + i] = f32_to_bf16(dh * u * slope);
-    d_gate_up[cell * 2 * hidden_width + hidden_width + i] = f32_to_bf16(dh * g * sigmoid);
+    d_gate_up[cell * 2 * hidden_width + i] = uform_f32_to_bf16(dh * u * slope);
+    d_gate_up[cell * 2 * hidden_width + hidden_width + i] = uform_f32_to_bf16(dh * g * sigmoid);
 }
 
 unsigned blocks_for(size_t count, unsigned threads) { return (unsigned)((count + threads - 1) / threads); }

@@ -3,30 +3,12 @@
  *  bias corrections and the rounded store of the BF16 master. Every reduction has a fixed order. */
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/cuda.h"
 
 namespace {
 
 constexpr unsigned threads = 256;
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t value) { return __uint_as_float((uint32_t)value << 16); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float value) {
-    uint32_t bits = __float_as_uint(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-__device__ float block_sum(float value, float *shared) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
-        __syncthreads();
-    }
-    float total = shared[0];
-    __syncthreads();
-    return total;
-}
 
 /* (1 - beta) comes from the host, computed in double: in Float32, 1 - 0.999f is off by 1e-5 relative. */
 __global__ void row_moment_kernel(float const *gradient, size_t columns, float beta2, float complement2,
@@ -38,7 +20,7 @@ __global__ void row_moment_kernel(float const *gradient, size_t columns, float b
         float g = gradient[row * columns + c];
         sum += g * g + 1e-30f;
     }
-    sum = block_sum(sum, shared);
+    sum = uform_block_reduce(sum, shared, 0);
     if (threadIdx.x == 0) row_moment[row] = beta2 * row_moment[row] + complement2 * (sum / (float)columns);
 }
 
@@ -59,7 +41,7 @@ __global__ void row_mean_kernel(float const *row_moment, size_t rows, float *scr
     __shared__ float shared[threads];
     float sum = 0;
     for (size_t r = threadIdx.x; r < rows; r += threads) sum += row_moment[r];
-    sum = block_sum(sum, shared);
+    sum = uform_block_reduce(sum, shared, 0);
     if (threadIdx.x == 0) scratch[0] = sum / (float)rows;
 }
 
@@ -78,7 +60,7 @@ __global__ void update_squares_kernel(float const *gradient, float const *row_mo
         float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index);
         sum += u * u;
     }
-    sum = block_sum(sum, shared);
+    sum = uform_block_reduce(sum, shared, 0);
     if (threadIdx.x == 0) scratch[2 + blockIdx.x] = sum;
 }
 
@@ -100,8 +82,8 @@ __global__ void apply_kernel(uint16_t *weights, float const *gradient, float con
     float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index) / scratch[1];
     float m = beta1 * first_moment[index] + complement1 * u;
     first_moment[index] = m;
-    float w = bf16_to_f32(weights[index]);
-    weights[index] = f32_to_bf16(w - rate * (m / correction1 + weight_decay * w));
+    float w = uform_bf16_to_f32(weights[index]);
+    weights[index] = uform_f32_to_bf16(w - rate * (m / correction1 + weight_decay * w));
 }
 
 } // namespace

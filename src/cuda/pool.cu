@@ -3,32 +3,12 @@
  *  and a backward whose every output has one owner, so results repeat bitwise. */
 #include <cuda_runtime.h>
 
+#include "cuda/common.cuh"
 #include "cuda/cuda.h"
 
 namespace {
 
 constexpr unsigned threads = 128, head_width = 64;
-
-__device__ __forceinline__ float bf16_to_f32(uint16_t value) { return __uint_as_float((uint32_t)value << 16); }
-__device__ __forceinline__ uint16_t f32_to_bf16(float value) {
-    uint32_t bits = __float_as_uint(value);
-    if ((bits & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((bits >> 16) | 0x0040u);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
-__device__ float block_reduce(float value, float *shared, int maximum) {
-    shared[threadIdx.x] = value;
-    __syncthreads();
-    for (unsigned half = threads / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half)
-            shared[threadIdx.x] = maximum ? fmaxf(shared[threadIdx.x], shared[threadIdx.x + half])
-                                          : shared[threadIdx.x] + shared[threadIdx.x + half];
-        __syncthreads();
-    }
-    float result = shared[0];
-    __syncthreads();
-    return result;
-}
 
 __global__ void pool_forward_kernel(uint16_t const *hidden, float const *query, uint32_t const *spans, size_t width,
                                     uint16_t *pooled, float *weights, int plant) {
@@ -41,26 +21,26 @@ __global__ void pool_forward_kernel(uint16_t const *hidden, float const *query, 
     for (size_t t = threadIdx.x; t < length; t += threads) {
         uint16_t const *h = hidden + (first + t) * width + head * head_width;
         float score = 0;
-        for (unsigned d = 0; d < head_width; ++d) score += q[d] * bf16_to_f32(h[d]);
+        for (unsigned d = 0; d < head_width; ++d) score += q[d] * uform_bf16_to_f32(h[d]);
         score *= 0.125f;
         weights[(first + t) * heads + head] = score;
         largest = fmaxf(largest, score);
     }
-    largest = block_reduce(largest, shared, 1);
+    largest = uform_block_reduce(largest, shared, 1);
     float sum = 0;
     for (size_t t = threadIdx.x; t < length; t += threads) {
         float e = expf(weights[(first + t) * heads + head] - largest);
         weights[(first + t) * heads + head] = e;
         sum += e;
     }
-    sum = block_reduce(sum, shared, 0);
+    sum = uform_block_reduce(sum, shared, 0);
     for (size_t t = threadIdx.x; t < length; t += threads) weights[(first + t) * heads + head] /= sum;
     __syncthreads();
     if (threadIdx.x < head_width) {
         float total = 0;
         for (size_t t = 0; t < length; ++t)
-            total += weights[(first + t) * heads + head] * bf16_to_f32(hidden[(first + t) * width + head * head_width + threadIdx.x]);
-        pooled[segment * width + head * head_width + threadIdx.x] = f32_to_bf16(total);
+            total += weights[(first + t) * heads + head] * uform_bf16_to_f32(hidden[(first + t) * width + head * head_width + threadIdx.x]);
+        pooled[segment * width + head * head_width + threadIdx.x] = uform_f32_to_bf16(total);
     }
 }
 
@@ -77,17 +57,17 @@ __global__ void pool_backward_kernel(uint16_t const *hidden, float const *query,
     for (size_t t = threadIdx.x; t < length; t += threads) {
         uint16_t const *h = hidden + (first + t) * width + head * head_width;
         float d_alpha = 0;
-        for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * bf16_to_f32(h[d]);
+        for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * uform_bf16_to_f32(h[d]);
         mean += weights[(first + t) * heads + head] * d_alpha;
     }
-    mean = block_reduce(mean, shared, 0);
+    mean = uform_block_reduce(mean, shared, 0);
     if (plant == 2) mean = 0; /* planted: the softmax's shared term dropped */
     float const *q = query + head * head_width;
     for (size_t t = threadIdx.x; t < length; t += threads) {
         size_t cell = first + t;
         uint16_t const *h = hidden + cell * width + head * head_width;
         float d_alpha = 0, alpha = weights[cell * heads + head];
-        for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * bf16_to_f32(h[d]);
+        for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * uform_bf16_to_f32(h[d]);
         float d_score = alpha * (d_alpha - mean) * 0.125f;
         for (unsigned d = 0; d < head_width; ++d) d_hidden[cell * width + head * head_width + d] += alpha * d_pool[d] + d_score * q[d];
     }
@@ -98,8 +78,8 @@ __global__ void pool_backward_kernel(uint16_t const *hidden, float const *query,
             size_t cell = first + t;
             uint16_t const *h = hidden + cell * width + head * head_width;
             float d_alpha = 0;
-            for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * bf16_to_f32(h[d]);
-            total += weights[cell * heads + head] * (d_alpha - mean) * 0.125f * bf16_to_f32(h[threadIdx.x]);
+            for (unsigned d = 0; d < head_width; ++d) d_alpha += d_pool[d] * uform_bf16_to_f32(h[d]);
+            total += weights[cell * heads + head] * (d_alpha - mean) * 0.125f * uform_bf16_to_f32(h[threadIdx.x]);
         }
         query_partials[segment * width + head * head_width + threadIdx.x] = total;
     }
