@@ -6,7 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
-packages=(build-essential cmake pkg-config git libopenblas-dev libjansson-dev)
+packages=(build-essential cmake pkg-config git libopenblas-dev libjansson-dev zlib1g-dev libzstd-dev libsnappy-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -17,8 +17,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
 fi
-python3 -c "import numpy, safetensors, pytest, matplotlib" 2>/dev/null ||
-  python3 -m pip install --quiet numpy safetensors pytest matplotlib
+python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow" 2>/dev/null ||
+  python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null

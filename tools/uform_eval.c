@@ -1,183 +1,672 @@
-/*  uform_eval.c: retrieval quality of a checkpoint on held-out pairs (JSONL records with a query
- *  and positives): each query against every pair's first positive and back, per Matryoshka width,
- *  as Recall@1/5/10, MRR and nDCG@10, beside chance. */
+/*  uform_eval.c: retrieval quality on held-out pairs (JSONL records with a query and positives):
+ *  each query against every pair's first positive and back, as Recall@1/5/10, MRR and nDCG@10,
+ *  for chance, a character n-gram TF-IDF baseline, the checkpoint at every Matryoshka width and,
+ *  optionally, its top candidates reranked by MaxSim; overall and per language ("lang" of each
+ *  record). A table on the terminal, JSON on request. Metrics: src/eval/metrics.h.
+ */
+#include <errno.h>
+#include <jansson.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "core/threads.h"
 #include "data/jsonl.h"
+#include "eval/metrics.h"
+#include "eval/tfidf.h"
 #include "uform/uform.h"
 
 static char const *const uform_eval_usage_ =
-    "usage: uform_eval CHECKPOINT --pairs FILE [--limit N] [--json FILE] [--threads N] [--quiet]\n"
+    "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K] [--no-tfidf] [--json FILE]\n"
+    "                  [--threads N] [--quiet]\n"
     "\n"
-    "Embeds each pair's query and first positive, ranks all positives for every query (and all\n"
-    "queries for every positive) by cosine, and prints Recall@1/5/10, MRR and nDCG@10 for each\n"
-    "Matryoshka width beside chance. A retrieved text equal to the gold one counts as a hit.\n"
-    "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint)\n"
-    "  --pairs FILE     JSONL pair records {\"query\": ..., \"positives\": [...]}\n"
+    "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
+    "positive (positive->query) among all pairs of the file, and prints Recall@1/5/10, MRR and\n"
+    "nDCG@10 for chance, a TF-IDF baseline and the checkpoint at each Matryoshka width, then per\n"
+    "language when the records carry \"lang\". A retrieved text equal to the gold one is a hit; tied\n"
+    "scores count as the average over their orders.\n"
+    "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
+    "                   without it only the baselines run\n"
+    "  --pairs FILE     JSONL pair records {\"query\": ..., \"positives\": [...], \"lang\": ...}\n"
     "  --limit N        the first N pairs only (default: all)\n"
-    "  --json FILE      also write the results as JSON\n"
+    "  --rerank K       also rescore each query's top K candidates (at every width) by MaxSim\n"
+    "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
+    "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
+    "  --json FILE      also write every row, per language too, as JSON\n"
     "  --threads N      worker threads (default: all cores)\n"
     "  --quiet          no progress on standard error\n";
 
-typedef struct {
-    double recall[3], reciprocal_rank, ndcg;
-} uform_scores_t;
+enum { uform_ngram_shortest_k = 3, uform_ngram_longest_k = 5, uform_tfidf_buckets_k = 1 << 20 };
+enum { uform_directions_k = 2 };
+static char const *const uform_direction_names_[uform_directions_k] = {"query->positive", "positive->query"};
 
-/* Scores one direction: `rows` embeddings against `columns`, gold of row i is column i; texts
- * equal to the gold text also count as hits (duplicates in the set). */
-static void uform_rank_(float const *rows, float const *columns, size_t count, size_t width, size_t stride,
-                        uform_text_t const *column_texts, uform_scores_t *scores) {
-    memset(scores, 0, sizeof(*scores));
-    for (size_t i = 0; i < count; ++i) {
-        float const *query = rows + i * stride;
-        double gold = 0;
-        for (size_t k = 0; k < width; ++k) gold += (double)query[k] * columns[i * stride + k];
-        size_t better = 0;
-        for (size_t j = 0; j < count; ++j) {
-            if (j == i) continue;
-            int same = column_texts[j].length == column_texts[i].length &&
-                       !memcmp(column_texts[j].data, column_texts[i].data, column_texts[i].length);
-            if (same) continue;
-            double similarity = 0;
-            for (size_t k = 0; k < width; ++k) similarity += (double)query[k] * columns[j * stride + k];
-            better += similarity > gold || (similarity == gold && j < i);
-        }
-        size_t rank = better + 1;
-        scores->recall[0] += rank <= 1, scores->recall[1] += rank <= 5, scores->recall[2] += rank <= 10;
-        scores->reciprocal_rank += 1.0 / (double)rank;
-        scores->ndcg += rank <= 10 ? 1.0 / log2((double)rank + 1.0) : 0.0;
+/* ---- progress ---------------------------------------------------------------------------------- */
+
+static double uform_clock_(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + 1e-9 * (double)now.tv_nsec;
+}
+
+/* A line on standard error, redrawn in place on a terminal; in a log, one line every 10 s. */
+typedef struct uform_progress_t {
+    int quiet, interactive;
+    char what[96];
+    size_t total;
+    double start, last;
+} uform_progress_t;
+
+static void uform_progress_begin_(uform_progress_t *progress, char const *what, size_t total) {
+    snprintf(progress->what, sizeof(progress->what), "%s", what);
+    progress->total = total, progress->start = progress->last = uform_clock_();
+}
+
+static void uform_progress_show_(uform_progress_t *progress, size_t done, int final) {
+    if (progress->quiet) return;
+    double now = uform_clock_(), elapsed = now - progress->start;
+    if (!final && now - progress->last < (progress->interactive ? 0.25 : 10.0)) return;
+    progress->last = now;
+    double left = done ? elapsed * (double)(progress->total - done) / (double)done : 0;
+    fprintf(stderr, "%suform_eval: %s %zu/%zu, %.1f s", progress->interactive ? "\r\033[K" : "", progress->what, done,
+            progress->total, elapsed);
+    if (!final && done) fprintf(stderr, ", about %.0f s left", left);
+    if (final || !progress->interactive) fputc('\n', stderr);
+}
+
+/* ---- inputs ------------------------------------------------------------------------------------ */
+
+static int uform_parse_count_(char const *flag, char const *text, size_t minimum, size_t *value) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long parsed = strtoull(text, &end, 10);
+    if (!*text || *end || errno || text[0] == '-' || text[0] == '+' || parsed < minimum) {
+        fprintf(stderr, "uform_eval: %s wants a whole number >= %zu, got '%s'\n", flag, minimum, text);
+        return 0;
     }
-    for (int k = 0; k < 3; ++k) scores->recall[k] /= (double)count;
-    scores->reciprocal_rank /= (double)count;
-    scores->ndcg /= (double)count;
+    *value = (size_t)parsed;
+    return 1;
+}
+
+/* Text ids: equal texts share one id, so a duplicate of the gold is a hit, not a rival. */
+static uform_text_t const *uform_sorting_texts_;
+
+static int uform_compare_texts_(void const *left, void const *right) {
+    uform_text_t const *first = &uform_sorting_texts_[*(uint32_t const *)left],
+                       *second = &uform_sorting_texts_[*(uint32_t const *)right];
+    if (first->length != second->length) return first->length < second->length ? -1 : 1;
+    int order = memcmp(first->data, second->data, first->length);
+    if (order) return order;
+    return *(uint32_t const *)left < *(uint32_t const *)right ? -1 : 1;
+}
+
+static void uform_text_groups_(uform_text_t const *texts, size_t count, uint32_t *order, uint32_t *groups) {
+    for (size_t i = 0; i < count; ++i) order[i] = (uint32_t)i;
+    uform_sorting_texts_ = texts;
+    qsort(order, count, sizeof(uint32_t), uform_compare_texts_);
+    uint32_t group = 0;
+    for (size_t i = 0; i < count; ++i) {
+        uform_text_t const *now = &texts[order[i]], *before = i ? &texts[order[i - 1]] : NULL;
+        if (before && (before->length != now->length || memcmp(before->data, now->data, now->length))) ++group;
+        groups[order[i]] = group;
+    }
+}
+
+/* ---- ranking ----------------------------------------------------------------------------------- */
+
+/* One ranking pass: every row's gold placement among all columns, and optionally its top `top`
+ * columns with their scores (for reranking). Scores come from dense prefixes or TF-IDF rows. */
+typedef struct uform_ranking_job_t {
+    size_t count;
+    float const *rows, *columns; /* dense: `count` vectors of `width` floats, `stride` apart */
+    size_t width, stride;
+    uform_sparse_t const *sparse_rows, *sparse_index; /* TF-IDF instead, when set */
+    uint32_t const *groups; /* column text ids */
+    uform_placement_t *placements; /* [count] */
+    size_t top;
+    uint32_t *top_columns; /* [count * top] */
+    float *top_scores; /* [count * top] */
+    float *gold_scores; /* [count] the best score among the gold's equals */
+    float *scratch; /* [threads * count] */
+    atomic_size_t done;
+    uform_progress_t *progress;
+} uform_ranking_job_t;
+
+static float uform_dot_(float const *left, float const *right, size_t width) {
+    float sums[4] = {0, 0, 0, 0}; /* four partial sums, so the loop vectorizes without -ffast-math */
+    size_t place = 0;
+    for (; place + 4 <= width; place += 4)
+        for (int lane = 0; lane < 4; ++lane) sums[lane] += left[place + lane] * right[place + lane];
+    for (; place < width; ++place) sums[0] += left[place] * right[place];
+    return (sums[0] + sums[1]) + (sums[2] + sums[3]);
+}
+
+static void uform_ranking_task_(void *context, size_t row, size_t thread) {
+    uform_ranking_job_t *job = context;
+    float *scores = job->scratch + thread * job->count;
+    if (job->sparse_rows)
+        uform_tfidf_scores(job->sparse_rows, row, job->sparse_index, scores, job->count);
+    else
+        for (size_t column = 0; column < job->count; ++column)
+            scores[column] = uform_dot_(job->rows + row * job->stride, job->columns + column * job->stride, job->width);
+    job->placements[row] = uform_placement(scores, job->count, row, job->groups);
+    if (job->top) {
+        float gold = isnan(scores[row]) ? -INFINITY : scores[row];
+        for (size_t column = 0; column < job->count; ++column)
+            if (job->groups[column] == job->groups[row] && scores[column] > gold) gold = scores[column];
+        job->gold_scores[row] = gold;
+        /* The top `top` by score, ties to the lower index: insertion into a short sorted list. */
+        uint32_t *columns = job->top_columns + row * job->top;
+        float *best = job->top_scores + row * job->top;
+        size_t kept = 0;
+        for (size_t column = 0; column < job->count; ++column) {
+            float score = isnan(scores[column]) ? -INFINITY : scores[column];
+            if (kept == job->top && !(score > best[kept - 1])) continue;
+            size_t at = kept < job->top ? kept++ : kept - 1;
+            while (at > 0 && score > best[at - 1]) best[at] = best[at - 1], columns[at] = columns[at - 1], --at;
+            best[at] = score, columns[at] = (uint32_t)column;
+        }
+    }
+    size_t done = atomic_fetch_add_explicit(&job->done, 1, memory_order_relaxed) + 1;
+    if (thread == 0) uform_progress_show_(job->progress, done, 0);
+}
+
+static void uform_rank_(uform_pool_t *pool, uform_ranking_job_t *job, char const *what) {
+    atomic_store(&job->done, 0);
+    uform_progress_begin_(job->progress, what, job->count);
+    uform_pool_for(pool, job->count, uform_ranking_task_, job);
+    uform_progress_show_(job->progress, job->count, 1);
 }
 
 /* Renormalizes the first `width` values of each row in place (a Matryoshka prefix). */
 static void uform_prefix_(float const *full, size_t count, size_t stride, size_t width, float *target) {
     for (size_t i = 0; i < count; ++i) {
         double norm = 0;
-        for (size_t k = 0; k < width; ++k) norm += (double)full[i * stride + k] * full[i * stride + k];
+        for (size_t place = 0; place < width; ++place)
+            norm += (double)full[i * stride + place] * full[i * stride + place];
         float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
-        for (size_t k = 0; k < width; ++k) target[i * stride + k] = full[i * stride + k] * scale;
+        for (size_t place = 0; place < width; ++place) target[i * stride + place] = full[i * stride + place] * scale;
     }
 }
 
 static uform_status_t uform_embed_all_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
-                                       float *embeddings, int quiet, char const *what) {
+                                       float *embeddings, size_t *truncated, uform_progress_t *progress,
+                                       char const *what) {
     enum { batch_k = 256 };
+    uform_progress_begin_(progress, what, count);
     for (size_t first = 0; first < count; first += batch_k) {
-        size_t batch = count - first < batch_k ? count - first : batch_k;
-        uform_status_t status = uform_encode(model, texts + first, batch, width, embeddings + first * width, NULL);
+        size_t batch = count - first < batch_k ? count - first : batch_k, cut = 0;
+        uform_status_t status = uform_encode(model, texts + first, batch, width, embeddings + first * width, &cut);
         if (status != uform_ok_k) return status;
-        if (!quiet) fprintf(stderr, "\ruform_eval: %s %zu/%zu", what, first + batch, count);
+        *truncated += cut;
+        uform_progress_show_(progress, first + batch, 0);
     }
-    if (!quiet) fputc('\n', stderr);
+    uform_progress_show_(progress, count, 1);
     return uform_ok_k;
+}
+
+/* ---- reranking --------------------------------------------------------------------------------- */
+
+/* The reranked placement of one row at one width: the top columns reordered by MaxSim go first,
+ * every other column keeps its place after them. `maxsim` holds the score of each top column. */
+static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t top, uint32_t const *columns,
+                                         float const *scores, float gold_score, float const *maxsim,
+                                         uint32_t const *groups, uint32_t gold_group, float *rivals) {
+    int gold_inside = 0;
+    float gold_maxsim = -INFINITY;
+    size_t rivals_count = 0, above = 0, level = 0;
+    for (size_t place = 0; place < top; ++place) {
+        if (groups[columns[place]] == gold_group) {
+            float value = isnan(maxsim[place]) ? -INFINITY : maxsim[place];
+            if (!gold_inside || value > gold_maxsim) gold_maxsim = value;
+            gold_inside = 1;
+        } else {
+            rivals[rivals_count++] = maxsim[place];
+            above += scores[place] > gold_score, level += scores[place] == gold_score;
+        }
+    }
+    if (gold_inside) return uform_placement_among(rivals, rivals_count, gold_maxsim);
+    return (uform_placement_t){top + first_stage.better - above, first_stage.tied - level};
+}
+
+/* ---- reporting --------------------------------------------------------------------------------- */
+
+/* One row of the table: a method at a width in a direction, with one placement per pair. */
+typedef struct uform_row_t {
+    char method[40];
+    size_t width; /* 0: not a model width */
+    int direction; /* -1: both (chance) */
+    uform_placement_t const *placements;
+} uform_row_t;
+
+static void uform_metrics_json_(json_t *object, uform_metrics_t const *mean) {
+    json_object_set_new(object, "recall@1", json_real(mean->recall_at_1));
+    json_object_set_new(object, "recall@5", json_real(mean->recall_at_5));
+    json_object_set_new(object, "recall@10", json_real(mean->recall_at_10));
+    json_object_set_new(object, "mrr", json_real(mean->reciprocal_rank));
+    json_object_set_new(object, "ndcg@10", json_real(mean->ndcg_at_10));
+}
+
+static json_t *uform_row_json_(uform_row_t const *row, char const *language, uform_metrics_t const *mean) {
+    json_t *object = json_object();
+    json_object_set_new(object, "method", json_string(row->method));
+    json_object_set_new(object, "width", row->width ? json_integer((json_int_t)row->width) : json_null());
+    json_object_set_new(object, "direction",
+                        json_string(row->direction < 0 ? "both" : uform_direction_names_[row->direction]));
+    json_object_set_new(object, "language", json_string(language));
+    json_object_set_new(object, "queries", json_integer((json_int_t)mean->queries));
+    uform_metrics_json_(object, mean);
+    return object;
 }
 
 int main(int argc, char **argv) {
     char const *checkpoint = NULL, *pairs = NULL, *json_path = NULL;
-    size_t limit = 0, threads = 0;
-    int quiet = 0;
+    size_t limit = 0, threads = 0, top = 0;
+    int quiet = 0, use_tfidf = 1;
     for (int i = 1; i < argc; ++i) {
+        char const *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             fputs(uform_eval_usage_, stdout);
             return 0;
-        } else if (!strcmp(argv[i], "--quiet")) quiet = 1;
-        else if (i + 1 < argc && !strcmp(argv[i], "--pairs")) pairs = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--json")) json_path = argv[++i];
-        else if (i + 1 < argc && !strcmp(argv[i], "--limit")) limit = (size_t)strtoull(argv[++i], NULL, 10);
-        else if (i + 1 < argc && !strcmp(argv[i], "--threads")) threads = (size_t)strtoull(argv[++i], NULL, 10);
-        else if (argv[i][0] != '-' && !checkpoint) checkpoint = argv[i];
+        } else if (!strcmp(argv[i], "--quiet"))
+            quiet = 1;
+        else if (!strcmp(argv[i], "--no-tfidf"))
+            use_tfidf = 0;
+        else if (value && !strcmp(argv[i], "--pairs"))
+            pairs = argv[++i];
+        else if (value && !strcmp(argv[i], "--json"))
+            json_path = argv[++i];
+        else if (value && !strcmp(argv[i], "--limit")) {
+            if (!uform_parse_count_("--limit", argv[++i], 2, &limit)) return 2;
+        } else if (value && !strcmp(argv[i], "--threads")) {
+            if (!uform_parse_count_("--threads", argv[++i], 1, &threads)) return 2;
+        } else if (value && !strcmp(argv[i], "--rerank")) {
+            if (!uform_parse_count_("--rerank", argv[++i], 1, &top)) return 2;
+        } else if (argv[i][0] != '-' && !checkpoint)
+            checkpoint = argv[i];
         else {
-            fprintf(stderr, "uform_eval: unexpected argument '%s' (see --help)\n", argv[i]);
+            fprintf(stderr, "uform_eval: unexpected argument '%s'%s (see --help)\n", argv[i],
+                    !value && argv[i][0] == '-' ? " or a missing value" : "");
             return 2;
         }
     }
-    if (!checkpoint || !pairs) {
-        fprintf(stderr, "uform_eval: a CHECKPOINT and --pairs FILE are required (see --help)\n");
+    if (!pairs) {
+        fprintf(stderr, "uform_eval: --pairs FILE is required (see --help)\n");
         return 2;
     }
-    char folder[4096];
+    if (top && !checkpoint) {
+        fprintf(stderr, "uform_eval: --rerank needs a CHECKPOINT\n");
+        return 2;
+    }
+    if (!checkpoint && !use_tfidf) {
+        fprintf(stderr, "uform_eval: nothing to evaluate: no CHECKPOINT and --no-tfidf\n");
+        return 2;
+    }
+    uform_progress_t progress = {.quiet = quiet, .interactive = isatty(fileno(stderr))};
+
+    char folder[4096] = "";
     uform_model_t *model = NULL;
     uform_corpus_t corpus;
-    uform_status_t status = uform_checkpoint_resolve(checkpoint, folder, sizeof(folder));
-    if (status == uform_ok_k) status = uform_model_open(folder, &model);
-    if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
+    uform_status_t status = uform_ok_k;
+    if (checkpoint) {
+        status = uform_checkpoint_resolve(checkpoint, folder, sizeof(folder));
+        if (status == uform_ok_k) status = uform_model_open(folder, &model);
+        if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
+        if (status == uform_ok_k && top && !uform_model_has_head(model, "rerank")) {
+            fprintf(stderr,
+                    "uform_eval: --rerank: %s has no rerank head (train or warm-start one with --objective rerank)\n",
+                    folder);
+            return 1;
+        }
+    }
     if (status == uform_ok_k) status = uform_jsonl_read(pairs, NULL, &corpus);
     if (status != uform_ok_k) {
         fprintf(stderr, "uform_eval: %s\n", uform_last_error());
         return 1;
     }
-    size_t count = 0;
+
+    /* Pairs, their languages, and the text ids of both sides. */
+    size_t count = 0, languages_count = 0;
     uform_text_t *queries = calloc(corpus.records_count + 1, sizeof(uform_text_t));
     uform_text_t *documents = calloc(corpus.records_count + 1, sizeof(uform_text_t));
+    uint32_t *language_of = calloc(corpus.records_count + 1, sizeof(uint32_t));
+    uform_slice_t *languages = calloc(corpus.records_count + 1, sizeof(uform_slice_t));
     for (size_t i = 0; i < corpus.records_count && (!limit || count < limit); ++i) {
         uform_record_t const *record = &corpus.records[i];
-        if (record->kind != uform_record_pair_k || !record->text.length) continue;
-        uform_slice_t positive = corpus.slices[record->first_candidate];
-        if (!positive.length) continue;
+        if (record->kind != uform_record_pair_k) {
+            fprintf(stderr,
+                    "uform_eval: %s:%zu: a text record; --pairs needs pair records {\"query\": ..., \"positives\": "
+                    "[...]}\n",
+                    pairs, record->line);
+            return 1;
+        }
+        uform_slice_t positive = corpus.slices[record->first_candidate], language = record->language;
+        size_t found = 0;
+        while (found < languages_count && (languages[found].length != language.length ||
+                                           memcmp(uform_corpus_data(&corpus, languages[found]),
+                                                  uform_corpus_data(&corpus, language), language.length)))
+            ++found;
+        if (found == languages_count) languages[languages_count++] = language;
+        language_of[count] = (uint32_t)found;
         queries[count] = (uform_text_t){uform_corpus_data(&corpus, record->text), record->text.length};
         documents[count++] = (uform_text_t){uform_corpus_data(&corpus, positive), positive.length};
     }
     if (count < 2) {
-        fprintf(stderr, "uform_eval: %s has %zu usable pairs; at least 2 are needed\n", pairs, count);
+        fprintf(stderr, "uform_eval: %s has %zu pairs; at least 2 are needed to rank anything\n", pairs, count);
         return 1;
     }
-    uform_config_t config;
-    uform_model_config(model, &config);
-    size_t widest = config.embedding_widths[config.embedding_widths_count - 1];
-    float *query_embeddings = malloc(count * widest * sizeof(float)), *document_embeddings = malloc(count * widest * sizeof(float));
-    float *query_prefix = malloc(count * widest * sizeof(float)), *document_prefix = malloc(count * widest * sizeof(float));
-    status = uform_embed_all_(model, queries, count, widest, query_embeddings, quiet, "queries");
-    if (status == uform_ok_k) status = uform_embed_all_(model, documents, count, widest, document_embeddings, quiet, "positives");
-    if (status != uform_ok_k) {
+    { /* Languages in byte order, so tables and JSON list them alike on every run. */
+        uint32_t *rank = malloc((languages_count + 1) * sizeof(uint32_t));
+        for (size_t language = 0; language < languages_count; ++language) {
+            rank[language] = 0;
+            for (size_t other = 0; other < languages_count; ++other) {
+                size_t shorter = languages[language].length < languages[other].length ? languages[language].length
+                                                                                      : languages[other].length;
+                int order = memcmp(uform_corpus_data(&corpus, languages[other]),
+                                   uform_corpus_data(&corpus, languages[language]), shorter);
+                rank[language] += order < 0 || (order == 0 && languages[other].length < languages[language].length);
+            }
+        }
+        uform_slice_t *sorted = calloc(languages_count + 1, sizeof(uform_slice_t));
+        for (size_t language = 0; language < languages_count; ++language) sorted[rank[language]] = languages[language];
+        for (size_t i = 0; i < count; ++i) language_of[i] = rank[language_of[i]];
+        memcpy(languages, sorted, languages_count * sizeof(uform_slice_t));
+        free(sorted), free(rank);
+    }
+    uint32_t *order = malloc(count * sizeof(uint32_t));
+    uint32_t *groups[uform_directions_k] = {malloc(count * sizeof(uint32_t)), malloc(count * sizeof(uint32_t))};
+    uform_text_groups_(documents, count, order, groups[0]); /* query->positive ranks positives */
+    uform_text_groups_(queries, count, order, groups[1]);
+    uform_text_t const *row_texts[uform_directions_k] = {queries, documents};
+    uform_text_t const *column_texts[uform_directions_k] = {documents, queries};
+
+    uform_pool_t *pool = NULL;
+    if (uform_pool_create(threads, &pool) != uform_ok_k) {
         fprintf(stderr, "uform_eval: %s\n", uform_last_error());
         return 1;
     }
-    double chance_mrr = 0, chance_ndcg = 0;
-    for (size_t r = 1; r <= count; ++r) chance_mrr += 1.0 / (double)r / (double)count;
-    for (size_t r = 1; r <= 10 && r <= count; ++r) chance_ndcg += 1.0 / log2((double)r + 1.0) / (double)count;
-    printf("%s on %s: %zu pairs\n\n", folder, pairs, count);
-    printf("| width | direction | R@1 | R@5 | R@10 | MRR | nDCG@10 |\n|---|---|---|---|---|---|---|\n");
-    printf("| - | chance | %.4f | %.4f | %.4f | %.4f | %.4f |\n", 1.0 / (double)count, fmin(1.0, 5.0 / (double)count),
-           fmin(1.0, 10.0 / (double)count), chance_mrr, chance_ndcg);
-    FILE *json = json_path ? fopen(json_path, "w") : NULL;
-    if (json_path && !json) {
-        fprintf(stderr, "uform_eval: %s: cannot write\n", json_path);
-        return 1;
+    size_t pool_threads = uform_pool_threads(pool);
+    float *scratch = malloc(pool_threads * count * sizeof(float));
+    uform_row_t rows[2 + 2 * 2 * uform_max_embedding_widths_k + 2];
+    size_t rows_count = 0;
+    uform_metrics_t chance = uform_metrics_chance(count);
+    rows[rows_count++] = (uform_row_t){"chance", 0, -1, NULL};
+
+    /* The TF-IDF baseline, fitted on both sides of the evaluated pairs. */
+    uform_placement_t *tfidf_placements[uform_directions_k] = {NULL, NULL};
+    if (use_tfidf) {
+        uform_text_t *both = malloc(2 * count * sizeof(uform_text_t));
+        memcpy(both, queries, count * sizeof(uform_text_t));
+        memcpy(both + count, documents, count * sizeof(uform_text_t));
+        uform_tfidf_t tfidf;
+        uform_sparse_t vectors[uform_directions_k], index[uform_directions_k];
+        status = uform_tfidf_fit(both, 2 * count, uform_ngram_shortest_k, uform_ngram_longest_k, uform_tfidf_buckets_k,
+                                 &tfidf);
+        for (int direction = 0; direction < uform_directions_k && status == uform_ok_k; ++direction)
+            status = uform_tfidf_vectors(&tfidf, row_texts[direction], count, &vectors[direction]);
+        /* Each direction scores the other side: its index is the other side's vectors, transposed. */
+        for (int direction = 0; direction < uform_directions_k && status == uform_ok_k; ++direction)
+            status = uform_sparse_transpose(&vectors[1 - direction], tfidf.buckets, &index[direction]);
+        if (status != uform_ok_k) {
+            fprintf(stderr, "uform_eval: %s\n", uform_last_error());
+            return 1;
+        }
+        for (int direction = 0; direction < uform_directions_k; ++direction) {
+            tfidf_placements[direction] = malloc(count * sizeof(uform_placement_t));
+            uform_ranking_job_t job = {.count = count,
+                                       .sparse_rows = &vectors[direction],
+                                       .sparse_index = &index[direction],
+                                       .groups = groups[direction],
+                                       .placements = tfidf_placements[direction],
+                                       .scratch = scratch,
+                                       .progress = &progress};
+            char what[64];
+            snprintf(what, sizeof(what), "tf-idf %s", uform_direction_names_[direction]);
+            uform_rank_(pool, &job, what);
+            rows[rows_count++] = (uform_row_t){"tfidf", 0, direction, tfidf_placements[direction]};
+        }
+        for (int direction = 0; direction < uform_directions_k; ++direction)
+            uform_sparse_free(&vectors[direction]), uform_sparse_free(&index[direction]);
+        uform_tfidf_free(&tfidf);
+        free(both);
     }
-    if (json)
-        fprintf(json, "{\"checkpoint\": \"%s\", \"pairs\": \"%s\", \"count\": %zu, \"chance\": {\"recall@1\": %.6f, \"mrr\": %.6f}, \"widths\": [",
-                folder, pairs, count, 1.0 / (double)count, chance_mrr);
-    for (size_t w = 0; w < config.embedding_widths_count; ++w) {
-        size_t width = config.embedding_widths[w];
-        uform_prefix_(query_embeddings, count, widest, width, query_prefix);
-        uform_prefix_(document_embeddings, count, widest, width, document_prefix);
-        uform_scores_t forward, backward;
-        uform_rank_(query_prefix, document_prefix, count, width, widest, documents, &forward);
-        uform_rank_(document_prefix, query_prefix, count, width, widest, queries, &backward);
-        uform_scores_t const *both[2] = {&forward, &backward};
-        for (int direction = 0; direction < 2; ++direction) {
-            uform_scores_t const *s = both[direction];
-            printf("| %zu | %s | %.4f | %.4f | %.4f | %.4f | %.4f |\n", width, direction ? "positive->query" : "query->positive",
-                   s->recall[0], s->recall[1], s->recall[2], s->reciprocal_rank, s->ndcg);
-            if (json)
-                fprintf(json, "%s{\"width\": %zu, \"direction\": \"%s\", \"recall@1\": %.6f, \"recall@5\": %.6f, \"recall@10\": %.6f, \"mrr\": %.6f, \"ndcg@10\": %.6f}",
-                        w || direction ? ", " : "", width, direction ? "positive->query" : "query->positive", s->recall[0],
-                        s->recall[1], s->recall[2], s->reciprocal_rank, s->ndcg);
+
+    /* The model at every width, keeping each row's top candidates when reranking. */
+    uform_config_t config = {0};
+    size_t widths_count = 0, truncated = 0, rerank_truncated = 0;
+    uform_placement_t *model_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    uform_placement_t *rerank_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    uint32_t *top_columns[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    float *top_scores[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    float *gold_scores[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    if (top > count) top = count;
+    if (model) {
+        uform_model_config(model, &config);
+        widths_count = config.embedding_widths_count;
+        size_t widest = config.embedding_widths[widths_count - 1];
+        float *embeddings[uform_directions_k] = {malloc(count * widest * sizeof(float)),
+                                                 malloc(count * widest * sizeof(float))};
+        float *prefixes[uform_directions_k] = {malloc(count * widest * sizeof(float)),
+                                               malloc(count * widest * sizeof(float))};
+        status =
+            uform_embed_all_(model, queries, count, widest, embeddings[0], &truncated, &progress, "embedding queries");
+        if (status == uform_ok_k)
+            status = uform_embed_all_(model, documents, count, widest, embeddings[1], &truncated, &progress,
+                                      "embedding positives");
+        if (status != uform_ok_k) {
+            fprintf(stderr, "uform_eval: %s\n", uform_last_error());
+            return 1;
+        }
+        for (size_t slot = 0; slot < widths_count; ++slot) {
+            size_t width = config.embedding_widths[slot];
+            for (int side = 0; side < uform_directions_k; ++side)
+                uform_prefix_(embeddings[side], count, widest, width, prefixes[side]);
+            for (int direction = 0; direction < uform_directions_k; ++direction) {
+                model_placements[slot][direction] = malloc(count * sizeof(uform_placement_t));
+                if (top) {
+                    top_columns[slot][direction] = malloc(count * top * sizeof(uint32_t));
+                    top_scores[slot][direction] = malloc(count * top * sizeof(float));
+                    gold_scores[slot][direction] = malloc(count * sizeof(float));
+                }
+                uform_ranking_job_t job = {.count = count,
+                                           .rows = prefixes[direction],
+                                           .columns = prefixes[1 - direction],
+                                           .width = width,
+                                           .stride = widest,
+                                           .groups = groups[direction],
+                                           .placements = model_placements[slot][direction],
+                                           .top = top,
+                                           .top_columns = top_columns[slot][direction],
+                                           .top_scores = top_scores[slot][direction],
+                                           .gold_scores = gold_scores[slot][direction],
+                                           .scratch = scratch,
+                                           .progress = &progress};
+                char what[64];
+                snprintf(what, sizeof(what), "width %zu %s", width, uform_direction_names_[direction]);
+                uform_rank_(pool, &job, what);
+                rows[rows_count++] = (uform_row_t){"model", width, direction, model_placements[slot][direction]};
+            }
+        }
+        for (int side = 0; side < uform_directions_k; ++side) free(embeddings[side]), free(prefixes[side]);
+    }
+
+    /* MaxSim over the union of each row's top candidates across widths: one uform_rerank call per row. */
+    if (top) {
+        size_t most = top * widths_count;
+        uint32_t *union_columns = malloc(most * sizeof(uint32_t));
+        uform_text_t *union_texts = malloc(most * sizeof(uform_text_t));
+        float *union_maxsim = malloc(most * sizeof(float)), *maxsim = malloc(top * sizeof(float)),
+              *rivals = malloc(top * sizeof(float));
+        for (int direction = 0; direction < uform_directions_k; ++direction) {
+            for (size_t slot = 0; slot < widths_count; ++slot)
+                rerank_placements[slot][direction] = malloc(count * sizeof(uform_placement_t));
+            char what[64];
+            snprintf(what, sizeof(what), "MaxSim top %zu %s", top, uform_direction_names_[direction]);
+            uform_progress_begin_(&progress, what, count);
+            for (size_t row = 0; row < count; ++row) {
+                size_t union_count = 0;
+                for (size_t slot = 0; slot < widths_count; ++slot)
+                    for (size_t place = 0; place < top; ++place) {
+                        uint32_t column = top_columns[slot][direction][row * top + place];
+                        size_t seen = 0;
+                        while (seen < union_count && union_columns[seen] != column) ++seen;
+                        if (seen == union_count)
+                            union_columns[union_count] = column,
+                            union_texts[union_count++] = column_texts[direction][column];
+                    }
+                size_t cut = 0;
+                status = uform_rerank(model, row_texts[direction][row], union_texts, union_count, union_maxsim, &cut);
+                if (status != uform_ok_k) {
+                    fprintf(stderr, "\nuform_eval: %s\n", uform_last_error());
+                    return 1;
+                }
+                rerank_truncated += cut;
+                for (size_t slot = 0; slot < widths_count; ++slot) {
+                    uint32_t const *columns = top_columns[slot][direction] + row * top;
+                    for (size_t place = 0; place < top; ++place) {
+                        size_t at = 0;
+                        while (union_columns[at] != columns[place]) ++at;
+                        maxsim[place] = union_maxsim[at];
+                    }
+                    rerank_placements[slot][direction][row] = uform_reranked_(
+                        model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
+                        gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals);
+                }
+                uform_progress_show_(&progress, row + 1, 0);
+            }
+            uform_progress_show_(&progress, count, 1);
+        }
+        for (size_t slot = 0; slot < widths_count; ++slot)
+            for (int direction = 0; direction < uform_directions_k; ++direction) {
+                uform_row_t row = {"", config.embedding_widths[slot], direction, rerank_placements[slot][direction]};
+                snprintf(row.method, sizeof(row.method), "model+maxsim@%zu", top);
+                rows[rows_count++] = row;
+            }
+        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(rivals);
+    }
+
+    /* Means per row, overall (index 0) and per language (1 + language). */
+    size_t groups_of_means = 1 + languages_count;
+    uform_metrics_t *means = calloc(rows_count * groups_of_means, sizeof(uform_metrics_t));
+    size_t *pairs_per_language = calloc(languages_count + 1, sizeof(size_t));
+    for (size_t i = 0; i < count; ++i) pairs_per_language[language_of[i]]++;
+    for (size_t entry = 0; entry < rows_count; ++entry) {
+        uform_metrics_t *sums = means + entry * groups_of_means;
+        for (size_t i = 0; i < count; ++i) {
+            if (rows[entry].placements) {
+                uform_metrics_add(&sums[0], rows[entry].placements[i]);
+                uform_metrics_add(&sums[1 + language_of[i]], rows[entry].placements[i]);
+            } else {
+                uform_metrics_merge(&sums[0], &chance), uform_metrics_merge(&sums[1 + language_of[i]], &chance);
+            }
+        }
+        for (size_t group = 0; group < groups_of_means; ++group) sums[group] = uform_metrics_mean(&sums[group]);
+    }
+
+    /* The table. */
+    printf("%s on %s: %zu pairs", model ? folder : "baselines", pairs, count);
+    if (languages_count > 1 || (languages_count == 1 && languages[0].length))
+        printf(", %zu language%s", languages_count, languages_count > 1 ? "s" : "");
+    if (truncated) printf(", %zu texts cut to a row of %zu", truncated, config.columns);
+    printf(
+        "\n\n| method | width | direction | R@1 | R@5 | R@10 | MRR | nDCG@10 |\n|---|---|---|---|---|---|---|---|\n");
+    for (size_t entry = 0; entry < rows_count; ++entry) {
+        uform_metrics_t const *mean = &means[entry * groups_of_means];
+        char width[24] = "-";
+        if (rows[entry].width) snprintf(width, sizeof(width), "%zu", rows[entry].width);
+        printf("| %s | %s | %s | %.4f | %.4f | %.4f | %.4f | %.4f |\n", rows[entry].method, width,
+               rows[entry].direction < 0 ? "both" : uform_direction_names_[rows[entry].direction], mean->recall_at_1,
+               mean->recall_at_5, mean->recall_at_10, mean->reciprocal_rank, mean->ndcg_at_10);
+    }
+    /* Per language: R@1 of each method at the widest width, both directions, against all pairs. */
+    int per_language = languages_count > 1;
+    if (per_language) {
+        printf("\nRecall@1 per language (query->positive / positive->query; all %zu pairs are candidates%s):\n\n| lang "
+               "| pairs |",
+               count, model ? ", model at its widest width" : "");
+        size_t shown[2 + 2 * 2], shown_count = 0;
+        for (size_t entry = 1; entry < rows_count; ++entry)
+            if (rows[entry].direction == 0 &&
+                (!rows[entry].width || rows[entry].width == config.embedding_widths[widths_count - 1]))
+                shown[shown_count++] = entry, printf(" %s |", rows[entry].method);
+        printf("\n|---|---|");
+        for (size_t shown_index = 0; shown_index < shown_count; ++shown_index) printf("---|");
+        printf("\n");
+        for (size_t language = 0; language < languages_count; ++language) {
+            printf("| %.*s | %zu |", languages[language].length ? (int)languages[language].length : 1,
+                   languages[language].length ? (char const *)uform_corpus_data(&corpus, languages[language]) : "-",
+                   pairs_per_language[language]);
+            for (size_t shown_index = 0; shown_index < shown_count; ++shown_index) /* direction 1 is the next row */
+                printf(" %.4f / %.4f |", means[shown[shown_index] * groups_of_means + 1 + language].recall_at_1,
+                       means[(shown[shown_index] + 1) * groups_of_means + 1 + language].recall_at_1);
+            printf("\n");
         }
     }
-    if (json) {
-        fprintf(json, "]}\n");
-        fclose(json);
+    if (rerank_truncated) printf("\nMaxSim: %zu texts cut to a row\n", rerank_truncated);
+
+    if (json_path) {
+        json_t *root = json_object(), *rows_json = json_array(), *widths_json = json_array(),
+               *languages_json = json_object();
+        json_object_set_new(root, "checkpoint", model ? json_string(folder) : json_null());
+        json_object_set_new(root, "pairs", json_string(pairs));
+        json_object_set_new(root, "count", json_integer((json_int_t)count));
+        json_object_set_new(root, "truncated", json_integer((json_int_t)truncated));
+        json_object_set_new(root, "rerank_top", json_integer((json_int_t)top));
+        json_object_set_new(root, "tfidf",
+                            use_tfidf ? json_pack("{s:i, s:i, s:i}", "shortest", uform_ngram_shortest_k, "longest",
+                                                  uform_ngram_longest_k, "buckets", uform_tfidf_buckets_k)
+                                      : json_null());
+        json_t *chance_json = json_object();
+        uform_metrics_json_(chance_json, &means[0]);
+        json_object_set_new(root, "chance", chance_json);
+        for (size_t language = 0; language < languages_count; ++language) {
+            char code[64];
+            snprintf(code, sizeof(code), "%.*s", (int)languages[language].length,
+                     (char const *)uform_corpus_data(&corpus, languages[language]));
+            json_object_set_new(languages_json, languages[language].length ? code : "-",
+                                json_integer((json_int_t)pairs_per_language[language]));
+        }
+        json_object_set_new(root, "languages", languages_json);
+        for (size_t entry = 0; entry < rows_count; ++entry) {
+            json_array_append_new(rows_json, uform_row_json_(&rows[entry], "all", &means[entry * groups_of_means]));
+            if (!strcmp(rows[entry].method, "model")) { /* the rows earlier versions wrote, for their readers */
+                json_t *legacy = json_object();
+                json_object_set_new(legacy, "width", json_integer((json_int_t)rows[entry].width));
+                json_object_set_new(legacy, "direction", json_string(uform_direction_names_[rows[entry].direction]));
+                uform_metrics_json_(legacy, &means[entry * groups_of_means]);
+                json_array_append_new(widths_json, legacy);
+            }
+            for (size_t language = 0; per_language && language < languages_count; ++language) {
+                char code[64];
+                snprintf(code, sizeof(code), "%.*s", (int)languages[language].length,
+                         (char const *)uform_corpus_data(&corpus, languages[language]));
+                json_array_append_new(rows_json, uform_row_json_(&rows[entry], languages[language].length ? code : "-",
+                                                                 &means[entry * groups_of_means + 1 + language]));
+            }
+        }
+        json_object_set_new(root, "widths", widths_json);
+        json_object_set_new(root, "rows", rows_json);
+        if (json_dump_file(root, json_path, JSON_INDENT(1) | JSON_REAL_PRECISION(6)) != 0) {
+            fprintf(stderr, "uform_eval: %s: cannot write\n", json_path);
+            return 1;
+        }
+        json_decref(root);
     }
-    free(query_embeddings), free(document_embeddings), free(query_prefix), free(document_prefix);
-    free(queries), free(documents);
+
+    for (size_t slot = 0; slot < uform_max_embedding_widths_k; ++slot)
+        for (int direction = 0; direction < uform_directions_k; ++direction)
+            free(model_placements[slot][direction]), free(rerank_placements[slot][direction]),
+                free(top_columns[slot][direction]), free(top_scores[slot][direction]),
+                free(gold_scores[slot][direction]);
+    for (int direction = 0; direction < uform_directions_k; ++direction)
+        free(tfidf_placements[direction]), free(groups[direction]);
+    free(means), free(pairs_per_language), free(scratch), free(order);
+    free(queries), free(documents), free(language_of), free(languages);
+    uform_pool_destroy(pool);
     uform_corpus_close(&corpus);
-    uform_model_close(model);
+    if (model) uform_model_close(model);
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "core/arena.h"
 #include "core/numeric.h"
 #include "core/status.h"
+#include "data/corpus.h"
 #include "data/jsonl.h"
 
 enum { uform_mask_stream_k = 0x6d61736b }; /* seed streams: 0 draws sources, 1 + s orders source s */
@@ -412,7 +413,7 @@ void uform_batcher_close(uform_batcher_t *batcher) {
 static uform_status_t uform_load_source_(uform_batcher_t *batcher, uform_mixture_source_t const *source,
                                          uform_source_t *entry) {
     uform_jsonl_options_t options = {.skip_malformed = source->skip_malformed};
-    UFORM_TRY(uform_jsonl_read(source->path, &options, &entry->corpus));
+    UFORM_TRY(uform_corpus_read(source->path, &options, &entry->corpus));
     uform_corpus_t const *corpus = &entry->corpus;
     batcher->skipped_lines += corpus->skipped;
     if (!corpus->records_count)

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/status.h"
 
@@ -169,6 +170,9 @@ uform_status_t uform_jsonl_parse(char const *path, char const *text, size_t leng
 uform_status_t uform_jsonl_read(char const *path, uform_jsonl_options_t const *options, uform_corpus_t *corpus) {
     memset(corpus, 0, sizeof(*corpus));
     if (!path) return uform_fail(uform_invalid_argument_k, "uform_jsonl_read: NULL path");
+    struct stat status_buffer;
+    if (stat(path, &status_buffer) == 0 && !S_ISREG(status_buffer.st_mode))
+        return uform_fail(uform_io_k, "%s: not a regular file", path); /* a folder's ftell reports LONG_MAX */
     FILE *file = fopen(path, "rb");
     if (!file) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
     char *text = NULL;

@@ -1,3 +1,6 @@
-# sources.cmake: the data layer's C sources (JSONL records, mixtures, the batcher), for the main
-# CMakeLists.txt to include and add to the library. The data test builds from test/c/test_data.c.
-set(UFORM_DATA_SOURCES src/data/jsonl.c src/data/mixture.c src/data/batcher.c)
+# sources.cmake: the data layer's C sources (JSONL and Parquet records, the dispatcher between them,
+# mixtures, the batcher), for the main CMakeLists.txt to include and add to the library, and the
+# system libraries the Parquet reader links (Debian: zlib1g-dev, libzstd-dev, libsnappy-dev).
+# The data tests build from test/c/test_data.c and test/c/test_parquet.c.
+set(UFORM_DATA_SOURCES src/data/jsonl.c src/data/parquet.c src/data/corpus.c src/data/mixture.c src/data/batcher.c)
+set(UFORM_DATA_LIBRARIES z zstd snappy)

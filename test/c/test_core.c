@@ -13,17 +13,8 @@
 #include "core/threads.h"
 #include "model/safetensors.h"
 #include "uform/uform.h"
+#include "check.h"
 
-static int passed_, failed_;
-
-#define CHECK(condition)                                                                                              \
-    do {                                                                                                              \
-        if (condition) passed_++;                                                                                     \
-        else {                                                                                                        \
-            failed_++;                                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #condition);                             \
-        }                                                                                                             \
-    } while (0)
 
 static float from_bits(uint32_t bits) {
     float value;
@@ -165,6 +156,5 @@ int main(void) {
     test_rng();
     test_tiers();
     test_safetensors();
-    printf("%d passed, %d failed\n", passed_, failed_);
-    return failed_ ? 1 : 0;
+    return check_report();
 }

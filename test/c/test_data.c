@@ -19,17 +19,8 @@
 #include "data/batcher.h"
 #include "data/jsonl.h"
 #include "data/mixture.h"
+#include "check.h"
 
-static int passed_, failed_;
-
-#define CHECK(condition)                                                                                              \
-    do {                                                                                                              \
-        if (condition) passed_++;                                                                                     \
-        else {                                                                                                        \
-            failed_++;                                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #condition);                             \
-        }                                                                                                             \
-    } while (0)
 
 /* A failure with an expected status whose message contains every given fragment. */
 static int fails_with(uform_status_t status, uform_status_t expected, char const *first, char const *second) {
@@ -794,6 +785,5 @@ int main(void) {
     char command[600];
     snprintf(command, sizeof(command), "rm -rf '%s'", folder_);
     if (system(command) != 0) fprintf(stderr, "could not remove %s\n", folder_);
-    printf("%d passed, %d failed\n", passed_, failed_);
-    return failed_ ? 1 : 0;
+    return check_report();
 }

@@ -8,17 +8,8 @@
 #include <unistd.h>
 
 #include "uform/uform.h"
+#include "check.h"
 
-static int passed_, failed_;
-
-#define CHECK(condition)                                                                                              \
-    do {                                                                                                              \
-        if (condition) passed_++;                                                                                     \
-        else {                                                                                                        \
-            failed_++;                                                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s (%s)\n", __FILE__, __LINE__, #condition, uform_last_error());   \
-        }                                                                                                             \
-    } while (0)
 
 enum { rows_k = 2, columns_k = 48 };
 
@@ -173,6 +164,5 @@ int main(void) {
     test_pass_matches_forward();
     test_loss_falls();
     test_resume_is_exact();
-    printf("%d passed, %d failed\n", passed_, failed_);
-    return failed_ ? 1 : 0;
+    return check_report();
 }

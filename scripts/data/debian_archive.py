@@ -1,0 +1,247 @@
+#!/usr/bin/env python3
+"""debian_archive.py: what the corpus scripts beside it share. Packages come from Debian's archive
+without being installed: `apt-get download` into a scratch folder, checked against the archive's
+sha256, then `dpkg -x` into scratch/root/<package>. apt runs on a private state folder (its own
+package lists, with the description translations), so nothing of the machine's apt state is read
+or changed and two scripts never fight over apt's lock. Also: group splits that do not leak, JSONL
+shards, and the manifest (package, version, licence, sha256, counts). Standard library only.
+"""
+
+import collections
+import hashlib
+import json
+import os
+import pathlib
+import random
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from gettext_pairs import assign_splits, write_jsonl  # noqa: E402,F401  (one split rule for every corpus)
+
+SPLITS = ("train", "dev", "test")
+REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
+DEFAULT_SCRATCH = REPOSITORY / "data" / ".debian"
+# Description translations the private package lists fetch (Debian's names: zh_CN, pt_BR).
+TRANSLATION_LANGUAGES = "en ar de es fa fr he hi hy id it ja ko pl pt pt_BR ru th tr uk vi zh_CN".split()
+# Packages whose copyright file is not machine-readable (no DEP-5 "License:" field).
+KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "PSF-2.0",
+                  "fortunes": "public-domain and various (see its copyright file)",
+                  "fortunes-it": "public-domain (its copyright file)", "fortunes-br": "GPL-2+"}
+
+
+class FetchError(RuntimeError):
+    """A package could not be found, downloaded, verified or unpacked."""
+
+
+def sha256_of(path):
+    digest = hashlib.sha256()
+    with open(path, "rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def apt_options(scratch):
+    """apt-get options that point apt at the private state under `scratch`."""
+    state = pathlib.Path(scratch).resolve() / "apt"  # apt reads a relative folder as under /var/lib/apt
+    return ["-o", f"Dir::State::Lists={state / 'lists'}", "-o", f"Dir::Cache={state / 'cache'}",
+            "-o", f"Dir::State::status={state / 'status'}",
+            "-o", "Acquire::Languages=" + ",".join(TRANSLATION_LANGUAGES), "-o", "APT::Get::List-Cleanup=0"]
+
+
+def private_lists(scratch, refresh=False):
+    """The private package lists (Packages and Translation-* files), fetched by one `apt-get update`
+    the first time or when `refresh`; returns their folder."""
+    state = pathlib.Path(scratch).resolve() / "apt"
+    lists = state / "lists"
+    if refresh or not any(lists.glob("*_Packages*")):
+        for folder in (lists / "partial", state / "cache" / "archives" / "partial"):
+            folder.mkdir(parents=True, exist_ok=True)
+        (state / "status").touch()  # an empty dpkg status: apt then knows nothing is installed
+        run = subprocess.run(["apt-get", "update", "-q", *apt_options(scratch)], capture_output=True, text=True)
+        if run.returncode != 0 or not any(lists.glob("*_Packages*")):
+            raise FetchError(f"apt-get update into {lists} failed (exit {run.returncode}): {run.stderr.strip()[-600:]}")
+    return lists
+
+
+def read_list(path):
+    """The text of an apt list file, decompressed by apt's own helper (lz4, xz, gz) when needed."""
+    path = pathlib.Path(path)
+    if path.suffix in (".lz4", ".xz", ".gz", ".zst", ".bz2"):
+        run = subprocess.run(["/usr/lib/apt/apt-helper", "cat-file", str(path)], capture_output=True)
+        if run.returncode != 0:
+            raise FetchError(f"{path}: apt-helper cannot read it: {run.stderr.decode(errors='replace').strip()}")
+        data = run.stdout
+    else:
+        data = path.read_bytes()
+    return data.decode("utf-8", errors="replace")
+
+
+def stanzas(text):
+    """Deb822 paragraphs as dicts; continuation lines keep their leading space."""
+    for block in text.split("\n\n"):
+        fields, key = {}, None
+        for line in block.split("\n"):
+            if not line:
+                continue
+            if line[0] in " \t" and key:
+                fields[key] += "\n" + line
+            else:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if fields:
+            yield fields
+
+
+def candidate(package, scratch):
+    """{"version", "sha256", "filename"} of the package apt would download now."""
+    run = subprocess.run(["apt-cache", *apt_options(scratch), "show", "--no-all-versions", package],
+                         capture_output=True, text=True)
+    found = next(stanzas(run.stdout), None) if run.returncode == 0 else None
+    if not found or "Version" not in found:
+        raise FetchError(f"{package}: not in the package lists ({run.stderr.strip() or 'no candidate'})")
+    return {"version": found["Version"], "sha256": found.get("SHA256"), "filename": found.get("Filename", "")}
+
+
+def licence_of(package, root):
+    """The first DEP-5 License of the package's copyright file, or a known one, or None."""
+    copyright_file = pathlib.Path(root) / "usr" / "share" / "doc" / package / "copyright"
+    try:
+        lines = copyright_file.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    if lines and lines[0].startswith("Format:"):  # a machine-readable (DEP-5) copyright file
+        for line in lines:
+            if line.startswith("License:") and line[8:].strip():
+                return line[8:].strip()
+    return KNOWN_LICENCES.get(package)
+
+
+def fetch(packages, scratch, refresh=False):
+    """{package: {"package", "version", "licence", "sha256", "deb", "root"}}: each package downloaded
+    (unless the right .deb is already in scratch/debs), its sha256 checked against the archive's, and
+    unpacked into scratch/root/<package> (again only when that .deb changed)."""
+    scratch = pathlib.Path(scratch)
+    private_lists(scratch, refresh)
+    debs = scratch / "debs"
+    debs.mkdir(parents=True, exist_ok=True)
+    wanted = {package: candidate(package, scratch) for package in packages}
+
+    def downloaded(package):  # apt-get names the file itself (epochs as %3a): find it by checksum
+        return next((path for path in sorted(debs.glob(f"{package}_*.deb"))
+                     if sha256_of(path) == wanted[package]["sha256"]), None)
+
+    missing = [package for package in wanted if downloaded(package) is None]
+    if missing:
+        run = subprocess.run(["apt-get", "download", "-q", *apt_options(scratch), *missing], cwd=debs,
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            raise FetchError(f"apt-get download {' '.join(missing)} failed: {run.stderr.strip()[-600:]}")
+    result = {}
+    for package, want in wanted.items():
+        deb = downloaded(package)
+        if deb is None:
+            raise FetchError(f"{package}: downloaded, but no .deb in {debs} has the archive's sha256 {want['sha256']}")
+        digest = want["sha256"]
+        root = scratch / "root" / package
+        marker = root / ".unpacked-sha256"
+        if not marker.is_file() or marker.read_text().strip() != digest:
+            shutil.rmtree(root, ignore_errors=True)
+            root.mkdir(parents=True)
+            run = subprocess.run(["dpkg", "-x", str(deb), str(root)], capture_output=True, text=True)
+            if run.returncode != 0:
+                raise FetchError(f"dpkg -x {deb} failed: {run.stderr.strip()}")
+            marker.write_text(digest + "\n")
+        result[package] = {"package": package, "version": want["version"], "licence": licence_of(package, root),
+                           "sha256": digest, "deb": deb.name, "root": root}
+    return result
+
+
+def package_record(details, **extra):
+    """A package's manifest entry (no local paths, so two machines' manifests compare)."""
+    return {"package": details["package"], "version": details["version"], "licence": details["licence"],
+            "sha256": details["sha256"], "deb": details["deb"], **extra}
+
+
+def split_groups(items_per_group, seed, dev_fraction, test_fraction):
+    """{group: split} by gettext_pairs.assign_splits: whole groups, in a seeded order, fill dev then test."""
+    sizes = collections.Counter({group: len(items) for group, items in items_per_group.items()})
+    return assign_splits(set(items_per_group), sizes, seed, dev_fraction, test_fraction)
+
+
+def pair_keys(record):
+    """The texts of a pair record that must not recur across splits: its query and its positives, case-folded."""
+    return [record["query"].casefold(), *(positive.casefold() for positive in record["positives"])]
+
+
+def text_keys(record):
+    return [record["text"].casefold()]
+
+
+def remove_leaks(records, keys=pair_keys):
+    """Drops from dev and test every record sharing a key with train, then from test every record
+    sharing one with dev, in place; returns {split: removed}."""
+    removed = {}
+    seen = {key for record in records["train"] for key in keys(record)}
+    for split in ("dev", "test"):
+        kept = [record for record in records[split] if not any(key in seen for key in keys(record))]
+        removed[split] = len(records[split]) - len(kept)
+        records[split] = kept
+        seen |= {key for record in kept for key in keys(record)}
+    return removed
+
+
+def dedupe(records, keys=pair_keys):
+    """Keeps the first record of each distinct query (and text), so a split holds each query once."""
+    seen, kept = set(), []
+    for record in records:
+        key = keys(record)[0]
+        if key not in seen:
+            seen.add(key)
+            kept.append(record)
+    return kept
+
+
+def write_corpus(output, name, script, records, seed, manifest_extra, texts=None, text_limit=None):
+    """Writes output/{train,dev,test}.jsonl (records shuffled by the seed), optional text.jsonl (a
+    seeded sample of train texts for masked modelling) and manifest.json; returns the manifest."""
+    output = pathlib.Path(output)
+    output.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    files, counts = {}, {}
+    for split in SPLITS:
+        ordered = sorted(records[split], key=lambda record: json.dumps(record, sort_keys=True, ensure_ascii=False))
+        rng.shuffle(ordered)
+        files[f"{split}.jsonl"] = {"sha256": write_jsonl(output / f"{split}.jsonl", ordered), "records": len(ordered)}
+        per_language = collections.Counter(record.get("lang", "") for record in ordered)
+        counts[split] = {"total": len(ordered), **{language: count for language, count in sorted(per_language.items()) if language}}
+    if texts is not None:
+        texts = sorted(set(texts))
+        rng.shuffle(texts)
+        texts = texts[:text_limit] if text_limit else texts
+        files["text.jsonl"] = {"sha256": write_jsonl(output / "text.jsonl", [{"text": text} for text in texts]),
+                               "records": len(texts)}
+    manifest = {"corpus": name, "script": script, "seed": seed, "records": counts, **manifest_extra, "files": files}
+    (output / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return manifest
+
+
+def cut(text, limit, separator="\n"):
+    """`text` cut to at most `limit` UTF-8 bytes at the last `separator` that fits (a whole line or
+    paragraph), or at a character boundary when none does."""
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    head = data[:limit].decode("utf-8", errors="ignore")
+    at = head.rfind(separator)
+    return (head[:at] if at > 0 else head).rstrip()
+
+
+def default_output(corpus):
+    return str(REPOSITORY / "data" / corpus)
+
+
+def relative(path, root):
+    return os.path.relpath(path, root)

@@ -1,0 +1,49 @@
+/*  metrics.h: ranking metrics for retrieval with one gold candidate per query: Recall@1/5/10, MRR
+ *  and nDCG@10. A query's outcome is its placement: how many candidates score strictly above the
+ *  gold and how many tie with it. Ties are not broken by index (which would favour whichever gold
+ *  happens to sit first): each metric is its exact expectation over a uniformly random order of
+ *  the tied candidates, so a model that scores everything alike gets exactly chance.
+ */
+#ifndef UFORM_EVAL_METRICS_H
+#define UFORM_EVAL_METRICS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Candidates strictly above the gold, and other candidates tied with it. */
+typedef struct uform_placement_t {
+    size_t better, tied;
+} uform_placement_t;
+
+/** Metric sums over `queries` (uform_metrics_add), or their means (uform_metrics_mean). */
+typedef struct uform_metrics_t {
+    double recall_at_1, recall_at_5, recall_at_10, reciprocal_rank, ndcg_at_10;
+    size_t queries;
+} uform_metrics_t;
+
+/** The gold candidate's placement among `count` scores. `groups` (NULL: all distinct) gives each
+ *  candidate a text id: candidates sharing the gold's id are the same text, so retrieving any of
+ *  them is a hit; the best of them stands for the gold and none of them competes with it.
+ *  A NaN score counts as minus infinity (a broken score never helps a candidate). */
+uform_placement_t uform_placement(float const *scores, size_t count, size_t gold, uint32_t const *groups);
+
+/** The placement of a gold scoring `gold_score` against the candidates `scores[count]`, none of
+ *  which is the gold or its equal (used after reranking a shortlist). */
+uform_placement_t uform_placement_among(float const *scores, size_t count, float gold_score);
+
+/** Adds one query's expected metrics at `placement` to `sums`. */
+void uform_metrics_add(uform_metrics_t *sums, uform_placement_t placement);
+
+/** Adds the sums of `other` to `sums`. */
+void uform_metrics_merge(uform_metrics_t *sums, uform_metrics_t const *other);
+
+/** Means of the sums (all zero when no query was added); `queries` is kept. */
+uform_metrics_t uform_metrics_mean(uform_metrics_t const *sums);
+
+/** Chance: the metrics of one query whose gold is placed uniformly among `count` candidates. */
+uform_metrics_t uform_metrics_chance(size_t count);
+
+/** The harmonic number H(count) = 1 + 1/2 + ... + 1/count, to double precision for every count. */
+double uform_harmonic(size_t count);
+
+#endif

@@ -1,0 +1,193 @@
+# test_eval_cli.py: uform_eval end to end on pair files written here. The baselines find the
+# obvious answers; a duplicate of the gold text counts as a hit; per-language rows add up to the
+# whole; the model rows and the MaxSim rows match rankings recomputed here from uform_encode and
+# uform_rerank (through ctypes) with an independent implementation of the metrics; reranking the
+# top K leaves Recall@K alone; malformed inputs and flags fail with a message naming the problem.
+# The binary is $UFORM_EVAL when set (a build outside CMake), else uform_eval of the build.
+
+import json
+import math
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import BUILD
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    path = pathlib.Path(os.environ.get("UFORM_EVAL", BUILD / "uform_eval"))
+    if not path.exists():
+        pytest.fail(f"{path} is missing: build uform_eval or point UFORM_EVAL at it", pytrace=False)
+    return path
+
+
+def run(evaluator, *arguments, check=True):
+    result = subprocess.run([str(evaluator), *map(str, arguments)], capture_output=True, text=True, timeout=300)
+    if check:
+        assert result.returncode == 0, result.stderr
+    return result
+
+
+def write_pairs(path, records):
+    with open(path, "w", encoding="utf-8") as file:
+        for record in records:
+            file.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def evaluate(evaluator, tmp_path, records, *arguments):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", records)
+    report = tmp_path / "report.json"
+    run(evaluator, *arguments, "--pairs", pairs, "--json", report, "--quiet")
+    return json.loads(report.read_text())
+
+
+def row(report, method, direction, width=None, language="all"):
+    found = [entry for entry in report["rows"] if entry["method"] == method and entry["direction"] == direction and
+             entry["width"] == width and entry["language"] == language]
+    assert len(found) == 1, (method, direction, width, language)
+    return found[0]
+
+
+def expected_metrics(scores, gold, groups):
+    """Recall@1/5/10, MRR, nDCG@10 of one query: the gold's equals share its id, ties averaged."""
+    gold_score = max(score for score, group in zip(scores, groups) if group == groups[gold])
+    better = sum(1 for score, group in zip(scores, groups) if group != groups[gold] and score > gold_score)
+    tied = sum(1 for score, group in zip(scores, groups) if group != groups[gold] and score == gold_score)
+    ranks = range(better + 1, better + tied + 2)
+    mean = lambda values: sum(values) / len(ranks)  # noqa: E731
+    return {"recall@1": mean([rank <= 1 for rank in ranks]), "recall@5": mean([rank <= 5 for rank in ranks]),
+            "recall@10": mean([rank <= 10 for rank in ranks]), "mrr": mean([1 / rank for rank in ranks]),
+            "ndcg@10": mean([1 / math.log2(rank + 1) if rank <= 10 else 0 for rank in ranks])}
+
+
+def averaged(per_query):
+    return {key: sum(metrics[key] for metrics in per_query) / len(per_query) for key in per_query[0]}
+
+
+def text_ids(texts):
+    ids = {}
+    return [ids.setdefault(text, len(ids)) for text in texts]
+
+
+TOPICS = ["the quick brown fox jumps over the lazy dog", "lorem ipsum dolor sit amet consectetur",
+          "a tokenizer free byte level encoder", "matryoshka embeddings at many widths",
+          "debian packages unpacked without installing", "recall at one against the width of embeddings",
+          "character trigrams hashed into buckets", "gettext catalogues hold human translations"]
+
+
+def test_baselines_find_the_obvious(evaluator, tmp_path):
+    records = [{"query": topic, "positives": [topic.replace(" ", "  ") + "!"]} for topic in TOPICS]
+    report = evaluate(evaluator, tmp_path, records)
+    assert report["checkpoint"] is None and report["count"] == len(TOPICS) and not report["widths"]
+    chance = row(report, "chance", "both")
+    assert chance["recall@1"] == pytest.approx(1 / len(TOPICS)) and chance["recall@10"] == 1
+    for direction in ("query->positive", "positive->query"):
+        tfidf = row(report, "tfidf", direction)
+        assert tfidf["recall@1"] == 1 and tfidf["mrr"] == 1 and tfidf["queries"] == len(TOPICS)
+
+
+def test_duplicate_gold_is_a_hit(evaluator, tmp_path):
+    # Two queries share one answer text: either copy retrieved is a hit, so neither loses half.
+    records = [{"query": "red apple pie", "positives": ["red apple pie recipe"]},
+               {"query": "red apple pie!", "positives": ["red apple pie recipe"]},
+               *({"query": topic, "positives": [topic + " indeed"]} for topic in TOPICS)]
+    report = evaluate(evaluator, tmp_path, records)
+    assert row(report, "tfidf", "query->positive")["recall@1"] == 1
+
+
+def test_per_language_rows_add_up(evaluator, tmp_path):
+    records = [{"query": topic, "positives": [topic[::-1]], **({"lang": ["de", "fr"][index % 2]} if index < 6 else {})}
+               for index, topic in enumerate(TOPICS)]
+    report = evaluate(evaluator, tmp_path, records)
+    assert report["languages"] == {"-": 2, "de": 3, "fr": 3}
+    for direction in ("query->positive", "positive->query"):
+        whole = row(report, "tfidf", direction)
+        parts = [row(report, "tfidf", direction, language=language) for language in ("-", "de", "fr")]
+        assert sum(part["queries"] for part in parts) == whole["queries"] == len(TOPICS)
+        for key in ("recall@1", "recall@5", "mrr", "ndcg@10"):
+            assert sum(part[key] * part["queries"] for part in parts) / len(TOPICS) == pytest.approx(whole[key], abs=1e-5)
+
+
+def test_model_and_maxsim_rows_match_a_recomputation(evaluator, library, init_model, tmp_path):
+    records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index % 5}"]}
+               for index, topic in enumerate(TOPICS * 2)]
+    records[3]["positives"] = records[2]["positives"]  # a duplicate answer
+    queries = [record["query"] for record in records]
+    positives = [record["positives"][0] for record in records]
+    count = len(records)
+    report = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count)
+    top10 = evaluate(evaluator, tmp_path, records, init_model, "--rerank", 10)
+    with library.open(str(init_model)) as model:
+        widths = model.config().widths
+        full_queries, _ = model.encode([text.encode() for text in queries])
+        full_positives, _ = model.encode([text.encode() for text in positives])
+        maxsim = [[model.rerank(row_text.encode(), [text.encode() for text in columns])[0]
+                   for row_text in rows] for rows, columns in ((queries, positives), (positives, queries))]
+    assert [entry["width"] for entry in report["widths"]] == [width for width in widths for _ in range(2)]
+    for width in widths:
+        def prefix(matrix):
+            cut = matrix[:, :width].astype(np.float64)
+            return cut / np.linalg.norm(cut, axis=1, keepdims=True)
+        similarity = prefix(full_queries) @ prefix(full_positives).T
+        for direction, scores, groups in (("query->positive", similarity, text_ids(positives)),
+                                          ("positive->query", similarity.T, text_ids(queries))):
+            wanted = averaged([expected_metrics(list(scores[i]), i, groups) for i in range(count)])
+            got = row(report, "model", direction, width)
+            for key, value in wanted.items():
+                assert got[key] == pytest.approx(value, abs=2e-5), (width, direction, key)
+            # K = all pairs: the reranked order is MaxSim's over every candidate.
+            index = 0 if direction == "query->positive" else 1
+            wanted = averaged([expected_metrics(list(maxsim[index][i]), i, groups) for i in range(count)])
+            got = row(report, f"model+maxsim@{count}", direction, width)
+            for key, value in wanted.items():
+                assert got[key] == pytest.approx(value, abs=2e-5), (width, direction, key)
+            # Reranking the top 10 reorders them only: whether the gold is among them does not change.
+            assert row(top10, "model+maxsim@10", direction, width)["recall@10"] == pytest.approx(
+                row(top10, "model", direction, width)["recall@10"], abs=1e-6)
+
+
+def test_progress_and_table(evaluator, init_model, tmp_path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", [{"query": topic, "positives": [topic[::-1]], "lang": "en"} for topic in TOPICS])
+    result = run(evaluator, init_model, "--pairs", pairs, "--rerank", 2)
+    assert "| method | width | direction | R@1 | R@5 | R@10 | MRR | nDCG@10 |" in result.stdout
+    assert "| tfidf | - | query->positive |" in result.stdout and "| model+maxsim@2 |" in result.stdout
+    assert f"embedding queries {len(TOPICS)}/{len(TOPICS)}" in result.stderr  # the closing progress line
+    assert f"MaxSim top 2 positive->query {len(TOPICS)}/{len(TOPICS)}" in result.stderr
+    quiet = run(evaluator, init_model, "--pairs", pairs, "--quiet")
+    assert quiet.stderr == ""
+
+
+@pytest.mark.parametrize("lines, arguments, status, message", [
+    (['{"text": "a text record"}'], [], 1, "pairs.jsonl:1: a text record"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": '], [], 1, "pairs.jsonl:2"),
+    (['{"query": "a", "positives": ["b"]}'], [], 1, "at least 2"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--limit", "abc"], 2, "--limit wants"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--limit", "1"], 2, ">= 2"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--rerank", "0"], 2, "--rerank wants"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--rerank", "3"], 2, "needs a CHECKPOINT"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--no-tfidf"], 2, "nothing to evaluate"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--bogus"], 2, "unexpected argument '--bogus'"),
+    (['{"query": "a", "positives": ["b"]}', '{"query": "c", "positives": ["d"]}'], ["--threads"], 2, "missing value"),
+])
+def test_malformed_inputs(evaluator, tmp_path, lines, arguments, status, message):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text("\n".join(lines) + "\n")
+    result = run(evaluator, "--pairs", pairs, *arguments, check=False)
+    assert result.returncode == status and message in result.stderr, (result.returncode, result.stderr)
+
+
+def test_missing_files(evaluator, init_model, tmp_path):
+    result = run(evaluator, "--pairs", tmp_path / "absent.jsonl", check=False)
+    assert result.returncode == 1 and "absent.jsonl" in result.stderr
+    pairs = write_pairs(tmp_path / "pairs.jsonl", [{"query": topic, "positives": [topic]} for topic in TOPICS[:2]])
+    result = run(evaluator, tmp_path / "no-checkpoint", "--pairs", pairs, check=False)
+    assert result.returncode == 1 and "no-checkpoint" in result.stderr
+    result = run(evaluator, init_model, "--pairs", pairs, "--json", tmp_path / "absent" / "report.json", check=False)
+    assert result.returncode == 1 and "cannot write" in result.stderr
+    result = run(evaluator, "--pairs", check=False)
+    assert result.returncode == 2
