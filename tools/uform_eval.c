@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/threads.h"
+#include "data/corpus.h"
 #include "data/jsonl.h"
 #include "eval/metrics.h"
 #include "eval/tfidf.h"
@@ -31,7 +32,8 @@ static char const *const uform_eval_usage_ =
     "scores count as the average over their orders.\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
     "                   without it only the baselines run\n"
-    "  --pairs FILE     JSONL pair records {\"query\": ..., \"positives\": [...], \"lang\": ...}\n"
+    "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...} or Parquet
+                   (columns query, positive, lang)\n"
     "  --limit N        the first N pairs only (default: all)\n"
     "  --rerank K       also rescore each query's top K candidates (at every width) by MaxSim\n"
     "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
@@ -322,7 +324,7 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    if (status == uform_ok_k) status = uform_jsonl_read(pairs, NULL, &corpus);
+    if (status == uform_ok_k) status = uform_corpus_read(pairs, NULL, &corpus);
     if (status != uform_ok_k) {
         fprintf(stderr, "uform_eval: %s\n", uform_last_error());
         return 1;
