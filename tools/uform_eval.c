@@ -32,8 +32,8 @@ static char const *const uform_eval_usage_ =
     "scores count as the average over their orders.\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
     "                   without it only the baselines run\n"
-    "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...} or Parquet
-                   (columns query, positive, lang)\n"
+    "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...}, or\n"
+    "                   Parquet with columns query, positive and lang\n"
     "  --limit N        the first N pairs only (default: all)\n"
     "  --rerank K       also rescore each query's top K candidates (at every width) by MaxSim\n"
     "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
