@@ -12,6 +12,7 @@
 
 #include "data/batcher.h"
 #include "data/mixture.h"
+#include "data/prefetch.h"
 #include "uform/uform.h"
 
 static char const *const uform_base_usage_ =
@@ -310,6 +311,9 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
     if (status == uform_ok_k) status = uform_batcher_create(&mixture, &batching, &batcher);
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
+    /* The next batch is packed on a thread of its own while the current one trains. */
+    uform_prefetcher_t *prefetcher = NULL;
+    if (status == uform_ok_k) status = uform_prefetcher_create(batcher, 2, &prefetcher);
     if (status != uform_ok_k) return uform_base_fail_(status);
 
     /* Where the weights come from, for the checkpoint README. */
@@ -352,7 +356,7 @@ int main(int argc, char **argv) {
         uform_batch_t batch;
         double step_start = uform_clock_();
         double rate = uform_trainer_learning_rate(trainer);
-        status = uform_batcher_next(batcher, &batch);
+        status = uform_prefetcher_next(prefetcher, &batch);
         if (status == uform_ok_k) status = uform_trainer_step(trainer, &batch, &losses);
         if (status != uform_ok_k) {
             if (interactive) fputc('\n', stderr);
@@ -377,7 +381,7 @@ int main(int argc, char **argv) {
             fprintf(stderr, "step %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s\n", step + 1, options.steps,
                     losses.total, rate, rate_bytes, eta);
         if (options.save_every && (step + 1) % options.save_every == 0 && step + 1 < options.steps) {
-            uform_batcher_save(batcher, &batcher_state);
+            uform_prefetcher_save(prefetcher, &batcher_state);
             char *state = uform_state_json_(&batcher_state, step + 1, &options);
             status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
             free(state);
@@ -387,7 +391,7 @@ int main(int argc, char **argv) {
     }
     if (interactive) fputc('\n', stderr);
     if (saved_step != (size_t)options.steps || first_step == (size_t)options.steps) {
-        uform_batcher_save(batcher, &batcher_state);
+        uform_prefetcher_save(prefetcher, &batcher_state);
         char *state = uform_state_json_(&batcher_state, uform_trainer_steps(trainer), &options);
         status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
         free(state);
@@ -396,6 +400,7 @@ int main(int argc, char **argv) {
     if (!options.quiet)
         fprintf(stderr, "uform_base: final loss %.4f; checkpoint %s/latest, log %s\n", losses.total, options.output, log_path);
     fclose(log);
+    uform_prefetcher_close(prefetcher);
     uform_batcher_close(batcher);
     uform_trainer_close(trainer);
     uform_model_close(model);

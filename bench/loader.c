@@ -1,0 +1,77 @@
+/*  loader.c: how fast the data loader packs. Reads a mixture, makes a batcher of ROWS x the
+ *  mixture's columns and, for SECONDS each, pulls batches straight from the batcher ("direct") and
+ *  through the prefetcher ("prefetch"; 2 slots, the caller doing nothing else, so this is the
+ *  thread's rate plus the copy). Packed bytes are non-padding cells. One JSON line per mode.
+ *
+ *    build/uform_bench_loader mixtures/default_mlm.json [ROWS=8] [SECONDS=3] [SEED=0]
+ *    python3 bench/loader.py     (both mixtures, a table beside the GPU step's consumption)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "data/batcher.h"
+#include "data/mixture.h"
+#include "data/prefetch.h"
+
+static double now_(void) {
+    struct timespec time;
+    clock_gettime(CLOCK_MONOTONIC, &time);
+    return (double)time.tv_sec + (double)time.tv_nsec * 1e-9;
+}
+
+static size_t packed_(uform_batch_t const *batch) {
+    size_t cells = batch->grid.rows * batch->grid.columns, packed = 0;
+    for (size_t i = 0; i < cells; ++i) packed += batch->grid.segments[i] >= 0;
+    return packed;
+}
+
+static int fail_(char const *what) {
+    fprintf(stderr, "bench_loader: %s: %s\n", what, uform_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_loader MIXTURE [ROWS=8] [SECONDS=3] [SEED=0]\n");
+        return 2;
+    }
+    size_t rows = argc > 2 ? strtoul(argv[2], NULL, 10) : 8;
+    double seconds = argc > 3 ? atof(argv[3]) : 3;
+    uint64_t seed = argc > 4 ? strtoull(argv[4], NULL, 10) : 0;
+    uform_mixture_t mixture;
+    if (uform_mixture_read(argv[1], &mixture) != uform_ok_k) return fail_(argv[1]);
+    uform_batcher_options_t options = {.rows = rows, .seed = seed};
+    char const *modes[] = {"direct", "prefetch"};
+    for (int mode = 0; mode < 2; ++mode) {
+        uform_batcher_t *batcher;
+        double load_start = now_();
+        if (uform_batcher_create(&mixture, &options, &batcher) != uform_ok_k) return fail_("batcher");
+        double load_seconds = now_() - load_start;
+        uform_prefetcher_t *prefetcher = NULL;
+        if (mode == 1 && uform_prefetcher_create(batcher, 2, &prefetcher) != uform_ok_k) return fail_("prefetcher");
+        size_t batches = 0, packed = 0, cells = 0;
+        double start = now_(), elapsed = 0;
+        while (elapsed < seconds) {
+            uform_batch_t batch;
+            uform_status_t status = prefetcher ? uform_prefetcher_next(prefetcher, &batch)
+                                               : uform_batcher_next(batcher, &batch);
+            if (status != uform_ok_k) return fail_("next");
+            packed += packed_(&batch);
+            cells += batch.grid.rows * batch.grid.columns;
+            batches++;
+            elapsed = now_() - start;
+        }
+        printf("{\"mixture\": \"%s\", \"objective\": \"%s\", \"mode\": \"%s\", \"rows\": %zu, \"columns\": %zu, "
+               "\"seconds\": %.3f, \"batches\": %zu, \"packed_bytes\": %zu, \"fill\": %.4f, "
+               "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"load_seconds\": %.3f}\n",
+               argv[1], uform_objective_name(mixture.objective), modes[mode], rows, mixture.columns, elapsed, batches,
+               packed, cells ? (double)packed / (double)cells : 0.0, (double)packed / elapsed,
+               (double)batches / elapsed, load_seconds);
+        fflush(stdout);
+        uform_prefetcher_close(prefetcher);
+        uform_batcher_close(batcher);
+    }
+    uform_mixture_close(&mixture);
+    return 0;
+}
