@@ -35,6 +35,17 @@ class FetchError(RuntimeError):
     """A package could not be found, downloaded, verified or unpacked."""
 
 
+def add_common_arguments(parser, text_limit_help=None):
+    """The options every archive corpus script takes: seed, split fractions, --refresh, and
+    --text-limit where the script also writes masked-modelling text."""
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dev-fraction", type=float, default=0.05)
+    parser.add_argument("--test-fraction", type=float, default=0.05)
+    if text_limit_help:
+        parser.add_argument("--text-limit", type=int, default=50000, help=text_limit_help)
+    parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
+
+
 def sha256_of(path):
     digest = hashlib.sha256()
     with open(path, "rb") as file:

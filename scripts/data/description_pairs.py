@@ -148,11 +148,7 @@ def main(argv=None):
     parser.add_argument("--translations-output", default=debian_archive.default_output("description-translations"))
     parser.add_argument("--scratch", default=str(debian_archive.DEFAULT_SCRATCH), help="the private apt state")
     parser.add_argument("--lists", help="a folder of apt list files (Packages, Translation-*) to read instead")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dev-fraction", type=float, default=0.05)
-    parser.add_argument("--test-fraction", type=float, default=0.05)
-    parser.add_argument("--text-limit", type=int, default=50000, help="most records in each text.jsonl")
-    parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
+    debian_archive.add_common_arguments(parser, "most records in each text.jsonl")
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     try:

@@ -172,10 +172,7 @@ def main(argv=None):
     parser.add_argument("--gettext", default=debian_archive.default_output("gettext"),
                         help="the gettext corpus whose train (and dev/test) strings must not cross splits with this one")
     parser.add_argument("--no-help", action="store_true", help="UI catalogues only, no libreoffice-help-* paragraphs")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dev-fraction", type=float, default=0.05)
-    parser.add_argument("--test-fraction", type=float, default=0.05)
-    parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
+    debian_archive.add_common_arguments(parser)
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     languages = arguments.languages.split(",")

@@ -139,10 +139,7 @@ def main(argv=None):
     parser.add_argument("--help-root", help="a folder of <language>/<document>/*.page to read instead of gnome-user-docs")
     parser.add_argument("--fortunes-root", action="append", default=[], metavar="LANGUAGE=FOLDER",
                         help="fortune files to read instead of the packages (repeatable)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dev-fraction", type=float, default=0.05)
-    parser.add_argument("--test-fraction", type=float, default=0.05)
-    parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
+    debian_archive.add_common_arguments(parser)
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     local = bool(arguments.help_root or arguments.fortunes_root)

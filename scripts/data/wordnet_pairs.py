@@ -75,11 +75,7 @@ def main(argv=None):
     parser.add_argument("--output", default=debian_archive.default_output("wordnet"))
     parser.add_argument("--scratch", default=str(debian_archive.DEFAULT_SCRATCH), help="downloads and unpacked packages")
     parser.add_argument("--wordnet-root", help="a folder of data.noun, data.verb, ... to read instead of wordnet-base")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dev-fraction", type=float, default=0.05)
-    parser.add_argument("--test-fraction", type=float, default=0.05)
-    parser.add_argument("--text-limit", type=int, default=50000, help="most records in text.jsonl")
-    parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
+    debian_archive.add_common_arguments(parser, "most records in text.jsonl")
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     packages = []

@@ -21,35 +21,6 @@
 #include "data/mixture.h"
 #include "check.h"
 
-
-/* A failure with an expected status whose message contains every given fragment. */
-static int fails_with(uform_status_t status, uform_status_t expected, char const *first, char const *second) {
-    char const *message = uform_last_error();
-    int ok = status == expected && strstr(message, first) && (!second || strstr(message, second));
-    if (!ok) fprintf(stderr, "  got status %d, message \"%s\"; wanted %d with '%s'%s%s\n", status, message, expected,
-                     first, second ? " and " : "", second ? second : "");
-    return ok;
-}
-
-static char folder_[256];
-
-static char const *path_in(char const *name) {
-    static char paths[8][512];
-    static int next;
-    char *path = paths[next++ % 8];
-    snprintf(path, 512, "%s/%s", folder_, name);
-    return path;
-}
-
-static void write_file(char const *name, char const *text, size_t length) {
-    FILE *file = fopen(path_in(name), "wb");
-    if (!file || fwrite(text, 1, length, file) != length) {
-        fprintf(stderr, "cannot write %s\n", path_in(name));
-        exit(2);
-    }
-    fclose(file);
-}
-
 static void write_text(char const *name, char const *text) { write_file(name, text, strlen(text)); }
 
 /* A growing string for building files. */
@@ -767,11 +738,7 @@ static void test_batcher_errors(void) {
 }
 
 int main(void) {
-    snprintf(folder_, sizeof(folder_), "/tmp/uform_test_data_XXXXXX");
-    if (!mkdtemp(folder_)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (!scratch_open("uform_test_data")) return 2;
     test_jsonl_records();
     test_jsonl_malformed();
     test_mixture();
@@ -782,8 +749,6 @@ int main(void) {
     test_pairs(uform_objective_contrastive_k);
     test_pairs(uform_objective_rerank_k);
     test_pair_truncation();
-    char command[600];
-    snprintf(command, sizeof(command), "rm -rf '%s'", folder_);
-    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", folder_);
+    scratch_close();
     return check_report();
 }

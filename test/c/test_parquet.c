@@ -73,18 +73,7 @@ static int dump(char const *path, int skip) {
     return 0;
 }
 
-
 /* --- self-checks -------------------------------------------------------------------------------- */
-
-/* A failure with an expected status whose message contains every given fragment. */
-static int fails_with(uform_status_t status, uform_status_t expected, char const *first, char const *second) {
-    char const *message = uform_last_error();
-    int ok = status == expected && strstr(message, first) && (!second || strstr(message, second));
-    if (!ok)
-        fprintf(stderr, "  got status %d, message \"%s\"; wanted %d with '%s'%s%s\n", status, message, expected, first,
-                second ? " and " : "", second ? second : "");
-    return ok;
-}
 
 /* pyarrow 26, store_schema=False, write_statistics=False. text_file_: columns id (int32), text and
  * lang (optional strings) of rows "hello"/en, "wörld"/null, "日本"/ja, null/en, "a\0b"/xx, ""/en,
@@ -283,25 +272,6 @@ static void test_limits(void) {
                      "none.parquet: 0 bytes are too few", NULL));
 }
 
-static char folder_[256];
-
-static char const *path_in(char const *name) {
-    static char paths[8][512];
-    static int next;
-    char *path = paths[next++ % 8];
-    snprintf(path, 512, "%s/%s", folder_, name);
-    return path;
-}
-
-static void write_file(char const *name, void const *bytes, size_t length) {
-    FILE *file = fopen(path_in(name), "wb");
-    if (!file || fwrite(bytes, 1, length, file) != length) {
-        fprintf(stderr, "cannot write %s\n", path_in(name));
-        exit(2);
-    }
-    fclose(file);
-}
-
 static int mkdir_ok(char const *path) { return mkdir(path, 0700) == 0; }
 
 static void test_dispatch(void) {
@@ -355,11 +325,7 @@ static void test_batcher(void) {
 }
 
 static int run_checks(void) {
-    snprintf(folder_, sizeof(folder_), "/tmp/uform_test_parquet_XXXXXX");
-    if (!mkdtemp(folder_)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (!scratch_open("uform_test_parquet")) return 2;
     test_text_records();
     test_pair_records();
     test_truncations("text.parquet", text_file_, sizeof(text_file_));
@@ -369,9 +335,7 @@ static int run_checks(void) {
     test_limits();
     test_dispatch();
     test_batcher();
-    char command[600];
-    snprintf(command, sizeof(command), "rm -rf '%s'", folder_);
-    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", folder_);
+    scratch_close();
     return check_report();
 }
 

@@ -25,16 +25,6 @@
 #include "data/prefetch.h"
 #include "check.h"
 
-static char folder_[256];
-
-static char const *path_in(char const *name) {
-    static char paths[4][512];
-    static int next;
-    char *path = paths[next++ % 4];
-    snprintf(path, 512, "%s/%s", folder_, name);
-    return path;
-}
-
 /* Random lowercase words, `low`..`high` bytes per text. */
 static void random_text(FILE *file, uform_rng_t *rng, size_t low, size_t high) {
     size_t length = low + (size_t)(uform_rng_next(rng) % (high - low + 1));
@@ -206,11 +196,7 @@ static void test_error(void) {
 }
 
 int main(void) {
-    snprintf(folder_, sizeof(folder_), "/tmp/uform_prefetch_XXXXXX");
-    if (!mkdtemp(folder_)) {
-        perror("mkdtemp");
-        return 2;
-    }
+    if (!scratch_open("uform_prefetch")) return 2;
     write_corpora();
     test_identical("mlm.json", 2, 0);
     test_identical("mlm.json", 3, 200);
@@ -218,8 +204,6 @@ int main(void) {
     test_identical("contrastive.json", 3, 200);
     test_close_while_running();
     test_error();
-    char const *names[] = {"texts.jsonl", "pairs.jsonl", "mlm.json", "contrastive.json"};
-    for (size_t i = 0; i < 4; ++i) remove(path_in(names[i]));
-    rmdir(folder_);
+    scratch_close();
     return check_report();
 }
