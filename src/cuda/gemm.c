@@ -36,38 +36,46 @@ void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm) {
     free(gemm);
 }
 
-int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
-                       size_t n, size_t k, void *stream, int plant) {
+int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                    uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d, size_t ldd,
+                    int d_is_f32, void *stream, int plant) {
     cublasLtMatmulDesc_t operation = NULL;
-    cublasLtMatrixLayout_t layout_a = NULL, layout_b = NULL, layout_c = NULL;
+    cublasLtMatrixLayout_t layout_b = NULL, layout_a = NULL, layout_d = NULL;
     cublasLtMatmulPreference_t preference = NULL;
-    cublasOperation_t transpose = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-    cudaDataType_t c_type = c_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    float alpha = 1.0f, beta = plant == 1 ? 1.0f : 0.0f; /* planted: C accumulated, not overwritten */
+    /* cuBLASLt's first operand is our B, its second our A (see the top of this file). */
+    cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    float alpha = 1.0f, beta = c || plant == 1 ? 1.0f : 0.0f; /* planted: D accumulated, not overwritten */
+    if (!c) c = d;
     int status = 0;
     if (cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
-        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)) ||
-        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain)) ||
-        cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_16BF, k, n, k) ||
-        cublasLtMatrixLayoutCreate(&layout_b, CUDA_R_16BF, k, m, k) ||
-        cublasLtMatrixLayoutCreate(&layout_c, c_type, n, m, n) || cublasLtMatmulPreferenceCreate(&preference) ||
+        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)) ||
+        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)) ||
+        cublasLtMatrixLayoutCreate(&layout_b, CUDA_R_16BF, transpose_b ? k : n, transpose_b ? n : k, ldb) ||
+        cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_16BF, transpose_a ? m : k, transpose_a ? k : m, lda) ||
+        cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, ldd) || cublasLtMatmulPreferenceCreate(&preference) ||
         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &gemm->workspace_bytes, sizeof(gemm->workspace_bytes)))
         status = (int)cudaErrorUnknown;
     cublasLtMatmulHeuristicResult_t heuristic;
     int found = 0;
-    if (!status && (cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_a, layout_b, layout_c, layout_c,
+    if (!status && (cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d,
                                                    preference, 1, &heuristic, &found) ||
                     !found))
         status = (int)cudaErrorNotSupported;
-    if (!status && cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_a, a, layout_b, &beta, c, layout_c, c,
-                                  layout_c, &heuristic.algo, gemm->workspace, gemm->workspace_bytes,
+    if (!status && cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d, d,
+                                  layout_d, &heuristic.algo, gemm->workspace, gemm->workspace_bytes,
                                   (cudaStream_t)stream))
         status = (int)cudaErrorUnknown;
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (layout_c) cublasLtMatrixLayoutDestroy(layout_c);
-    if (layout_b) cublasLtMatrixLayoutDestroy(layout_b);
+    if (layout_d) cublasLtMatrixLayoutDestroy(layout_d);
     if (layout_a) cublasLtMatrixLayoutDestroy(layout_a);
+    if (layout_b) cublasLtMatrixLayoutDestroy(layout_b);
     if (operation) cublasLtMatmulDescDestroy(operation);
     return status;
+}
+
+int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
+                       size_t n, size_t k, void *stream, int plant) {
+    return uform_cuda_gemm(gemm, 0, 1, m, n, k, a, k, b, k, NULL, c, n, c_is_f32, stream, plant);
 }

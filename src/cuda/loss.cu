@@ -10,13 +10,14 @@ namespace {
 
 constexpr unsigned threads = 128, vocabulary = 258, per_thread = (vocabulary + threads - 1) / threads;
 
-__global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targets, float scale, float *losses,
+__global__ void cross_entropy_kernel(uint16_t const *logits, size_t stride, int32_t const *targets, float const *scale_pointer, float *losses,
                                      uint16_t *d_logits, int plant) {
     __shared__ float shared[threads];
     size_t row = blockIdx.x;
+    float scale = *scale_pointer;
     int32_t target = targets[row];
     if (plant == 2 && target < 0) target = 0; /* planted: the mask ignored, unscored rows scored */
-    uint16_t *gradient = d_logits + row * vocabulary;
+    uint16_t *gradient = d_logits + row * stride;
     if (target < 0) {
         for (unsigned v = threadIdx.x; v < vocabulary; v += threads) gradient[v] = 0;
         if (threadIdx.x == 0) losses[row] = 0;
@@ -25,7 +26,7 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targ
     float values[per_thread], largest = -INFINITY;
     for (unsigned j = 0; j < per_thread; ++j) {
         unsigned v = threadIdx.x + j * threads;
-        values[j] = v < vocabulary ? uform_bf16_to_f32(logits[row * vocabulary + v]) : -INFINITY;
+        values[j] = v < vocabulary ? uform_bf16_to_f32(logits[row * stride + v]) : -INFINITY;
         largest = fmaxf(largest, values[j]);
     }
     shared[threadIdx.x] = largest;
@@ -58,9 +59,9 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, int32_t const *targ
 
 } // namespace
 
-extern "C" int uform_cuda_cross_entropy(uint16_t const *logits, int32_t const *targets, size_t rows, float scale,
+extern "C" int uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, int32_t const *targets, size_t rows, float const *scale,
                                         float *losses, uint16_t *d_logits, void *stream, int plant) {
     if (!rows) return 0;
-    cross_entropy_kernel<<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(logits, targets, scale, losses, d_logits, plant);
+    cross_entropy_kernel<<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(logits, stride, targets, scale, losses, d_logits, plant);
     return (int)cudaGetLastError();
 }

@@ -59,7 +59,7 @@ __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float
         dx[cell * width + i] += scale * (d_row[i] * gain[i] - row[i] * scale * mean);
 }
 
-constexpr size_t gain_group = 32;
+constexpr size_t gain_group = 256; /* cells per partial: enough blocks, a short final reduction */
 
 __global__ void rmsnorm_gain_partials_kernel(float const *x, float const *scales, float const *dy, size_t cells,
                                              size_t width, float *partials) {
@@ -79,17 +79,25 @@ __global__ void rmsnorm_gain_reduce_kernel(float const *partials, size_t groups,
     gain_grad[column] += sum;
 }
 
-__global__ void rope_kernel(uint16_t *qkv, int32_t const *positions, size_t cells, size_t width, int direction,
-                            int plant) {
-    size_t heads = width / 64, index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (index >= cells * heads * 32) return;
-    size_t slot = index % 32, head = (index / 32) % heads, cell = index / (32 * heads);
+/* table [cells, 32] of (cos, sin): the angle in double, then one rounding each. */
+__global__ void rope_table_kernel(int32_t const *positions, size_t cells, float2 *table, int plant) {
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (index >= cells * 32) return;
+    size_t slot = index % 32, cell = index / 32;
     int axis = slot < 8 ? 0 : slot < 20 ? 1 : 2;
     if (plant == 1 && axis) axis = 3 - axis; /* planted: h and w swapped */
     double angle = (double)positions[cell * 3 + axis] * pow(10000.0, -(double)slot / 32.0);
     double sine, cosine;
     sincos(angle, &sine, &cosine);
-    float c = (float)cosine, s = (float)sine * (float)direction;
+    table[index] = make_float2((float)cosine, (float)sine);
+}
+
+__global__ void rope_kernel(uint16_t *qkv, float2 const *table, size_t cells, size_t width, int direction) {
+    size_t heads = width / 64, index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (index >= cells * heads * 32) return;
+    size_t slot = index % 32, head = (index / 32) % heads, cell = index / (32 * heads);
+    float2 rotation = table[cell * 32 + slot];
+    float c = rotation.x, s = rotation.y * (float)direction;
     for (size_t part = 0; part < 2; ++part) { /* q, then k */
         uint16_t *vector = qkv + cell * 3 * width + part * width + head * 64;
         float first = uform_bf16_to_f32(vector[slot]), second = uform_bf16_to_f32(vector[slot + 32]);
@@ -98,27 +106,73 @@ __global__ void rope_kernel(uint16_t *qkv, int32_t const *positions, size_t cell
     }
 }
 
+/* Eight hidden columns per thread, through 16-byte loads and stores (hidden_width % 8 == 0). */
 __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                                       int plant) {
-    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (index >= cells * hidden_width) return;
-    size_t cell = index / hidden_width, i = index % hidden_width;
-    float g = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
-    float sigmoid = 1.0f / (1.0f + expf(-g));
-    float silu = plant == 1 ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
-    hidden[index] = uform_f32_to_bf16(silu * u);
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
+    if (index >= cells * groups) return;
+    size_t cell = index / groups, i = index % groups * 8;
+    uint4 gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
+    uint4 up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
+    uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+    uint4 result;
+    uint16_t *r8 = reinterpret_cast<uint16_t *>(&result);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]);
+        float sigmoid = 1.0f / (1.0f + expf(-g));
+        float silu = plant == 1 ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
+        r8[e] = uform_f32_to_bf16(silu * u);
+    }
+    *reinterpret_cast<uint4 *>(hidden + cell * hidden_width + i) = result;
 }
 
 __global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_hidden, size_t cells,
                                        size_t hidden_width, uint16_t *d_gate_up, int plant) {
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
+    if (index >= cells * groups) return;
+    size_t cell = index / groups, i = index % groups * 8;
+    uint4 gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
+    uint4 up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
+    float4 dh0 = *reinterpret_cast<float4 const *>(d_hidden + cell * hidden_width + i);
+    float4 dh1 = *reinterpret_cast<float4 const *>(d_hidden + cell * hidden_width + i + 4);
+    float dh8[8] = {dh0.x, dh0.y, dh0.z, dh0.w, dh1.x, dh1.y, dh1.z, dh1.w};
+    uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+    uint4 d_gate, d_up;
+    uint16_t *dg8 = reinterpret_cast<uint16_t *>(&d_gate), *du8 = reinterpret_cast<uint16_t *>(&d_up);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]), dh = dh8[e];
+        float sigmoid = 1.0f / (1.0f + expf(-g));
+        float slope = plant == 1 ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
+        dg8[e] = uform_f32_to_bf16(dh * u * slope);
+        du8[e] = uform_f32_to_bf16(dh * g * sigmoid);
+    }
+    *reinterpret_cast<uint4 *>(d_gate_up + cell * 2 * hidden_width + i) = d_gate;
+    *reinterpret_cast<uint4 *>(d_gate_up + cell * 2 * hidden_width + hidden_width + i) = d_up;
+}
+
+/* Four values per thread when count % 4 == 0 (every use in the step), else one. */
+__global__ void round_kernel(float const *x, size_t count, uint16_t *y) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (index >= cells * hidden_width) return;
-    size_t cell = index / hidden_width, i = index % hidden_width;
-    float g = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + i]), u = uform_bf16_to_f32(gate_up[cell * 2 * hidden_width + hidden_width + i]);
-    float dh = d_hidden[index], sigmoid = 1.0f / (1.0f + expf(-g));
-    float slope = plant == 1 ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
-    d_gate_up[cell * 2 * hidden_width + i] = uform_f32_to_bf16(dh * u * slope);
-    d_gate_up[cell * 2 * hidden_width + hidden_width + i] = uform_f32_to_bf16(dh * g * sigmoid);
+    if (count % 4) {
+        if (index < count) y[index] = uform_f32_to_bf16(x[index]);
+        return;
+    }
+    if (index >= count / 4) return;
+    float4 v = reinterpret_cast<float4 const *>(x)[index];
+    uint2 packed = {uform_f32_to_bf16(v.x) | (uint32_t)uform_f32_to_bf16(v.y) << 16,
+                    uform_f32_to_bf16(v.z) | (uint32_t)uform_f32_to_bf16(v.w) << 16};
+    reinterpret_cast<uint2 *>(y)[index] = packed;
+}
+
+/* result[0] = scale * sum(x), one block, a fixed order. */
+__global__ void sum_kernel(float const *x, size_t count, float const *scale, float *result) {
+    __shared__ float shared[1024];
+    float sum = 0;
+    for (size_t i = threadIdx.x; i < count; i += blockDim.x) sum += x[i];
+    sum = uform_block_reduce(sum, shared, 0);
+    if (threadIdx.x == 0) result[0] = sum * (scale ? *scale : 1.0f);
 }
 
 unsigned blocks_for(size_t count, unsigned threads) { return (unsigned)((count + threads - 1) / threads); }
@@ -165,27 +219,46 @@ extern "C" int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t
     return launched();
 }
 
-extern "C" int uform_cuda_rope(uint16_t *qkv, int32_t const *positions, size_t cells, size_t width, int direction,
-                               void *stream, int plant) {
+extern "C" int uform_cuda_rope_table(int32_t const *positions, size_t cells, float *table, void *stream, int plant) {
+    if (!cells) return 0;
+    rope_table_kernel<<<blocks_for(cells * 32, 256), 256, 0, (cudaStream_t)stream>>>(positions, cells, (float2 *)table, plant);
+    return launched();
+}
+
+extern "C" int uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
+                               void *stream) {
     size_t count = cells * (width / 64) * 32;
     if (!count) return 0;
-    rope_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(qkv, positions, cells, width, direction, plant);
+    rope_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(qkv, (float2 const *)table, cells, width, direction);
     return launched();
 }
 
 extern "C" int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                                          void *stream, int plant) {
-    size_t count = cells * hidden_width;
+    size_t count = cells * hidden_width / 8;
     if (!count) return 0;
+    if (hidden_width % 8) return (int)cudaErrorInvalidValue;
     swiglu_forward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, cells, hidden_width, hidden, plant);
     return launched();
 }
 
 extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream, int plant) {
-    size_t count = cells * hidden_width;
+    size_t count = cells * hidden_width / 8;
     if (!count) return 0;
+    if (hidden_width % 8) return (int)cudaErrorInvalidValue;
     swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, d_hidden, cells, hidden_width,
                                                                                    d_gate_up, plant);
+    return launched();
+}
+
+extern "C" int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream) {
+    if (!count) return 0;
+    round_kernel<<<blocks_for(count % 4 ? count : count / 4, 256), 256, 0, (cudaStream_t)stream>>>(x, count, y);
+    return launched();
+}
+
+extern "C" int uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream) {
+    sum_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(x, count, scale, result);
     return launched();
 }

@@ -1,6 +1,8 @@
-/*  optimizer.cu: Adafactor with a first moment for a BF16 matrix (SPEC.md section 5): row and
- *  column means of G^2, the factored second moment, update clipping by rms(U), the first moment,
- *  bias corrections and the rounded store of the BF16 master. Every reduction has a fixed order. */
+/*  optimizer.cu: Adafactor with a first moment (SPEC.md section 5) for a BF16 matrix (row and
+ *  column means of G^2, the factored second moment) and for a Float32 vector (unfactored), update
+ *  clipping by rms(U), the first moment, bias corrections and the store of the master. The step's
+ *  rate and corrections are read from device memory, so one captured graph serves every step.
+ *  Every reduction has a fixed order. */
 #include <cuda_runtime.h>
 
 #include "cuda/common.cuh"
@@ -24,15 +26,27 @@ __global__ void row_moment_kernel(float const *gradient, size_t columns, float b
     if (threadIdx.x == 0) row_moment[row] = beta2 * row_moment[row] + complement2 * (sum / (float)columns);
 }
 
-__global__ void column_moment_kernel(float const *gradient, size_t rows, size_t columns, float beta2,
-                                     float complement2, float *column_moment) {
-    size_t column = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+constexpr size_t column_chunk = 64; /* rows per partial column sum */
+
+/* partials [chunks, columns]: each a serial sum over its 64 rows (coalesced across columns). */
+__global__ void column_partials_kernel(float const *gradient, size_t rows, size_t columns, float *partials) {
+    size_t column = blockIdx.x * (size_t)blockDim.x + threadIdx.x, chunk = blockIdx.y;
     if (column >= columns) return;
+    size_t first = chunk * column_chunk, last = first + column_chunk < rows ? first + column_chunk : rows;
     float sum = 0;
-    for (size_t r = 0; r < rows; ++r) {
+    for (size_t r = first; r < last; ++r) {
         float g = gradient[r * columns + column];
         sum += g * g + 1e-30f;
     }
+    partials[chunk * columns + column] = sum;
+}
+
+__global__ void column_moment_kernel(float const *partials, size_t rows, size_t columns, float beta2, float complement2,
+                                     float *column_moment) {
+    size_t column = blockIdx.x * (size_t)blockDim.x + threadIdx.x, chunks = (rows + column_chunk - 1) / column_chunk;
+    if (column >= columns) return;
+    float sum = 0;
+    for (size_t chunk = 0; chunk < chunks; ++chunk) sum += partials[chunk * columns + column];
     column_moment[column] = beta2 * column_moment[column] + complement2 * (sum / (float)rows);
 }
 
@@ -53,9 +67,9 @@ __device__ __forceinline__ float update_of(float const *gradient, float const *r
 
 /* Per-block partial sums of U^2 into scratch[2 + block]. */
 __global__ void update_squares_kernel(float const *gradient, float const *row_moment, float const *column_moment,
-                                      size_t count, size_t columns, float correction2, float *scratch) {
+                                      size_t count, size_t columns, float const *schedule, float *scratch, int plant) {
     __shared__ float shared[threads];
-    float sum = 0;
+    float sum = 0, correction2 = plant == 1 ? 1.0f : schedule[2]; /* planted: no bias correction of V */
     for (size_t index = blockIdx.x * (size_t)threads + threadIdx.x; index < count; index += (size_t)gridDim.x * threads) {
         float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index);
         sum += u * u;
@@ -64,21 +78,23 @@ __global__ void update_squares_kernel(float const *gradient, float const *row_mo
     if (threadIdx.x == 0) scratch[2 + blockIdx.x] = sum;
 }
 
-/* scratch[1] = max(1, rms(U) / clip); one block, partials added in block order. */
+/* scratch[1] = max(1, rms(U) / clip); one block of `threads`, partials in a fixed tree order. */
 __global__ void shrink_kernel(size_t blocks, size_t count, float clip, float *scratch) {
-    if (threadIdx.x != 0) return;
+    __shared__ float shared[threads];
     float sum = 0;
-    for (size_t b = 0; b < blocks; ++b) sum += scratch[2 + b];
+    for (size_t b = threadIdx.x; b < blocks; b += threads) sum += scratch[2 + b];
+    sum = uform_block_reduce(sum, shared, 0);
     float shrink = sqrtf(sum / (float)count) / clip;
-    scratch[1] = shrink > 1.0f ? shrink : 1.0f;
+    if (threadIdx.x == 0) scratch[1] = shrink > 1.0f ? shrink : 1.0f;
 }
 
 __global__ void apply_kernel(uint16_t *weights, float const *gradient, float const *row_moment,
                              float const *column_moment, float *first_moment, size_t count, size_t columns,
-                             float correction1, float correction2, float rate, float beta1, float complement1,
-                             float weight_decay, float const *scratch) {
+                             float const *schedule, float beta1, float complement1, float weight_decay,
+                             float const *scratch, int plant) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= count) return;
+    float rate = schedule[0], correction1 = schedule[1], correction2 = plant == 1 ? 1.0f : schedule[2];
     float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index) / scratch[1];
     float m = beta1 * first_moment[index] + complement1 * u;
     first_moment[index] = m;
@@ -86,30 +102,76 @@ __global__ void apply_kernel(uint16_t *weights, float const *gradient, float con
     weights[index] = uform_f32_to_bf16(w - rate * (m / correction1 + weight_decay * w));
 }
 
+/* A Float32 vector (one block): unfactored V, clipping over the whole vector, Float32 master. */
+__global__ void vector_kernel(float *weights, float const *gradient, float *moment, float *first_moment, size_t count,
+                              float beta1, float complement1, float beta2, float complement2, float clip,
+                              float weight_decay, float const *schedule, int plant) {
+    __shared__ float shared[threads];
+    float rate = schedule[0], correction1 = schedule[1], correction2 = plant == 1 ? 1.0f : schedule[2];
+    float sum = 0;
+    for (size_t i = threadIdx.x; i < count; i += threads) {
+        float g = gradient[i], v = beta2 * moment[i] + complement2 * (g * g + 1e-30f);
+        moment[i] = v;
+        float u = g * rsqrtf(v / correction2);
+        sum += u * u;
+    }
+    sum = uform_block_reduce(sum, shared, 0);
+    float shrink = sqrtf(sum / (float)count) / clip;
+    shrink = shrink > 1.0f ? shrink : 1.0f;
+    for (size_t i = threadIdx.x; i < count; i += threads) {
+        float u = gradient[i] * rsqrtf(moment[i] / correction2) / shrink;
+        float m = beta1 * first_moment[i] + complement1 * u;
+        first_moment[i] = m;
+        weights[i] -= rate * (m / correction1 + weight_decay * weights[i]);
+    }
+}
+
 } // namespace
+
+extern "C" size_t uform_cuda_adafactor_scratch(size_t rows, size_t columns) {
+    size_t partials = (rows + column_chunk - 1) / column_chunk * columns;
+    return 2 + (partials > rows + columns ? partials : rows + columns);
+}
+
+extern "C" void uform_cuda_adafactor_schedule(double learning_rate, double beta1, double beta2, size_t step,
+                                             float schedule[3]) {
+    /* In double, then one Float32 rounding: 1 - 0.999^t in Float32 loses digits. */
+    schedule[0] = (float)learning_rate;
+    schedule[1] = (float)(1.0 - pow(beta1, (double)step));
+    schedule[2] = (float)(1.0 - pow(beta2, (double)step));
+}
 
 extern "C" int uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradient, float *row_moment,
                                            float *column_moment, float *first_moment, size_t rows, size_t columns,
-                                           double learning_rate, double beta1, double beta2, double clip,
-                                           double weight_decay, size_t step, float *scratch, void *stream, int plant) {
+                                           float const *schedule, double beta1, double beta2, double clip,
+                                           double weight_decay, float *scratch, void *stream, int plant) {
     cudaStream_t s = (cudaStream_t)stream;
     size_t count = rows * columns;
     if (!count) return 0;
-    /* Bias corrections in double on the host, then one Float32 rounding. */
-    float correction2 = plant == 1 ? 1.0f : (float)(1.0 - pow(beta2, (double)step)); /* planted: no correction */
-    float correction1 = (float)(1.0 - pow(beta1, (double)step));
     size_t blocks = (count + threads - 1) / threads;
     if (blocks > rows + columns) blocks = rows + columns; /* the partials fit the caller's scratch */
     float complement1 = (float)(1.0 - beta1), complement2 = (float)(1.0 - beta2);
     row_moment_kernel<<<(unsigned)rows, threads, 0, s>>>(gradient, columns, (float)beta2, complement2, row_moment);
+    dim3 partial_grid((unsigned)((columns + threads - 1) / threads), (unsigned)((rows + column_chunk - 1) / column_chunk));
+    column_partials_kernel<<<partial_grid, threads, 0, s>>>(gradient, rows, columns, scratch + 2);
     column_moment_kernel<<<(unsigned)((columns + threads - 1) / threads), threads, 0, s>>>(
-        gradient, rows, columns, (float)beta2, complement2, column_moment);
+        scratch + 2, rows, columns, (float)beta2, complement2, column_moment);
     row_mean_kernel<<<1, threads, 0, s>>>(row_moment, rows, scratch);
     update_squares_kernel<<<(unsigned)blocks, threads, 0, s>>>(gradient, row_moment, column_moment, count, columns,
-                                                               correction2, scratch);
-    shrink_kernel<<<1, 32, 0, s>>>(blocks, count, (float)clip, scratch);
+                                                               schedule, scratch, plant);
+    shrink_kernel<<<1, threads, 0, s>>>(blocks, count, (float)clip, scratch);
     apply_kernel<<<(unsigned)((count + threads - 1) / threads), threads, 0, s>>>(
-        weights, gradient, row_moment, column_moment, first_moment, count, columns, correction1, correction2,
-        (float)learning_rate, (float)beta1, complement1, (float)weight_decay, scratch);
+        weights, gradient, row_moment, column_moment, first_moment, count, columns, schedule, (float)beta1,
+        complement1, (float)weight_decay, scratch, plant);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int uform_cuda_adafactor_vector(float *weights, float const *gradient, float *moment, float *first_moment,
+                                           size_t count, float const *schedule, double beta1, double beta2,
+                                           double clip, double weight_decay, void *stream, int plant) {
+    if (!count) return 0;
+    vector_kernel<<<1, threads, 0, (cudaStream_t)stream>>>(weights, gradient, moment, first_moment, count, (float)beta1,
+                                                           (float)(1.0 - beta1), (float)beta2, (float)(1.0 - beta2),
+                                                           (float)clip, (float)weight_decay, schedule, plant);
     return (int)cudaGetLastError();
 }

@@ -7,17 +7,7 @@
  *
  *      uform_contract [--json FILE]
  */
-#include <cuda_runtime.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "cuda/cuda.h"
-
-static double const unit_ = 1.0 / 16777216.0;  /* Float32 unit roundoff, 2^-24 */
-static double const bf16_unit_ = 1.0 / 256.0;  /* BF16 unit roundoff, 2^-8 (8 significant bits) */
+#include "contract.h"
 
 typedef struct {
     char name[64];
@@ -29,18 +19,8 @@ static check_t checks_[256];
 static size_t checks_count_;
 static FILE *json_;
 
-#define CUDA_OK(call)                                                                                                 \
-    do {                                                                                                              \
-        int status_ = (int)(call);                                                                                    \
-        if (status_) {                                                                                                \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString((cudaError_t)status_)); \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
-
-/* SplitMix64 uniform in (-1, 1). */
 static uint64_t seed_ = 1;
-static double uniform_(void) {
+double uniform_(void) {
     uint64_t z = (seed_ += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
@@ -48,30 +28,29 @@ static double uniform_(void) {
     return ((double)(z >> 11) + 0.5) / 9007199254740992.0 * 2.0 - 1.0;
 }
 
-static float bf16_to_f32_(uint16_t value) {
+float bf16_to_f32_(uint16_t value) {
     uint32_t bits = (uint32_t)value << 16;
     float result;
     memcpy(&result, &bits, 4);
     return result;
 }
 
-static uint16_t f32_to_bf16_(float value) {
+uint16_t f32_to_bf16_(float value) {
     uint32_t bits;
     memcpy(&bits, &value, 4);
     return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
-static void *device_(size_t bytes) {
+void *device_(size_t bytes) {
     void *pointer;
     CUDA_OK(cudaMalloc(&pointer, bytes));
     return pointer;
 }
 
-static void upload_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyHostToDevice)); }
-static void download_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToHost)); }
+void upload_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyHostToDevice)); }
+void download_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToHost)); }
 
-/* Folds one element into a running worst ratio; a NaN or an error with a zero bound counts as infinite. */
-static void compare_(double *worst, double got, double expected, double bound) {
+void compare_(double *worst, double got, double expected, double bound) {
     double error = fabs(got - expected), ratio;
     if (isnan(got) || isnan(expected)) ratio = INFINITY;
     else if (bound <= 0) ratio = error > 0 ? INFINITY : 0;
@@ -79,7 +58,7 @@ static void compare_(double *worst, double got, double expected, double bound) {
     if (ratio > *worst) *worst = ratio;
 }
 
-static void record_(char const *name, double worst, int plant) {
+void record_(char const *name, double worst, int plant) {
     check_t *check = &checks_[checks_count_++];
     snprintf(check->name, sizeof(check->name), "%s", name);
     check->worst = worst;
@@ -87,12 +66,11 @@ static void record_(char const *name, double worst, int plant) {
     check->passed = plant ? worst > 1.0 : worst <= 1.0; /* a control passes when the check rejects it */
 }
 
-/* Random BF16 values in (-scale, scale). */
-static void fill_bf16_(uint16_t *values, size_t count, double scale) {
+void fill_bf16_(uint16_t *values, size_t count, double scale) {
     for (size_t i = 0; i < count; ++i) values[i] = f32_to_bf16_((float)(scale * uniform_()));
 }
 
-static void fill_f32_(float *values, size_t count, double scale) {
+void fill_f32_(float *values, size_t count, double scale) {
     for (size_t i = 0; i < count; ++i) values[i] = (float)(scale * uniform_());
 }
 
@@ -152,7 +130,7 @@ static void check_rmsnorm_(int plant) {
     float *x = malloc(cells * width * 4), *gain = malloc(width * 4), *dy = malloc(cells * width * 4), *dx = malloc(cells * width * 4);
     fill_f32_(x, cells * width, 2.0), fill_f32_(gain, width, 1.5), fill_f32_(dy, cells * width, 1.0), fill_f32_(dx, cells * width, 0.5);
     float *d_x = device_(cells * width * 4), *d_gain = device_(width * 4), *d_dy = device_(cells * width * 4), *d_dx = device_(cells * width * 4);
-    float *d_scales = device_(cells * 4), *d_partials = device_(((cells + 31) / 32) * width * 4), *d_gain_grad = device_(width * 4);
+    float *d_scales = device_(cells * 4), *d_partials = device_(((cells + 255) / 256) * width * 4), *d_gain_grad = device_(width * 4);
     uint16_t *d_y = device_(cells * width * 2);
     upload_(d_x, x, cells * width * 4), upload_(d_gain, gain, width * 4), upload_(d_dy, dy, cells * width * 4), upload_(d_dx, dx, cells * width * 4);
     CUDA_OK(cudaMemset(d_gain_grad, 0, width * 4));
@@ -219,11 +197,13 @@ static void check_rope_(int plant) {
         positions[c * 3] = (int32_t)(c % 7), positions[c * 3 + 1] = (int32_t)(c / 23), positions[c * 3 + 2] = (int32_t)(c % 23 + 3);
     uint16_t *d_qkv = device_(cells * 3 * width * 2);
     int32_t *d_positions = device_(cells * 3 * 4);
+    float *d_table = device_(cells * 32 * 8);
     upload_(d_positions, positions, cells * 3 * 4);
+    CUDA_OK(uform_cuda_rope_table(d_positions, cells, d_table, NULL, plant));
     double worst = 0;
     for (int direction = -1; direction <= 1; direction += 2) {
         upload_(d_qkv, qkv, cells * 3 * width * 2);
-        CUDA_OK(uform_cuda_rope(d_qkv, d_positions, cells, width, direction, NULL, plant));
+        CUDA_OK(uform_cuda_rope(d_qkv, d_table, cells, width, direction, NULL));
         download_(out, d_qkv, cells * 3 * width * 2);
         for (size_t c = 0; c < cells; ++c)
             for (size_t part = 0; part < 2; ++part)
@@ -242,22 +222,31 @@ static void check_rope_(int plant) {
             for (size_t i = 0; i < width; ++i) compare_(&worst, out[c * 3 * width + 2 * width + i], qkv[c * 3 * width + 2 * width + i], 0);
     }
     record_("rope", worst, plant);
-    free(qkv), free(out), free(positions), cudaFree(d_qkv), cudaFree(d_positions);
+    free(qkv), free(out), free(positions), cudaFree(d_qkv), cudaFree(d_positions), cudaFree(d_table);
 }
 
-/* --- Attention within segments (heads of 64), one thread per (cell, head). Forward: each score
- *     is a 64-term Float32 dot product of BF16 values, within ds = 66 u sum_d |q_d k_d| / 8; the
- *     online softmax rescales up to T times (exp 2 ulp and a product each) and sums T terms, so the
- *     weights are within e = 2 ds + (4T + 16) u relative and
- *     |O - O*| <= 2^-8 |O*| + (1 + 2^-8) e sum_j p_j |v_j|;  |lse - lse*| <= ds + (4T + 16) u + u |lse*|.
- *     Backward, given the forward's stored O and lse: p = exp(s - lse) within ds + 3u; dO.v and
- *     D = dO.O within 66 u of their absolute sums; dS = p (dO.v - D) / 8 within
- *     E = p (e_p |dO.v - D| + 66 u (sum |dO v| + sum |dO O|) + 2u |dO.v - D|) / 8; then
- *     |dq - dq*| <= sum_j E_j |k_j| + (T + 2) u sum_j |dS_j k_j| + 2^-8 |dq*| (dk alike over queries),
- *     |dv - dv*| <= sum_i (ds_i + (T + 5) u) p_i |dO_i| + 2^-8 |dv*|. */
+/* --- Attention within segments (heads of 64) on tensor cores. Model of a tensor-core product
+ *     (as for cuBLASLt below): BF16 products exact, each accumulated term errs by one ulp,
+ *     g(n) = 2 n u / (1 - 2 n u) of the sum of magnitudes; a row visits T key tiles of 64.
+ *     Forward: a score within ds = g(64) sum |q k| / 8; each weight p = exp(s - m) carries
+ *     a = ds + (5T + 4) u (expf 2 ulp, one rescale and product per tile); the weights enter P V
+ *     rounded to BF16 (2^-8), the numerator accumulates L + 4T terms, the Float32 row sum
+ *     16T + 2 serial terms, so |O - O*| <= 2^-8 |O*| + (1 + 2^-8) E, with
+ *     E = (2^-8 + 2 a_max + g(L + 4T) + (17T + 3) u) sum_j w_j |v_j|;
+ *     |lse - lse*| <= 2 ds_max + (22T + 8) u + 2 u (|lse*| + |log l*|).
+ *     Backward, given the forward's O and lse: p = exp(s/8 - lse) within e_p = ds + 5u + u |s - lse|;
+ *     dP = dO.v within g(64) sum |dO v|; D = dO.O (serial) within 66 u sum |dO O|; dS = p (dP - D) / 8
+ *     within E = p (e_p + 2u) |dP - D| / 8 + p (1 + e_p) (g(64) sum |dO v| + 66 u sum |dO O|) / 8, and
+ *     rounded to BF16 before its product: |dq - dq*| <= sum_j (E_j + 2^-8 (|dS_j| + E_j)) |k_j|
+ *     + g(L + 4T) sum_j (|dS_j| + E_j) |k_j|, then 2^-8 for the stored result (dk alike over
+ *     queries); |dv - dv*| <= sum_i p_i (e_p + 2^-8 (1 + e_p) + g(L + 4T) (1 + e_p)(1 + 2^-8)) |dO_i|,
+ *     then the store. The segments (lengths up to 260, 699 cells) straddle tiles and end mid-tile. */
+static double tensor_gamma_(double terms) { return 2 * terms * unit_ / (1 - 2 * terms * unit_); }
+
 static void check_attention_(int plant) {
-    size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 120, 5, 80}, segments = 10, cells = 0;
+    size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 260, 5, 80}, segments = 10, cells = 0, longest = 260;
     for (size_t s = 0; s < segments; ++s) cells += lengths[s];
+    double tiles = (double)((cells + 63) / 64 + 1); /* an upper bound on the tiles a row visits */
     uint32_t *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
     for (size_t s = 0, first = 0; s < segments; first += lengths[s], ++s) {
         spans[2 * s] = (uint32_t)first, spans[2 * s + 1] = (uint32_t)lengths[s];
@@ -265,24 +254,29 @@ static void check_attention_(int plant) {
     }
     size_t stride = 3 * width;
     uint16_t *qkv = malloc(cells * stride * 2), *out = malloc(cells * width * 2), *d_qkv = malloc(cells * stride * 2);
-    float *lse = malloc(cells * heads * 4), *d_out = malloc(cells * width * 4);
-    fill_bf16_(qkv, cells * stride, 2.0), fill_f32_(d_out, cells * width, 1.0);
+    uint16_t *d_out = malloc(cells * width * 2);
+    float *lse = malloc(cells * heads * 4);
+    fill_bf16_(qkv, cells * stride, 2.0), fill_bf16_(d_out, cells * width, 1.0);
     uint16_t *g_qkv = device_(cells * stride * 2), *g_out = device_(cells * width * 2), *g_d_qkv = device_(cells * stride * 2);
+    uint16_t *g_d_out = device_(cells * width * 2);
     uint32_t *g_spans = device_(segments * 8), *g_segment_of = device_(cells * 4);
-    float *g_lse = device_(cells * heads * 4), *g_d_out = device_(cells * width * 4);
+    float *g_lse = device_(cells * heads * 4), *g_deltas = device_(cells * heads * 4);
     upload_(g_qkv, qkv, cells * stride * 2), upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4);
-    upload_(g_d_out, d_out, cells * width * 4);
+    upload_(g_d_out, d_out, cells * width * 2);
     CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
-    CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_d_qkv, NULL,
-                                          plant == 2 ? 2 : 0));
+    CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_deltas,
+                                          g_d_qkv, NULL, plant == 2 ? 2 : 0));
     download_(out, g_out, cells * width * 2), download_(lse, g_lse, cells * heads * 4), download_(d_qkv, g_d_qkv, cells * stride * 2);
-    double worst_forward = 0, worst_backward = 0;
+    double worst_forward = 0, worst_backward = 0, g64 = tensor_gamma_(64);
 #define Q(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + (h) * 64 + (d)]))
 #define K(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + width + (h) * 64 + (d)]))
 #define V(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + 2 * width + (h) * 64 + (d)]))
-    double *score = malloc(150 * 8), *spread = malloc(150 * 8), *p = malloc(150 * 8), *dscore = malloc(150 * 8), *dscore_error = malloc(150 * 8);
+#define G(c, h, d) ((double)bf16_to_f32_(d_out[(c) * width + (h) * 64 + (d)]))
+#define O(c, h, d) ((double)bf16_to_f32_(out[(c) * width + (h) * 64 + (d)]))
+    double *score = malloc(longest * 8), *spread = malloc(longest * 8);
     for (size_t s = 0; s < segments; ++s) {
         size_t first = spans[2 * s], length = lengths[s];
+        double g_long = tensor_gamma_((double)length + 4 * tiles);
         for (size_t h = 0; h < heads; ++h)
             for (size_t i = first; i < first + length; ++i) {
                 /* Forward of query i. */
@@ -290,88 +284,76 @@ static void check_attention_(int plant) {
                 for (size_t j = 0; j < length; ++j) {
                     double dot = 0, magnitude = 0;
                     for (size_t d = 0; d < 64; ++d) dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
-                    score[j] = dot / 8, spread[j] = 66 * unit_ * magnitude / 8;
+                    score[j] = dot / 8, spread[j] = g64 * magnitude / 8;
                     largest = fmax(largest, score[j]), ds = fmax(ds, spread[j]);
                 }
                 for (size_t j = 0; j < length; ++j) total += exp(score[j] - largest);
-                double log_sum = largest + log(total), e = 2 * ds + (4.0 * (double)length + 16) * unit_;
-                compare_(&worst_forward, lse[i * heads + h], log_sum, ds + (4.0 * (double)length + 16) * unit_ + unit_ * fabs(log_sum));
+                double log_sum = largest + log(total), a_max = ds + (5 * tiles + 4) * unit_;
+                double e = bf16_unit_ + 2 * a_max + g_long + (17 * tiles + 3) * unit_;
+                compare_(&worst_forward, lse[i * heads + h], log_sum,
+                         2 * ds + (22 * tiles + 8) * unit_ + 2 * unit_ * (fabs(log_sum) + fabs(log(total))));
                 for (size_t d = 0; d < 64; ++d) {
                     double o = 0, weighted = 0;
                     for (size_t j = 0; j < length; ++j) {
                         double w = exp(score[j] - log_sum);
                         o += w * V(first + j, h, d), weighted += w * fabs(V(first + j, h, d));
                     }
-                    compare_(&worst_forward, bf16_to_f32_(out[i * width + h * 64 + d]), o, bf16_unit_ * fabs(o) + (1 + bf16_unit_) * e * weighted + 1e-300);
+                    compare_(&worst_forward, O(i, h, d), o, bf16_unit_ * fabs(o) + (1 + bf16_unit_) * e * weighted + 1e-300);
                 }
             }
         if (plant == 1) continue;
-        /* Backward, from the kernel's own O and lse. */
+        /* Backward, from the kernel's own O and lse: each (query i, key j) pair once, both sides. */
+        double *dq = calloc(length * heads * 64, 8), *dq_bound = calloc(length * heads * 64, 8);
+        double *dk = calloc(length * heads * 64, 8), *dk_bound = calloc(length * heads * 64, 8);
+        double *dv = calloc(length * heads * 64, 8), *dv_bound = calloc(length * heads * 64, 8);
         for (size_t h = 0; h < heads; ++h)
             for (size_t i = first; i < first + length; ++i) {
-                double delta = 0, delta_magnitude = 0, dq[64] = {0}, dq_bound[64] = {0};
-                for (size_t d = 0; d < 64; ++d) {
-                    double o = bf16_to_f32_(out[i * width + h * 64 + d]);
-                    delta += d_out[i * width + h * 64 + d] * o, delta_magnitude += fabs(d_out[i * width + h * 64 + d] * o);
-                }
-                for (size_t j = 0; j < length; ++j) {
-                    double dot = 0, magnitude = 0, dv_dot = 0, dv_magnitude = 0;
+                double delta = 0, delta_magnitude = 0, l = lse[i * heads + h];
+                for (size_t d = 0; d < 64; ++d) delta += G(i, h, d) * O(i, h, d), delta_magnitude += fabs(G(i, h, d) * O(i, h, d));
+                for (size_t j = first; j < first + length; ++j) {
+                    double dot = 0, magnitude = 0, dp = 0, dp_magnitude = 0;
                     for (size_t d = 0; d < 64; ++d) {
-                        dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
-                        dv_dot += d_out[i * width + h * 64 + d] * V(first + j, h, d);
-                        dv_magnitude += fabs(d_out[i * width + h * 64 + d] * V(first + j, h, d));
+                        dot += Q(i, h, d) * K(j, h, d), magnitude += fabs(Q(i, h, d) * K(j, h, d));
+                        dp += G(i, h, d) * V(j, h, d), dp_magnitude += fabs(G(i, h, d) * V(j, h, d));
                     }
-                    double ds = 66 * unit_ * magnitude / 8;
-                    p[j] = exp(dot / 8 - lse[i * heads + h]);
-                    spread[j] = ds;
-                    dscore[j] = p[j] * (dv_dot - delta) / 8;
-                    dscore_error[j] = p[j] * ((ds + 3 * unit_) * fabs(dv_dot - delta) + 66 * unit_ * (dv_magnitude + delta_magnitude) +
-                                              2 * unit_ * fabs(dv_dot - delta)) / 8;
+                    double p = exp(dot / 8 - l), e_p = g64 * magnitude / 8 + 5 * unit_ + unit_ * fabs(dot / 8 - l);
+                    double d_score = p * (dp - delta) / 8;
+                    double error = p * (e_p + 2 * unit_) * fabs(dp - delta) / 8 +
+                                   p * (1 + e_p) * (g64 * dp_magnitude + 66 * unit_ * delta_magnitude) / 8;
+                    double carried = error + bf16_unit_ * (fabs(d_score) + error) + g_long * (fabs(d_score) + error);
+                    size_t qi = ((i - first) * heads + h) * 64, kj = ((j - first) * heads + h) * 64;
                     for (size_t d = 0; d < 64; ++d) {
-                        dq[d] += dscore[j] * K(first + j, h, d);
-                        dq_bound[d] += dscore_error[j] * fabs(K(first + j, h, d)) + ((double)length + 2) * unit_ * fabs(dscore[j] * K(first + j, h, d));
+                        dq[qi + d] += d_score * K(j, h, d), dq_bound[qi + d] += carried * fabs(K(j, h, d));
+                        dk[kj + d] += d_score * Q(i, h, d), dk_bound[kj + d] += carried * fabs(Q(i, h, d));
+                        dv[kj + d] += p * G(i, h, d);
+                        dv_bound[kj + d] += p * (e_p + bf16_unit_ * (1 + e_p) + g_long * (1 + e_p) * (1 + bf16_unit_)) * fabs(G(i, h, d));
                     }
                 }
-                for (size_t d = 0; d < 64; ++d)
-                    compare_(&worst_backward, bf16_to_f32_(d_qkv[i * stride + h * 64 + d]), dq[d], dq_bound[d] + bf16_unit_ * fabs(dq[d]) + 1e-300);
             }
         for (size_t h = 0; h < heads; ++h)
-            for (size_t j = first; j < first + length; ++j) {
-                double dk[64] = {0}, dk_bound[64] = {0}, dv[64] = {0}, dv_bound[64] = {0};
-                for (size_t i = first; i < first + length; ++i) {
-                    double dot = 0, magnitude = 0, dv_dot = 0, dv_magnitude = 0, delta = 0, delta_magnitude = 0;
-                    for (size_t d = 0; d < 64; ++d) {
-                        double o = bf16_to_f32_(out[i * width + h * 64 + d]), g = d_out[i * width + h * 64 + d];
-                        dot += Q(i, h, d) * K(j, h, d), magnitude += fabs(Q(i, h, d) * K(j, h, d));
-                        dv_dot += g * V(j, h, d), dv_magnitude += fabs(g * V(j, h, d));
-                        delta += g * o, delta_magnitude += fabs(g * o);
-                    }
-                    double ds = 66 * unit_ * magnitude / 8, weight = exp(dot / 8 - lse[i * heads + h]);
-                    double d_score = weight * (dv_dot - delta) / 8;
-                    double d_score_error = weight * ((ds + 3 * unit_) * fabs(dv_dot - delta) + 66 * unit_ * (dv_magnitude + delta_magnitude) +
-                                                     2 * unit_ * fabs(dv_dot - delta)) / 8;
-                    for (size_t d = 0; d < 64; ++d) {
-                        double g = d_out[i * width + h * 64 + d];
-                        dk[d] += d_score * Q(i, h, d);
-                        dk_bound[d] += d_score_error * fabs(Q(i, h, d)) + ((double)length + 2) * unit_ * fabs(d_score * Q(i, h, d));
-                        dv[d] += weight * g;
-                        dv_bound[d] += (ds + ((double)length + 5) * unit_) * weight * fabs(g);
-                    }
-                }
+            for (size_t c = first; c < first + length; ++c)
                 for (size_t d = 0; d < 64; ++d) {
-                    compare_(&worst_backward, bf16_to_f32_(d_qkv[j * stride + width + h * 64 + d]), dk[d], dk_bound[d] + bf16_unit_ * fabs(dk[d]) + 1e-300);
-                    compare_(&worst_backward, bf16_to_f32_(d_qkv[j * stride + 2 * width + h * 64 + d]), dv[d], dv_bound[d] + bf16_unit_ * fabs(dv[d]) + 1e-300);
+                    size_t x = ((c - first) * heads + h) * 64 + d;
+                    double const *values[3] = {dq, dk, dv}, *bounds[3] = {dq_bound, dk_bound, dv_bound};
+                    for (size_t part = 0; part < 3; ++part) {
+                        double got = bf16_to_f32_(d_qkv[c * stride + part * width + h * 64 + d]);
+                        double bound = bounds[part][x] + bf16_unit_ * (fabs(values[part][x]) + bounds[part][x]) + 1e-300;
+                        compare_(&worst_backward, got, values[part][x], bound);
+                    }
                 }
-            }
+        free(dq), free(dq_bound), free(dk), free(dk_bound), free(dv), free(dv_bound);
     }
 #undef Q
 #undef K
 #undef V
+#undef G
+#undef O
     if (plant != 2) record_("attention_forward", worst_forward, plant);
     if (plant != 1) record_("attention_backward", worst_backward, plant);
-    free(score), free(spread), free(p), free(dscore), free(dscore_error);
+    free(score), free(spread);
     free(spans), free(segment_of), free(qkv), free(out), free(d_qkv), free(lse), free(d_out);
-    cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse), cudaFree(g_d_out);
+    cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse);
+    cudaFree(g_d_out), cudaFree(g_deltas);
 }
 
 /* --- The attention pool, one block per (segment, head). Scores are 64-term dot products within
@@ -518,9 +500,9 @@ static void check_cross_entropy_(int plant) {
     for (size_t r = 0; r < rows; ++r) targets[r] = r % 4 == 3 ? -1 : (int32_t)((uniform_() + 1) * 0.5 * 257.99);
     uint16_t *g_logits = device_(rows * vocabulary * 2), *g_d = device_(rows * vocabulary * 2);
     int32_t *g_targets = device_(rows * 4);
-    float *g_losses = device_(rows * 4);
-    upload_(g_logits, logits, rows * vocabulary * 2), upload_(g_targets, targets, rows * 4);
-    CUDA_OK(uform_cuda_cross_entropy(g_logits, g_targets, rows, scale, g_losses, g_d, NULL, plant));
+    float *g_losses = device_(rows * 4), *g_scale = device_(4);
+    upload_(g_logits, logits, rows * vocabulary * 2), upload_(g_targets, targets, rows * 4), upload_(g_scale, &scale, 4);
+    CUDA_OK(uform_cuda_cross_entropy(g_logits, vocabulary, g_targets, rows, g_scale, g_losses, g_d, NULL, plant));
     download_(losses, g_losses, rows * 4), download_(d_logits, g_d, rows * vocabulary * 2);
     double worst = 0;
     for (size_t r = 0; r < rows; ++r) {
@@ -544,15 +526,17 @@ static void check_cross_entropy_(int plant) {
     }
     record_("cross_entropy", worst, plant);
     free(logits), free(d_logits), free(targets), free(losses);
-    cudaFree(g_logits), cudaFree(g_d), cudaFree(g_targets), cudaFree(g_losses);
+    cudaFree(g_logits), cudaFree(g_d), cudaFree(g_targets), cudaFree(g_losses), cudaFree(g_scale);
 }
 
 /* --- Adafactor on a BF16 matrix, one step t, against the same step in float64. Relative errors:
- *     R: (columns/256 + 13) u (a tree sum and the blend); C: (rows + 5) u (a serial sum);
+ *     R: (columns/256 + 13) u (a tree sum and the blend); C: (64 + rows/64 + 5) u (serial sums of 64
+ *     rows, then of the partials);
  *     mean(R): e_R + (rows/256 + 10) u; U = g rsqrt(R C / mean / c2): e_U = (e_R + e_C + e_mean)/2 + 5u;
- *     the clipping factor from sum U^2: e_s = e_U + (count/(256 B) + B + 8) u / 2 + 3u for B partials;
+ *     the clipping factor from sum U^2: e_s = e_U + (count/(256 B) + 8 + B/256 + 8) u / 2 + 3u for B
+ *     block partials summed by one more block;
  *     M: (1 - b1) |U/s| (e_U + e_s + u) + 3u (b1 |M0| + (1 - b1) |U/s|);
- *     W: the Float32 value is within d = lr (|M - M*| / c1 + 3u (|M*| / c1 + wd |w|)) + 2u |W*| of
+ *     W: the Float32 value is within d = lr (|M - M*| / c1 + 5u (|M*| / c1 + wd |w|)) (five roundings: the rate, c1, the quotient, the sum, the product) + 2u |W*| of
  *     W*, and the BF16 store adds 2^-8 of it: |W - W*| <= 2^-8 (|W*| + d) + d. Run with clip 1 (the
  *     clipping active) and clip 100 (inactive, where a missing bias correction shows). */
 static double adafactor_run_(int plant, double clip, size_t step) {
@@ -567,16 +551,18 @@ static double adafactor_run_(int plant, double clip, size_t step) {
     for (size_t i = 0; i < count; i += 7) g[i] *= 30; /* heavy entries make rms(U) exceed 1 */
     uint16_t *d_w = device_(count * 2);
     float *d_g = device_(count * 4), *d_r = device_(rows * 4), *d_c = device_(columns * 4), *d_m = device_(count * 4);
-    float *d_scratch = device_((rows + columns + 2) * 4);
+    float *d_scratch = device_(uform_cuda_adafactor_scratch(rows, columns) * 4), schedule[3], *d_schedule = device_(sizeof(schedule));
+    uform_cuda_adafactor_schedule(rate, b1, b2, step, schedule);
+    upload_(d_schedule, schedule, sizeof(schedule));
     upload_(d_w, w, count * 2), upload_(d_g, g, count * 4), upload_(d_r, r0, rows * 4), upload_(d_c, c0, columns * 4), upload_(d_m, m0, count * 4);
-    CUDA_OK(uform_cuda_adafactor_matrix(d_w, d_g, d_r, d_c, d_m, rows, columns, rate, b1, b2, clip, decay, step, d_scratch, NULL, plant));
+    CUDA_OK(uform_cuda_adafactor_matrix(d_w, d_g, d_r, d_c, d_m, rows, columns, d_schedule, b1, b2, clip, decay, d_scratch, NULL, plant));
     download_(w_out, d_w, count * 2), download_(r1, d_r, rows * 4), download_(c1, d_c, columns * 4), download_(m1, d_m, count * 4);
     double *rr = malloc(rows * 8), *cc = malloc(columns * 8), mean = 0, squares = 0, worst = 0;
     double c2 = 1 - pow(b2, (double)step), c1_ = 1 - pow(b1, (double)step);
-    double e_r = ((double)columns / 256 + 13) * unit_, e_c = ((double)rows + 5) * unit_;
+    double e_r = ((double)columns / 256 + 13) * unit_, e_c = ((rows < 64 ? (double)rows : 64.0) + (double)((rows + 63) / 64) + 5) * unit_;
     double e_mean = e_r + ((double)rows / 256 + 10) * unit_, e_u = (e_r + e_c + e_mean) / 2 + 5 * unit_;
     size_t blocks = (count + 255) / 256 > rows + columns ? rows + columns : (count + 255) / 256;
-    double e_s = e_u + ((double)count / (256.0 * blocks) + blocks + 8) * unit_ / 2 + 3 * unit_;
+    double e_s = e_u + ((double)count / (256.0 * blocks) + 8 + (double)((blocks + 255) / 256) + 8) * unit_ / 2 + 3 * unit_;
     for (size_t r = 0; r < rows; ++r) {
         double sum = 0;
         for (size_t c = 0; c < columns; ++c) sum += (double)g[r * columns + c] * g[r * columns + c] + 1e-30;
@@ -601,53 +587,109 @@ static double adafactor_run_(int plant, double clip, size_t step) {
         double m_bound = (1 - b1) * fabs(u) * (e_u + e_s + unit_) + 3 * unit_ * (b1 * fabs(m0[i]) + (1 - b1) * fabs(u));
         compare_(&worst, m1[i], m, m_bound + 1e-300);
         double expected = weight - rate * (m / c1_ + decay * weight);
-        double d = rate * (m_bound / c1_ + 3 * unit_ * (fabs(m) / c1_ + decay * fabs(weight))) + 2 * unit_ * fabs(expected);
+        double d = rate * (m_bound / c1_ + 5 * unit_ * (fabs(m) / c1_ + decay * fabs(weight))) + 2 * unit_ * fabs(expected);
         compare_(&worst, bf16_to_f32_(w_out[i]), expected, bf16_unit_ * (fabs(expected) + d) + d + 1e-300);
     }
     free(w), free(w_out), free(g), free(r0), free(c0), free(m0), free(r1), free(c1), free(m1), free(rr), free(cc);
-    cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_c), cudaFree(d_m), cudaFree(d_scratch);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_r), cudaFree(d_c), cudaFree(d_m), cudaFree(d_scratch), cudaFree(d_schedule);
+    return worst;
+}
+
+/* --- Adafactor on a Float32 vector (one block): V = b2 V0 + (1 - b2) (g^2 + 1e-30) within 3u relative;
+ *     U = g rsqrt(V / c2) within e_U = 3u/2 + 6u (rsqrtf 2 ulp, the quotient, the product); the
+ *     clipping factor from a tree sum of count/256 serial terms and 8 levels: e_s = e_U + (count/256
+ *     + 8) u / 2 + 3u; M and W as for the matrix, W stored in Float32 (within d, no BF16 term). */
+static double adafactor_vector_run_(int plant, double clip, size_t step) {
+    size_t count = 1000;
+    double b1 = 0.9, b2 = 0.999, rate = 1e-2, decay = 0.01;
+    float *w = malloc(count * 4), *g = malloc(count * 4), *v0 = malloc(count * 4), *m0 = malloc(count * 4);
+    float *w1 = malloc(count * 4), *v1 = malloc(count * 4), *m1 = malloc(count * 4), schedule[3];
+    fill_f32_(w, count, 1.0), fill_f32_(g, count, 1e-2), fill_f32_(m0, count, 0.3);
+    for (size_t i = 0; i < count; ++i) v0[i] = (float)(1e-4 * (1.5 + uniform_()));
+    for (size_t i = 0; i < count; i += 7) g[i] *= 30;
+    float *d_w = device_(count * 4), *d_g = device_(count * 4), *d_v = device_(count * 4), *d_m = device_(count * 4);
+    float *d_schedule = device_(sizeof(schedule));
+    uform_cuda_adafactor_schedule(rate, b1, b2, step, schedule);
+    upload_(d_schedule, schedule, sizeof(schedule)), upload_(d_w, w, count * 4), upload_(d_g, g, count * 4);
+    upload_(d_v, v0, count * 4), upload_(d_m, m0, count * 4);
+    CUDA_OK(uform_cuda_adafactor_vector(d_w, d_g, d_v, d_m, count, d_schedule, b1, b2, clip, decay, NULL, plant));
+    download_(w1, d_w, count * 4), download_(v1, d_v, count * 4), download_(m1, d_m, count * 4);
+    double c2 = 1 - pow(b2, (double)step), c1 = 1 - pow(b1, (double)step), squares = 0, worst = 0;
+    double e_u = 1.5 * unit_ + 6 * unit_, e_s = e_u + ((double)count / 256 + 8) * unit_ / 2 + 3 * unit_;
+    double *v = malloc(count * 8);
+    for (size_t i = 0; i < count; ++i) {
+        v[i] = b2 * v0[i] + (1 - b2) * ((double)g[i] * g[i] + 1e-30);
+        compare_(&worst, v1[i], v[i], 3 * unit_ * v[i]);
+        squares += (double)g[i] * g[i] / (v[i] / c2);
+    }
+    double shrink = fmax(1.0, sqrt(squares / (double)count) / clip);
+    for (size_t i = 0; i < count; ++i) {
+        double u = g[i] / sqrt(v[i] / c2) / shrink, m = b1 * m0[i] + (1 - b1) * u;
+        double m_bound = (1 - b1) * fabs(u) * (e_u + e_s + unit_) + 3 * unit_ * (b1 * fabs(m0[i]) + (1 - b1) * fabs(u));
+        compare_(&worst, m1[i], m, m_bound + 1e-300);
+        double expected = w[i] - rate * (m / c1 + decay * w[i]);
+        double d = rate * (m_bound / c1 + 5 * unit_ * (fabs(m) / c1 + decay * fabs(w[i]))) + 2 * unit_ * fabs(expected);
+        compare_(&worst, w1[i], expected, d + 1e-300);
+    }
+    free(w), free(g), free(v0), free(m0), free(w1), free(v1), free(m1), free(v);
+    cudaFree(d_w), cudaFree(d_g), cudaFree(d_v), cudaFree(d_m), cudaFree(d_schedule);
     return worst;
 }
 
 static void check_adafactor_(int plant) {
     double clipped = adafactor_run_(plant, 1.0, 3), free_running = adafactor_run_(plant, 100.0, 3);
     record_("adafactor_matrix", clipped > free_running ? clipped : free_running, plant);
+    clipped = adafactor_vector_run_(plant, 1.0, 3), free_running = adafactor_vector_run_(plant, 100.0, 3);
+    record_("adafactor_vector", clipped > free_running ? clipped : free_running, plant);
 }
 
-/* --- cuBLASLt C = A B^T, BF16 inputs (products exact in Float32), Float32 accumulation. Tensor
+/* --- cuBLASLt products, BF16 inputs (products exact in Float32), Float32 accumulation. Tensor
  *     cores may truncate rather than round while accumulating, so each addition errs by up to one
- *     ulp, 2u: |C - C*| <= g_k sum_j |a_ij b_kj|, g_k = 2 k u / (1 - 2 k u); a BF16 C adds 2^-8 |C*|.
- *     C starts filled with noise, which a correct product overwrites. */
-static void check_gemm_(int plant) {
-    size_t m = 384, n = 640, k = 512;
-    uint16_t *a = malloc(m * k * 2), *b = malloc(n * k * 2), *c16 = malloc(m * n * 2);
-    float *c32 = malloc(m * n * 4), *noise = malloc(m * n * 4);
-    fill_bf16_(a, m * k, 1.0), fill_bf16_(b, n * k, 1.0), fill_f32_(noise, m * n, 100.0);
-    uint16_t *d_a = device_(m * k * 2), *d_b = device_(n * k * 2), *d_c16 = device_(m * n * 2);
-    float *d_c32 = device_(m * n * 4);
-    upload_(d_a, a, m * k * 2), upload_(d_b, b, n * k * 2), upload_(d_c32, noise, m * n * 4);
-    for (size_t i = 0; i < m * n; ++i) c16[i] = f32_to_bf16_(noise[i]);
-    upload_(d_c16, c16, m * n * 2);
+ *     ulp, 2u: |C - C*| <= g_k sum_j |a_ij b_kj|, g_k = 2 k u / (1 - 2 k u); a BF16 C adds 2^-8 |C*|;
+ *     an added C (Float32) one more rounding, u |C*|. Checked for the three forms the step uses:
+ *     A B^T (forward), A^T B (weight gradients), A B (input gradients, added to a residual). The
+ *     output starts filled with noise, which a correct product overwrites. */
+static double gemm_form_(int plant, int transpose_a, int transpose_b, int add, int d_is_f32) {
+    size_t m = 384, n = 320, k = 512;
+    uint16_t *a = malloc(m * k * 2), *b = malloc(n * k * 2), *d16 = malloc(m * n * 2);
+    float *d32 = malloc(m * n * 4), *noise = malloc(m * n * 4), *c = malloc(m * n * 4);
+    fill_bf16_(a, m * k, 1.0), fill_bf16_(b, n * k, 1.0), fill_f32_(noise, m * n, 100.0), fill_f32_(c, m * n, 10.0);
+    for (size_t i = 0; i < m * n; ++i) d16[i] = f32_to_bf16_(noise[i]);
+    uint16_t *g_a = device_(m * k * 2), *g_b = device_(n * k * 2);
+    void *g_d = device_(m * n * 4), *g_c = device_(m * n * 4);
+    upload_(g_a, a, m * k * 2), upload_(g_b, b, n * k * 2), upload_(g_c, c, m * n * 4);
+    upload_(g_d, d_is_f32 ? (void *)noise : (void *)d16, m * n * (d_is_f32 ? 4 : 2));
     uform_cuda_gemm_t *gemm;
     CUDA_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
-    CUDA_OK(uform_cuda_gemm_nt(gemm, d_a, d_b, d_c32, 1, m, n, k, NULL, plant));
-    CUDA_OK(uform_cuda_gemm_nt(gemm, d_a, d_b, d_c16, 0, m, n, k, NULL, plant));
-    download_(c32, d_c32, m * n * 4), download_(c16, d_c16, m * n * 2);
+    /* Element (i, l) of op(A) sits at a[i k + l] (A [m, k]) or a[l m + i] (A [k, m], transposed). */
+    size_t lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
+    CUDA_OK(uform_cuda_gemm(gemm, transpose_a, transpose_b, m, n, k, g_a, lda, g_b, ldb, add ? g_c : NULL, g_d, n, d_is_f32,
+                            NULL, plant));
+    download_(d_is_f32 ? (void *)d32 : (void *)d16, g_d, m * n * (d_is_f32 ? 4 : 2));
     double gamma = 2.0 * (double)k * unit_ / (1 - 2.0 * (double)k * unit_), worst = 0;
     for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
-            double sum = 0, magnitude = 0;
+            double sum = add ? c[i * n + j] : 0, magnitude = 0;
             for (size_t l = 0; l < k; ++l) {
-                double product = (double)bf16_to_f32_(a[i * k + l]) * bf16_to_f32_(b[j * k + l]);
-                sum += product, magnitude += fabs(product);
+                double x = bf16_to_f32_(transpose_a ? a[l * m + i] : a[i * k + l]);
+                double y = bf16_to_f32_(transpose_b ? b[j * k + l] : b[l * n + j]);
+                sum += x * y, magnitude += fabs(x * y);
             }
-            compare_(&worst, c32[i * n + j], sum, gamma * magnitude + 1e-300);
-            compare_(&worst, bf16_to_f32_(c16[i * n + j]), sum, bf16_unit_ * fabs(sum) + (1 + bf16_unit_) * gamma * magnitude + 1e-300);
+            double bound = gamma * magnitude + (add ? unit_ * (fabs(sum) + fabs(c[i * n + j])) : 0);
+            if (d_is_f32) compare_(&worst, d32[i * n + j], sum, bound + 1e-300);
+            else compare_(&worst, bf16_to_f32_(d16[i * n + j]), sum, bf16_unit_ * fabs(sum) + (1 + bf16_unit_) * bound + 1e-300);
         }
-    record_("gemm_nt (cuBLASLt)", worst, plant);
     uform_cuda_gemm_destroy(gemm);
-    free(a), free(b), free(c16), free(c32), free(noise);
-    cudaFree(d_a), cudaFree(d_b), cudaFree(d_c16), cudaFree(d_c32);
+    free(a), free(b), free(d16), free(d32), free(noise), free(c);
+    cudaFree(g_a), cudaFree(g_b), cudaFree(g_d), cudaFree(g_c);
+    return worst;
+}
+
+static void check_gemm_(int plant) {
+    double forms[] = {gemm_form_(plant, 0, 1, 0, 1), gemm_form_(plant, 0, 1, 0, 0), gemm_form_(plant, 1, 0, 0, 1),
+                      gemm_form_(plant, 0, 0, 1, 1)}, worst = 0;
+    for (size_t i = 0; i < 4; ++i) worst = forms[i] > worst ? forms[i] : worst;
+    record_("gemm (cuBLASLt: A B^T, A^T B, A B + C)", worst, plant);
 }
 
 int main(int argc, char **argv) {
@@ -670,6 +712,9 @@ int main(int argc, char **argv) {
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 1, {"bias correction of V dropped"}},
         {check_gemm_, 1, {"C accumulated, not overwritten"}},
+        {check_siglip_, 3, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored"}},
+        {check_maxsim_, 2, {"argmax ties to the later cell", "normalization's projection term dropped (backward)"}},
+        {check_spectral_, 2, {"TCR's 1 / eps^2 dropped", "Lipschitz gradient's factor 2 dropped"}},
     };
     char const *control_names[64];
     size_t controls = 0;

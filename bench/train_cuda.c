@@ -1,0 +1,172 @@
+/*  train_cuda.c: times the CUDA masked-byte training step (src/cuda/step.h) on random bytes, as
+ *  ../shared/peers/torch_mlm_step.py does for the PyTorch peer: 15% of cells masked, segments of a
+ *  fixed length packed into rows. Prints one JSON line with bytes/s, TFLOP/s by the peer's formula,
+ *  MFU against the BF16 matmul ceiling measured here by cuBLASLt, and device memory. bench/train_cuda.py
+ *  runs it beside the peer.
+ *
+ *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
+ *                             [--recompute 0|1] [--steps 20] [--ceiling]
+ */
+#define _POSIX_C_SOURCE 200809L
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/cuda.h"
+#include "cuda/step.h"
+
+#define CHECK(call)                                                                                                   \
+    do {                                                                                                              \
+        int status_ = (int)(call);                                                                                    \
+        if (status_) {                                                                                                \
+            fprintf(stderr, "train_cuda: %s failed: %s\n", #call, cudaGetErrorString((cudaError_t)status_));          \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
+static uint64_t state_ = 0x853c49e6748fea9bull;
+static uint32_t next_(void) {
+    state_ ^= state_ << 13, state_ ^= state_ >> 7, state_ ^= state_ << 17;
+    return (uint32_t)(state_ >> 32);
+}
+static double uniform_(void) { return (next_() + 0.5) / 4294967296.0; }
+
+static uint16_t bf16_(float value) {
+    uint32_t bits;
+    memcpy(&bits, &value, 4);
+    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+static double seconds_(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (double)now.tv_sec + now.tv_nsec * 1e-9;
+}
+
+/* TFLOP/s of an 8192^3 BF16 product through the same cuBLASLt path the step uses. */
+static double ceiling_(void) {
+    size_t n = 8192;
+    uint16_t *a, *b, *c;
+    CHECK(cudaMalloc((void **)&a, n * n * 2));
+    CHECK(cudaMalloc((void **)&b, n * n * 2));
+    CHECK(cudaMalloc((void **)&c, n * n * 2));
+    CHECK(cudaMemset(a, 0x3c, n * n * 2));
+    CHECK(cudaMemset(b, 0x3c, n * n * 2));
+    uform_cuda_gemm_t *gemm;
+    CHECK(uform_cuda_gemm_create(&gemm, 64u << 20));
+    for (int i = 0; i < 3; ++i) CHECK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL, 0));
+    cudaEvent_t start, stop;
+    CHECK(cudaEventCreate(&start));
+    CHECK(cudaEventCreate(&stop));
+    CHECK(cudaEventRecord(start, NULL));
+    for (int i = 0; i < 20; ++i) CHECK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL, 0));
+    CHECK(cudaEventRecord(stop, NULL));
+    CHECK(cudaEventSynchronize(stop));
+    float ms;
+    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    uform_cuda_gemm_destroy(gemm);
+    cudaFree(a), cudaFree(b), cudaFree(c);
+    return 20 * 2.0 * (double)n * n * n / (ms / 1e3) / 1e12;
+}
+
+/* One random batch, as the peer draws it: bytes uniform in 0..255, each cell masked with p = 0.15. */
+static void fill_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns, size_t segment, size_t t) {
+    uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
+    size_t segments = 0;
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t first = 0; first < columns; first += segment) {
+            size_t length = columns - first < segment ? columns - first : segment, start = r * columns + first;
+            b.spans[2 * segments] = (uint32_t)start, b.spans[2 * segments + 1] = (uint32_t)length;
+            for (size_t i = 0; i < length; ++i) {
+                size_t c = start + i;
+                uint32_t byte = next_() & 255;
+                int masked = uniform_() < 0.15;
+                b.values[c] = masked ? 256 : byte;
+                b.targets[c] = masked ? (int32_t)byte : -1;
+                b.positions[3 * c] = b.positions[3 * c + 1] = b.positions[3 * c + 2] = (int32_t)i;
+                b.segment_of[c] = (uint32_t)segments;
+            }
+            segments++;
+        }
+    uform_cuda_batch_finish(step, slot, 1e-4, t);
+}
+
+int main(int argc, char **argv) {
+    size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20;
+    int recompute = 0, ceiling = 0;
+    for (int i = 1; i < argc; ++i) {
+        char const *flag = argv[i];
+        if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
+        if (i + 1 >= argc) { fprintf(stderr, "train_cuda: %s needs a value\n", flag); return 2; }
+        size_t value = strtoull(argv[++i], NULL, 10);
+        if (!strcmp(flag, "--width")) width = value;
+        else if (!strcmp(flag, "--depth")) depth = value;
+        else if (!strcmp(flag, "--rows")) rows = value;
+        else if (!strcmp(flag, "--columns")) columns = value;
+        else if (!strcmp(flag, "--segment")) segment = value;
+        else if (!strcmp(flag, "--recompute")) recompute = (int)value;
+        else if (!strcmp(flag, "--steps")) steps = value;
+        else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
+    }
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || !devices) { printf("train_cuda: skipped: no CUDA device\n"); return 77; }
+    double tflops_ceiling = ceiling ? ceiling_() : 0;
+    size_t free_before, total;
+    CHECK(cudaMemGetInfo(&free_before, &total));
+    uform_cuda_step_config_t config = {width, depth, rows * columns, recompute, 0.9, 0.999, 1.0, 0.0};
+    uform_cuda_step_t *step;
+    char error[256];
+    if (uform_cuda_step_create(&step, &config, error, sizeof(error))) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }
+    size_t count;
+    uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
+    size_t parameters = 0;
+    for (size_t i = 0; i < count; ++i) { /* weights ~ N(0, 0.02) by a sum of uniforms, gains 1 */
+        size_t elements = tensors[i].rows * tensors[i].columns;
+        parameters += elements;
+        void *host = malloc(elements * 4);
+        for (size_t e = 0; e < elements; ++e) {
+            float value = (float)((uniform_() + uniform_() + uniform_() - 1.5) * 0.04);
+            if (tensors[i].is_matrix) ((uint16_t *)host)[e] = bf16_(value);
+            else ((float *)host)[e] = 1.0f;
+        }
+        CHECK(cudaMemcpy(tensors[i].parameter, host, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyHostToDevice));
+        free(host);
+    }
+    float first_loss = 0, loss = 0;
+    size_t warmup = 3, total_steps = warmup + steps;
+    double start = 0;
+    for (size_t t = 0; t < total_steps; ++t) {
+        int slot = (int)(t & 1);
+        CHECK(uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
+        if (t == 2) first_loss = loss;
+        fill_(step, slot, rows, columns, segment, t + 1);
+        if (t == warmup) { /* time from here: drain the warm-up steps first */
+            CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
+            start = seconds_();
+        }
+        CHECK(uform_cuda_step_run(step, slot));
+    }
+    CHECK(uform_cuda_step_wait(step, (int)((total_steps - 1) & 1), &loss));
+    double elapsed = (seconds_() - start) / (double)steps;
+    size_t free_after;
+    CHECK(cudaMemGetInfo(&free_after, &total));
+    double bytes_per_s = (double)(rows * columns) / elapsed;
+    double attention_flops = 12.0 * (double)depth * (double)width * (double)(segment < columns ? segment : columns);
+    double tflops = (6.0 * (double)parameters + attention_flops) * bytes_per_s / 1e12;
+    struct cudaDeviceProp properties;
+    CHECK(cudaGetDeviceProperties(&properties, 0));
+    printf("{\"system\": \"uform\", \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
+           "\"segment\": %zu, \"recompute\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
+           "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
+           "\"loss_step3\": %.4f, \"loss_last\": %.4f}\n",
+           properties.name, width, depth, rows, columns, segment, recompute, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
+           uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
+           loss);
+    uform_cuda_step_destroy(step);
+    return isfinite(loss) ? 0 : 1;
+}

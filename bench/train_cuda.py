@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""The CUDA training step beside the PyTorch peer, in one run on one card.
+
+Runs ../shared/peers/torch_mlm_step.py (or the copy given by --peer) over the plan, then our
+uform_bench_train_cuda for each row with recomputation off and on, and prints one table: bytes/s,
+MFU against each side's own measured matmul ceiling, peak device memory, and our ratios. Writes
+everything to OUT/train_cuda.json.
+
+    python3 bench/train_cuda.py --build build-gpu [--peer PATH | --no-peer] [--plan tiny:16:4096:4096 ...]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+TIERS = {"tiny": (512, 12), "small": (1024, 12), "medium": (1024, 24)}
+PLAN = ["tiny:16:4096:4096", "tiny:16:4096:512", "small:16:4096:4096", "small:16:4096:512"]
+
+
+def ours(build, tier, rows, columns, segment, recompute, ceiling, steps):
+    width, depth = TIERS[tier]
+    command = [os.path.join(build, "uform_bench_train_cuda"), "--width", str(width), "--depth", str(depth),
+               "--rows", str(rows), "--columns", str(columns), "--segment", str(segment),
+               "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else [])
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode:
+        return dict(error=(done.stderr or done.stdout)[-400:])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def peer(path, plan, out):
+    env = dict(os.environ, OUT=out)
+    done = subprocess.run([sys.executable, path] + plan, capture_output=True, text=True, env=env)
+    sys.stderr.write(done.stderr[-2000:] if done.returncode else "")
+    try:
+        with open(os.path.join(out, "torch_uform.json")) as file:
+            return json.load(file)
+    except OSError:
+        return dict(ceiling_tflops=0, rows=[], error=done.stdout[-400:] + done.stderr[-400:])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", default="build-gpu", help="folder holding uform_bench_train_cuda")
+    parser.add_argument("--peer", default="../shared/peers/torch_mlm_step.py", help="the PyTorch peer script")
+    parser.add_argument("--no-peer", action="store_true", help="time our step only")
+    parser.add_argument("--plan", nargs="*", default=PLAN, help="tier:rows:columns:segment_bytes")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
+    parser.add_argument("--out", default=os.environ.get("OUT", "bench/out"), help="folder for train_cuda.json")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    peer_result = dict(ceiling_tflops=0, rows=[]) if args.no_peer else peer(args.peer, args.plan, args.out)
+    peer_rows = {(r.get("tier"), r.get("T"), r.get("doc_len")): r for r in peer_result.get("rows", [])}
+    table = []
+    for index, item in enumerate(args.plan):
+        tier, rows, columns, segment = item.split(":")
+        rows, columns, segment = int(rows), int(columns), int(segment)
+        off = ours(args.build, tier, rows, columns, segment, False, index == 0, args.steps)
+        on = ours(args.build, tier, rows, columns, segment, True, False, args.steps)
+        if index == 0:
+            ceiling = off.get("ceiling_tflops", 0)
+        for result in (off, on):
+            if "tflops" in result and ceiling:
+                result["mfu"] = round(result["tflops"] / ceiling, 3)
+        table.append(dict(plan=item, peer=peer_rows.get((tier, columns, segment), {}), ours=off, ours_recompute=on))
+    print(f"\nour matmul ceiling (cuBLASLt 8192^3 BF16): {ceiling:.0f} TFLOP/s; "
+          f"peer's (torch): {peer_result.get('ceiling_tflops', 0):.0f} TFLOP/s\n")
+    print("| tier | segment | peer bytes/s | ours bytes/s | ratio | peer MFU | our MFU | peer GiB | ours GiB (recompute) "
+          "| memory ratio | ours bytes/s (recompute) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in table:
+        p, o, r = row["peer"], row["ours"], row["ours_recompute"]
+        tier, _, _, segment = row["plan"].split(":")
+        ratio = o.get("bytes_per_s", 0) / p["bytes_per_s"] if p.get("bytes_per_s") else float("nan")
+        memory = r.get("peak_GiB", 0) / p["peak_GiB"] if p.get("peak_GiB") else float("nan")
+        print(f"| {tier} | {segment} | {p.get('bytes_per_s', 'n/a')} | {o.get('bytes_per_s', o.get('error', 'n/a'))} "
+              f"| {ratio:.2f} | {p.get('mfu', 'n/a')} | {o.get('mfu', 'n/a')} | {p.get('peak_GiB', 'n/a')} "
+              f"| {r.get('peak_GiB', r.get('error', 'n/a'))} | {memory:.2f} | {r.get('bytes_per_s', 'n/a')} |")
+    with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
+        json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table), file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

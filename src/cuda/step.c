@@ -1,0 +1,377 @@
+/*  step.c: the masked-byte training step on one GPU (step.h), assembled from the kernels of
+ *  cuda.h and cuBLASLt products. Memory: one arena taken at creation for parameters, gradients,
+ *  optimizer state, activations and both batch slots; nothing is allocated per step. Activations:
+ *  with recomputation each block keeps only its Float32 input and the backward pass replays the
+ *  block's forward into one shared set of buffers; without it every block keeps its own. */
+#include "cuda/step.h"
+
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda.h"
+
+enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
+
+typedef struct activations_t {
+    uint16_t *normed1, *qkv, *attended, *normed2, *gate_up, *hidden;
+    float *scales1, *log_sums, *middle, *scales2;
+} activations_t;
+
+typedef struct batch_device_t {
+    uint32_t *values, *segment_of, *spans, *order, *offsets;
+    int32_t *targets, *positions;
+    float *scalars;
+} batch_device_t;
+
+struct uform_cuda_step_t {
+    uform_cuda_step_config_t config;
+    size_t heads, tensors_count;
+    char *arena;
+    size_t arena_bytes, used, workspace_bytes;
+    uform_cuda_gemm_t *gemm;
+    cudaStream_t stream, copy_stream;
+    cudaGraphExec_t graphs[2];
+    int captured[2], warmed;
+    cudaEvent_t uploaded[2], done[2];
+    uform_cuda_tensor_t *tensors;
+    float **moment_row, **moment_column, **moment_first; /* per tensor: R (or V), C, M */
+    float *scratch, *gain_partials, *rotations;
+    size_t batch_bytes;
+    unsigned char *staging[2], *batch_memory[2];
+    batch_device_t batch[2];
+    float *loss_host[2];
+    float *x;               /* [(L + 1), cells, d]: every block's input, then the final stream */
+    activations_t *layers;  /* one per block, or one shared with recomputation */
+    uint16_t *h, *logits, *d_logits, *dy, *d_gate_up, *d_attended, *d_qkv;
+    float *final_scales, *losses, *loss, *d_stream, *d_normed, *d_hidden, *deltas;
+};
+
+static int fail_(char *error, size_t size, int status, char const *format, ...) {
+    if (error && size) {
+        va_list arguments;
+        va_start(arguments, format);
+        vsnprintf(error, size, format, arguments);
+        va_end(arguments);
+    }
+    return status ? status : (int)cudaErrorUnknown;
+}
+
+/* Bump allocation from the arena, 256-byte aligned; a NULL arena only counts. */
+static void *take_(uform_cuda_step_t *step, size_t bytes) {
+    size_t at = (step->used + 255) / 256 * 256;
+    step->used = at + bytes;
+    return step->arena ? step->arena + at : NULL;
+}
+
+/* Lays out every buffer; called twice: to count (arena NULL), then to assign. */
+static void layout_(uform_cuda_step_t *step) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t n = c->cells, d = c->width, depth = c->depth;
+    step->used = 0;
+    char const *block_names[6] = {"attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"};
+    size_t block_rows[6] = {d, 3 * d, d, d, 8 * d, d}, block_columns[6] = {1, d, d, 1, d, 4 * d};
+    size_t count = 0;
+    /* Parameters: BF16 matrices and Float32 vectors; then gradients, contiguous for one memset. */
+    for (size_t pass = 0; pass < 2; ++pass) {
+        count = 0;
+        for (size_t t = 0; t < 6 * depth + 3; ++t) {
+            uform_cuda_tensor_t *tensor = &step->tensors[count++];
+            if (t == 0) snprintf(tensor->name, sizeof(tensor->name), "embed.bytes"), tensor->rows = vocabulary_k, tensor->columns = d;
+            else if (t == 6 * depth + 1) snprintf(tensor->name, sizeof(tensor->name), "final_norm"), tensor->rows = d, tensor->columns = 1;
+            else if (t == 6 * depth + 2) snprintf(tensor->name, sizeof(tensor->name), "mlm.head"), tensor->rows = vocabulary_k, tensor->columns = d;
+            else {
+                size_t block = (t - 1) / 6, part = (t - 1) % 6;
+                snprintf(tensor->name, sizeof(tensor->name), "blocks.%zu.%s", block, block_names[part]);
+                tensor->rows = block_rows[part], tensor->columns = block_columns[part];
+            }
+            tensor->is_matrix = tensor->columns > 1;
+            size_t elements = tensor->rows * tensor->columns;
+            if (pass == 0) tensor->parameter = take_(step, elements * (tensor->is_matrix ? 2 : 4));
+            else tensor->gradient = take_(step, elements * 4);
+        }
+    }
+    step->tensors_count = count;
+    size_t scratch = 0;
+    for (size_t i = 0; i < count; ++i) {
+        uform_cuda_tensor_t const *tensor = &step->tensors[i];
+        size_t elements = tensor->rows * tensor->columns;
+        step->moment_row[i] = take_(step, (tensor->is_matrix ? tensor->rows : elements) * 4);
+        step->moment_column[i] = tensor->is_matrix ? take_(step, tensor->columns * 4) : NULL;
+        step->moment_first[i] = take_(step, elements * 4);
+        size_t needed = uform_cuda_adafactor_scratch(tensor->rows, tensor->columns);
+        if (needed > scratch) scratch = needed;
+    }
+    step->scratch = take_(step, scratch * 4);
+    step->gain_partials = take_(step, (n + 255) / 256 * d * 4);
+    step->rotations = take_(step, n * 32 * 2 * 4);
+    for (int slot = 0; slot < 2; ++slot) {
+        size_t before = step->used;
+        batch_device_t *b = &step->batch[slot];
+        b->values = take_(step, n * 4), b->targets = take_(step, n * 4), b->positions = take_(step, 3 * n * 4);
+        b->segment_of = take_(step, n * 4), b->spans = take_(step, 2 * n * 4), b->order = take_(step, n * 4);
+        b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
+        step->batch_memory[slot] = (unsigned char *)b->values;
+        step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
+    }
+    step->x = take_(step, (depth + 1) * n * d * 4);
+    size_t kept = c->recompute ? 1 : depth;
+    for (size_t l = 0; l < kept; ++l) {
+        activations_t *a = &step->layers[l];
+        a->normed1 = take_(step, n * d * 2), a->qkv = take_(step, n * 3 * d * 2), a->attended = take_(step, n * d * 2);
+        a->normed2 = take_(step, n * d * 2), a->gate_up = take_(step, n * 8 * d * 2), a->hidden = take_(step, n * 4 * d * 2);
+        a->scales1 = take_(step, n * 4), a->log_sums = take_(step, n * step->heads * 4), a->middle = take_(step, n * d * 4);
+        a->scales2 = take_(step, n * 4);
+    }
+    step->h = take_(step, n * d * 2), step->final_scales = take_(step, n * 4);
+    step->logits = take_(step, n * logits_stride_k * 2), step->d_logits = take_(step, n * logits_stride_k * 2);
+    step->losses = take_(step, n * 4), step->loss = take_(step, 4);
+    step->d_stream = take_(step, n * d * 4), step->d_normed = take_(step, n * d * 4), step->dy = take_(step, n * d * 2);
+    step->d_hidden = take_(step, n * 4 * d * 4), step->d_gate_up = take_(step, n * 8 * d * 2);
+    step->d_attended = take_(step, n * d * 2), step->d_qkv = take_(step, n * 3 * d * 2);
+    step->deltas = take_(step, n * step->heads * 4);
+}
+
+#define TRY(call)                                                                                                     \
+    do {                                                                                                              \
+        int status_ = (call);                                                                                         \
+        if (status_) return status_;                                                                                  \
+    } while (0)
+
+static uform_cuda_tensor_t *tensor_(uform_cuda_step_t *step, size_t block, size_t part) {
+    return &step->tensors[1 + 6 * block + part];
+}
+
+/* One block's forward into `a`; the down projection (into the next block's input) only when `complete`. */
+static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a, int complete) {
+    size_t n = step->config.cells, d = step->config.width;
+    void *s = step->stream;
+    float const *x = step->x + l * n * d;
+    uint16_t const *qkv = tensor_(step, l, 1)->parameter, *out = tensor_(step, l, 2)->parameter;
+    uint16_t const *gate_up = tensor_(step, l, 4)->parameter, *down = tensor_(step, l, 5)->parameter;
+    TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, l, 0)->parameter, n, d, a->normed1, a->scales1, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 3 * d, d, a->normed1, d, qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
+    TRY(uform_cuda_rope(a->qkv, step->rotations, n, d, 1, s));
+    TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, d, a->attended, d, out, d, x, a->middle, d, 1, s, 0));
+    TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, l, 3)->parameter, n, d, a->normed2, a->scales2, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 8 * d, d, a->normed2, d, gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
+    TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s, 0));
+    if (complete)
+        TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, 4 * d, a->hidden, 4 * d, down, 4 * d, a->middle, step->x + (l + 1) * n * d,
+                            d, 1, s, 0));
+    return 0;
+}
+
+/* d_stream holds dL/d(block output); leaves dL/d(block input) there and the block's weight gradients. */
+static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a) {
+    size_t n = step->config.cells, d = step->config.width;
+    void *s = step->stream;
+    uform_cuda_gemm_t *g = step->gemm;
+    float const *x = step->x + l * n * d;
+    uform_cuda_tensor_t *attn_norm = tensor_(step, l, 0), *qkv = tensor_(step, l, 1), *out = tensor_(step, l, 2);
+    uform_cuda_tensor_t *mlp_norm = tensor_(step, l, 3), *gate_up = tensor_(step, l, 4), *down = tensor_(step, l, 5);
+    if (step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
+    /* The MLP. */
+    TRY(uform_cuda_round_bf16(step->d_stream, n * d, step->dy, s));
+    TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 1, s, 0));
+    TRY(uform_cuda_swiglu_backward(a->gate_up, step->d_hidden, n, 4 * d, step->d_gate_up, s, 0));
+    TRY(uform_cuda_gemm(g, 1, 0, 8 * d, d, n, step->d_gate_up, 8 * d, a->normed2, d, NULL, gate_up->gradient, d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, 8 * d, step->d_gate_up, 8 * d, gate_up->parameter, d, NULL, step->d_normed, d, 1, s, 0));
+    TRY(uform_cuda_rmsnorm_backward(a->middle, mlp_norm->parameter, a->scales2, step->d_normed, n, d, step->d_stream,
+                                    step->gain_partials, s, 0));
+    TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, mlp_norm->gradient, s));
+    /* Attention. */
+    TRY(uform_cuda_round_bf16(step->d_stream, n * d, step->dy, s));
+    TRY(uform_cuda_gemm(g, 1, 0, d, d, n, step->dy, d, a->attended, d, NULL, out->gradient, d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, d, step->dy, d, out->parameter, d, NULL, step->d_attended, d, 0, s, 0));
+    TRY(uform_cuda_attention_backward(a->qkv, a->attended, a->log_sums, step->d_attended, b->spans, b->segment_of, n, d,
+                                      step->deltas, step->d_qkv, s, 0));
+    TRY(uform_cuda_rope(step->d_qkv, step->rotations, n, d, -1, s));
+    TRY(uform_cuda_gemm(g, 1, 0, 3 * d, d, n, step->d_qkv, 3 * d, a->normed1, d, NULL, qkv->gradient, d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, 3 * d, step->d_qkv, 3 * d, qkv->parameter, d, NULL, step->d_normed, d, 1, s, 0));
+    TRY(uform_cuda_rmsnorm_backward(x, attn_norm->parameter, a->scales1, step->d_normed, n, d, step->d_stream,
+                                    step->gain_partials, s, 0));
+    TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, attn_norm->gradient, s));
+    return 0;
+}
+
+/* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
+static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t n = c->cells, d = c->width, depth = c->depth;
+    void *s = step->stream;
+    batch_device_t const *b = &step->batch[slot];
+    uform_cuda_tensor_t *embed = &step->tensors[0], *final_norm = &step->tensors[6 * depth + 1];
+    uform_cuda_tensor_t *head = &step->tensors[6 * depth + 2];
+    char *gradients = (char *)step->tensors[0].gradient;
+    size_t gradient_bytes = (size_t)((char *)head->gradient - gradients) + head->rows * head->columns * 4;
+    TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
+    TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
+    TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
+    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
+    /* The masked-byte head and its loss. */
+    float const *last = step->x + depth * n * d;
+    TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
+                        logits_stride_k, 0, s, 0));
+    TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
+                                 step->d_logits, s, 0));
+    TRY(uform_cuda_sum(step->losses, n, &b->scalars[0], step->loss, s));
+    TRY(uform_cuda_gemm(step->gemm, 1, 0, vocabulary_k, d, n, step->d_logits, logits_stride_k, step->h, d, NULL,
+                        head->gradient, d, 1, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d, NULL,
+                        step->d_normed, d, 1, s, 0));
+    TRY((int)cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
+    TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
+                                    step->gain_partials, s, 0));
+    TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
+    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[c->recompute ? 0 : l]));
+    TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, d, embed->gradient, s, 0));
+    TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4, cudaMemcpyDeviceToHost, step->stream));
+    if (!optimize) return 0;
+    for (size_t i = 0; i < step->tensors_count; ++i) {
+        uform_cuda_tensor_t *t = &step->tensors[i];
+        if (t->is_matrix)
+            TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, step->moment_row[i], step->moment_column[i],
+                                            step->moment_first[i], t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2,
+                                            c->clip, c->weight_decay, step->scratch, s, 0));
+        else
+            TRY(uform_cuda_adafactor_vector(t->parameter, t->gradient, step->moment_row[i], step->moment_first[i], t->rows,
+                                            &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, s, 0));
+    }
+    return 0;
+}
+
+int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error,
+                           size_t error_size) {
+    *result = NULL;
+    if (!config->width || config->width % 64 || !config->depth || !config->cells)
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: width must be a positive multiple of 64, depth and cells positive");
+    uform_cuda_step_t *step = calloc(1, sizeof(*step));
+    if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+    step->config = *config;
+    step->heads = config->width / 64;
+    size_t tensors = 6 * config->depth + 3;
+    step->tensors = calloc(tensors, sizeof(*step->tensors));
+    step->moment_row = calloc(tensors, sizeof(float *)), step->moment_column = calloc(tensors, sizeof(float *));
+    step->moment_first = calloc(tensors, sizeof(float *));
+    step->layers = calloc(config->depth, sizeof(*step->layers));
+    *result = step;
+    if (!step->tensors || !step->moment_row || !step->moment_column || !step->moment_first || !step->layers)
+        return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+    layout_(step);
+    step->arena_bytes = step->used;
+    int status = (int)cudaMalloc((void **)&step->arena, step->arena_bytes);
+    if (status)
+        return fail_(error, error_size, status, "uform_cuda_step_create: cannot take %.2f GiB of device memory: %s",
+                     step->arena_bytes / 1073741824.0, cudaGetErrorString((cudaError_t)status));
+    layout_(step);
+    step->workspace_bytes = 64u << 20;
+    if ((status = uform_cuda_gemm_create(&step->gemm, step->workspace_bytes)))
+        return fail_(error, error_size, status, "uform_cuda_step_create: cuBLASLt: %s", cudaGetErrorString((cudaError_t)status));
+    for (int slot = 0; slot < 2 && !status; ++slot) {
+        status = (int)cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
+        if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], sizeof(float));
+        if (!status) status = (int)cudaEventCreateWithFlags(&step->uploaded[slot], cudaEventDisableTiming);
+        if (!status) status = (int)cudaEventCreateWithFlags(&step->done[slot], cudaEventDisableTiming);
+    }
+    if (!status) status = (int)cudaStreamCreateWithFlags(&step->stream, cudaStreamNonBlocking);
+    if (!status) status = (int)cudaStreamCreateWithFlags(&step->copy_stream, cudaStreamNonBlocking);
+    if (!status) status = (int)cudaMemset(step->arena, 0, step->arena_bytes); /* moments start at zero */
+    if (status) return fail_(error, error_size, status, "uform_cuda_step_create: %s", cudaGetErrorString((cudaError_t)status));
+    for (int slot = 0; slot < 2; ++slot) memset(step->staging[slot], 0, step->batch_bytes);
+    return 0;
+}
+
+void uform_cuda_step_destroy(uform_cuda_step_t *step) {
+    if (!step) return;
+    if (step->stream) cudaStreamSynchronize(step->stream);
+    for (int slot = 0; slot < 2; ++slot) {
+        if (step->captured[slot]) cudaGraphExecDestroy(step->graphs[slot]);
+        if (step->staging[slot]) cudaFreeHost(step->staging[slot]);
+        if (step->loss_host[slot]) cudaFreeHost(step->loss_host[slot]);
+        if (step->uploaded[slot]) cudaEventDestroy(step->uploaded[slot]);
+        if (step->done[slot]) cudaEventDestroy(step->done[slot]);
+    }
+    if (step->stream) cudaStreamDestroy(step->stream);
+    if (step->copy_stream) cudaStreamDestroy(step->copy_stream);
+    uform_cuda_gemm_destroy(step->gemm);
+    cudaFree(step->arena);
+    free(step->tensors), free(step->moment_row), free(step->moment_column), free(step->moment_first), free(step->layers);
+    free(step);
+}
+
+uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
+    batch_device_t const *b = &step->batch[slot];
+    unsigned char *host = step->staging[slot], *base = step->batch_memory[slot];
+#define HOST_VIEW(pointer) ((void *)(host + ((unsigned char *)(pointer) - base)))
+    uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
+                               HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars)};
+#undef HOST_VIEW
+    return view;
+}
+
+void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t) {
+    uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
+    size_t n = step->config.cells, scored = 0;
+    memset(b.offsets, 0, 260 * 4);
+    for (size_t c = 0; c < n; ++c) b.offsets[b.values[c] + 1]++, scored += b.targets[c] >= 0;
+    for (size_t v = 0; v < vocabulary_k; ++v) b.offsets[v + 1] += b.offsets[v];
+    uint32_t cursor[vocabulary_k];
+    memcpy(cursor, b.offsets, sizeof(cursor));
+    for (size_t c = 0; c < n; ++c) b.order[cursor[b.values[c]]++] = (uint32_t)c;
+    b.scalars[0] = scored ? 1.0f / (float)scored : 0.0f;
+    uform_cuda_adafactor_schedule(learning_rate, step->config.beta1, step->config.beta2, t, &b.scalars[1]);
+}
+
+static int upload_(uform_cuda_step_t *step, int slot) {
+    TRY((int)cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_bytes, cudaMemcpyHostToDevice,
+                             step->copy_stream));
+    TRY((int)cudaEventRecord(step->uploaded[slot], step->copy_stream));
+    return (int)cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0);
+}
+
+int uform_cuda_step_run(uform_cuda_step_t *step, int slot) {
+    TRY(upload_(step, slot));
+    if (!step->warmed) { /* eagerly once: loads every kernel and product plan before any capture */
+        TRY(enqueue_(step, slot, 1));
+        step->warmed = 1;
+        return (int)cudaEventRecord(step->done[slot], step->stream);
+    }
+    if (!step->captured[slot]) {
+        cudaGraph_t graph;
+        TRY((int)cudaStreamBeginCapture(step->stream, cudaStreamCaptureModeThreadLocal));
+        int status = enqueue_(step, slot, 1), ended = (int)cudaStreamEndCapture(step->stream, &graph);
+        if (status || ended) return status ? status : ended;
+        status = (int)cudaGraphInstantiate(&step->graphs[slot], graph, 0);
+        cudaGraphDestroy(graph);
+        TRY(status);
+        step->captured[slot] = 1;
+    }
+    TRY((int)cudaGraphLaunch(step->graphs[slot], step->stream));
+    return (int)cudaEventRecord(step->done[slot], step->stream);
+}
+
+int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot) {
+    TRY(upload_(step, slot));
+    TRY(enqueue_(step, slot, 0));
+    return (int)cudaEventRecord(step->done[slot], step->stream);
+}
+
+int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss) {
+    TRY((int)cudaEventSynchronize(step->done[slot]));
+    if (loss) *loss = *step->loss_host[slot];
+    return 0;
+}
+
+uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count) {
+    *count = step->tensors_count;
+    return step->tensors;
+}
+
+size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step) { return step->arena_bytes + step->workspace_bytes; }

@@ -1,0 +1,64 @@
+/*  step.h (internal): the masked-byte training step on one GPU: forward, backward and Adafactor
+ *  for every tensor, with all device memory taken at creation and the whole step captured once as
+ *  a CUDA graph per upload slot. The host fills one slot's pinned batch while the other slot's step
+ *  runs; the graph starts by copying its slot to the device. */
+#ifndef UFORM_CUDA_STEP_H
+#define UFORM_CUDA_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct uform_cuda_step_t uform_cuda_step_t;
+
+typedef struct uform_cuda_step_config_t {
+    size_t width, depth; /* d and L; heads of 64 */
+    size_t cells;        /* cells per step (rows x columns), fixed for the graph */
+    int recompute;       /* 1: blocks keep only their input; backward replays the forward */
+    double beta1, beta2, clip, weight_decay;
+} uform_cuda_step_config_t;
+
+/** One upload slot's batch in pinned host memory, filled by the caller before uform_cuda_step_run. */
+typedef struct uform_cuda_batch_t {
+    uint32_t *values;     /* [cells] byte values 0..257, MASK = 256 where masked */
+    int32_t *targets;     /* [cells] the original byte where scored, else -1 */
+    int32_t *positions;   /* [cells, 3] M-RoPE coordinates */
+    uint32_t *segment_of; /* [cells] */
+    uint32_t *spans;      /* [segments, 2] first cell and length; segments in cell order, covering all cells */
+    uint32_t *order, *offsets; /* filled by uform_cuda_batch_finish */
+    float *scalars;       /* [4] filled by uform_cuda_batch_finish: 1/scored, rate, 1 - b1^t, 1 - b2^t */
+} uform_cuda_batch_t;
+
+typedef struct uform_cuda_tensor_t {
+    char name[48];   /* checkpoint name (SPEC.md section 7) */
+    size_t rows, columns;
+    int is_matrix;   /* 1: BF16 master [rows, columns]; 0: Float32 vector [rows] */
+    void *parameter; /* device */
+    float *gradient; /* device, Float32 */
+} uform_cuda_tensor_t;
+
+/** Returns 0, or a cudaError_t code with a message in `error`. */
+int uform_cuda_step_create(uform_cuda_step_t **step, uform_cuda_step_config_t const *config, char *error,
+                           size_t error_size);
+void uform_cuda_step_destroy(uform_cuda_step_t *step);
+uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot);
+/** Counts sort for the embedding backward and the per-step scalars, for optimizer step t (1-based). */
+void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t);
+/** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs. */
+int uform_cuda_step_run(uform_cuda_step_t *step, int slot);
+/** Waits for the last step launched on `slot`; then its batch may be refilled and its loss read. */
+int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
+/** The parameter tensors, in checkpoint order; `count` receives how many. */
+uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);
+/** Device bytes taken at creation: the whole footprint, since a step allocates nothing. */
+size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step);
+/** Forward and backward only (no optimizer, no graph), eagerly on `slot`; for parity checks. */
+int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
