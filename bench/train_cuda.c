@@ -117,7 +117,7 @@ int main(int argc, char **argv) {
     double tflops_ceiling = ceiling ? ceiling_() : 0;
     size_t free_before, total;
     CHECK(cudaMemGetInfo(&free_before, &total));
-    uform_cuda_step_config_t config = {width, depth, rows * columns, recompute, 0.9, 0.999, 1.0, 0.0};
+    uform_cuda_step_config_t config = {width, depth, rows * columns, recompute, 1, 0, 0.9, 0.999, 1.0, 0.0};
     uform_cuda_step_t *step;
     char error[256];
     if (uform_cuda_step_create(&step, &config, error, sizeof(error))) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }

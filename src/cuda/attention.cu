@@ -15,6 +15,14 @@
 namespace {
 
 constexpr unsigned head_width = 64, tile = 64, threads = 128, pitch = 72; /* 72: rows land on distinct banks */
+/* Scores run in base 2: q.k / 8 * log2(e), so each weight is one ex2.approx (2 ulp) instead of expf. */
+constexpr float score_scale = 0.125f * 1.44269504088896341f, log2_e = 1.44269504088896341f, ln_2 = 0.693147180559945309f;
+
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 
 __device__ __forceinline__ uint32_t shared_address(void const *pointer) {
     return (uint32_t)__cvta_generic_to_shared(pointer);
@@ -204,7 +212,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
                 int r = e >> 1;
                 bool seen = whole || s.other_segment[buffer][column] == row_segment[r] ||
                             (plant == 1 && key_first + column == row_end[r] && row_segment[r] >= 0);
-                score[j][e] = seen ? score[j][e] * 0.125f : -INFINITY;
+                score[j][e] = seen ? score[j][e] * score_scale : -INFINITY;
                 tile_largest[r] = fmaxf(tile_largest[r], score[j][e]);
             }
         float rescale[2], base[2];
@@ -213,7 +221,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
             tile_largest[r] = fmaxf(tile_largest[r], __shfl_xor_sync(0xffffffffu, tile_largest[r], 2));
             float next = fmaxf(largest[r], tile_largest[r]);
             base[r] = next == -INFINITY ? 0.0f : next; /* a row with no key seen yet stays at zero weight */
-            rescale[r] = expf(largest[r] - base[r]);
+            rescale[r] = exp2_approx(largest[r] - base[r]);
             largest[r] = next;
             sum[r] *= rescale[r];
         }
@@ -221,10 +229,14 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
         for (int j = 0; j < 8; ++j)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                score[j][e] = expf(score[j][e] - base[e >> 1]);
+                score[j][e] = exp2_approx(score[j][e] - base[e >> 1]);
                 sum[e >> 1] += score[j][e];
-                output[j][e] *= rescale[e >> 1];
             }
+        if (rescale[0] != 1.0f || rescale[1] != 1.0f) /* the running maximum moved */
+#pragma unroll
+            for (int j = 0; j < 8; ++j)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) output[j][e] *= rescale[e >> 1];
         uint32_t p[4][4];
         to_operand(score, p);
         multiply(output, p, s.other[buffer][1], lane);
@@ -240,7 +252,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
         __nv_bfloat162 *target = reinterpret_cast<__nv_bfloat162 *>(attended + row * width + head * head_width);
         for (int j = 0; j < 8; ++j)
             target[j * 4 + t] = __floats2bfloat162_rn(output[j][2 * r] / sum[r], output[j][2 * r + 1] / sum[r]);
-        if (t == 0) log_sums[row * heads + head] = largest[r] + logf(sum[r]);
+        if (t == 0) log_sums[row * heads + head] = largest[r] * ln_2 + logf(sum[r]);
     }
 }
 
@@ -281,7 +293,7 @@ __global__ void __launch_bounds__(threads) attention_query_kernel(uint16_t const
     for (int r = 0; r < 2; ++r) {
         size_t row = first + warp * 16 + g + 8 * r;
         row_segment[r] = row < cells ? (int)segment_of[row] : -1;
-        row_log_sum[r] = row < cells ? log_sums[row * heads + head] : 0.0f;
+        row_log_sum[r] = row < cells ? log_sums[row * heads + head] * log2_e : 0.0f; /* base 2 */
         row_delta[r] = row < cells ? deltas[row * heads + head] : 0.0f;
     }
     size_t start = begin / tile * tile, count = (end - start + tile - 1) / tile;
@@ -308,7 +320,7 @@ __global__ void __launch_bounds__(threads) attention_query_kernel(uint16_t const
             for (int e = 0; e < 4; ++e) {
                 int r = e >> 1;
                 bool seen = whole || s.other_segment[buffer][j * 8 + 2 * t + (e & 1)] == row_segment[r];
-                float p = seen ? expf(score[j][e] * 0.125f - row_log_sum[r]) : 0.0f;
+                float p = seen ? exp2_approx(fmaf(score[j][e], score_scale, -row_log_sum[r])) : 0.0f;
                 score[j][e] = p * (d_p[j][e] - row_delta[r]) * 0.125f;
             }
         uint32_t d_score[4][4];
@@ -334,7 +346,7 @@ __device__ __forceinline__ void fetch_queries(tiles_t &s, uint16_t const *qkv, u
     fetch_segments(s.other_segment[buffer], segment_of, first, cells);
     if (threadIdx.x < tile) {
         size_t query = first + threadIdx.x;
-        s.other_log_sum[buffer][threadIdx.x] = query < cells ? log_sums[query * heads + head] : 0.0f;
+        s.other_log_sum[buffer][threadIdx.x] = query < cells ? log_sums[query * heads + head] * log2_e : 0.0f;
         s.other_delta[buffer][threadIdx.x] = query < cells ? deltas[query * heads + head] : 0.0f;
     }
 }
@@ -385,7 +397,7 @@ __global__ void __launch_bounds__(threads) attention_key_kernel(uint16_t const *
             for (int e = 0; e < 4; ++e) {
                 unsigned column = j * 8 + 2 * t + (e & 1);
                 bool seen = whole || s.other_segment[buffer][column] == row_segment[e >> 1];
-                p[j][e] = seen ? expf(p[j][e] * 0.125f - s.other_log_sum[buffer][column]) : 0.0f;
+                p[j][e] = seen ? exp2_approx(fmaf(p[j][e], score_scale, -s.other_log_sum[buffer][column])) : 0.0f;
                 d_score[j][e] = p[j][e] * (d_score[j][e] - s.other_delta[buffer][column]) * 0.125f;
             }
         uint32_t a[4][4];

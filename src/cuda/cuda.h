@@ -24,11 +24,13 @@ int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t c
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
 int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                float *scales, void *stream, int plant);
-/** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32); partial gain
- *  gradients go to `gain_partials` [blocks, width] (blocks = ceil(cells / 256)), then
+/** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
+ *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
+ *  partial gain gradients go to `gain_partials` [blocks, width] (blocks = ceil(cells / 256)), then
  *  `uform_cuda_rmsnorm_gain_reduce` adds them into `gain_grad` in a fixed order. */
 int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
-                                size_t cells, size_t width, float *dx, float *gain_partials, void *stream, int plant);
+                                size_t cells, size_t width, float *dx, uint16_t *dx_rounded, float *gain_partials,
+                                void *stream, int plant);
 int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
                                    void *stream);
 
@@ -46,8 +48,6 @@ int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidd
 int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, size_t cells, size_t hidden_width,
                                uint16_t *d_gate_up, void *stream, int plant);
 
-/** y [count] (BF16) = x [count] (Float32), rounded to nearest even: a gradient entering a product. */
-int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream);
 /** result[0] = sum(x [count]) times *scale (device; NULL for 1), in a fixed order (one block). */
 int uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream);
 
@@ -107,6 +107,10 @@ int uform_cuda_adafactor_vector(float *weights, float const *gradient, float *mo
  *  (`c_is_f32`), through cuBLASLt. `handle` comes from uform_cuda_gemm_create. */
 typedef struct uform_cuda_gemm_t uform_cuda_gemm_t;
 int uform_cuda_gemm_create(uform_cuda_gemm_t **gemm, size_t workspace_bytes);
+/** With tuning on, the first call of each shape outside a graph capture times cuBLASLt's top
+ *  candidates on its own operands and keeps the fastest (results then repeat within the process,
+ *  not necessarily across processes); off (the default), the heuristic's first choice. */
+void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled);
 void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm);
 int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
                        size_t n, size_t k, void *stream, int plant);

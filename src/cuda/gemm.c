@@ -2,15 +2,31 @@
  *  C [m, n] is column-major C^T [n, m] = B A^T, so cuBLASLt sees A := B (transposed) and B := A. */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cuda/cuda.h"
+
+enum { uform_plans_k = 64, uform_candidates_k = 8 };
+
+/* A product's shape and the algorithm chosen for it, kept so that later calls (and graph capture)
+ * skip the heuristic query and, when tuning, the timing. */
+typedef struct uform_gemm_plan_t {
+    size_t key[9];
+    cublasLtMatmulAlgo_t algo;
+} uform_gemm_plan_t;
 
 struct uform_cuda_gemm_t {
     cublasLtHandle_t handle;
     void *workspace;
     size_t workspace_bytes;
+    int tune;
+    size_t plans_count;
+    uform_gemm_plan_t plans[uform_plans_k];
 };
+
+void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled) { gemm->tune = enabled; }
 
 int uform_cuda_gemm_create(uform_cuda_gemm_t **result, size_t workspace_bytes) {
     uform_cuda_gemm_t *gemm = calloc(1, sizeof(*gemm));
@@ -46,6 +62,7 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
     cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
     float alpha = 1.0f, beta = c || plant == 1 ? 1.0f : 0.0f; /* planted: D accumulated, not overwritten */
+    size_t adds = c ? 2 : 0;
     if (!c) c = d;
     int status = 0;
     if (cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
@@ -57,15 +74,53 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &gemm->workspace_bytes, sizeof(gemm->workspace_bytes)))
         status = (int)cudaErrorUnknown;
-    cublasLtMatmulHeuristicResult_t heuristic;
-    int found = 0;
-    if (!status && (cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d,
-                                                   preference, 1, &heuristic, &found) ||
-                    !found))
-        status = (int)cudaErrorNotSupported;
+    size_t key[9] = {(size_t)transpose_a, (size_t)transpose_b, m, n, k, lda, ldb, ldd, (size_t)d_is_f32 | adds};
+    uform_gemm_plan_t *plan = NULL;
+    for (size_t i = 0; i < gemm->plans_count && !plan; ++i)
+        if (!memcmp(gemm->plans[i].key, key, sizeof(key))) plan = &gemm->plans[i];
+    cublasLtMatmulAlgo_t algo;
+    if (plan) algo = plan->algo;
+    else if (!status) {
+        cublasLtMatmulHeuristicResult_t candidates[uform_candidates_k];
+        int found = 0;
+        enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        cudaStreamIsCapturing((cudaStream_t)stream, &capturing);
+        int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone;
+        if (cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d, preference,
+                                           tune ? uform_candidates_k : 1, candidates, &found) ||
+            !found)
+            status = (int)cudaErrorNotSupported;
+        int best = 0;
+        if (!status && tune && found > 1) { /* time each candidate three times on this call's own operands */
+            cudaEvent_t start, stop;
+            float fastest = INFINITY;
+            cudaEventCreate(&start), cudaEventCreate(&stop);
+            for (int i = 0; i < found; ++i) {
+                float ms = 0;
+                int failed = 0;
+                cudaEventRecord(start, (cudaStream_t)stream);
+                for (int r = 0; r < 3; ++r)
+                    failed |= cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d,
+                                             d, layout_d, &candidates[i].algo, gemm->workspace, gemm->workspace_bytes,
+                                             (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS;
+                cudaEventRecord(stop, (cudaStream_t)stream);
+                cudaEventSynchronize(stop);
+                cudaEventElapsedTime(&ms, start, stop);
+                if (!failed && ms < fastest) fastest = ms, best = i;
+            }
+            cudaEventDestroy(start), cudaEventDestroy(stop);
+        }
+        if (!status) {
+            algo = candidates[best].algo;
+            if (gemm->plans_count < uform_plans_k) {
+                plan = &gemm->plans[gemm->plans_count++];
+                memcpy(plan->key, key, sizeof(key));
+                plan->algo = algo;
+            }
+        }
+    }
     if (!status && cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d, d,
-                                  layout_d, &heuristic.algo, gemm->workspace, gemm->workspace_bytes,
-                                  (cudaStream_t)stream))
+                                  layout_d, &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream))
         status = (int)cudaErrorUnknown;
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
     if (layout_d) cublasLtMatrixLayoutDestroy(layout_d);

@@ -46,7 +46,7 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
 }
 
 __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float const *scales, float const *dy,
-                                        size_t width, float *dx, int plant) {
+                                        size_t width, float *dx, uint16_t *dx_rounded, int plant) {
     __shared__ float shared[block_threads];
     size_t cell = blockIdx.x;
     float scale = scales[cell];
@@ -55,8 +55,11 @@ __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) dot += d_row[i] * gain[i] * row[i];
     float mean = uform_block_reduce(dot, shared, 0) * scale / (float)width;
     if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x)
-        dx[cell * width + i] += scale * (d_row[i] * gain[i] - row[i] * scale * mean);
+    for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
+        float value = dx[cell * width + i] + scale * (d_row[i] * gain[i] - row[i] * scale * mean);
+        dx[cell * width + i] = value;
+        if (dx_rounded) dx_rounded[cell * width + i] = uform_f32_to_bf16(value);
+    }
 }
 
 constexpr size_t gain_group = 256; /* cells per partial: enough blocks, a short final reduction */
@@ -152,20 +155,6 @@ __global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_h
     *reinterpret_cast<uint4 *>(d_gate_up + cell * 2 * hidden_width + hidden_width + i) = d_up;
 }
 
-/* Four values per thread when count % 4 == 0 (every use in the step), else one. */
-__global__ void round_kernel(float const *x, size_t count, uint16_t *y) {
-    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (count % 4) {
-        if (index < count) y[index] = uform_f32_to_bf16(x[index]);
-        return;
-    }
-    if (index >= count / 4) return;
-    float4 v = reinterpret_cast<float4 const *>(x)[index];
-    uint2 packed = {uform_f32_to_bf16(v.x) | (uint32_t)uform_f32_to_bf16(v.y) << 16,
-                    uform_f32_to_bf16(v.z) | (uint32_t)uform_f32_to_bf16(v.w) << 16};
-    reinterpret_cast<uint2 *>(y)[index] = packed;
-}
-
 /* result[0] = scale * sum(x), one block, a fixed order. */
 __global__ void sum_kernel(float const *x, size_t count, float const *scale, float *result) {
     __shared__ float shared[1024];
@@ -203,10 +192,11 @@ extern "C" int uform_cuda_rmsnorm_forward(float const *x, float const *gain, siz
 }
 
 extern "C" int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
-                                           size_t cells, size_t width, float *dx, float *gain_partials, void *stream,
-                                           int plant) {
+                                           size_t cells, size_t width, float *dx, uint16_t *dx_rounded,
+                                           float *gain_partials, void *stream, int plant) {
     if (!cells) return 0;
-    rmsnorm_backward_kernel<<<(unsigned)cells, block_threads, 0, (cudaStream_t)stream>>>(x, gain, scales, dy, width, dx, plant);
+    rmsnorm_backward_kernel<<<(unsigned)cells, block_threads, 0, (cudaStream_t)stream>>>(x, gain, scales, dy, width, dx,
+                                                                                        dx_rounded, plant);
     dim3 grid(blocks_for(width, 128), (unsigned)((cells + gain_group - 1) / gain_group));
     rmsnorm_gain_partials_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(x, scales, dy, cells, width, gain_partials);
     return launched();
@@ -249,12 +239,6 @@ extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *
     if (hidden_width % 8) return (int)cudaErrorInvalidValue;
     swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, d_hidden, cells, hidden_width,
                                                                                    d_gate_up, plant);
-    return launched();
-}
-
-extern "C" int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream) {
-    if (!count) return 0;
-    round_kernel<<<blocks_for(count % 4 ? count : count / 4, 256), 256, 0, (cudaStream_t)stream>>>(x, count, y);
     return launched();
 }
 

@@ -174,18 +174,16 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     uform_cuda_tensor_t *attn_norm = tensor_(step, l, 0), *qkv = tensor_(step, l, 1), *out = tensor_(step, l, 2);
     uform_cuda_tensor_t *mlp_norm = tensor_(step, l, 3), *gate_up = tensor_(step, l, 4), *down = tensor_(step, l, 5);
     if (step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
-    /* The MLP. */
-    TRY(uform_cuda_round_bf16(step->d_stream, n * d, step->dy, s));
+    /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
     TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 1, s, 0));
     TRY(uform_cuda_swiglu_backward(a->gate_up, step->d_hidden, n, 4 * d, step->d_gate_up, s, 0));
     TRY(uform_cuda_gemm(g, 1, 0, 8 * d, d, n, step->d_gate_up, 8 * d, a->normed2, d, NULL, gate_up->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, 8 * d, step->d_gate_up, 8 * d, gate_up->parameter, d, NULL, step->d_normed, d, 1, s, 0));
     TRY(uform_cuda_rmsnorm_backward(a->middle, mlp_norm->parameter, a->scales2, step->d_normed, n, d, step->d_stream,
-                                    step->gain_partials, s, 0));
+                                    step->dy, step->gain_partials, s, step->config.plant));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, mlp_norm->gradient, s));
     /* Attention. */
-    TRY(uform_cuda_round_bf16(step->d_stream, n * d, step->dy, s));
     TRY(uform_cuda_gemm(g, 1, 0, d, d, n, step->dy, d, a->attended, d, NULL, out->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, d, step->dy, d, out->parameter, d, NULL, step->d_attended, d, 0, s, 0));
     TRY(uform_cuda_attention_backward(a->qkv, a->attended, a->log_sums, step->d_attended, b->spans, b->segment_of, n, d,
@@ -194,7 +192,7 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     TRY(uform_cuda_gemm(g, 1, 0, 3 * d, d, n, step->d_qkv, 3 * d, a->normed1, d, NULL, qkv->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, 3 * d, step->d_qkv, 3 * d, qkv->parameter, d, NULL, step->d_normed, d, 1, s, 0));
     TRY(uform_cuda_rmsnorm_backward(x, attn_norm->parameter, a->scales1, step->d_normed, n, d, step->d_stream,
-                                    step->gain_partials, s, 0));
+                                    l ? step->dy : NULL, step->gain_partials, s, step->config.plant));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, attn_norm->gradient, s));
     return 0;
 }
@@ -227,7 +225,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
                         step->d_normed, d, 1, s, 0));
     TRY((int)cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
-                                    step->gain_partials, s, 0));
+                                    step->dy, step->gain_partials, s, 0));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[c->recompute ? 0 : l]));
     TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, d, embed->gradient, s, 0));
@@ -274,6 +272,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     step->workspace_bytes = 64u << 20;
     if ((status = uform_cuda_gemm_create(&step->gemm, step->workspace_bytes)))
         return fail_(error, error_size, status, "uform_cuda_step_create: cuBLASLt: %s", cudaGetErrorString((cudaError_t)status));
+    uform_cuda_gemm_tune(step->gemm, config->tune);
     for (int slot = 0; slot < 2 && !status; ++slot) {
         status = (int)cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
         if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], sizeof(float));

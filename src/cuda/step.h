@@ -18,6 +18,8 @@ typedef struct uform_cuda_step_config_t {
     size_t width, depth; /* d and L; heads of 64 */
     size_t cells;        /* cells per step (rows x columns), fixed for the graph */
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
+    int tune;            /* 1: time cuBLASLt's candidates per shape on the first (eager) step */
+    int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
     double beta1, beta2, clip, weight_decay;
 } uform_cuda_step_config_t;
 

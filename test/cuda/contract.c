@@ -131,16 +131,18 @@ static void check_rmsnorm_(int plant) {
     fill_f32_(x, cells * width, 2.0), fill_f32_(gain, width, 1.5), fill_f32_(dy, cells * width, 1.0), fill_f32_(dx, cells * width, 0.5);
     float *d_x = device_(cells * width * 4), *d_gain = device_(width * 4), *d_dy = device_(cells * width * 4), *d_dx = device_(cells * width * 4);
     float *d_scales = device_(cells * 4), *d_partials = device_(((cells + 255) / 256) * width * 4), *d_gain_grad = device_(width * 4);
-    uint16_t *d_y = device_(cells * width * 2);
+    uint16_t *d_y = device_(cells * width * 2), *d_dx16 = device_(cells * width * 2);
     upload_(d_x, x, cells * width * 4), upload_(d_gain, gain, width * 4), upload_(d_dy, dy, cells * width * 4), upload_(d_dx, dx, cells * width * 4);
     CUDA_OK(cudaMemset(d_gain_grad, 0, width * 4));
     CUDA_OK(uform_cuda_rmsnorm_forward(d_x, d_gain, cells, width, d_y, d_scales, NULL, plant == 1 ? 1 : 0));
-    CUDA_OK(uform_cuda_rmsnorm_backward(d_x, d_gain, d_scales, d_dy, cells, width, d_dx, d_partials, NULL, plant == 2 ? 1 : 0));
+    CUDA_OK(uform_cuda_rmsnorm_backward(d_x, d_gain, d_scales, d_dy, cells, width, d_dx, d_dx16, d_partials, NULL, plant == 2 ? 1 : 0));
     CUDA_OK(uform_cuda_rmsnorm_gain_reduce(d_partials, cells, width, d_gain_grad, NULL));
     uint16_t *y = malloc(cells * width * 2);
     float *scales = malloc(cells * 4), *dx_out = malloc(cells * width * 4), *gain_grad = malloc(width * 4);
     download_(y, d_y, cells * width * 2), download_(scales, d_scales, cells * 4), download_(dx_out, d_dx, cells * width * 4);
     download_(gain_grad, d_gain_grad, width * 4);
+    uint16_t *dx16 = malloc(cells * width * 2);
+    download_(dx16, d_dx16, cells * width * 2);
     double k = (double)width / 256 + 8, worst_y = 0, worst_scale = 0, worst_dx = 0, worst_gain = 0;
     for (size_t c = 0; c < cells; ++c) {
         double squares = 0;
@@ -165,6 +167,8 @@ static void check_rmsnorm_(int plant) {
                                 s * fabs(x[c * width + i]) * (5 * unit_ * fabs(mean) + (k + 3) * unit_ * magnitude * s / (double)width)) +
                            unit_ * (fabs(expected) + fabs(dx[c * width + i]));
             compare_(&worst_dx, dx_out[c * width + i], expected, bound + 1e-300);
+            /* The BF16 copy is the kernel's own Float32 result rounded to nearest even, exactly. */
+            compare_(&worst_dx, bf16_to_f32_(dx16[c * width + i]), bf16_to_f32_(f32_to_bf16_(dx_out[c * width + i])), 0);
         }
     }
     /* The gain's gradient: sum over cells of dy x scale, cells-long Float32 sums in fixed order:
@@ -179,9 +183,9 @@ static void check_rmsnorm_(int plant) {
     }
     if (plant != 2) record_("rmsnorm_forward", worst_y > worst_scale ? worst_y : worst_scale, plant);
     if (plant != 1) record_("rmsnorm_backward", worst_dx > worst_gain ? worst_dx : worst_gain, plant);
-    free(x), free(gain), free(dy), free(dx), free(y), free(scales), free(dx_out), free(gain_grad);
+    free(x), free(gain), free(dy), free(dx), free(y), free(scales), free(dx_out), free(gain_grad), free(dx16);
     cudaFree(d_x), cudaFree(d_gain), cudaFree(d_dy), cudaFree(d_dx), cudaFree(d_scales), cudaFree(d_partials);
-    cudaFree(d_gain_grad), cudaFree(d_y);
+    cudaFree(d_gain_grad), cudaFree(d_y), cudaFree(d_dx16);
 }
 
 /* --- M-RoPE on BF16 q and k: cosine and sine from double, rounded once to Float32 (u each); the
@@ -228,19 +232,24 @@ static void check_rope_(int plant) {
 /* --- Attention within segments (heads of 64) on tensor cores. Model of a tensor-core product
  *     (as for cuBLASLt below): BF16 products exact, each accumulated term errs by one ulp,
  *     g(n) = 2 n u / (1 - 2 n u) of the sum of magnitudes; a row visits T key tiles of 64.
+ *     Weights are ex2.approx (2 ulp, 4u) of base-2 arguments: scaling by 0.125 log2(e) (itself
+ *     rounded), the subtraction and each rescale err by u of |argument|, so with S the largest
+ *     |score| of the row a weight carries an extra (6 + 2T) u S relative.
  *     Forward: a score within ds = g(64) sum |q k| / 8; each weight p = exp(s - m) carries
- *     a = ds + (5T + 4) u (expf 2 ulp, one rescale and product per tile); the weights enter P V
+ *     a = ds + (5T + 6) u + (6 + 2T) u S (one rescale and product per tile); the weights enter P V
  *     rounded to BF16 (2^-8), the numerator accumulates L + 4T terms, the Float32 row sum
  *     16T + 2 serial terms, so |O - O*| <= 2^-8 |O*| + (1 + 2^-8) E, with
  *     E = (2^-8 + 2 a_max + g(L + 4T) + (17T + 3) u) sum_j w_j |v_j|;
- *     |lse - lse*| <= 2 ds_max + (22T + 8) u + 2 u (|lse*| + |log l*|).
- *     Backward, given the forward's O and lse: p = exp(s/8 - lse) within e_p = ds + 5u + u |s - lse|;
+ *     |lse - lse*| <= 2 ds_max + (22T + 8) u + 2 u (|lse*| + |log l*|) + 3 u S (the return to base e).
+ *     Backward, given the forward's O and lse: p = exp(s/8 - lse) within
+ *     e_p = ds + 6u + 3u (|s/8| + |lse|) (the argument's three roundings, ex2, the product);
  *     dP = dO.v within g(64) sum |dO v|; D = dO.O (serial) within 66 u sum |dO O|; dS = p (dP - D) / 8
  *     within E = p (e_p + 2u) |dP - D| / 8 + p (1 + e_p) (g(64) sum |dO v| + 66 u sum |dO O|) / 8, and
  *     rounded to BF16 before its product: |dq - dq*| <= sum_j (E_j + 2^-8 (|dS_j| + E_j)) |k_j|
  *     + g(L + 4T) sum_j (|dS_j| + E_j) |k_j|, then 2^-8 for the stored result (dk alike over
  *     queries); |dv - dv*| <= sum_i p_i (e_p + 2^-8 (1 + e_p) + g(L + 4T) (1 + e_p)(1 + 2^-8)) |dO_i|,
- *     then the store. The segments (lengths up to 260, 699 cells) straddle tiles and end mid-tile. */
+ *     then the store. The segments (lengths up to 260, 699 cells) straddle tiles and end mid-tile,
+ *     and some tiles lie wholly inside one segment (the kernels' unmasked path). */
 static double tensor_gamma_(double terms) { return 2 * terms * unit_ / (1 - 2 * terms * unit_); }
 
 static void check_attention_(int plant) {
@@ -280,18 +289,18 @@ static void check_attention_(int plant) {
         for (size_t h = 0; h < heads; ++h)
             for (size_t i = first; i < first + length; ++i) {
                 /* Forward of query i. */
-                double largest = -INFINITY, total = 0, ds = 0;
+                double largest = -INFINITY, total = 0, ds = 0, biggest = 0;
                 for (size_t j = 0; j < length; ++j) {
                     double dot = 0, magnitude = 0;
                     for (size_t d = 0; d < 64; ++d) dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
                     score[j] = dot / 8, spread[j] = g64 * magnitude / 8;
-                    largest = fmax(largest, score[j]), ds = fmax(ds, spread[j]);
+                    largest = fmax(largest, score[j]), ds = fmax(ds, spread[j]), biggest = fmax(biggest, fabs(score[j]));
                 }
                 for (size_t j = 0; j < length; ++j) total += exp(score[j] - largest);
-                double log_sum = largest + log(total), a_max = ds + (5 * tiles + 4) * unit_;
+                double log_sum = largest + log(total), a_max = ds + (5 * tiles + 6) * unit_ + (6 + 2 * tiles) * unit_ * biggest;
                 double e = bf16_unit_ + 2 * a_max + g_long + (17 * tiles + 3) * unit_;
                 compare_(&worst_forward, lse[i * heads + h], log_sum,
-                         2 * ds + (22 * tiles + 8) * unit_ + 2 * unit_ * (fabs(log_sum) + fabs(log(total))));
+                         2 * ds + (22 * tiles + 8) * unit_ + 2 * unit_ * (fabs(log_sum) + fabs(log(total))) + 3 * unit_ * biggest);
                 for (size_t d = 0; d < 64; ++d) {
                     double o = 0, weighted = 0;
                     for (size_t j = 0; j < length; ++j) {
@@ -316,7 +325,7 @@ static void check_attention_(int plant) {
                         dot += Q(i, h, d) * K(j, h, d), magnitude += fabs(Q(i, h, d) * K(j, h, d));
                         dp += G(i, h, d) * V(j, h, d), dp_magnitude += fabs(G(i, h, d) * V(j, h, d));
                     }
-                    double p = exp(dot / 8 - l), e_p = g64 * magnitude / 8 + 5 * unit_ + unit_ * fabs(dot / 8 - l);
+                    double p = exp(dot / 8 - l), e_p = g64 * magnitude / 8 + 6 * unit_ + 3 * unit_ * (fabs(dot / 8) + fabs(l));
                     double d_score = p * (dp - delta) / 8;
                     double error = p * (e_p + 2 * unit_) * fabs(dp - delta) / 8 +
                                    p * (1 + e_p) * (g64 * dp_magnitude + 66 * unit_ * delta_magnitude) / 8;
@@ -643,6 +652,24 @@ static void check_adafactor_(int plant) {
     record_("adafactor_vector", clipped > free_running ? clipped : free_running, plant);
 }
 
+/* --- The loss total: one block of 1024 threads, count/1024 serial terms each, then a 10-level tree,
+ *     then the product by the scale: |error| <= (count/1024 + 11) u scale sum |x| + u |result*|. */
+static void check_sum_(int plant) {
+    size_t count = 100000;
+    float *x = malloc(count * 4), scale = 1.0f / 3000.0f, result = 0;
+    fill_f32_(x, count, 4.0);
+    float *g_x = device_(count * 4), *g_scale = device_(4), *g_result = device_(4);
+    upload_(g_x, x, count * 4), upload_(g_scale, &scale, 4);
+    CUDA_OK(uform_cuda_sum(g_x, plant == 1 ? count - 1000 : count, g_scale, g_result, NULL)); /* planted: a tail dropped */
+    download_(&result, g_result, 4);
+    double sum = 0, magnitude = 0, worst = 0;
+    for (size_t i = 0; i < count; ++i) sum += x[i], magnitude += fabs(x[i]);
+    sum *= scale, magnitude *= scale;
+    compare_(&worst, result, sum, ((double)count / 1024 + 11) * unit_ * magnitude + unit_ * fabs(sum));
+    record_("sum (loss total)", worst, plant);
+    free(x), cudaFree(g_x), cudaFree(g_scale), cudaFree(g_result);
+}
+
 /* --- cuBLASLt products, BF16 inputs (products exact in Float32), Float32 accumulation. Tensor
  *     cores may truncate rather than round while accumulating, so each addition errs by up to one
  *     ulp, 2u: |C - C*| <= g_k sum_j |a_ij b_kj|, g_k = 2 k u / (1 - 2 k u); a BF16 C adds 2^-8 |C*|;
@@ -711,6 +738,7 @@ int main(int argc, char **argv) {
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 1, {"bias correction of V dropped"}},
+        {check_sum_, 1, {"the last 1000 terms dropped"}},
         {check_gemm_, 1, {"C accumulated, not overwritten"}},
         {check_siglip_, 3, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored"}},
         {check_maxsim_, 2, {"argmax ties to the later cell", "normalization's projection term dropped (backward)"}},
