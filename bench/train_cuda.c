@@ -4,8 +4,12 @@
  *  MFU against the BF16 matmul ceiling measured here by cuBLASLt, and device memory. bench/train_cuda.py
  *  runs it beside the peer.
  *
+ *  With --pairs P it times the contrastive step instead, as ../shared/peers/torch_siglip_step.py
+ *  does: P anchors and P positives of --text bytes each, packed --columns bytes to a row, Matryoshka
+ *  SigLIP over the attention pool at every power-of-two width from 64 to d.
+ *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--recompute 0|1] [--steps 20] [--ceiling]
+ *                             [--pairs 0] [--text 128] [--recompute 0|1] [--steps 20] [--ceiling]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -95,8 +99,28 @@ static void fill_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns
     uform_cuda_batch_finish(step, slot, 1e-4, t);
 }
 
+/* Contrastive: segment i < pairs is anchor i, segment pairs + i its positive; random bytes. */
+static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns, size_t text, size_t pairs, size_t t) {
+    uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
+    size_t segments = 0;
+    for (size_t c = 0; c < rows * columns; ++c) {
+        size_t i = c % text;
+        if (!i) b.spans[2 * segments] = (uint32_t)c, b.spans[2 * segments + 1] = (uint32_t)text, segments++;
+        b.values[c] = next_() & 255;
+        b.targets[c] = -1;
+        b.positions[3 * c] = b.positions[3 * c + 1] = b.positions[3 * c + 2] = (int32_t)i;
+        b.segment_of[c] = (uint32_t)(segments - 1);
+    }
+    for (size_t i = 0; i < pairs; ++i) {
+        b.anchors[i] = (uint32_t)i, b.candidates[i] = (uint32_t)(pairs + i);
+        for (size_t j = 0; j < pairs; ++j) b.labels[i * pairs + j] = i == j;
+    }
+    b.counts[0] = b.counts[1] = (uint32_t)pairs;
+    uform_cuda_batch_finish(step, slot, 1e-4, t);
+}
+
 int main(int argc, char **argv) {
-    size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20;
+    size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
     int recompute = 0, ceiling = 0;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
@@ -110,6 +134,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--segment")) segment = value;
         else if (!strcmp(flag, "--recompute")) recompute = (int)value;
         else if (!strcmp(flag, "--steps")) steps = value;
+        else if (!strcmp(flag, "--pairs")) pairs = value;
+        else if (!strcmp(flag, "--text")) text = value;
         else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
     }
     int devices = 0;
@@ -117,21 +143,38 @@ int main(int argc, char **argv) {
     double tflops_ceiling = ceiling ? ceiling_() : 0;
     size_t free_before, total;
     CHECK(cudaMemGetInfo(&free_before, &total));
-    uform_cuda_step_config_t config = {width, depth, rows * columns, recompute, 1, 0, 0.9, 0.999, 1.0, 0.0};
+    if (pairs) {
+        if (!text || columns % text || 2 * pairs * text % columns) {
+            fprintf(stderr, "train_cuda: --columns must hold whole texts and the 2 x pairs texts whole rows\n");
+            return 2;
+        }
+        rows = 2 * pairs * text / columns;
+        segment = text;
+    }
+    uform_cuda_step_config_t config = {.width = width, .depth = depth, .cells = rows * columns, .recompute = recompute,
+                                       .tune = 1, .beta1 = 0.9, .beta2 = 0.999, .clip = 1.0};
+    if (pairs) {
+        config.objective = uform_cuda_contrastive_k;
+        config.segments = 2 * pairs, config.anchors = config.candidates = pairs, config.embedding_width = width;
+        for (size_t m = 64; m <= width && config.widths_count < 8; m *= 2) config.widths[config.widths_count++] = m;
+    }
     uform_cuda_step_t *step;
     char error[256];
     if (uform_cuda_step_create(&step, &config, error, sizeof(error))) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }
     size_t count;
     uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
     size_t parameters = 0;
-    for (size_t i = 0; i < count; ++i) { /* weights ~ N(0, 0.02) by a sum of uniforms, gains 1 */
+    for (size_t i = 0; i < count; ++i) { /* weights ~ N(0, 0.02) by a sum of uniforms; vectors as SPEC.md starts them */
         size_t elements = tensors[i].rows * tensors[i].columns;
         parameters += elements;
         void *host = malloc(elements * 4);
+        char const *name = tensors[i].name;
+        float start = !strcmp(name, "pool.query") ? 0.0f : !strcmp(name, "siglip.scale") ? (float)log(10.0)
+                    : !strcmp(name, "siglip.bias") ? -10.0f : 1.0f;
         for (size_t e = 0; e < elements; ++e) {
             float value = (float)((uniform_() + uniform_() + uniform_() - 1.5) * 0.04);
             if (tensors[i].is_matrix) ((uint16_t *)host)[e] = bf16_(value);
-            else ((float *)host)[e] = 1.0f;
+            else ((float *)host)[e] = start;
         }
         CHECK(cudaMemcpy(tensors[i].parameter, host, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyHostToDevice));
         free(host);
@@ -143,7 +186,8 @@ int main(int argc, char **argv) {
         int slot = (int)(t & 1);
         CHECK(uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
         if (t == 2) first_loss = loss;
-        fill_(step, slot, rows, columns, segment, t + 1);
+        if (pairs) fill_pairs_(step, slot, rows, columns, text, pairs, t + 1);
+        else fill_(step, slot, rows, columns, segment, t + 1);
         if (t == warmup) { /* time from here: drain the warm-up steps first */
             CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
             start = seconds_();
@@ -159,11 +203,11 @@ int main(int argc, char **argv) {
     double tflops = (6.0 * (double)parameters + attention_flops) * bytes_per_s / 1e12;
     struct cudaDeviceProp properties;
     CHECK(cudaGetDeviceProperties(&properties, 0));
-    printf("{\"system\": \"uform\", \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
+    printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
            "\"segment\": %zu, \"recompute\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %.4f, \"loss_last\": %.4f}\n",
-           properties.name, width, depth, rows, columns, segment, recompute, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss);

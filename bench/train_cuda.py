@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """The CUDA training step beside the PyTorch peer, in one run on one card.
 
-Runs ../shared/peers/torch_mlm_step.py (or the copy given by --peer) over the plan, then our
-uform_bench_train_cuda for each row with recomputation off and on, and prints one table: bytes/s,
-MFU against each side's own measured matmul ceiling, peak device memory, and our ratios. Writes
-everything to OUT/train_cuda.json.
+Masked bytes: runs ../shared/peers/torch_mlm_step.py (or the copy given by --peer) over the plan,
+then our uform_bench_train_cuda for each row with recomputation off and on, and prints one table:
+bytes/s, MFU against each side's own measured matmul ceiling, peak device memory, our ratios.
+Contrastive: runs torch_siglip_step.py (beside the MLM peer) and our contrastive step for the same
+pairs, text lengths and recomputation, and prints pairs/s side by side. Writes everything to
+OUT/train_cuda.json.
 
     python3 bench/train_cuda.py --build build-gpu [--peer PATH | --no-peer] [--plan tiny:16:4096:4096 ...]
+                                [--pairs-plan tiny:1024:128:0 ...]
 """
 import argparse
 import json
@@ -16,25 +19,26 @@ import sys
 
 TIERS = {"tiny": (512, 12), "small": (1024, 12), "medium": (1024, 24)}
 PLAN = ["tiny:16:4096:4096", "tiny:16:4096:512", "small:16:4096:4096", "small:16:4096:512"]
+PAIRS_PLAN = ["tiny:1024:128:0", "tiny:1024:256:1", "small:1024:256:1"]
 
 
-def ours(build, tier, rows, columns, segment, recompute, ceiling, steps):
+def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=()):
     width, depth = TIERS[tier]
     command = [os.path.join(build, "uform_bench_train_cuda"), "--width", str(width), "--depth", str(depth),
                "--rows", str(rows), "--columns", str(columns), "--segment", str(segment),
-               "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else [])
+               "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else []) + list(extra)
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         return dict(error=(done.stderr or done.stdout)[-400:])
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def peer(path, plan, out):
+def peer(path, plan, out, result="torch_uform.json"):
     env = dict(os.environ, OUT=out)
     done = subprocess.run([sys.executable, path] + plan, capture_output=True, text=True, env=env)
     sys.stderr.write(done.stderr[-2000:] if done.returncode else "")
     try:
-        with open(os.path.join(out, "torch_uform.json")) as file:
+        with open(os.path.join(out, result)) as file:
             return json.load(file)
     except OSError:
         return dict(ceiling_tflops=0, rows=[], error=done.stdout[-400:] + done.stderr[-400:])
@@ -46,6 +50,7 @@ def main():
     parser.add_argument("--peer", default="../shared/peers/torch_mlm_step.py", help="the PyTorch peer script")
     parser.add_argument("--no-peer", action="store_true", help="time our step only")
     parser.add_argument("--plan", nargs="*", default=PLAN, help="tier:rows:columns:segment_bytes")
+    parser.add_argument("--pairs-plan", nargs="*", default=PAIRS_PLAN, help="tier:pairs:text_bytes:recompute(0/1)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/out"), help="folder for train_cuda.json")
     args = parser.parse_args()
@@ -77,8 +82,28 @@ def main():
         print(f"| {tier} | {segment} | {p.get('bytes_per_s', 'n/a')} | {o.get('bytes_per_s', o.get('error', 'n/a'))} "
               f"| {ratio:.2f} | {p.get('mfu', 'n/a')} | {o.get('mfu', 'n/a')} | {p.get('peak_GiB', 'n/a')} "
               f"| {r.get('peak_GiB', r.get('error', 'n/a'))} | {memory:.2f} | {r.get('bytes_per_s', 'n/a')} |")
+    pairs_peer = [] if args.no_peer or not args.pairs_plan else peer(
+        os.path.join(os.path.dirname(args.peer), "torch_siglip_step.py"), args.pairs_plan, args.out, "torch_siglip.json")
+    pairs_table = []
+    for index, item in enumerate(args.pairs_plan):
+        tier, pairs, text, recompute = item.split(":")
+        mine = ours(args.build, tier, 0, 4096, int(text), bool(int(recompute)), False, args.steps,
+                    ["--pairs", pairs, "--text", text])
+        theirs = pairs_peer[index] if isinstance(pairs_peer, list) and index < len(pairs_peer) else {}
+        pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
+    if pairs_table:
+        print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB |")
+        print("|---|---|---|---|---|---|---|---|")
+    for row in pairs_table:
+        p, o = row["peer"], row["ours"]
+        tier, _, text, recompute = row["plan"].split(":")
+        ratio = o.get("pairs_per_s", 0) / p["pairs_per_s"] if p.get("pairs_per_s") else float("nan")
+        print(f"| {tier} | {text} | {recompute} | {p.get('pairs_per_s', p.get('error', 'n/a'))} "
+              f"| {o.get('pairs_per_s', o.get('error', 'n/a'))} | {ratio:.2f} | {p.get('peak_GiB', 'n/a')} "
+              f"| {o.get('peak_GiB', 'n/a')} |")
     with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
-        json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table), file, indent=1)
+        json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table, pairs_peer=pairs_peer,
+                       pairs=pairs_table), file, indent=1)
 
 
 if __name__ == "__main__":

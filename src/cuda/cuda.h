@@ -48,6 +48,8 @@ int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidd
 int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, size_t cells, size_t hidden_width,
                                uint16_t *d_gate_up, void *stream, int plant);
 
+/** y [count] (BF16) = x [count] (Float32) rounded to nearest even: a gradient entering a product. */
+int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream, int plant);
 /** result[0] = sum(x [count]) times *scale (device; NULL for 1), in a fixed order (one block). */
 int uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream);
 

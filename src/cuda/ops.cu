@@ -155,6 +155,13 @@ __global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_h
     *reinterpret_cast<uint4 *>(d_gate_up + cell * 2 * hidden_width + hidden_width + i) = d_up;
 }
 
+__global__ void round_kernel(float const *x, size_t count, uint16_t *y, int plant) {
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (index >= count) return;
+    float value = x[index];
+    y[index] = plant == 1 ? (uint16_t)(__float_as_uint(value) >> 16) : uform_f32_to_bf16(value); /* planted: truncation */
+}
+
 /* result[0] = scale * sum(x), one block, a fixed order. */
 __global__ void sum_kernel(float const *x, size_t count, float const *scale, float *result) {
     __shared__ float shared[1024];
@@ -239,6 +246,12 @@ extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *
     if (hidden_width % 8) return (int)cudaErrorInvalidValue;
     swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, d_hidden, cells, hidden_width,
                                                                                    d_gate_up, plant);
+    return launched();
+}
+
+extern "C" int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream, int plant) {
+    if (!count) return 0;
+    round_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(x, count, y, plant);
     return launched();
 }
 

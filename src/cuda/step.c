@@ -24,6 +24,8 @@ typedef struct batch_device_t {
     uint32_t *values, *segment_of, *spans, *order, *offsets;
     int32_t *targets, *positions;
     float *scalars;
+    uint32_t *anchors, *candidates, *counts;
+    uint8_t *labels;
 } batch_device_t;
 
 struct uform_cuda_step_t {
@@ -47,6 +49,10 @@ struct uform_cuda_step_t {
     activations_t *layers;  /* one per block, or one shared with recomputation */
     uint16_t *h, *logits, *d_logits, *dy, *d_gate_up, *d_attended, *d_qkv;
     float *final_scales, *losses, *loss, *d_stream, *d_normed, *d_hidden, *deltas;
+    /* Contrastive: pooled rows, pool weights, embeddings and their gradients, SigLIP's scratch. */
+    uint16_t *pooled, *d_embeddings16;
+    float *pool_weights, *embeddings, *d_embeddings, *d_pooled, *query_partials;
+    void *siglip_scratch;
 };
 
 static int fail_(char *error, size_t size, int status, char const *format, ...) {
@@ -73,16 +79,28 @@ static void layout_(uform_cuda_step_t *step) {
     step->used = 0;
     char const *block_names[6] = {"attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"};
     size_t block_rows[6] = {d, 3 * d, d, d, 8 * d, d}, block_columns[6] = {1, d, d, 1, d, 4 * d};
+    /* After the blocks: final_norm, then the objective's heads (name, rows, columns). */
+    struct { char const *name; size_t rows, columns; } heads[5] = {{"final_norm", d, 1}, {"mlm.head", vocabulary_k, d}};
+    size_t heads_count = 2;
+    if (c->objective == uform_cuda_contrastive_k) {
+        heads[1].name = "pool.query", heads[1].rows = d, heads[1].columns = 1;
+        heads[2].name = "pool.proj", heads[2].rows = c->embedding_width, heads[2].columns = d;
+        heads[3].name = "siglip.scale", heads[3].rows = 1, heads[3].columns = 1;
+        heads[4].name = "siglip.bias", heads[4].rows = 1, heads[4].columns = 1;
+        heads_count = 5;
+    }
     size_t count = 0;
     /* Parameters: BF16 matrices and Float32 vectors; then gradients, contiguous for one memset. */
     for (size_t pass = 0; pass < 2; ++pass) {
         count = 0;
-        for (size_t t = 0; t < 6 * depth + 3; ++t) {
+        for (size_t t = 0; t < 1 + 6 * depth + heads_count; ++t) {
             uform_cuda_tensor_t *tensor = &step->tensors[count++];
             if (t == 0) snprintf(tensor->name, sizeof(tensor->name), "embed.bytes"), tensor->rows = vocabulary_k, tensor->columns = d;
-            else if (t == 6 * depth + 1) snprintf(tensor->name, sizeof(tensor->name), "final_norm"), tensor->rows = d, tensor->columns = 1;
-            else if (t == 6 * depth + 2) snprintf(tensor->name, sizeof(tensor->name), "mlm.head"), tensor->rows = vocabulary_k, tensor->columns = d;
-            else {
+            else if (t > 6 * depth) {
+                size_t head = t - 1 - 6 * depth;
+                snprintf(tensor->name, sizeof(tensor->name), "%s", heads[head].name);
+                tensor->rows = heads[head].rows, tensor->columns = heads[head].columns;
+            } else {
                 size_t block = (t - 1) / 6, part = (t - 1) % 6;
                 snprintf(tensor->name, sizeof(tensor->name), "blocks.%zu.%s", block, block_names[part]);
                 tensor->rows = block_rows[part], tensor->columns = block_columns[part];
@@ -113,6 +131,8 @@ static void layout_(uform_cuda_step_t *step) {
         b->values = take_(step, n * 4), b->targets = take_(step, n * 4), b->positions = take_(step, 3 * n * 4);
         b->segment_of = take_(step, n * 4), b->spans = take_(step, 2 * n * 4), b->order = take_(step, n * 4);
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
+        b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 2 * 4);
+        b->labels = take_(step, c->anchors * c->candidates);
         step->batch_memory[slot] = (unsigned char *)b->values;
         step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
     }
@@ -126,7 +146,16 @@ static void layout_(uform_cuda_step_t *step) {
         a->scales2 = take_(step, n * 4);
     }
     step->h = take_(step, n * d * 2), step->final_scales = take_(step, n * 4);
-    step->logits = take_(step, n * logits_stride_k * 2), step->d_logits = take_(step, n * logits_stride_k * 2);
+    if (c->objective == uform_cuda_mlm_k) {
+        step->logits = take_(step, n * logits_stride_k * 2), step->d_logits = take_(step, n * logits_stride_k * 2);
+    } else {
+        size_t segments = c->segments, e = c->embedding_width;
+        step->pooled = take_(step, segments * d * 2), step->pool_weights = take_(step, n * step->heads * 4);
+        step->embeddings = take_(step, segments * e * 4), step->d_embeddings = take_(step, segments * e * 4);
+        step->d_embeddings16 = take_(step, segments * e * 2), step->d_pooled = take_(step, segments * d * 4);
+        step->query_partials = take_(step, segments * d * 4);
+        step->siglip_scratch = take_(step, uform_cuda_siglip_scratch(c->anchors, c->candidates, e, c->widths_count));
+    }
     step->losses = take_(step, n * 4), step->loss = take_(step, 4);
     step->d_stream = take_(step, n * d * 4), step->d_normed = take_(step, n * d * 4), step->dy = take_(step, n * d * 2);
     step->d_hidden = take_(step, n * 4 * d * 4), step->d_gate_up = take_(step, n * 8 * d * 2);
@@ -197,23 +226,11 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     return 0;
 }
 
-/* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
-static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
-    uform_cuda_step_config_t const *c = &step->config;
-    size_t n = c->cells, d = c->width, depth = c->depth;
+/* The masked-byte head and its loss: d_normed gets dL/dh. */
+static int mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+    size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
-    batch_device_t const *b = &step->batch[slot];
-    uform_cuda_tensor_t *embed = &step->tensors[0], *final_norm = &step->tensors[6 * depth + 1];
-    uform_cuda_tensor_t *head = &step->tensors[6 * depth + 2];
-    char *gradients = (char *)step->tensors[0].gradient;
-    size_t gradient_bytes = (size_t)((char *)head->gradient - gradients) + head->rows * head->columns * 4;
-    TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
-    TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
-    TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
-    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
-    /* The masked-byte head and its loss. */
-    float const *last = step->x + depth * n * d;
-    TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
+    uform_cuda_tensor_t *head = &step->tensors[6 * step->config.depth + 2];
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
                         logits_stride_k, 0, s, 0));
     TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
@@ -221,8 +238,52 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_sum(step->losses, n, &b->scalars[0], step->loss, s));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, vocabulary_k, d, n, step->d_logits, logits_stride_k, step->h, d, NULL,
                         head->gradient, d, 1, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d, NULL,
-                        step->d_normed, d, 1, s, 0));
+    return uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d,
+                           NULL, step->d_normed, d, 1, s, 0);
+}
+
+/* The attention pool, pool.proj and Matryoshka SigLIP: d_normed gets dL/dh. */
+static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t n = c->cells, d = c->width, segments = c->segments, e = c->embedding_width;
+    void *s = step->stream;
+    uform_cuda_tensor_t *query = &step->tensors[6 * c->depth + 2], *proj = &step->tensors[6 * c->depth + 3];
+    uform_cuda_tensor_t *scale = &step->tensors[6 * c->depth + 4], *bias = &step->tensors[6 * c->depth + 5];
+    TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
+                        1, s, 0));
+    TRY((int)cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream));
+    TRY(uform_cuda_siglip(step->embeddings, e, b->anchors, b->candidates, b->counts, c->anchors, c->candidates, b->labels,
+                          c->widths, c->widths_count, scale->parameter, bias->parameter, step->loss, step->d_embeddings,
+                          scale->gradient, bias->gradient, step->siglip_scratch, s, 0));
+    TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 1, 0, e, d, segments, step->d_embeddings16, e, step->pooled, d, NULL, proj->gradient, d,
+                        1, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 0, segments, d, e, step->d_embeddings16, e, proj->parameter, d, NULL, step->d_pooled,
+                        d, 1, s, 0));
+    TRY((int)cudaMemsetAsync(step->d_normed, 0, n * d * 4, step->stream));
+    TRY(uform_cuda_pool_backward(step->h, query->parameter, step->pool_weights, step->d_pooled, b->spans, segments, d,
+                                 step->d_normed, step->query_partials, s, 0));
+    return uform_cuda_pool_query_reduce(step->query_partials, segments, d, query->gradient, s);
+}
+
+/* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
+static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t n = c->cells, d = c->width, depth = c->depth;
+    void *s = step->stream;
+    batch_device_t const *b = &step->batch[slot];
+    uform_cuda_tensor_t *embed = &step->tensors[0], *final_norm = &step->tensors[6 * depth + 1];
+    uform_cuda_tensor_t *last_tensor = &step->tensors[step->tensors_count - 1];
+    char *gradients = (char *)step->tensors[0].gradient;
+    size_t gradient_bytes = (size_t)((char *)last_tensor->gradient - gradients) + last_tensor->rows * last_tensor->columns * 4;
+    TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
+    TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
+    TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
+    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
+    float const *last = step->x + depth * n * d;
+    TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
+    TRY(c->objective == uform_cuda_mlm_k ? mlm_head_(step, b) : contrastive_head_(step, b));
     TRY((int)cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
                                     step->dy, step->gain_partials, s, 0));
@@ -254,7 +315,13 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
     step->config = *config;
     step->heads = config->width / 64;
-    size_t tensors = 6 * config->depth + 3;
+    if (config->objective == uform_cuda_contrastive_k &&
+        (!config->segments || !config->anchors || !config->candidates || !config->embedding_width ||
+         !config->widths_count || config->widths_count > 8 || config->anchors + config->candidates > config->segments))
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: the contrastive step needs segments, anchors, candidates (within the "
+                     "segments), pool.proj's width and 1 to 8 Matryoshka widths");
+    size_t tensors = 6 * config->depth + 6;
     step->tensors = calloc(tensors, sizeof(*step->tensors));
     step->moment_row = calloc(tensors, sizeof(float *)), step->moment_column = calloc(tensors, sizeof(float *));
     step->moment_first = calloc(tensors, sizeof(float *));
@@ -310,7 +377,8 @@ uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
     unsigned char *host = step->staging[slot], *base = step->batch_memory[slot];
 #define HOST_VIEW(pointer) ((void *)(host + ((unsigned char *)(pointer) - base)))
     uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
-                               HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars)};
+                               HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars),
+                               HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels)};
 #undef HOST_VIEW
     return view;
 }

@@ -14,9 +14,19 @@ extern "C" {
 
 typedef struct uform_cuda_step_t uform_cuda_step_t;
 
+typedef enum uform_cuda_objective_t {
+    uform_cuda_mlm_k = 0,         /* masked bytes: mlm.head and the fused cross-entropy */
+    uform_cuda_contrastive_k = 1, /* the attention pool, pool.proj and Matryoshka SigLIP */
+} uform_cuda_objective_t;
+
 typedef struct uform_cuda_step_config_t {
     size_t width, depth; /* d and L; heads of 64 */
     size_t cells;        /* cells per step (rows x columns), fixed for the graph */
+    uform_cuda_objective_t objective;
+    /* Contrastive only: segments per step (fixed for the graph; every batch lists exactly this
+     * many), the anchors and candidates capacities, pool.proj's rows E and the Matryoshka widths. */
+    size_t segments, anchors, candidates, embedding_width;
+    size_t widths[8], widths_count;
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
     int tune;            /* 1: time cuBLASLt's candidates per shape on the first (eager) step */
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
@@ -32,6 +42,9 @@ typedef struct uform_cuda_batch_t {
     uint32_t *spans;      /* [segments, 2] first cell and length; segments in cell order, covering all cells */
     uint32_t *order, *offsets; /* filled by uform_cuda_batch_finish */
     float *scalars;       /* [4] filled by uform_cuda_batch_finish: 1/scored, rate, 1 - b1^t, 1 - b2^t */
+    /* Contrastive: anchor and candidate segments, live counts [2] and labels [anchors x candidates] (1: positive). */
+    uint32_t *anchors, *candidates, *counts;
+    uint8_t *labels;
 } uform_cuda_batch_t;
 
 typedef struct uform_cuda_tensor_t {

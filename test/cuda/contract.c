@@ -652,6 +652,25 @@ static void check_adafactor_(int plant) {
     record_("adafactor_vector", clipped > free_running ? clipped : free_running, plant);
 }
 
+/* --- Rounding to BF16: exactly the nearest even value (bound 0), NaN and infinity kept; the
+ *     planted control truncates instead. */
+static void check_round_(int plant) {
+    size_t count = 50000;
+    float *x = malloc(count * 4);
+    uint16_t *y = malloc(count * 2);
+    fill_f32_(x, count, 1e3);
+    x[0] = INFINITY, x[1] = -INFINITY, x[2] = 0.0f, x[3] = -0.0f;
+    float *g_x = device_(count * 4);
+    uint16_t *g_y = device_(count * 2);
+    upload_(g_x, x, count * 4);
+    CUDA_OK(uform_cuda_round_bf16(g_x, count, g_y, NULL, plant));
+    download_(y, g_y, count * 2);
+    double worst = 0;
+    for (size_t i = 0; i < count; ++i) compare_(&worst, bf16_to_f32_(y[i]), bf16_to_f32_(f32_to_bf16_(x[i])), 0);
+    record_("round_bf16", worst, plant);
+    free(x), free(y), cudaFree(g_x), cudaFree(g_y);
+}
+
 /* --- The loss total: one block of 1024 threads, count/1024 serial terms each, then a 10-level tree,
  *     then the product by the scale: |error| <= (count/1024 + 11) u scale sum |x| + u |result*|. */
 static void check_sum_(int plant) {
@@ -739,6 +758,7 @@ int main(int argc, char **argv) {
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 1, {"bias correction of V dropped"}},
         {check_sum_, 1, {"the last 1000 terms dropped"}},
+        {check_round_, 1, {"truncation for rounding"}},
         {check_gemm_, 1, {"C accumulated, not overwritten"}},
         {check_siglip_, 3, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored"}},
         {check_maxsim_, 2, {"argmax ties to the later cell", "normalization's projection term dropped (backward)"}},
