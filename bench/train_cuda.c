@@ -9,7 +9,7 @@
  *  SigLIP over the attention pool at every power-of-two width from 64 to d.
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--pairs 0] [--text 128] [--recompute 0|1] [--steps 20] [--ceiling]
+ *                             [--pairs 0] [--text 128] [--recompute 0|1] [--cudnn 0|1] [--steps 20] [--ceiling]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -121,7 +121,7 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
-    int recompute = 0, ceiling = 0;
+    int recompute = 0, ceiling = 0, cudnn = 0;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
@@ -133,6 +133,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--columns")) columns = value;
         else if (!strcmp(flag, "--segment")) segment = value;
         else if (!strcmp(flag, "--recompute")) recompute = (int)value;
+        else if (!strcmp(flag, "--cudnn")) cudnn = (int)value;
         else if (!strcmp(flag, "--steps")) steps = value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
@@ -153,6 +154,8 @@ int main(int argc, char **argv) {
     }
     uform_cuda_step_config_t config = {.width = width, .depth = depth, .cells = rows * columns, .recompute = recompute,
                                        .tune = 1, .beta1 = 0.9, .beta2 = 0.999, .clip = 1.0};
+    config.cudnn_attention = cudnn, config.longest = segment < columns ? segment : columns;
+    config.segments = rows * ((columns + segment - 1) / segment);
     if (pairs) {
         config.objective = uform_cuda_contrastive_k;
         config.segments = 2 * pairs, config.anchors = config.candidates = pairs, config.embedding_width = width;
@@ -204,10 +207,10 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp properties;
     CHECK(cudaGetDeviceProperties(&properties, 0));
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
-           "\"segment\": %zu, \"recompute\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
+           "\"segment\": %zu, \"recompute\": %d, \"cudnn\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %.4f, \"loss_last\": %.4f}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, cudnn, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss);

@@ -19,6 +19,20 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow" 2>/dev/null ||
   python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow
+# cuDNN's header-only C++ frontend (for the CUDA backend's fused attention): PyPI ships it inside
+# its wheel; only the headers are kept, in third_party/ (git-ignored).
+frontend=third_party/cudnn-frontend
+if command -v nvcc > /dev/null && [ ! -f "$frontend/include/cudnn_frontend.h" ]; then
+  wheels="$(mktemp -d)"
+  if python3 -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
+       --platform manylinux_2_28_x86_64 -d "$wheels" nvidia-cudnn-frontend==1.16.0; then
+    mkdir -p "$frontend" && python3 -m zipfile -e "$wheels"/nvidia_cudnn_frontend-*.whl "$wheels/unpacked"
+    cp -r "$wheels/unpacked/include" "$frontend/"
+  else
+    echo "setup: could not fetch cuDNN's frontend; the CUDA backend builds without cuDNN attention"
+  fi
+  rm -rf "$wheels"
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null

@@ -1,5 +1,6 @@
-/*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU,
- *  with a live progress line, a JSONL log, atomic checkpoints and exact resume. */
+/*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU
+ *  (or, for the masked-byte objective, on one GPU: uform_base_cuda.c), with a live progress line,
+ *  a JSONL log, atomic checkpoints and exact resume. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -18,8 +19,8 @@
 static char const *const uform_base_usage_ =
     "usage: uform_base --mixture FILE --output DIR [options]\n"
     "\n"
-    "Trains a UForm model on the CPU and writes checkpoints to DIR/step-NNNNNNNN (DIR/latest points at\n"
-    "the newest), with DIR/log.jsonl holding one line per step.\n"
+    "Trains a UForm model on the CPU (or one GPU: --device cuda) and writes checkpoints to\n"
+    "DIR/step-NNNNNNNN (DIR/latest points at the newest), with DIR/log.jsonl holding one line per step.\n"
     "\n"
     "  --tier TIER              tiny, small, medium, large, xl or WIDTHxDEPTH (default 128x2); ignored\n"
     "                           with --resume or --init-from\n"
@@ -38,22 +39,61 @@ static char const *const uform_base_usage_ =
     "  --tcr-lambda X           total coding rate weight (default 0)\n"
     "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
     "  --threads N              worker threads (default: all cores)\n"
+    "  --device cpu|cuda        where the steps run (default cpu); cuda trains the mlm objective alone,\n"
+    "                           without --tcr-lambda, --lipschitz-lambda or --resume, and its\n"
+    "                           checkpoints hold the weights but not the optimizer state\n"
+    "  --recompute 0|1          cuda: replay each block's forward in the backward pass instead of\n"
+    "                           keeping its activations (default 1: less device memory, one more forward)\n"
     "  --quiet                  no progress line\n";
 
 typedef struct {
-    char const *tier, *mixture, *objective, *output, *resume, *init_from;
+    char const *tier, *mixture, *objective, *output, *resume, *init_from, *device;
     double learning_rate, tcr_lambda, lipschitz_lambda;
-    unsigned long long steps, rows, warmup, seed, save_every, keep, threads;
-    int warmup_set, quiet;
+    unsigned long long steps, rows, warmup, seed, save_every, keep, threads, recompute;
+    int warmup_set, quiet, cuda;
 } uform_base_options_t;
+
+#ifdef UFORM_HAVE_CUDA
+#include "uform_base_cuda.h"
+#endif
 
 static int uform_base_fail_(uform_status_t status) {
     fprintf(stderr, "uform_base: %s error: %s\n", uform_status_name(status), uform_last_error());
     return 1;
 }
 
+/* --device cuda: refuses what runs on the CPU only so far, then a build or machine without CUDA.
+ * Returns 0 to go on (`device` then names the GPU), else the exit code, having said why. */
+static int uform_base_check_device_(uform_base_options_t const *options, uform_objective_t objective, char *device,
+                                    size_t capacity) {
+    snprintf(device, capacity, "cpu");
+    if (!options->cuda) return 0;
+    char const *cpu_only = objective == uform_objective_contrastive_k ? "the contrastive objective"
+                           : objective == uform_objective_rerank_k    ? "the rerank objective"
+                           : options->tcr_lambda > 0                  ? "--tcr-lambda"
+                           : options->lipschitz_lambda > 0            ? "--lipschitz-lambda"
+                                                                      : NULL;
+    if (cpu_only) {
+        fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains the mlm objective alone\n", cpu_only);
+        return 2;
+    }
+    if (options->resume) {
+        fprintf(stderr, "uform_base: --resume runs on the CPU only so far: --device cuda does not save the optimizer state "
+                        "yet; --init-from starts a new run from a checkpoint's weights (with a fresh head)\n");
+        return 2;
+    }
+#ifdef UFORM_HAVE_CUDA
+    uform_status_t status = uform_base_cuda_available(device, capacity);
+    return status == uform_ok_k ? 0 : uform_base_fail_(status);
+#else
+    fprintf(stderr, "uform_base: --device cuda: this build has no CUDA backend (configure where nvcc is found, with "
+                    "-DUFORM_CUDA=ON)\n");
+    return 2;
+#endif
+}
+
 static int uform_base_parse_(int argc, char **argv, uform_base_options_t *options) {
-    *options = (uform_base_options_t){.tier = "128x2", .steps = 100, .rows = 8, .keep = 2};
+    *options = (uform_base_options_t){.tier = "128x2", .steps = 100, .rows = 8, .keep = 2, .device = "cpu", .recompute = 1};
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
@@ -77,6 +117,7 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
             {"--output", &options->output, NULL, NULL},
             {"--resume", &options->resume, NULL, NULL},
             {"--init-from", &options->init_from, NULL, NULL},
+            {"--device", &options->device, NULL, NULL},
             {"--learning-rate", NULL, &options->learning_rate, NULL},
             {"--tcr-lambda", NULL, &options->tcr_lambda, NULL},
             {"--lipschitz-lambda", NULL, &options->lipschitz_lambda, NULL},
@@ -87,6 +128,7 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
             {"--save-every", NULL, NULL, &options->save_every},
             {"--keep", NULL, NULL, &options->keep},
             {"--threads", NULL, NULL, &options->threads},
+            {"--recompute", NULL, NULL, &options->recompute},
         };
         size_t found = sizeof(table) / sizeof(table[0]);
         for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); ++t)
@@ -122,6 +164,15 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
     }
     if (!options->rows || !options->steps) {
         fprintf(stderr, "uform_base: --rows and --steps must be positive\n");
+        return 0;
+    }
+    options->cuda = !strcmp(options->device, "cuda");
+    if (!options->cuda && strcmp(options->device, "cpu")) {
+        fprintf(stderr, "uform_base: --device is cpu or cuda, not '%s'\n", options->device);
+        return 0;
+    }
+    if (options->recompute > 1) {
+        fprintf(stderr, "uform_base: --recompute is 0 or 1, not %llu\n", options->recompute);
         return 0;
     }
     return 1;
@@ -162,6 +213,11 @@ static char *uform_state_json_(uform_batcher_state_t const *state, size_t step, 
     json_object_set_new(root, "rows", json_integer((json_int_t)options->rows));
     json_object_set_new(root, "seed", json_integer((json_int_t)options->seed));
     json_object_set_new(root, "batcher", batcher);
+    if (options->cuda) { /* the moments stay on the GPU: a resume could not be exact, so it is refused */
+        json_object_set_new(root, "device", json_string("cuda"));
+        json_object_set_new(root, "optimizer", json_string("not saved: --device cuda keeps it on the GPU; "
+                                                           "optimizer.safetensors holds zeros"));
+    }
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return text;
@@ -176,7 +232,7 @@ static unsigned long long uform_word_(json_t const *object, char const *key, int
 }
 
 static uform_status_t uform_state_parse_(char const *path, uform_batcher_state_t *state, size_t *step,
-                                         unsigned long long *seed, unsigned long long *rows) {
+                                         unsigned long long *seed, unsigned long long *rows, int *weights_only) {
     json_error_t error;
     json_t *root = json_load_file(path, 0, &error);
     if (!root) {
@@ -184,6 +240,7 @@ static uform_status_t uform_state_parse_(char const *path, uform_batcher_state_t
         return uform_format_k;
     }
     json_t *batcher = json_object_get(root, "batcher");
+    *weights_only = json_is_string(json_object_get(root, "optimizer"));
     int ok = json_is_object(batcher) && json_is_integer(json_object_get(root, "step"));
     memset(state, 0, sizeof(*state));
     if (ok) {
@@ -232,6 +289,60 @@ static void uform_duration_(double seconds, char *text, size_t capacity) {
     else snprintf(text, capacity, "%dh%02dm", (int)(seconds / 3600), (int)fmod(seconds / 60, 60));
 }
 
+/* What the log and the progress line carry from step to step. */
+typedef struct uform_base_progress_t {
+    FILE *log;
+    uform_base_options_t const *options;
+    int interactive;
+    size_t first_step;
+    double start, reported, cells_done; /* clocks at the start and at the last report; cells trained */
+    uform_losses_t losses;              /* of the last step reported */
+    size_t launched_step, launched_cells; /* --device cuda: the step in flight, reported when it ends */
+    double launched_rate;
+} uform_base_progress_t;
+
+/* One finished step (`step` counted from 1) into the JSONL log and onto the progress line. */
+static void uform_base_report_(uform_base_progress_t *progress, size_t step, size_t cells, double rate, double seconds,
+                               uform_losses_t const *losses) {
+    uform_base_options_t const *options = progress->options;
+    progress->losses = *losses;
+    progress->cells_done += (double)cells;
+    double now = uform_clock_(), elapsed = now - progress->start, rate_bytes = progress->cells_done / elapsed;
+    progress->reported = now;
+    fprintf(progress->log, "{\"step\": %zu, \"loss\": %.6f, \"mlm\": %.6f, \"siglip\": %.6f, \"rerank\": %.6f, \"tcr\": %.6f, "
+                           "\"lipschitz\": %.6f, \"learning_rate\": %.6g, \"cells\": %zu, \"seconds\": %.4f, \"bytes_per_s\": %.1f}\n",
+            step, losses->total, losses->mlm, losses->siglip, losses->rerank, losses->tcr, losses->lipschitz, rate, cells,
+            seconds, rate_bytes);
+    fflush(progress->log);
+    size_t done = step - progress->first_step, left = (size_t)options->steps - step;
+    char eta[32];
+    uform_duration_(elapsed / (double)done * (double)left, eta, sizeof(eta));
+    if (progress->interactive)
+        fprintf(stderr, "\rstep %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s   ", step, options->steps, losses->total,
+                rate, rate_bytes, eta);
+    else if (!options->quiet && (done == 1 || step % (options->steps / 10 ? options->steps / 10 : 1) == 0))
+        fprintf(stderr, "step %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s\n", step, options->steps, losses->total, rate,
+                rate_bytes, eta);
+}
+
+#ifdef UFORM_HAVE_CUDA
+/* The step in flight has ended with `loss` (the masked-byte loss alone); its time runs from the last report. */
+static void uform_base_report_cuda_(uform_base_progress_t *progress, float loss) {
+    uform_losses_t losses = {.total = loss, .mlm = loss};
+    uform_base_report_(progress, progress->launched_step, progress->launched_cells, progress->launched_rate,
+                       uform_clock_() - progress->reported, &losses);
+}
+
+/* Before a save: ends (and reports) the step in flight and brings the weights down into the model. */
+static uform_status_t uform_base_settle_(uform_base_cuda_t *cuda, uform_base_progress_t *progress) {
+    int finished = 0;
+    float loss = 0;
+    uform_status_t status = uform_base_cuda_drain(cuda, &finished, &loss);
+    if (status == uform_ok_k && finished) uform_base_report_cuda_(progress, loss);
+    return status == uform_ok_k ? uform_base_cuda_download(cuda) : status;
+}
+#endif
+
 static char *uform_command_line_(int argc, char **argv) {
     size_t length = 1;
     for (int i = 0; i < argc; ++i) length += strlen(argv[i]) + 3;
@@ -259,6 +370,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     mixture.objective = objective;
+    char device[256];
+    int refused = uform_base_check_device_(&options, objective, device, sizeof(device));
+    if (refused) {
+        uform_mixture_close(&mixture);
+        free(command);
+        return refused;
+    }
 
     /* The model: resumed, warm-started, or new. */
     uform_model_t *model = NULL;
@@ -271,7 +389,14 @@ int main(int argc, char **argv) {
         snprintf(state_path, sizeof(state_path), "%s/trainer.json", source);
         snprintf(optimizer_path, sizeof(optimizer_path), "%s/optimizer.safetensors", source);
         unsigned long long seed = 0, rows = 0;
-        if (status == uform_ok_k) status = uform_state_parse_(state_path, &batcher_state, &resumed_step, &seed, &rows);
+        int weights_only = 0;
+        if (status == uform_ok_k)
+            status = uform_state_parse_(state_path, &batcher_state, &resumed_step, &seed, &rows, &weights_only);
+        if (status == uform_ok_k && weights_only) {
+            fprintf(stderr, "uform_base: %s comes from a --device cuda run and holds no optimizer state, so it cannot be "
+                            "resumed exactly; --init-from starts a new run from its weights (with a fresh head)\n", source);
+            return 2;
+        }
         if (status == uform_ok_k && (seed != options.seed || rows != options.rows)) {
             fprintf(stderr, "uform_base: %s was trained with --seed %llu --rows %llu; resume with the same\n", source, seed, rows);
             return 2;
@@ -307,21 +432,28 @@ int main(int argc, char **argv) {
     uform_trainer_t *trainer = NULL;
     uform_batcher_t *batcher = NULL;
     uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed};
-    status = uform_trainer_create(model, &train, (size_t)options.rows * mixture.columns, &trainer);
+    /* On the GPU the trainer only holds the weights' names and masters: no CPU activations. */
+    status = uform_trainer_create(model, &train, options.cuda ? 1 : (size_t)options.rows * mixture.columns, &trainer);
     if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
     if (status == uform_ok_k) status = uform_batcher_create(&mixture, &batching, &batcher);
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
     /* The next batch is packed on a thread of its own while the current one trains. */
     uform_prefetcher_t *prefetcher = NULL;
     if (status == uform_ok_k) status = uform_prefetcher_create(batcher, 2, &prefetcher);
+#ifdef UFORM_HAVE_CUDA
+    uform_base_cuda_t *cuda = NULL;
+    if (status == uform_ok_k && options.cuda)
+        status = uform_base_cuda_create(trainer, (size_t)options.rows, mixture.columns, (int)options.recompute, &cuda);
+#endif
     if (status != uform_ok_k) return uform_base_fail_(status);
 
     /* Where the weights come from, for the checkpoint README. */
     char recipe[512], datasets[1024] = "", warm_start[512];
-    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s",
+    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s%s%s",
              uform_objective_name(objective), options.mixture, options.steps, options.rows, mixture.columns,
              train.learning_rate ? train.learning_rate : config.learning_rate, train.warmup_steps, options.seed,
-             options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "");
+             options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "",
+             options.cuda ? ", on CUDA device " : "", options.cuda ? device : "");
     for (size_t i = 0; i < mixture.sources_count; ++i) {
         size_t used = strlen(datasets);
         if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g)", i ? ", " : "", mixture.sources[i].name,
@@ -350,45 +482,54 @@ int main(int argc, char **argv) {
     if (!options.quiet)
         fprintf(stderr, "uform_base: %s, %s objective, steps %zu..%llu, %llu rows x %zu columns, %s\n", config.tier,
                 uform_objective_name(objective), first_step + 1, options.steps, options.rows, mixture.columns, options.output);
-    double start = uform_clock_(), cells_done = 0;
-    uform_losses_t losses = {0};
+    uform_base_progress_t progress = {.log = log, .options = &options, .interactive = interactive, .first_step = first_step,
+                                      .start = uform_clock_()};
+    progress.reported = progress.start;
     for (size_t step = first_step; step < options.steps; ++step) {
         uform_batch_t batch;
         double step_start = uform_clock_();
         double rate = uform_trainer_learning_rate(trainer);
         status = uform_prefetcher_next(prefetcher, &batch);
-        if (status == uform_ok_k) status = uform_trainer_step(trainer, &batch, &losses);
+        size_t cells = 0;
+        for (size_t i = 0; status == uform_ok_k && i < batch.grid.rows * batch.grid.columns; ++i)
+            cells += batch.grid.segments[i] != -1;
+#ifdef UFORM_HAVE_CUDA
+        if (cuda) { /* the step before this one is reported once this one is under way */
+            int finished = 0;
+            float loss = 0;
+            if (status == uform_ok_k) status = uform_base_cuda_step(cuda, &batch, rate, &finished, &loss);
+            if (status == uform_ok_k && finished) uform_base_report_cuda_(&progress, loss);
+            progress.launched_step = step + 1, progress.launched_cells = cells, progress.launched_rate = rate;
+        } else
+#endif
+        {
+            uform_losses_t losses = {0};
+            if (status == uform_ok_k) status = uform_trainer_step(trainer, &batch, &losses);
+            if (status == uform_ok_k) uform_base_report_(&progress, step + 1, cells, rate, uform_clock_() - step_start, &losses);
+        }
         if (status != uform_ok_k) {
             if (interactive) fputc('\n', stderr);
             return uform_base_fail_(status);
         }
-        size_t cells = 0;
-        for (size_t i = 0; i < batch.grid.rows * batch.grid.columns; ++i) cells += batch.grid.segments[i] != -1;
-        cells_done += (double)cells;
-        double now = uform_clock_(), elapsed = now - start, rate_bytes = cells_done / elapsed;
-        fprintf(log, "{\"step\": %zu, \"loss\": %.6f, \"mlm\": %.6f, \"siglip\": %.6f, \"rerank\": %.6f, \"tcr\": %.6f, "
-                     "\"lipschitz\": %.6f, \"learning_rate\": %.6g, \"cells\": %zu, \"seconds\": %.4f, \"bytes_per_s\": %.1f}\n",
-                step + 1, losses.total, losses.mlm, losses.siglip, losses.rerank, losses.tcr, losses.lipschitz, rate, cells,
-                now - step_start, rate_bytes);
-        fflush(log);
-        size_t done = step + 1 - first_step, left = (size_t)options.steps - step - 1;
-        char eta[32];
-        uform_duration_(elapsed / (double)done * (double)left, eta, sizeof(eta));
-        if (interactive)
-            fprintf(stderr, "\rstep %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s   ", step + 1, options.steps,
-                    losses.total, rate, rate_bytes, eta);
-        else if (!options.quiet && (done == 1 || (step + 1) % (options.steps / 10 ? options.steps / 10 : 1) == 0))
-            fprintf(stderr, "step %zu/%llu  loss %.4f  lr %.2e  %.0f bytes/s  eta %s\n", step + 1, options.steps,
-                    losses.total, rate, rate_bytes, eta);
         if (options.save_every && (step + 1) % options.save_every == 0 && step + 1 < options.steps) {
+#ifdef UFORM_HAVE_CUDA
+            if (cuda && (status = uform_base_settle_(cuda, &progress)) != uform_ok_k) return uform_base_fail_(status);
+#endif
             uform_prefetcher_save(prefetcher, &batcher_state);
             char *state = uform_state_json_(&batcher_state, step + 1, &options);
             status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
             free(state);
             if (status != uform_ok_k) return uform_base_fail_(status);
             saved_step = step + 1;
+            progress.reported = uform_clock_();
         }
     }
+#ifdef UFORM_HAVE_CUDA
+    if (cuda && (status = uform_base_settle_(cuda, &progress)) != uform_ok_k) {
+        if (interactive) fputc('\n', stderr);
+        return uform_base_fail_(status);
+    }
+#endif
     if (interactive) fputc('\n', stderr);
     if (saved_step != (size_t)options.steps || first_step == (size_t)options.steps) {
         uform_prefetcher_save(prefetcher, &batcher_state);
@@ -398,9 +539,13 @@ int main(int argc, char **argv) {
         if (status != uform_ok_k) return uform_base_fail_(status);
     }
     if (!options.quiet)
-        fprintf(stderr, "uform_base: final loss %.4f; checkpoint %s/latest, log %s\n", losses.total, options.output, log_path);
+        fprintf(stderr, "uform_base: final loss %.4f; checkpoint %s/latest, log %s\n", progress.losses.total, options.output,
+                log_path);
     fclose(log);
     uform_prefetcher_close(prefetcher);
+#ifdef UFORM_HAVE_CUDA
+    uform_base_cuda_close(cuda);
+#endif
     uform_batcher_close(batcher);
     uform_trainer_close(trainer);
     uform_model_close(model);

@@ -2,12 +2,46 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all] [bench flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|parity] [flags...]
+# `parity` builds the CPU library too (build-parity) against Jansson and snappy from
+# third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
+# and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
+# then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 set -uo pipefail
 what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
+if [ "$what" = parity ]; then
+  usr="$PWD/third_party/device-libs/usr"
+  lib="$usr/lib/x86_64-linux-gnu"
+  for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc; do
+    [ -e "$lib/$needed" ] || { echo "gpu.sh parity: $lib/$needed is missing: unpack the packages above there and carry third_party/device-libs"; exit 1; }
+  done
+  # The packages' .pc files say /usr: copies that point at the carried folder instead.
+  mkdir -p build-parity/pkgconfig
+  for pc in "$lib"/pkgconfig/*.pc; do
+    sed -e "s#^prefix=/usr\$#prefix=$usr#" -e "s#^libdir=/usr/#libdir=$usr/#" -e "s#^includedir=/usr/#includedir=$usr/#" \
+      "$pc" > "build-parity/pkgconfig/$(basename "$pc")"
+  done
+  export PKG_CONFIG_PATH="$PWD/build-parity/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+  export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  pkg_config=()
+  if ! command -v pkg-config > /dev/null; then
+    [ -x "$usr/bin/pkgconf" ] || { echo "gpu.sh parity: no pkg-config here and no carried $usr/bin/pkgconf"; exit 1; }
+    pkg_config=(-DPKG_CONFIG_EXECUTABLE="$usr/bin/pkgconf")
+  fi
+  # snappy is linked by name (src/data/sources.cmake): its header and library folders by hand;
+  # -rpath-link lets programs over libuform.so resolve its libsnappy and libjansson at link time.
+  cmake -S . -B build-parity -DUFORM_CPU=ON -DUFORM_PLANTS=OFF -DUFORM_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
+    > "$out/configure-parity.log" 2>&1 || { tail -30 "$out/configure-parity.log"; exit 1; }
+  cmake --build build-parity -j 16 --target uform_step_parity > "$out/build-parity.log" 2>&1 || { tail -40 "$out/build-parity.log"; exit 1; }
+  ldd build-parity/uform_step_parity | grep -E "jansson|snappy" | tee "$out/parity-libs.txt"
+  ./build-parity/uform_step_parity --json "$out/parity.json" "$@" | tee "$out/parity.txt"
+  exit "${PIPESTATUS[0]}"
+fi
 cmake -S . -B build-gpu -DUFORM_CPU=OFF -DUFORM_WERROR=ON -DCMAKE_BUILD_TYPE=Release > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build build-gpu -j 16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
 status=0

@@ -429,7 +429,26 @@ int configure(void const *kernel, bool *done) {
 
 bool forward_configured, query_configured, key_configured;
 
+/* lengths [b]: each segment's length; offsets [b + 1] of each segment's first cell in qkv rows and in w rows. */
+__global__ void ragged_kernel(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
+                              int32_t *qkv_offsets, int32_t *row_offsets) {
+    size_t s = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (s > segments) return;
+    size_t first = s < segments ? spans[2 * s] : spans[2 * (segments - 1)] + spans[2 * (segments - 1) + 1];
+    qkv_offsets[s] = (int32_t)(first * 3 * width);
+    row_offsets[s] = (int32_t)(first * width);
+    if (s < segments) lengths[s] = (int32_t)spans[2 * s + 1];
+}
+
 } // namespace
+
+extern "C" int uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
+                                         int32_t *qkv_offsets, int32_t *row_offsets, void *stream) {
+    if (!segments) return 0;
+    ragged_kernel<<<(unsigned)((segments + 1 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(spans, segments, width, lengths,
+                                                                                            qkv_offsets, row_offsets);
+    return (int)cudaGetLastError();
+}
 
 extern "C" int uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
                                             size_t cells, size_t width, uint16_t *attended, float *log_sums,

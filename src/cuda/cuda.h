@@ -76,6 +76,12 @@ int uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended,
                                   uint16_t const *d_attended, uint32_t const *spans, uint32_t const *segment_of,
                                   size_t cells, size_t width, float *deltas, uint16_t *d_qkv, void *stream, int plant);
 
+/** cuDNN's ragged layout of the segments (cudnn_attention.cpp): lengths [segments] and the
+ *  element offsets [segments + 1] of each segment's first cell in qkv rows (3 width) and in rows of
+ *  width. */
+int uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
+                              int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
+
 /** The attention pool: per segment and head, alpha = softmax over its cells of query . h / 8 and
  *  pooled = sum alpha h. hidden [cells, width] (BF16); query [width] (Float32); pooled
  *  [segments, width] (BF16, the input of pool.proj); weights [cells, heads] keeps alpha. */

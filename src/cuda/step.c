@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cuda/cuda.h"
+#include "cuda/cudnn_attention.h"
 
 enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
 
@@ -34,6 +35,7 @@ struct uform_cuda_step_t {
     char *arena;
     size_t arena_bytes, used, workspace_bytes;
     uform_cuda_gemm_t *gemm;
+    uform_cudnn_attention_t *cudnn; /* NULL: attention.cu's kernels */
     cudaStream_t stream, copy_stream;
     cudaGraphExec_t graphs[2];
     int captured[2], warmed;
@@ -142,7 +144,10 @@ static void layout_(uform_cuda_step_t *step) {
         activations_t *a = &step->layers[l];
         a->normed1 = take_(step, n * d * 2), a->qkv = take_(step, n * 3 * d * 2), a->attended = take_(step, n * d * 2);
         a->normed2 = take_(step, n * d * 2), a->gate_up = take_(step, n * 8 * d * 2), a->hidden = take_(step, n * 4 * d * 2);
-        a->scales1 = take_(step, n * 4), a->log_sums = take_(step, n * step->heads * 4), a->middle = take_(step, n * d * 4);
+        size_t log_sums = n * step->heads;
+        if (step->cudnn && uform_cudnn_attention_stats_floats(step->cudnn) > log_sums)
+            log_sums = uform_cudnn_attention_stats_floats(step->cudnn);
+        a->scales1 = take_(step, n * 4), a->log_sums = take_(step, log_sums * 4), a->middle = take_(step, n * d * 4);
         a->scales2 = take_(step, n * 4);
     }
     step->h = take_(step, n * d * 2), step->final_scales = take_(step, n * 4);
@@ -183,7 +188,8 @@ static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size
     TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, l, 0)->parameter, n, d, a->normed1, a->scales1, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 3 * d, d, a->normed1, d, qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
     TRY(uform_cuda_rope(a->qkv, step->rotations, n, d, 1, s));
-    TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
+    if (step->cudnn) TRY(uform_cudnn_attention_forward(step->cudnn, a->qkv, a->attended, a->log_sums, s));
+    else TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, d, a->attended, d, out, d, x, a->middle, d, 1, s, 0));
     TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, l, 3)->parameter, n, d, a->normed2, a->scales2, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 8 * d, d, a->normed2, d, gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
@@ -215,8 +221,11 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     /* Attention. */
     TRY(uform_cuda_gemm(g, 1, 0, d, d, n, step->dy, d, a->attended, d, NULL, out->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, d, step->dy, d, out->parameter, d, NULL, step->d_attended, d, 0, s, 0));
-    TRY(uform_cuda_attention_backward(a->qkv, a->attended, a->log_sums, step->d_attended, b->spans, b->segment_of, n, d,
-                                      step->deltas, step->d_qkv, s, 0));
+    if (step->cudnn)
+        TRY(uform_cudnn_attention_backward(step->cudnn, a->qkv, a->attended, a->log_sums, step->d_attended, step->d_qkv, s));
+    else
+        TRY(uform_cuda_attention_backward(a->qkv, a->attended, a->log_sums, step->d_attended, b->spans, b->segment_of, n,
+                                          d, step->deltas, step->d_qkv, s, 0));
     TRY(uform_cuda_rope(step->d_qkv, step->rotations, n, d, -1, s));
     TRY(uform_cuda_gemm(g, 1, 0, 3 * d, d, n, step->d_qkv, 3 * d, a->normed1, d, NULL, qkv->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, 3 * d, step->d_qkv, 3 * d, qkv->parameter, d, NULL, step->d_normed, d, 1, s, 0));
@@ -279,6 +288,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     size_t gradient_bytes = (size_t)((char *)last_tensor->gradient - gradients) + last_tensor->rows * last_tensor->columns * 4;
     TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
+    if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
     TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
     float const *last = step->x + depth * n * d;
@@ -329,6 +339,18 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     *result = step;
     if (!step->tensors || !step->moment_row || !step->moment_column || !step->moment_first || !step->layers)
         return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+    if (config->cudnn_attention) {
+#if defined(UFORM_HAVE_CUDNN)
+        if (!config->segments || !config->longest)
+            return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: cuDNN attention needs segments and longest");
+        int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width, 1, error,
+                                                   error_size);
+        if (planned) return planned;
+#else
+        return fail_(error, error_size, cudaErrorNotSupported,
+                     "uform_cuda_step_create: built without cuDNN's frontend (scripts/setup.sh fetches it)");
+#endif
+    }
     layout_(step);
     step->arena_bytes = step->used;
     int status = (int)cudaMalloc((void **)&step->arena, step->arena_bytes);
@@ -367,6 +389,9 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step) {
     if (step->stream) cudaStreamDestroy(step->stream);
     if (step->copy_stream) cudaStreamDestroy(step->copy_stream);
     uform_cuda_gemm_destroy(step->gemm);
+#if defined(UFORM_HAVE_CUDNN)
+    uform_cudnn_attention_destroy(step->cudnn);
+#endif
     cudaFree(step->arena);
     free(step->tensors), free(step->moment_row), free(step->moment_column), free(step->moment_first), free(step->layers);
     free(step);
@@ -441,4 +466,10 @@ uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *co
     return step->tensors;
 }
 
-size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step) { return step->arena_bytes + step->workspace_bytes; }
+size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step) {
+    size_t bytes = step->arena_bytes + step->workspace_bytes;
+#if defined(UFORM_HAVE_CUDNN)
+    if (step->cudnn) bytes += uform_cudnn_attention_device_bytes(step->cudnn);
+#endif
+    return bytes;
+}

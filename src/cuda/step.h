@@ -23,13 +23,16 @@ typedef struct uform_cuda_step_config_t {
     size_t width, depth; /* d and L; heads of 64 */
     size_t cells;        /* cells per step (rows x columns), fixed for the graph */
     uform_cuda_objective_t objective;
-    /* Contrastive only: segments per step (fixed for the graph; every batch lists exactly this
-     * many), the anchors and candidates capacities, pool.proj's rows E and the Matryoshka widths. */
+    /* Contrastive (and cuDNN attention): segments per step (fixed for the graph; every batch lists
+     * exactly this many); contrastive: the anchors and candidates capacities, pool.proj's rows E and
+     * the Matryoshka widths. */
     size_t segments, anchors, candidates, embedding_width;
     size_t widths[8], widths_count;
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
     int tune;            /* 1: time cuBLASLt's candidates per shape on the first (eager) step */
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
+    int cudnn_attention; /* 1: cuDNN's fused attention (needs `segments` and `longest`; a UFORM_HAVE_CUDNN build) */
+    size_t longest;      /* the longest segment, for cuDNN's plan */
     double beta1, beta2, clip, weight_decay;
 } uform_cuda_step_config_t;
 

@@ -8,6 +8,7 @@
  *      uform_contract [--json FILE]
  */
 #include "contract.h"
+#include "cuda/cudnn_attention.h"
 
 typedef struct {
     char name[64];
@@ -252,7 +253,9 @@ static void check_rope_(int plant) {
  *     and some tiles lie wholly inside one segment (the kernels' unmasked path). */
 static double tensor_gamma_(double terms) { return 2 * terms * unit_ / (1 - 2 * terms * unit_); }
 
-static void check_attention_(int plant) {
+/* `cudnn`: the same check of cuDNN's fused attention (cudnn_attention.cpp), whose control is a
+ * segment given one cell too many (a leaking mask), planted in its input. */
+static void attention_run_(int plant, int cudnn) {
     size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 260, 5, 80}, segments = 10, cells = 0, longest = 260;
     for (size_t s = 0; s < segments; ++s) cells += lengths[s];
     double tiles = (double)((cells + 63) / 64 + 1); /* an upper bound on the tiles a row visits */
@@ -272,10 +275,38 @@ static void check_attention_(int plant) {
     float *g_lse = device_(cells * heads * 4), *g_deltas = device_(cells * heads * 4);
     upload_(g_qkv, qkv, cells * stride * 2), upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4);
     upload_(g_d_out, d_out, cells * width * 2);
-    CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
-    CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_deltas,
-                                          g_d_qkv, NULL, plant == 2 ? 2 : 0));
-    download_(out, g_out, cells * width * 2), download_(lse, g_lse, cells * heads * 4), download_(d_qkv, g_d_qkv, cells * stride * 2);
+    if (cudnn) {
+#if defined(UFORM_HAVE_CUDNN)
+        uform_cudnn_attention_t *attention;
+        char error[512];
+        if (uform_cudnn_attention_create(&attention, segments, longest, width, 1, error, sizeof(error))) {
+            fprintf(stderr, "%s\n", error);
+            exit(1);
+        }
+        if (plant == 1) { /* planted: segment 3 one cell longer, so its rows see the next segment's first key */
+            uint32_t leaky[20];
+            memcpy(leaky, spans, sizeof(leaky));
+            leaky[7] += 1;
+            upload_(g_spans, leaky, segments * 8);
+        }
+        float *stats = device_(uform_cudnn_attention_stats_floats(attention) * 4), *host_stats = malloc(uform_cudnn_attention_stats_floats(attention) * 4);
+        CUDA_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
+        CUDA_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
+        CUDA_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
+        download_(host_stats, stats, uform_cudnn_attention_stats_floats(attention) * 4);
+        for (size_t seg = 0; seg < segments; ++seg) /* cuDNN's [segment, head, position] to ours [cell, head] */
+            for (size_t h = 0; h < heads; ++h)
+                for (size_t i = 0; i < lengths[seg]; ++i)
+                    lse[(spans[2 * seg] + i) * heads + h] = host_stats[(seg * heads + h) * longest + i];
+        free(host_stats), cudaFree(stats), uform_cudnn_attention_destroy(attention);
+#endif
+    } else {
+        CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
+        CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_deltas,
+                                              g_d_qkv, NULL, plant == 2 ? 2 : 0));
+        download_(lse, g_lse, cells * heads * 4);
+    }
+    download_(out, g_out, cells * width * 2), download_(d_qkv, g_d_qkv, cells * stride * 2);
     double worst_forward = 0, worst_backward = 0, g64 = tensor_gamma_(64);
 #define Q(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + (h) * 64 + (d)]))
 #define K(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + width + (h) * 64 + (d)]))
@@ -357,13 +388,19 @@ static void check_attention_(int plant) {
 #undef V
 #undef G
 #undef O
-    if (plant != 2) record_("attention_forward", worst_forward, plant);
-    if (plant != 1) record_("attention_backward", worst_backward, plant);
+    if (plant != 2) record_(cudnn ? "attention_forward (cuDNN)" : "attention_forward", worst_forward, plant);
+    if (plant != 1) record_(cudnn ? "attention_backward (cuDNN)" : "attention_backward", worst_backward, plant);
     free(score), free(spread);
     free(spans), free(segment_of), free(qkv), free(out), free(d_qkv), free(lse), free(d_out);
     cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse);
     cudaFree(g_d_out), cudaFree(g_deltas);
 }
+
+static void check_attention_(int plant) { attention_run_(plant, 0); }
+
+#if defined(UFORM_HAVE_CUDNN)
+static void check_cudnn_attention_(int plant) { attention_run_(plant, 1); }
+#endif
 
 /* --- The attention pool, one block per (segment, head). Scores are 64-term dot products within
  *     ds = 66 u sum |q h| / 8; the softmax's max and sum are block reductions of T/128 serial terms
@@ -753,6 +790,9 @@ int main(int argc, char **argv) {
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
         {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},
+#if defined(UFORM_HAVE_CUDNN)
+        {check_cudnn_attention_, 1, {"a segment one cell too long (the mask leaks)"}},
+#endif
         {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},

@@ -16,14 +16,7 @@
 #define unit_ (1.0 / 16777216.0)  /* Float32 unit roundoff, 2^-24 */
 #define bf16_unit_ (1.0 / 256.0)  /* BF16 unit roundoff, 2^-8 (8 significant bits) */
 
-#define CUDA_OK(call)                                                                                                 \
-    do {                                                                                                              \
-        int status_ = (int)(call);                                                                                    \
-        if (status_) {                                                                                                \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString((cudaError_t)status_)); \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
+#include "cuda_ok.h"
 
 /** SplitMix64 uniform in (-1, 1). */
 double uniform_(void);

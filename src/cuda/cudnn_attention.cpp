@@ -1,0 +1,188 @@
+/*  cudnn_attention.cpp: attention within segments through cuDNN's fused flash attention, behind
+ *  the C entry points of cudnn_attention.h. The one C++ unit of the host code: cuDNN offers its
+ *  fused attention only as a pattern of its graph API, which the header-only C++ frontend builds
+ *  (the C backend would need that pattern rebuilt descriptor by descriptor). Segments map to
+ *  cuDNN's ragged layout: sequence i starts at its first cell (ragged offsets) and runs its length
+ *  (padding mask), with q, k, v read in place from the interleaved qkv rows. */
+#include <cudnn.h>
+#include <cudnn_frontend.h>
+
+#include <cstdio>
+#include <memory>
+#include <unordered_map>
+
+#include "cuda/cuda.h"
+#include "cuda/cudnn_attention.h"
+
+namespace fe = cudnn_frontend;
+
+namespace {
+
+enum : int64_t { q_uid = 1, k_uid, v_uid, o_uid, stats_uid, d_o_uid, d_q_uid, d_k_uid, d_v_uid, lengths_uid,
+                 rows_offset_uid, qkv_offset_uid, stats_offset_uid };
+
+} // namespace
+
+struct uform_cudnn_attention_t {
+    cudnnHandle_t handle;
+    std::shared_ptr<fe::graph::Graph> forward, backward;
+    size_t segments, longest, width;
+    int32_t *lengths, *qkv_offsets, *row_offsets;
+    void *workspace;
+    int64_t workspace_bytes;
+};
+
+static int fail(char *error, size_t size, char const *what, std::string const &message) {
+    if (error && size) std::snprintf(error, size, "cuDNN attention: %s: %s", what, message.c_str());
+    return (int)cudaErrorNotSupported;
+}
+
+/* The tensors both graphs share: q, k, v (or their gradients) in qkv rows, o (or dO) in w rows. */
+static std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &graph, int64_t uid, char const *name,
+                                                            uform_cudnn_attention_t const *a, int64_t row_stride,
+                                                            std::shared_ptr<fe::graph::Tensor_attributes> offsets) {
+    int64_t b = (int64_t)a->segments, h = (int64_t)a->width / 64, s = (int64_t)a->longest;
+    auto t = graph.tensor(fe::graph::Tensor_attributes()
+                              .set_name(name)
+                              .set_uid(uid)
+                              .set_dim({b, h, s, 64})
+                              .set_stride({s * row_stride, 64, row_stride, 1})
+                              .set_data_type(fe::DataType_t::BFLOAT16));
+    t->set_ragged_offset(offsets);
+    return t;
+}
+
+static std::shared_ptr<fe::graph::Tensor_attributes> integers(fe::graph::Graph &graph, int64_t uid, char const *name,
+                                                              int64_t count) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_uid(uid)
+                            .set_dim({count, 1, 1, 1})
+                            .set_stride({1, 1, 1, 1})
+                            .set_data_type(fe::DataType_t::INT32));
+}
+
+static fe::error_t build(fe::graph::Graph &graph, cudnnHandle_t handle) {
+    fe::error_t status = graph.validate();
+    if (status.is_good()) status = graph.build_operation_graph(handle);
+    if (status.is_good()) status = graph.create_execution_plans({fe::HeurMode_t::A});
+    if (status.is_good()) status = graph.check_support(handle);
+    if (status.is_good()) status = graph.build_plans(handle);
+    return status;
+}
+
+extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments, size_t longest,
+                                            size_t width, int deterministic, char *error, size_t error_size) {
+    *result = nullptr;
+    auto *a = new uform_cudnn_attention_t{};
+    a->segments = segments, a->longest = longest, a->width = width;
+    if (cudnnCreate(&a->handle) != CUDNN_STATUS_SUCCESS) {
+        delete a;
+        return fail(error, error_size, "cudnnCreate", "no handle");
+    }
+    *result = a;
+    int64_t b = (int64_t)segments, h = (int64_t)width / 64, s = (int64_t)longest, w = (int64_t)width;
+    for (int pass = 0; pass < 2; ++pass) {
+        auto graph = std::make_shared<fe::graph::Graph>();
+        graph->set_io_data_type(fe::DataType_t::BFLOAT16)
+            .set_intermediate_data_type(fe::DataType_t::FLOAT)
+            .set_compute_data_type(fe::DataType_t::FLOAT);
+        auto lengths = integers(*graph, lengths_uid, "lengths", b);
+        auto qkv_offsets = integers(*graph, qkv_offset_uid, "qkv_offsets", b + 1);
+        auto row_offsets = integers(*graph, rows_offset_uid, "row_offsets", b + 1);
+        auto q = tensor(*graph, q_uid, "q", a, 3 * w, qkv_offsets), k = tensor(*graph, k_uid, "k", a, 3 * w, qkv_offsets);
+        auto v = tensor(*graph, v_uid, "v", a, 3 * w, qkv_offsets);
+        if (pass == 0) {
+            auto options = fe::graph::SDPA_attributes()
+                               .set_name("attention")
+                               .set_generate_stats(true)
+                               .set_attn_scale(0.125f)
+                               .set_padding_mask(true)
+                               .set_seq_len_q(lengths)
+                               .set_seq_len_kv(lengths);
+            auto [o, stats] = graph->sdpa(q, k, v, options);
+            o->set_output(true).set_uid(o_uid).set_dim({b, h, s, 64}).set_stride({s * w, 64, w, 1}).set_ragged_offset(row_offsets);
+            stats->set_output(true).set_uid(stats_uid).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
+                {h * s, s, 1, 1});
+            fe::error_t status = build(*graph, a->handle);
+            if (status.is_bad()) return fail(error, error_size, "forward", status.get_message());
+            a->forward = graph;
+        } else {
+            auto o = tensor(*graph, o_uid, "o", a, w, row_offsets), d_o = tensor(*graph, d_o_uid, "d_o", a, w, row_offsets);
+            auto stats = graph->tensor(fe::graph::Tensor_attributes()
+                                           .set_name("stats")
+                                           .set_uid(stats_uid)
+                                           .set_dim({b, h, s, 1})
+                                           .set_stride({h * s, s, 1, 1})
+                                           .set_data_type(fe::DataType_t::FLOAT));
+            auto options = fe::graph::SDPA_backward_attributes()
+                               .set_name("attention_backward")
+                               .set_attn_scale(0.125f)
+                               .set_padding_mask(true)
+                               .set_seq_len_q(lengths)
+                               .set_seq_len_kv(lengths)
+                               .set_deterministic_algorithm(deterministic != 0);
+            auto [d_q, d_k, d_v] = graph->sdpa_backward(q, k, v, o, d_o, stats, options);
+            d_q->set_output(true).set_uid(d_q_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
+            d_k->set_output(true).set_uid(d_k_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
+            d_v->set_output(true).set_uid(d_v_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
+            fe::error_t status = build(*graph, a->handle);
+            if (status.is_bad()) return fail(error, error_size, "backward", status.get_message());
+            a->backward = graph;
+        }
+    }
+    int64_t forward_bytes = 0, backward_bytes = 0;
+    fe::error_t sized = a->forward->get_workspace_size(forward_bytes);
+    if (sized.is_good()) sized = a->backward->get_workspace_size(backward_bytes);
+    if (sized.is_bad()) return fail(error, error_size, "workspace", sized.get_message());
+    a->workspace_bytes = forward_bytes > backward_bytes ? forward_bytes : backward_bytes;
+    cudaError_t status = cudaMalloc((void **)&a->lengths, (3 * segments + 2) * sizeof(int32_t));
+    if (status == cudaSuccess && a->workspace_bytes) status = cudaMalloc(&a->workspace, (size_t)a->workspace_bytes);
+    if (status != cudaSuccess) return fail(error, error_size, "memory", cudaGetErrorString(status));
+    a->qkv_offsets = a->lengths + segments, a->row_offsets = a->qkv_offsets + segments + 1;
+    return 0;
+}
+
+extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
+    if (!a) return;
+    cudaFree(a->lengths);
+    cudaFree(a->workspace);
+    a->forward.reset(), a->backward.reset();
+    cudnnDestroy(a->handle);
+    delete a;
+}
+
+extern "C" size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *a) {
+    return a->segments * (a->width / 64) * a->longest;
+}
+
+extern "C" size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *a) {
+    return (size_t)a->workspace_bytes + (3 * a->segments + 2) * sizeof(int32_t);
+}
+
+extern "C" int uform_cudnn_attention_prepare(uform_cudnn_attention_t *a, uint32_t const *spans, void *stream) {
+    return uform_cuda_ragged_offsets(spans, a->segments, a->width, a->lengths, a->qkv_offsets, a->row_offsets, stream);
+}
+
+extern "C" int uform_cudnn_attention_forward(uform_cudnn_attention_t *a, uint16_t const *qkv, uint16_t *attended,
+                                             float *stats, void *stream) {
+    if (cudnnSetStream(a->handle, (cudaStream_t)stream) != CUDNN_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+    uint16_t *base = const_cast<uint16_t *>(qkv);
+    std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
+                                                {o_uid, attended}, {stats_uid, stats}, {lengths_uid, a->lengths},
+                                                {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
+    return a->forward->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
+}
+
+extern "C" int uform_cudnn_attention_backward(uform_cudnn_attention_t *a, uint16_t const *qkv, uint16_t const *attended,
+                                              float const *stats, uint16_t const *d_attended, uint16_t *d_qkv,
+                                              void *stream) {
+    if (cudnnSetStream(a->handle, (cudaStream_t)stream) != CUDNN_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+    uint16_t *base = const_cast<uint16_t *>(qkv);
+    std::unordered_map<int64_t, void *> pack = {
+        {q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width}, {o_uid, const_cast<uint16_t *>(attended)},
+        {stats_uid, const_cast<float *>(stats)}, {d_o_uid, const_cast<uint16_t *>(d_attended)}, {d_q_uid, d_qkv},
+        {d_k_uid, d_qkv + a->width}, {d_v_uid, d_qkv + 2 * a->width}, {lengths_uid, a->lengths},
+        {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
+    return a->backward->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
+}

@@ -1,0 +1,67 @@
+/*  cudnn_attention.h (internal): attention within segments through cuDNN's fused flash attention
+ *  (cudnn_attention.cpp), the alternative to attention.cu's kernels; the same layouts: qkv
+ *  [cells, 3 width] and attended [cells, width] in BF16, segments as spans in cell order. The
+ *  log-sum-exps live in cuDNN's own layout, `stats` [segments, heads, longest] (Float32). Built
+ *  where CMake finds cuDNN and its frontend headers (UFORM_HAVE_CUDNN). */
+#ifndef UFORM_CUDA_CUDNN_ATTENTION_H
+#define UFORM_CUDA_CUDNN_ATTENTION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct uform_cudnn_attention_t uform_cudnn_attention_t;
+
+#if defined(UFORM_HAVE_CUDNN) || defined(__cplusplus)
+
+/** Plans forward and backward for `segments` segments (every batch lists exactly that many) of
+ *  at most `longest` cells; `deterministic` asks for a backward that repeats bitwise. Returns 0 or
+ *  a cudaError_t code with a message in `error`. */
+int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest, size_t width,
+                                 int deterministic, char *error, size_t error_size);
+void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
+size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention);
+size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention);
+/** Reads the batch's spans (device) into cuDNN's lengths and ragged offsets; once per step. */
+int uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream);
+int uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
+                                  float *stats, void *stream);
+int uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t const *attended,
+                                   float const *stats, uint16_t const *d_attended, uint16_t *d_qkv, void *stream);
+
+#else
+/* Without cuDNN no plan is ever made (creation fails), so these stand-ins are never reached. */
+static inline int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
+                                               size_t width, int deterministic, char *error, size_t error_size) {
+    (void)segments, (void)longest, (void)width, (void)deterministic;
+    *attention = NULL;
+    if (error && error_size) error[0] = 0;
+    return 801; /* cudaErrorNotSupported */
+}
+static inline void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention) { (void)attention; }
+static inline size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
+static inline size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
+static inline int uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream) {
+    (void)attention, (void)spans, (void)stream;
+    return 801;
+}
+static inline int uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
+                                                float *stats, void *stream) {
+    (void)attention, (void)qkv, (void)attended, (void)stats, (void)stream;
+    return 801;
+}
+static inline int uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
+                                                 uint16_t const *attended, float const *stats,
+                                                 uint16_t const *d_attended, uint16_t *d_qkv, void *stream) {
+    (void)attention, (void)qkv, (void)attended, (void)stats, (void)d_attended, (void)d_qkv, (void)stream;
+    return 801;
+}
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+#endif
