@@ -40,8 +40,8 @@ static char const *const uform_base_usage_ =
     "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
     "  --threads N              worker threads (default: all cores)\n"
     "  --device cpu|cuda        where the steps run (default cpu); cuda trains the mlm objective alone,\n"
-    "                           without --tcr-lambda, --lipschitz-lambda or --resume, and its\n"
-    "                           checkpoints hold the weights but not the optimizer state\n"
+    "                           without --tcr-lambda or --lipschitz-lambda; its checkpoints resume on\n"
+    "                           either device\n"
     "  --recompute 0|1          cuda: replay each block's forward in the backward pass instead of\n"
     "                           keeping its activations (default 1: less device memory, one more forward)\n"
     "  --quiet                  no progress line\n";
@@ -75,11 +75,6 @@ static int uform_base_check_device_(uform_base_options_t const *options, uform_o
                                                                       : NULL;
     if (cpu_only) {
         fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains the mlm objective alone\n", cpu_only);
-        return 2;
-    }
-    if (options->resume) {
-        fprintf(stderr, "uform_base: --resume runs on the CPU only so far: --device cuda does not save the optimizer state "
-                        "yet; --init-from starts a new run from a checkpoint's weights (with a fresh head)\n");
         return 2;
     }
 #ifdef UFORM_HAVE_CUDA
@@ -213,11 +208,7 @@ static char *uform_state_json_(uform_batcher_state_t const *state, size_t step, 
     json_object_set_new(root, "rows", json_integer((json_int_t)options->rows));
     json_object_set_new(root, "seed", json_integer((json_int_t)options->seed));
     json_object_set_new(root, "batcher", batcher);
-    if (options->cuda) { /* the moments stay on the GPU: a resume could not be exact, so it is refused */
-        json_object_set_new(root, "device", json_string("cuda"));
-        json_object_set_new(root, "optimizer", json_string("not saved: --device cuda keeps it on the GPU; "
-                                                           "optimizer.safetensors holds zeros"));
-    }
+    if (options->cuda) json_object_set_new(root, "device", json_string("cuda"));
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);
     return text;
@@ -232,7 +223,7 @@ static unsigned long long uform_word_(json_t const *object, char const *key, int
 }
 
 static uform_status_t uform_state_parse_(char const *path, uform_batcher_state_t *state, size_t *step,
-                                         unsigned long long *seed, unsigned long long *rows, int *weights_only) {
+                                         unsigned long long *seed, unsigned long long *rows) {
     json_error_t error;
     json_t *root = json_load_file(path, 0, &error);
     if (!root) {
@@ -240,7 +231,6 @@ static uform_status_t uform_state_parse_(char const *path, uform_batcher_state_t
         return uform_format_k;
     }
     json_t *batcher = json_object_get(root, "batcher");
-    *weights_only = json_is_string(json_object_get(root, "optimizer"));
     int ok = json_is_object(batcher) && json_is_integer(json_object_get(root, "step"));
     memset(state, 0, sizeof(*state));
     if (ok) {
@@ -389,14 +379,7 @@ int main(int argc, char **argv) {
         snprintf(state_path, sizeof(state_path), "%s/trainer.json", source);
         snprintf(optimizer_path, sizeof(optimizer_path), "%s/optimizer.safetensors", source);
         unsigned long long seed = 0, rows = 0;
-        int weights_only = 0;
-        if (status == uform_ok_k)
-            status = uform_state_parse_(state_path, &batcher_state, &resumed_step, &seed, &rows, &weights_only);
-        if (status == uform_ok_k && weights_only) {
-            fprintf(stderr, "uform_base: %s comes from a --device cuda run and holds no optimizer state, so it cannot be "
-                            "resumed exactly; --init-from starts a new run from its weights (with a fresh head)\n", source);
-            return 2;
-        }
+        if (status == uform_ok_k) status = uform_state_parse_(state_path, &batcher_state, &resumed_step, &seed, &rows);
         if (status == uform_ok_k && (seed != options.seed || rows != options.rows)) {
             fprintf(stderr, "uform_base: %s was trained with --seed %llu --rows %llu; resume with the same\n", source, seed, rows);
             return 2;

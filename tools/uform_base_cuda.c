@@ -60,6 +60,23 @@ static uform_status_t uform_pair_(uform_base_cuda_t *cuda, uform_cuda_tensor_t c
     return uform_ok_k;
 }
 
+/* Copies a tensor's Adafactor state (R or V, C, M) between the trainer and the GPU, `upload` choosing
+ * the direction: a CUDA run saves and resumes the same optimizer state as a CPU run. */
+static int uform_moments_(uform_tensor_t *cpu, uform_cuda_tensor_t const *gpu, int upload) {
+    size_t elements = cpu->rows * cpu->columns;
+    struct { float *host, *device; size_t count; } parts[3] = {
+        {cpu->row, gpu->row_moment, cpu->factored ? cpu->rows : elements},
+        {cpu->column, gpu->column_moment, cpu->factored ? cpu->columns : 0},
+        {cpu->first, gpu->first_moment, elements}};
+    for (size_t i = 0; i < 3; ++i) {
+        if (!parts[i].count) continue;
+        int code = (int)(upload ? cudaMemcpy(parts[i].device, parts[i].host, parts[i].count * 4, cudaMemcpyHostToDevice)
+                                : cudaMemcpy(parts[i].host, parts[i].device, parts[i].count * 4, cudaMemcpyDeviceToHost));
+        if (code) return code;
+    }
+    return 0;
+}
+
 uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, size_t columns, int recompute,
                                       uform_base_cuda_t **result) {
     *result = NULL;
@@ -71,9 +88,11 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
     if (!cuda) return uform_fail(uform_out_of_memory_k, "cannot allocate the CUDA trainer");
     cuda->trainer = trainer, cuda->rows = rows, cuda->columns = columns;
     *result = cuda;
-    /* The kernels' attention: cuDNN's plan would need the same segment count in every batch. */
+    /* The kernels' attention: cuDNN's plan would need the same segment count in every batch. No
+     * timing of product algorithms: the heuristic's choice repeats across processes, so a resumed run
+     * takes the steps the uninterrupted one would. */
     uform_cuda_step_config_t step_config = {.width = config->width, .depth = config->depth, .cells = rows * columns,
-                                            .objective = uform_cuda_mlm_k, .recompute = recompute, .tune = 1,
+                                            .objective = uform_cuda_mlm_k, .recompute = recompute,
                                             .beta1 = options->beta1, .beta2 = options->beta2, .clip = options->clip,
                                             .weight_decay = options->weight_decay};
     char error[512] = "";
@@ -88,7 +107,8 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
         UFORM_TRY(uform_pair_(cuda, &tensors[i], &cpu));
         size_t elements = cpu->rows * cpu->columns;
         void const *source = cpu->master_bf16 ? (void const *)cpu->master_bf16 : (void const *)cpu->master_f32;
-        if ((code = (int)cudaMemcpy(tensors[i].parameter, source, elements * (cpu->master_bf16 ? 2 : 4), cudaMemcpyHostToDevice)))
+        if ((code = (int)cudaMemcpy(tensors[i].parameter, source, elements * (cpu->master_bf16 ? 2 : 4), cudaMemcpyHostToDevice)) ||
+            (code = uform_moments_(cpu, &tensors[i], 1)))
             return uform_cuda_fail_(code, tensors[i].name);
     }
     /* The step runs on streams that do not wait for the legacy one these copies went through. */
@@ -182,6 +202,7 @@ uform_status_t uform_base_cuda_download(uform_base_cuda_t *cuda) {
                 return uform_cuda_fail_(code, tensors[i].name);
             memcpy(cpu->parameter, cpu->master_f32, elements * 4);
         }
+        if ((code = uform_moments_(cpu, &tensors[i], 0))) return uform_cuda_fail_(code, tensors[i].name);
     }
     cuda->trainer->model->stale = 1; /* packed copies for inference are rebuilt from the new masters */
     return uform_ok_k;

@@ -41,7 +41,6 @@ struct uform_cuda_step_t {
     int captured[2], warmed;
     cudaEvent_t uploaded[2], done[2];
     uform_cuda_tensor_t *tensors;
-    float **moment_row, **moment_column, **moment_first; /* per tensor: R (or V), C, M */
     float *scratch, *gain_partials, *rotations;
     size_t batch_bytes;
     unsigned char *staging[2], *batch_memory[2];
@@ -116,11 +115,11 @@ static void layout_(uform_cuda_step_t *step) {
     step->tensors_count = count;
     size_t scratch = 0;
     for (size_t i = 0; i < count; ++i) {
-        uform_cuda_tensor_t const *tensor = &step->tensors[i];
+        uform_cuda_tensor_t *tensor = &step->tensors[i];
         size_t elements = tensor->rows * tensor->columns;
-        step->moment_row[i] = take_(step, (tensor->is_matrix ? tensor->rows : elements) * 4);
-        step->moment_column[i] = tensor->is_matrix ? take_(step, tensor->columns * 4) : NULL;
-        step->moment_first[i] = take_(step, elements * 4);
+        tensor->row_moment = take_(step, (tensor->is_matrix ? tensor->rows : elements) * 4);
+        tensor->column_moment = tensor->is_matrix ? take_(step, tensor->columns * 4) : NULL;
+        tensor->first_moment = take_(step, elements * 4);
         size_t needed = uform_cuda_adafactor_scratch(tensor->rows, tensor->columns);
         if (needed > scratch) scratch = needed;
     }
@@ -305,11 +304,11 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     for (size_t i = 0; i < step->tensors_count; ++i) {
         uform_cuda_tensor_t *t = &step->tensors[i];
         if (t->is_matrix)
-            TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, step->moment_row[i], step->moment_column[i],
-                                            step->moment_first[i], t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2,
-                                            c->clip, c->weight_decay, step->scratch, s, 0));
+            TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, t->row_moment, t->column_moment, t->first_moment,
+                                            t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2, c->clip,
+                                            c->weight_decay, step->scratch, s, 0));
         else
-            TRY(uform_cuda_adafactor_vector(t->parameter, t->gradient, step->moment_row[i], step->moment_first[i], t->rows,
+            TRY(uform_cuda_adafactor_vector(t->parameter, t->gradient, t->row_moment, t->first_moment, t->rows,
                                             &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, s, 0));
     }
     return 0;
@@ -333,11 +332,9 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
                      "segments), pool.proj's width and 1 to 8 Matryoshka widths");
     size_t tensors = 6 * config->depth + 6;
     step->tensors = calloc(tensors, sizeof(*step->tensors));
-    step->moment_row = calloc(tensors, sizeof(float *)), step->moment_column = calloc(tensors, sizeof(float *));
-    step->moment_first = calloc(tensors, sizeof(float *));
     step->layers = calloc(config->depth, sizeof(*step->layers));
     *result = step;
-    if (!step->tensors || !step->moment_row || !step->moment_column || !step->moment_first || !step->layers)
+    if (!step->tensors || !step->layers)
         return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
     if (config->cudnn_attention) {
 #if defined(UFORM_HAVE_CUDNN)
@@ -393,7 +390,7 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step) {
     uform_cudnn_attention_destroy(step->cudnn);
 #endif
     cudaFree(step->arena);
-    free(step->tensors), free(step->moment_row), free(step->moment_column), free(step->moment_first), free(step->layers);
+    free(step->tensors), free(step->layers);
     free(step);
 }
 

@@ -56,6 +56,9 @@ typedef struct uform_cuda_tensor_t {
     int is_matrix;   /* 1: BF16 master [rows, columns]; 0: Float32 vector [rows] */
     void *parameter; /* device */
     float *gradient; /* device, Float32 */
+    /* Adafactor's state (device, Float32, zero at creation): R [rows] and C [columns] for a matrix,
+     * the unfactored V [rows] for a vector (column_moment NULL), and M [rows x columns]. */
+    float *row_moment, *column_moment, *first_moment;
 } uform_cuda_tensor_t;
 
 /** Returns 0, or a cudaError_t code with a message in `error`. */

@@ -1,12 +1,12 @@
 # test_uform_base_cuda.py: `uform_base --device cuda` as far as a machine without a GPU can check it:
 # the help lists --device and --recompute, a run fails with one clear line and writes nothing when
 # there is no GPU (CUDA build) or no CUDA backend (CPU-only build), what runs on the CPU only so far
-# (pair objectives, TCR, Lipschitz, --resume) is refused by name before any GPU is asked for, and a
-# checkpoint marked as coming from a CUDA run (no optimizer state) is not resumed. Where a GPU is
+# (pair objectives, TCR, Lipschitz) is refused by name before any GPU is asked for. Where a GPU is
 # present, a few steps train on it instead.
 
 import json
 import math
+import os
 import subprocess
 
 import pytest
@@ -75,7 +75,6 @@ def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path):
     ("mlm", ["--objective", "rerank"], "the rerank objective"),
     ("mlm", ["--tcr-lambda", "0.1"], "--tcr-lambda"),
     ("mlm", ["--lipschitz-lambda", "0.1"], "--lipschitz-lambda"),
-    ("mlm", ["--resume", "somewhere"], "--resume"),
 ])
 def test_cpu_only_parts_are_refused(build_dir, corpus, tmp_path, objective, extra, named):
     output = tmp_path / "run"
@@ -94,19 +93,6 @@ def test_bad_values_are_refused(build_dir, corpus, tmp_path, flag, value, messag
     assert run.returncode == 2 and message in run.stderr, run.stderr
 
 
-def test_cuda_checkpoint_is_not_resumed(build_dir, corpus, tmp_path):
-    # A CPU run whose trainer.json carries the marks a --device cuda save writes (its optimizer state is zeros).
-    output = tmp_path / "run"
-    assert uform_base(build_dir, *common(corpus), "--steps", "2", "--output", output).returncode == 0
-    state_path = output / "latest" / "trainer.json"
-    state = json.loads(state_path.read_text())
-    assert "device" not in state and "optimizer" not in state  # CPU checkpoints stay resumable
-    state.update(device="cuda", optimizer="not saved")
-    state_path.write_text(json.dumps(state))
-    run = uform_base(build_dir, *common(corpus), "--steps", "4", "--resume", output, "--output", output)
-    assert run.returncode == 2 and "holds no optimizer state" in run.stderr, run.stderr
-
-
 def test_trains_on_gpu(build_dir, corpus, tmp_path):
     if not (cuda_build(build_dir) and gpu_present()):
         pytest.skip("needs a CUDA build and a GPU")
@@ -119,3 +105,21 @@ def test_trains_on_gpu(build_dir, corpus, tmp_path):
     assert (output / "step-00000003" / "model.safetensors").exists()
     state = json.loads((output / "latest" / "trainer.json").read_text())
     assert state["step"] == 6 and state["device"] == "cuda"
+
+
+def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path):
+    # The GPU's optimizer state goes into the checkpoint: 6 steps straight equal a resume from step 3.
+    if not (cuda_build(build_dir) and gpu_present()):
+        pytest.skip("needs a CUDA build and a GPU")
+    from test_uform_base import tensors  # raw bytes by name: numpy may lack bfloat16
+    straight, halves = tmp_path / "straight", tmp_path / "halves"
+    args = (*common(corpus), "--steps", "6", "--device", "cuda")
+    assert uform_base(build_dir, *args, "--output", straight).returncode == 0
+    assert uform_base(build_dir, *args, "--save-every", "3", "--output", halves).returncode == 0
+    os.remove(halves / "latest")
+    os.symlink("step-00000003", halves / "latest")
+    run = uform_base(build_dir, *args, "--resume", halves, "--output", halves)
+    assert run.returncode == 0, run.stderr
+    for name in ("model.safetensors", "optimizer.safetensors"):
+        a, b = tensors(straight / "latest" / name), tensors(halves / "latest" / name)
+        assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), [k for k in a if a[k] != b.get(k)]
