@@ -9,6 +9,28 @@
 #include "core/status.h"
 #include "cpu/forward.h"
 #include "cpu/grid.h"
+#if defined(UFORM_HAVE_CUDA)
+#include "cuda/forward.h"
+#endif
+
+/* Runs one pass where the model's device says (uform_model_set_device). On the GPU, weights that
+ * changed since the upload (the `stale` flag a trainer sets, cleared by the CPU's refresh, which
+ * marks the GPU's copy) are uploaded again first. */
+static uform_status_t uform_run_pass_(uform_model_t *model, uform_pass_t const *pass) {
+#if defined(UFORM_HAVE_CUDA)
+    if (model->device == uform_device_cuda_k) {
+        char error[512] = "";
+        uform_status_t status = uform_ok_k;
+        if (model->stale) uform_model_refresh(model);
+        if (model->cuda_stale && (status = uform_cuda_forward_upload(model->cuda, model, error, sizeof(error))) == uform_ok_k)
+            model->cuda_stale = 0;
+        if (status == uform_ok_k) status = uform_cuda_forward_run(model->cuda, pass, error, sizeof(error));
+        return status == uform_ok_k ? status : uform_fail(status, "GPU pass: %s", error);
+    }
+#endif
+    uform_cpu_forward(model, pass);
+    return uform_ok_k;
+}
 
 static size_t uform_widest_(uform_model_t const *model) {
     return model->config.embedding_widths[model->config.embedding_widths_count - 1];
@@ -113,7 +135,7 @@ uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, siz
         size_t first = done;
         uform_pass_t pass = uform_pack_texts_(model, texts, count, &done, &cut);
         pass.pooled = model->workspace.embeddings;
-        uform_cpu_forward(model, &pass);
+        UFORM_TRY(uform_run_pass_(model, &pass));
         uform_write_embeddings_(model, done - first, width, embeddings + first * width);
     }
     if (truncated) *truncated = cut;
@@ -131,7 +153,7 @@ uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vec
     uform_packer_add_(&packer, text.data, NULL, length);
     uform_pass_t pass = uform_packer_pass_(&packer);
     pass.colbert = vectors;
-    uform_cpu_forward(model, &pass);
+    UFORM_TRY(uform_run_pass_(model, &pass));
     if (cells) *cells = length;
     return uform_ok_k;
 }
@@ -178,7 +200,7 @@ uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text
         size_t first = done;
         uform_pass_t pass = uform_pack_texts_(model, documents, count, &done, &cut);
         pass.colbert = model->workspace.colbert;
-        uform_cpu_forward(model, &pass);
+        UFORM_TRY(uform_run_pass_(model, &pass));
         uform_maxsim_context_t context = {model, model->workspace.query_colbert, query_cells, scores + first};
         uform_pool_for(model->pool, done - first, uform_maxsim_task_, &context);
     }
@@ -199,7 +221,7 @@ uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_
     uform_packer_add_(&packer, NULL, ids, length);
     uform_pass_t pass = uform_packer_pass_(&packer);
     pass.logits = logits;
-    uform_cpu_forward(model, &pass);
+    UFORM_TRY(uform_run_pass_(model, &pass));
     return uform_ok_k;
 }
 
@@ -239,7 +261,7 @@ uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, ufo
                              .pooled = outputs->pooled ? outputs->pooled + segments_done * widest : NULL,
                              .colbert = outputs->colbert,
                              .logits = outputs->logits};
-        if (cells) uform_cpu_forward(model, &pass);
+        if (cells) UFORM_TRY(uform_run_pass_(model, &pass));
         segments_done += segments;
         first = last;
     }

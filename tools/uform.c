@@ -29,7 +29,7 @@ static char const *const uform_info_usage_ =
     "Prints the configuration, the heads present and the parameter count as JSON.\n";
 
 static char const *const uform_encode_usage_ =
-    "usage: uform encode --model DIR [--width M] [--threads N] [--precision bf16|f32]\n"
+    "usage: uform encode --model DIR [--width M] [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
     "\n"
     "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
     "the L2-normalized Matryoshka embedding. Texts longer than a row (4096 bytes) are cut; a count\n"
@@ -37,20 +37,23 @@ static char const *const uform_encode_usage_ =
     "  --model DIR        checkpoint folder\n"
     "  --width M          one of the model's embedding widths (default: the widest)\n"
     "  --threads N        worker threads (default: all cores)\n"
-    "  --precision P      bf16 (default, fast) or f32 (products in Float32)\n";
+    "  --precision P      bf16 (default, fast) or f32 (products in Float32)\n"
+    "  --device D         cpu (default) or cuda: the GPU (BF16 activations, Float32 accumulation;\n"
+    "                     agrees with the CPU's bf16 within the bound of docs/cuda.md)\n";
 
 static char const *const uform_rerank_usage_ =
-    "usage: uform rerank --model DIR --query TEXT [--threads N] [--precision bf16|f32]\n"
+    "usage: uform rerank --model DIR --query TEXT [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
     "\n"
     "Reads one document per line on standard input and prints one MaxSim score per line: the sum\n"
     "over query bytes of the best cosine among the document's bytes (ColBERT-style late interaction).\n"
     "  --model DIR        checkpoint folder\n"
     "  --query TEXT       the query\n"
     "  --threads N        worker threads (default: all cores)\n"
-    "  --precision P      bf16 (default) or f32\n";
+    "  --precision P      bf16 (default) or f32\n"
+    "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
 
 typedef struct {
-    char const *tier, *output, *model, *query, *precision;
+    char const *tier, *output, *model, *query, *precision, *device;
     unsigned long long seed;
     size_t width, threads;
     int help;
@@ -104,6 +107,13 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--model")) options->model = value;
         else if (!strcmp(flag, "--query")) options->query = value;
         else if (!strcmp(flag, "--precision")) options->precision = value;
+        else if (!strcmp(flag, "--device")) {
+            if (strcmp(value, "cpu") && strcmp(value, "cuda")) {
+                fprintf(stderr, "uform %s: --device is cpu or cuda, not '%s'\n", argv[1], value);
+                return 0;
+            }
+            options->device = value;
+        }
         else if (!uform_parse_number_(value, flag, &number)) return 0;
         else if (!strcmp(flag, "--seed")) options->seed = number;
         else if (!strcmp(flag, "--width")) options->width = (size_t)number;
@@ -157,6 +167,8 @@ static uform_status_t uform_open_(uform_options_t const *options, uform_model_t 
             return uform_invalid_argument_k;
         }
     }
+    if (status == uform_ok_k && options->device && !strcmp(options->device, "cuda"))
+        status = uform_model_set_device(*model, uform_device_cuda_k);
     return status;
 }
 
@@ -300,8 +312,8 @@ int main(int argc, char **argv) {
     } const verbs[] = {
         {"init", uform_init_usage_, "--tier --seed --output"},
         {"info", uform_info_usage_, "--model"},
-        {"encode", uform_encode_usage_, "--model --width --threads --precision"},
-        {"rerank", uform_rerank_usage_, "--model --query --threads --precision"},
+        {"encode", uform_encode_usage_, "--model --width --threads --precision --device"},
+        {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
         if (strcmp(argv[1], verbs[i].verb)) continue;

@@ -19,6 +19,12 @@ typedef enum uform_precision_t {
     uform_precision_f32_k = 1,  /* activations kept in Float32, weights widened exactly to Float32 */
 } uform_precision_t;
 
+/** Where inference passes run (uform_model_set_device). */
+typedef enum uform_device_t {
+    uform_device_cpu_k = 0,  /* the default: the thread pool and the precision of uform_model_set_precision */
+    uform_device_cuda_k = 1, /* the calling thread's current GPU (CUDA device 0 unless the caller chose another) */
+} uform_device_t;
+
 /** Creates a randomly initialized model, deterministic for a seed (see docs/model.md). */
 uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
 /** Opens a checkpoint directory holding `model.safetensors`; validates header, shapes and config. */
@@ -45,6 +51,16 @@ int uform_model_has_head(uform_model_t const *model, char const *head);
 uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
 /** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call. */
 uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
+/** Chooses where `uform_forward` and the verbs of encode.h (encode, colbert, rerank, mlm_logits)
+ *  run. CUDA: the weights are copied to the GPU at this call (BF16 matrices, Float32 norm gains and
+ *  pool.query) and again, before the next pass, whenever they change (a trainer's step, a head
+ *  re-initialized); activations are stored in BF16 with Float32 accumulation and a Float32 residual
+ *  stream, like the BF16 precision (so the Float32 precision is refused on the GPU, either order),
+ *  and the verbs' outputs agree with the CPU's within the bound of docs/cuda.md. Texts are packed
+ *  on the host as on the CPU; MaxSim sums run on the host. CPU: frees the GPU's copies. Fails with
+ *  uform_unsupported_k, leaving the model on the CPU, in a build without the CUDA backend or where
+ *  no GPU is usable. */
+uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
 /** Grows the workspace to hold `cells` cells per pass (default: two rows). Allocates here only. */
 uform_status_t uform_model_reserve(uform_model_t *model, size_t cells);
 

@@ -16,6 +16,9 @@
 #include "core/status.h"
 #include "cpu/kernels.h"
 #include "model/safetensors.h"
+#if defined(UFORM_HAVE_CUDA)
+#include "cuda/forward.h"
+#endif
 
 #ifndef UFORM_COMMIT
 #define UFORM_COMMIT "unknown"
@@ -71,10 +74,14 @@ void uform_model_refresh(uform_model_t *model) {
     uform_matrix_refresh_(&model->rerank_proj);
     uform_matrix_refresh_(&model->mlm_head);
     model->stale = 0;
+    model->cuda_stale = 1; /* the GPU's copy, if any, follows before its next pass */
 }
 
 void uform_model_close(uform_model_t *model) {
     if (!model) return;
+#if defined(UFORM_HAVE_CUDA)
+    uform_cuda_forward_destroy(model->cuda);
+#endif
     uform_matrix_free_(&model->embed);
     for (size_t i = 0; model->blocks && i < model->config.depth; ++i) {
         uform_block_t *block = &model->blocks[i];
@@ -196,6 +203,7 @@ uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uin
         return uform_fail(uform_invalid_argument_k, "uform_model_init_head: unknown head '%s' (pool, rerank or mlm)", head);
     }
     uform_fill_heads_(model, seed, head);
+    model->cuda_stale = 1;
     return uform_matrix_prepare_(matrix, model->precision);
 }
 
@@ -591,6 +599,9 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
     if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k)
         return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: unknown precision %d", (int)precision);
     if (precision == model->precision) return uform_ok_k;
+    if (model->device == uform_device_cuda_k)
+        return uform_fail(uform_unsupported_k, "uform_model_set_precision: the GPU runs the BF16 precision only; "
+                                               "set the device to uform_device_cpu_k first");
     model->precision = precision;
     for (size_t i = 0; i < model->config.depth; ++i) {
         uform_block_t *block = &model->blocks[i];
@@ -602,6 +613,43 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
     UFORM_TRY(uform_matrix_prepare_(&model->pool_proj, precision));
     UFORM_TRY(uform_matrix_prepare_(&model->rerank_proj, precision));
     return uform_matrix_prepare_(&model->mlm_head, precision);
+}
+
+uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device) {
+    if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_set_device: NULL model");
+    if (device != uform_device_cpu_k && device != uform_device_cuda_k)
+        return uform_fail(uform_invalid_argument_k, "uform_model_set_device: unknown device %d (cpu %d or cuda %d)",
+                          (int)device, (int)uform_device_cpu_k, (int)uform_device_cuda_k);
+    if (device == uform_device_cpu_k) {
+#if defined(UFORM_HAVE_CUDA)
+        uform_cuda_forward_destroy(model->cuda);
+#endif
+        model->cuda = NULL;
+        model->device = uform_device_cpu_k;
+        return uform_ok_k;
+    }
+#if !defined(UFORM_HAVE_CUDA)
+    return uform_fail(uform_unsupported_k, "uform_model_set_device: this libuform was built without the CUDA backend "
+                                           "(it is built where CMake finds nvcc, with UFORM_CUDA=ON)");
+#else
+    if (model->device == uform_device_cuda_k) return uform_ok_k;
+    if (model->precision != uform_precision_bf16_k)
+        return uform_fail(uform_unsupported_k, "uform_model_set_device: the GPU runs the BF16 precision only, "
+                                               "and this model is set to Float32");
+    if (model->stale) uform_model_refresh(model); /* the CPU's copies stay current too */
+    char error[512] = "";
+    uform_cuda_forward_t *context = NULL;
+    uform_status_t status = uform_cuda_forward_create(&context, error, sizeof(error));
+    if (status == uform_ok_k) status = uform_cuda_forward_upload(context, model, error, sizeof(error));
+    if (status != uform_ok_k) {
+        uform_cuda_forward_destroy(context);
+        return uform_fail(status, "uform_model_set_device: %s", error);
+    }
+    model->cuda = context;
+    model->cuda_stale = 0;
+    model->device = uform_device_cuda_k;
+    return uform_ok_k;
+#endif
 }
 
 uform_status_t uform_model_reserve(uform_model_t *model, size_t cells) {

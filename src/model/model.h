@@ -62,6 +62,9 @@ struct uform_model_t {
     char recipe[512], datasets[1024], warm_start[512]; /* how the weights came to be, for the README */
     uform_precision_t precision;
     int stale; /* a trainer changed the weights: packed or widened copies need refreshing */
+    uform_device_t device;         /* where passes run (uform_model_set_device) */
+    struct uform_cuda_forward_t *cuda; /* the GPU's copy of the weights (cuda/forward.h), NULL on the CPU */
+    int cuda_stale;                /* the weights changed since that copy was made: upload before the next pass */
     uform_pool_t *pool;
     uform_workspace_t workspace;
     float *rope_cos, *rope_sin; /* [uform_rope_table_k][32] */

@@ -11,20 +11,7 @@ import subprocess
 
 import pytest
 
-
-def cuda_build(build):
-    """Whether the build compiled uform_base with its CUDA glue (the backend was configured)."""
-    cache = (build / "CMakeCache.txt").read_text() if (build / "CMakeCache.txt").exists() else ""
-    compiler = [line.split("=", 1)[1] for line in cache.splitlines() if line.startswith("CMAKE_CUDA_COMPILER:")]
-    return "UFORM_CUDA:BOOL=ON" in cache and bool(compiler) and not compiler[0].endswith("NOTFOUND")
-
-
-def gpu_present():
-    try:
-        run = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return run.returncode == 0 and "GPU" in run.stdout
+from cuda_env import cuda_build, gpu_present
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,391 @@
+/*  forward.c: inference on one GPU (forward.h). The encoder is the training step's forward
+ *  (step.c, block_forward_) kernel for kernel, over the CPU's compacted cells: no padding, each
+ *  segment a contiguous run, so attention.cu's kernels (any number of segments of any length) apply
+ *  as they are. Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
+ *  Float32. Device memory: one allocation for the weights (replaced on upload), one for the
+ *  activations (grown when a larger pass arrives), nothing for training. */
+#include "cuda/forward.h"
+
+#include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda.h"
+
+enum {
+    vocabulary_k = 258,
+    logits_stride_k = 264,        /* rows of the logits 16-byte aligned for the product, as in step.c */
+    gemm_workspace_k = 32 << 20,  /* cuBLASLt's workspace */
+    capacity_quantum_k = 1024,    /* activations grow in steps of this many cells */
+};
+
+typedef struct block_weights_t {
+    float *attn_norm, *mlp_norm;            /* Float32 [d] */
+    uint16_t *qkv, *out, *gate_up, *down;   /* BF16 [3d, d], [d, d], [8d, d], [d, 4d] */
+} block_weights_t;
+
+struct uform_cuda_forward_t {
+    int device;
+    cudaStream_t stream;
+    uform_cuda_gemm_t *gemm;
+    /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
+    size_t width, depth, widest, colbert_width;
+    unsigned char *weights;
+    block_weights_t *blocks;
+    uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head;
+    float *final_norm, *pool_query;
+    /* Activations for `capacity` cells (segments are at most cells), one allocation. */
+    size_t capacity;
+    unsigned char *activations;
+    uint32_t *values, *segment_of, *spans;
+    int32_t *positions;
+    float *rotations, *x, *middle, *scales, *log_sums;
+    uint16_t *normed, *qkv, *attended, *gate_up, *hidden;
+    uint16_t *pooled;
+    float *pool_weights, *embeddings, *colbert_raw, *colbert, *inverse_norms, *logits;
+    /* Host staging: the segment tables going up, outputs coming down to be scattered. */
+    void *staging;
+    size_t staging_bytes;
+};
+
+static uform_status_t fail_(char *error, size_t size, uform_status_t status, char const *format, ...) {
+    if (error && size) {
+        va_list arguments;
+        va_start(arguments, format);
+        vsnprintf(error, size, format, arguments);
+        va_end(arguments);
+    }
+    return status;
+}
+
+/* A failed CUDA call: out of memory as such, anything else as a device that cannot serve. */
+static uform_status_t cuda_fail_(char *error, size_t size, int code, char const *what) {
+    return fail_(error, size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+                 "CUDA: %s failed: %s (%d)", what, cudaGetErrorString((cudaError_t)code), code);
+}
+
+#define CHECK(call, what)                                                                                             \
+    do {                                                                                                              \
+        int code_ = (int)(call);                                                                                      \
+        if (code_) return cuda_fail_(error, error_size, code_, what);                                                 \
+    } while (0)
+
+/* Bump allocation, 256-byte aligned; a NULL base only counts. */
+typedef struct layout_t {
+    unsigned char *base;
+    size_t used;
+} layout_t;
+
+static void *take_(layout_t *layout, size_t bytes) {
+    size_t at = (layout->used + 255) / 256 * 256;
+    layout->used = at + bytes;
+    return layout->base ? layout->base + at : NULL;
+}
+
+static size_t embeddings_stride_(uform_cuda_forward_t const *context) { return (context->widest + 3) / 4 * 4; }
+
+static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *model, layout_t *layout) {
+    size_t d = context->width;
+    context->embed = take_(layout, vocabulary_k * d * 2);
+    for (size_t i = 0; i < context->depth; ++i) {
+        block_weights_t *block = &context->blocks[i];
+        block->attn_norm = take_(layout, d * 4);
+        block->qkv = take_(layout, 3 * d * d * 2);
+        block->out = take_(layout, d * d * 2);
+        block->mlp_norm = take_(layout, d * 4);
+        block->gate_up = take_(layout, 8 * d * d * 2);
+        block->down = take_(layout, d * 4 * d * 2);
+    }
+    context->final_norm = take_(layout, d * 4);
+    int pool = model->pool_query && model->pool_proj.rows;
+    context->pool_query = pool ? take_(layout, d * 4) : NULL;
+    context->pool_proj = pool ? take_(layout, model->pool_proj.rows * d * 2) : NULL;
+    context->rerank_proj = model->rerank_proj.rows ? take_(layout, model->rerank_proj.rows * d * 2) : NULL;
+    context->mlm_head = model->mlm_head.rows ? take_(layout, vocabulary_k * d * 2) : NULL;
+}
+
+static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t n) {
+    size_t d = context->width, heads = d / 64, cw = context->colbert_width;
+    context->values = take_(layout, n * 4);
+    context->positions = take_(layout, n * 3 * 4);
+    context->segment_of = take_(layout, n * 4);
+    context->spans = take_(layout, n * 2 * 4);
+    context->rotations = take_(layout, n * 32 * 2 * 4);
+    context->x = take_(layout, n * d * 4);
+    context->middle = take_(layout, n * d * 4);
+    context->scales = take_(layout, n * 4);
+    context->log_sums = take_(layout, n * heads * 4);
+    context->normed = take_(layout, n * d * 2);
+    context->qkv = take_(layout, n * 3 * d * 2);
+    context->attended = take_(layout, n * d * 2);
+    context->gate_up = take_(layout, n * 8 * d * 2);
+    context->hidden = take_(layout, n * 4 * d * 2);
+    context->pooled = take_(layout, n * d * 2);
+    context->pool_weights = take_(layout, n * heads * 4);
+    context->embeddings = take_(layout, n * embeddings_stride_(context) * 4);
+    context->colbert_raw = take_(layout, n * cw * 4);
+    context->colbert = take_(layout, n * cw * 4);
+    context->inverse_norms = take_(layout, n * 4);
+    context->logits = take_(layout, n * logits_stride_k * 4);
+}
+
+uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *error, size_t error_size) {
+    *result = NULL;
+    int count = 0, code = (int)cudaGetDeviceCount(&count);
+    if (code || count < 1) {
+        cudaGetLastError(); /* clears the error, so that later calls in the process start clean */
+        return fail_(error, error_size, uform_unsupported_k, "no CUDA device (%s)",
+                     code ? cudaGetErrorString((cudaError_t)code) : "the driver lists none");
+    }
+    uform_cuda_forward_t *context = calloc(1, sizeof(*context));
+    if (!context) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate a GPU context");
+    *result = context;
+    CHECK(cudaGetDevice(&context->device), "cudaGetDevice");
+    CHECK(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
+    return uform_ok_k;
+}
+
+void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
+    if (!context) return;
+    cudaSetDevice(context->device);
+    if (context->stream) cudaStreamSynchronize(context->stream);
+    cudaFree(context->activations);
+    cudaFree(context->weights);
+    uform_cuda_gemm_destroy(context->gemm);
+    if (context->stream) cudaStreamDestroy(context->stream);
+    free(context->blocks);
+    free(context->staging);
+    free(context);
+}
+
+uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_model_t const *model, char *error,
+                                         size_t error_size) {
+    CHECK(cudaSetDevice(context->device), "cudaSetDevice");
+    CHECK(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+    cudaFree(context->weights);
+    context->weights = NULL;
+    free(context->blocks);
+    size_t d = model->config.width;
+    size_t widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
+    if (d != context->width || widest != context->widest || model->config.colbert_width != context->colbert_width) {
+        cudaFree(context->activations); /* laid out for other shapes: taken again at the next pass */
+        context->activations = NULL;
+        context->capacity = 0;
+    }
+    context->width = d, context->depth = model->config.depth;
+    context->widest = widest, context->colbert_width = model->config.colbert_width;
+    context->blocks = calloc(context->depth, sizeof(*context->blocks));
+    if (!context->blocks) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU block table");
+    if (model->pool_query && model->pool_proj.rows && model->pool_proj.rows != widest)
+        return fail_(error, error_size, uform_shape_k, "pool.proj has %zu rows, the widest embedding is %zu",
+                     model->pool_proj.rows, widest);
+    if (model->rerank_proj.rows && model->rerank_proj.rows != context->colbert_width)
+        return fail_(error, error_size, uform_shape_k, "rerank.proj has %zu rows, colbert_width is %zu",
+                     model->rerank_proj.rows, context->colbert_width);
+    layout_t layout = {NULL, 0};
+    weights_layout_(context, model, &layout);
+    int code = (int)cudaMalloc((void **)&context->weights, layout.used);
+    if (code) {
+        context->weights = NULL;
+        return fail_(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+                     "CUDA: cannot take %.3f GiB of device memory for the weights: %s", layout.used / 1073741824.0,
+                     cudaGetErrorString((cudaError_t)code));
+    }
+    layout = (layout_t){context->weights, 0};
+    weights_layout_(context, model, &layout);
+    cudaStream_t s = context->stream;
+    enum cudaMemcpyKind up = cudaMemcpyHostToDevice;
+    CHECK(cudaMemcpyAsync(context->embed, model->embed.bf16, vocabulary_k * d * 2, up, s), "uploading embed.bytes");
+    for (size_t i = 0; i < context->depth; ++i) {
+        uform_block_t const *source = &model->blocks[i];
+        block_weights_t const *target = &context->blocks[i];
+        CHECK(cudaMemcpyAsync(target->attn_norm, source->attn_norm, d * 4, up, s), "uploading attn_norm");
+        CHECK(cudaMemcpyAsync(target->qkv, source->qkv.bf16, 3 * d * d * 2, up, s), "uploading qkv");
+        CHECK(cudaMemcpyAsync(target->out, source->out.bf16, d * d * 2, up, s), "uploading out");
+        CHECK(cudaMemcpyAsync(target->mlp_norm, source->mlp_norm, d * 4, up, s), "uploading mlp_norm");
+        CHECK(cudaMemcpyAsync(target->gate_up, source->gate_up.bf16, 8 * d * d * 2, up, s), "uploading gate_up");
+        CHECK(cudaMemcpyAsync(target->down, source->down.bf16, d * 4 * d * 2, up, s), "uploading down");
+    }
+    CHECK(cudaMemcpyAsync(context->final_norm, model->final_norm, d * 4, up, s), "uploading final_norm");
+    if (context->pool_query) {
+        CHECK(cudaMemcpyAsync(context->pool_query, model->pool_query, d * 4, up, s), "uploading pool.query");
+        CHECK(cudaMemcpyAsync(context->pool_proj, model->pool_proj.bf16, widest * d * 2, up, s), "uploading pool.proj");
+    }
+    if (context->rerank_proj)
+        CHECK(cudaMemcpyAsync(context->rerank_proj, model->rerank_proj.bf16, context->colbert_width * d * 2, up, s),
+              "uploading rerank.proj");
+    if (context->mlm_head)
+        CHECK(cudaMemcpyAsync(context->mlm_head, model->mlm_head.bf16, vocabulary_k * d * 2, up, s), "uploading mlm.head");
+    CHECK(cudaStreamSynchronize(s), "uploading the weights");
+    return uform_ok_k;
+}
+
+/* Makes the activations hold `cells` cells and the host staging every table and output of them. */
+static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char *error, size_t error_size) {
+    size_t d = context->width, cw = context->colbert_width;
+    size_t row_bytes = 3 * 4; /* spans (2 per segment, segments <= cells) and segment_of going up */
+    if (d * 2 > row_bytes) row_bytes = d * 2;                   /* h in BF16 coming down */
+    if (cw * 4 > row_bytes) row_bytes = cw * 4;                 /* ColBERT vectors */
+    if (vocabulary_k * 4 > row_bytes) row_bytes = vocabulary_k * 4; /* logits */
+    if (cells > context->capacity) {
+        size_t capacity = (cells + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
+        CHECK(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+        cudaFree(context->activations);
+        context->activations = NULL;
+        context->capacity = 0;
+        layout_t layout = {NULL, 0};
+        activations_layout_(context, &layout, capacity);
+        int code = (int)cudaMalloc((void **)&context->activations, layout.used);
+        if (code) {
+            context->activations = NULL;
+            return fail_(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu cells: %s",
+                         layout.used / 1073741824.0, cells, cudaGetErrorString((cudaError_t)code));
+        }
+        layout = (layout_t){context->activations, 0};
+        activations_layout_(context, &layout, capacity);
+        context->capacity = capacity;
+    }
+    if (context->capacity * row_bytes > context->staging_bytes) {
+        void *staging = malloc(context->capacity * row_bytes);
+        if (!staging) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
+                                   context->capacity * row_bytes);
+        free(context->staging);
+        context->staging = staging;
+        context->staging_bytes = context->capacity * row_bytes;
+    }
+    return uform_ok_k;
+}
+
+/* One block, as step.c's block_forward_ with `complete`: x -> middle -> x. */
+static uform_status_t block_forward_(uform_cuda_forward_t *context, size_t l, size_t n, char *error, size_t error_size) {
+    size_t d = context->width;
+    void *s = context->stream;
+    uform_cuda_gemm_t *g = context->gemm;
+    block_weights_t const *w = &context->blocks[l];
+    CHECK(uform_cuda_rmsnorm_forward(context->x, w->attn_norm, n, d, context->normed, context->scales, s, 0), "rmsnorm (attn_norm)");
+    CHECK(uform_cuda_gemm(g, 0, 1, n, 3 * d, d, context->normed, d, w->qkv, d, NULL, context->qkv, 3 * d, 0, s, 0), "the qkv product");
+    CHECK(uform_cuda_rope(context->qkv, context->rotations, n, d, 1, s), "M-RoPE");
+    CHECK(uform_cuda_attention_forward(context->qkv, context->spans, context->segment_of, n, d, context->attended,
+                                       context->log_sums, s, 0), "attention");
+    CHECK(uform_cuda_gemm(g, 0, 1, n, d, d, context->attended, d, w->out, d, context->x, context->middle, d, 1, s, 0), "the out product");
+    CHECK(uform_cuda_rmsnorm_forward(context->middle, w->mlp_norm, n, d, context->normed, context->scales, s, 0), "rmsnorm (mlp_norm)");
+    CHECK(uform_cuda_gemm(g, 0, 1, n, 8 * d, d, context->normed, d, w->gate_up, d, NULL, context->gate_up, 8 * d, 0, s, 0),
+          "the gate_up product");
+    CHECK(uform_cuda_swiglu_forward(context->gate_up, n, 4 * d, context->hidden, s, 0), "SwiGLU");
+    CHECK(uform_cuda_gemm(g, 0, 1, n, d, 4 * d, context->hidden, 4 * d, w->down, 4 * d, context->middle, context->x, d, 1, s, 0),
+          "the down product");
+    return uform_ok_k;
+}
+
+static size_t destination_(uform_pass_t const *pass, size_t cell) {
+    return pass->destinations ? pass->destinations[cell] : cell;
+}
+
+/* Downloads `rows` rows of `bytes` bytes (`pitch` apart on the device) and writes row i at
+ * target + destination(i) * bytes. */
+static uform_status_t download_rows_(uform_cuda_forward_t *context, uform_pass_t const *pass, void const *source,
+                                     size_t pitch, size_t bytes, size_t rows, void *target, char *error, size_t error_size) {
+    cudaStream_t s = context->stream;
+    void *landing = pass->destinations ? context->staging : target;
+    CHECK(cudaMemcpy2DAsync(landing, bytes, source, pitch, bytes, rows, cudaMemcpyDeviceToHost, s), "downloading outputs");
+    CHECK(cudaStreamSynchronize(s), "the pass");
+    if (pass->destinations)
+        for (size_t i = 0; i < rows; ++i)
+            memcpy((unsigned char *)target + destination_(pass, i) * bytes, (unsigned char const *)context->staging + i * bytes,
+                   bytes);
+    return uform_ok_k;
+}
+
+uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_t const *pass, char *error,
+                                      size_t error_size) {
+    size_t n = pass->cells, segments = pass->segments_count, d = context->width, cw = context->colbert_width;
+    if (!n) return uform_ok_k;
+    if ((pass->pooled && !context->pool_proj) || (pass->colbert && !context->rerank_proj) || (pass->logits && !context->mlm_head))
+        return fail_(error, error_size, uform_missing_k, "the GPU's copy of the weights lacks a head this pass needs");
+    if (!segments || segments > n)
+        return fail_(error, error_size, uform_invalid_argument_k, "a pass of %zu cells with %zu segments", n, segments);
+    CHECK(cudaSetDevice(context->device), "cudaSetDevice");
+    uform_status_t status = reserve_(context, n, error, error_size);
+    if (status != uform_ok_k) return status;
+    cudaStream_t s = context->stream;
+    enum cudaMemcpyKind up = cudaMemcpyHostToDevice;
+
+    /* The segment tables attention.cu and pool.cu read: (first cell, length) per segment, and
+     * each cell's segment; segments are contiguous runs in cell order covering every cell. */
+    uint32_t *spans = context->staging, *segment_of = spans + 2 * segments;
+    size_t covered = 0;
+    for (size_t segment = 0; segment < segments; ++segment) {
+        uform_span_t const *span = &pass->segments[segment];
+        if (span->start != covered || !span->length || span->start + span->length > n)
+            return fail_(error, error_size, uform_invalid_argument_k, "segment %zu (cells %zu..+%zu) is not the next run of cells",
+                         segment, span->start, span->length);
+        spans[2 * segment] = (uint32_t)span->start;
+        spans[2 * segment + 1] = (uint32_t)span->length;
+        for (size_t t = 0; t < span->length; ++t) segment_of[span->start + t] = (uint32_t)segment;
+        covered += span->length;
+    }
+    if (covered != n) return fail_(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
+    CHECK(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
+    CHECK(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
+    CHECK(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");
+    CHECK(cudaMemcpyAsync(context->segment_of, segment_of, n * 4, up, s), "uploading segments");
+    /* The pageable copies above have left the staging buffer when they return; the stream orders the rest. */
+
+    CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s, 0), "the M-RoPE table");
+    CHECK(uform_cuda_embed_forward(context->embed, context->values, n, d, context->x, s, 0), "the byte embedding");
+    for (size_t l = 0; l < context->depth; ++l) {
+        status = block_forward_(context, l, n, error, error_size);
+        if (status != uform_ok_k) return status;
+    }
+    uint16_t *h = context->normed; /* h = rmsnorm(x, final_norm), BF16: the heads' operand */
+    CHECK(uform_cuda_rmsnorm_forward(context->x, context->final_norm, n, d, h, context->scales, s, 0), "rmsnorm (final_norm)");
+    if (pass->colbert) {
+        CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, cw, d, h, d, context->rerank_proj, d, NULL, context->colbert_raw, cw, 1, s, 0),
+              "the rerank.proj product");
+        CHECK(uform_cuda_normalize_rows_forward(context->colbert_raw, n, cw, context->colbert, context->inverse_norms, s, 0),
+              "normalizing ColBERT rows");
+    }
+    if (pass->logits)
+        CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, vocabulary_k, d, h, d, context->mlm_head, d, NULL, context->logits,
+                              logits_stride_k, 1, s, 0), "the mlm.head product");
+    size_t e = context->widest, e_stride = embeddings_stride_(context);
+    if (pass->pooled) {
+        CHECK(uform_cuda_pool_forward(h, context->pool_query, context->spans, segments, d, context->pooled,
+                                      context->pool_weights, s, 0), "the attention pool");
+        CHECK(uform_cuda_gemm(context->gemm, 0, 1, segments, e, d, context->pooled, d, context->pool_proj, d, NULL,
+                              context->embeddings, e_stride, 1, s, 0), "the pool.proj product");
+    }
+    CHECK(cudaStreamSynchronize(s), "the pass");
+
+    if (pass->pooled) { /* one row per segment, in order: no destinations */
+        CHECK(cudaMemcpy2DAsync(pass->pooled, e * 4, context->embeddings, e_stride * 4, e * 4, segments,
+                                cudaMemcpyDeviceToHost, s), "downloading embeddings");
+        CHECK(cudaStreamSynchronize(s), "downloading embeddings");
+    }
+    if (pass->colbert) {
+        status = download_rows_(context, pass, context->colbert, cw * 4, cw * 4, n, pass->colbert, error, error_size);
+        if (status != uform_ok_k) return status;
+    }
+    if (pass->logits) {
+        status = download_rows_(context, pass, context->logits, logits_stride_k * 4, vocabulary_k * 4, n, pass->logits,
+                                error, error_size);
+        if (status != uform_ok_k) return status;
+    }
+    if (pass->hidden) { /* BF16 h widened exactly to Float32 */
+        uint16_t const *rows = context->staging;
+        CHECK(cudaMemcpyAsync(context->staging, h, n * d * 2, cudaMemcpyDeviceToHost, s), "downloading h");
+        CHECK(cudaStreamSynchronize(s), "downloading h");
+        for (size_t i = 0; i < n; ++i) {
+            float *target = pass->hidden + destination_(pass, i) * d;
+            for (size_t j = 0; j < d; ++j) {
+                uint32_t bits = (uint32_t)rows[i * d + j] << 16;
+                memcpy(&target[j], &bits, sizeof(bits));
+            }
+        }
+    }
+    return uform_ok_k;
+}

@@ -1,0 +1,32 @@
+/*  forward.h (internal): inference on one GPU. A context holds a copy of a model's weights on the
+ *  device (BF16 matrices, Float32 norm gains and pool.query, as in the model) and activation
+ *  buffers that grow to the largest pass seen; a pass (the CPU's compacted cells, cpu/forward.h)
+ *  runs the encoder of SPEC.md section 2 from the kernels of cuda.h, mirroring the training step's
+ *  block_forward_ (step.c), and the heads it asks for, then downloads the outputs into the pass's
+ *  Float32 arrays in the CPU's layout. Host C11; every call returns uform_ok_k or a status with a
+ *  message in `error` (the caller reports it through uform_fail). */
+#ifndef UFORM_CUDA_FORWARD_H
+#define UFORM_CUDA_FORWARD_H
+
+#include <stddef.h>
+
+#include "cpu/forward.h"
+
+typedef struct uform_cuda_forward_t uform_cuda_forward_t;
+
+/** Takes the calling thread's current GPU: a stream and cuBLASLt. uform_unsupported_k when no GPU
+ *  is usable (no device, no driver), uform_out_of_memory_k when the device is full. */
+uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **context, char *error, size_t error_size);
+/** Copies the model's weights (its BF16 masters and Float32 vectors, whichever heads it has) to the
+ *  device, replacing any earlier copy. Called once, and again whenever the weights change. */
+uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_model_t const *model, char *error,
+                                         size_t error_size);
+/** Runs one pass over the uploaded weights and writes its requested outputs (hidden, pooled,
+ *  colbert, logits) as uform_cpu_forward does; hidden is the GPU's BF16 h widened to Float32.
+ *  Synchronous: the outputs are written when it returns. */
+uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_t const *pass, char *error,
+                                      size_t error_size);
+/** Frees the device copies and buffers. NULL is allowed. */
+void uform_cuda_forward_destroy(uform_cuda_forward_t *context);
+
+#endif

@@ -1,0 +1,506 @@
+# test_cuda_inference.py: inference on the GPU (uform_model_set_device, `uform encode|rerank --device
+# cuda`, docs/cuda.md) against the CPU's BF16 precision. Without a GPU (or without the CUDA
+# backend) `--device cuda` must fail with one clear line and a non-zero exit, the C ABI with
+# uform_unsupported_k, and the model stays usable on the CPU; the numerical checks skip. The
+# controls' margins are checked everywhere (on the CPU), so a GPU run cannot pass them by accident.
+#
+# The bound. The CPU in BF16 precision rounds the inputs of every product to BF16: per block the
+# inputs of qkv, q, k (after rotation), v, the attention weights p, the out input, the gate_up
+# input and the down input, and one head input: S_cpu = 8 L + 1 rounding points (bounds.py). The
+# GPU stores every activation in BF16 (step.c's forward), which rounds at those same points and at
+# four more per block: q and k as the qkv product leaves it (before rotation), gate and up as the
+# gate_up product leaves it; and h before the attention pool: S_gpu = 12 L + 2 (L + 1 for per-cell
+# heads; `hidden` itself is h rounded to BF16, one more relative 2^-8 at most, added outright).
+# Write CPU = X + E_c and GPU = X + E_g around the exact result X. Assumptions: (1) rounding errors
+# at different points are independent with the rms of BF16 round-to-nearest, and every point has
+# about the same gain on the output (bounds.py's G); then ||E|| grows as sqrt(S), and since the
+# BF16-input reference rounds at the CPU's points, ||E_c|| ~ E_r = ||R_bf16 - R_f64|| / ||R_f64||
+# and ||E_g|| ~ sqrt(S_gpu / S_cpu) E_r. (2) Float32 arithmetic adds B_f32 (bounds.py) on the CPU
+# and at most 2 B_f32 on the GPU (tensor cores: one ulp per accumulated term; ex2.approx, rsqrtf
+# a few ulp within the same budget). By the triangle inequality, norm-wise and relative:
+#     ||GPU - CPU|| / ||CPU|| <= (1 + sqrt((12 L + 2) / (8 L + 1))) E_r + 3 B_f32     (= B_gpu)
+# (for L = 2, 3: about 2.23 E_r, i.e. a cosine of at least 1 - B_gpu^2 / 2 between the two). The
+# "~" in (1) holds for the expected sizes; one item's E_r is one realization of rounding noise, so
+# it is applied as is where many items (MANY_ITEMS or more) share one norm (all texts, all cells,
+# all documents), and with a factor 2 on the E_r term per item (one text, one segment) and where
+# fewer items share it (the pooled rows of a grid of a few segments). Printed values (%.7g) add
+# 5e-6 relative per side. On a NumPy model of the GPU's rounding points (150 texts, the grids of
+# these tests, both test models), and with forward.c run over host stand-ins of the CUDA entry
+# points that store BF16 where the kernels do, the worst error was 0.55 of its bound.
+# MaxSim scores are checked as one vector over the documents, with E_r of the reference scores
+# (maxsim of the Float64 and of the BF16-input ColBERT cells): the same argument with the score as
+# the output. (contract.py's worst-case per-score bound, n_q B_q + n_q sqrt(n_d) B_d, holds too
+# but is a hundred times too loose to reject any control.)
+#
+# Controls, at the test level only (nothing perturbs the GPU path): the same checks must reject
+# (1) embeddings and (2) MaxSim scores of texts with one byte changed (in the middle), (3) the
+# forward of a packed grid whose image and video cells have their h and w coordinates swapped
+# (contract.py's rope-axis plant, here on the CPU side). test_controls_exceed_twice_the_bound
+# shows on the CPU that each control differs from the CPU result by more than twice the bound, so
+# a GPU within the bound of the CPU is more than one bound away from the control.
+
+import ctypes
+import functools
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+from cuda_env import cuda_build, gpu_present
+
+import bounds
+import reference
+from conftest import COLUMNS
+from contract import reference_forward
+from grids import GridBuilder, longest_segment
+from uform_ctypes import PRECISION_F32
+
+DEVICE_CPU, DEVICE_CUDA = 0, 1
+STATUS_INVALID, STATUS_UNSUPPORTED = 1, 7
+PRINTED = 5e-6  # relative error of one printed Float32 vector (test_cli.py)
+MANY_ITEMS = 16  # items sharing one norm for it to take B_gpu as is (see the top)
+QUERY = b"byte-level encoders"
+
+
+# ---------------------------------------------------------------------------------------------
+# Where the GPU is, and the C ABI's switch
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def gpu(cli):
+    return cuda_build(cli.parent) and gpu_present()
+
+
+@pytest.fixture
+def needs_gpu(gpu):
+    if not gpu:
+        pytest.skip("needs a CUDA build and a GPU (the failure path is tested instead)")
+
+
+def set_device(handle, device):
+    function = handle.library.dll.uform_model_set_device
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    function.restype = ctypes.c_int
+    return function(handle.handle, device)
+
+
+def on_gpu(handle):
+    status = set_device(handle, DEVICE_CUDA)
+    assert status == 0, f"uform_model_set_device(cuda) -> {status}: {handle.library.last_error()}"
+    return handle
+
+
+def init_head(handle, head, seed):
+    function = handle.library.dll.uform_model_init_head
+    function.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_uint64]
+    function.restype = ctypes.c_int
+    assert function(handle.handle, head.encode(), seed) == 0, handle.library.last_error()
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs, references and the checks
+# ---------------------------------------------------------------------------------------------
+
+
+def texts_for(columns=COLUMNS):
+    """Lengths around the attention tile (64) and the row (one cut), random ones, and UTF-8."""
+    rng = np.random.default_rng(2024)
+    alphabet = np.frombuffer(b"abcdefghijklmnopqrstuvwxyz ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.,;:-!?()", dtype=np.uint8)
+    lengths = [1, 2, 7, 31, 63, 64, 65, 80, columns - 1, columns, columns + 17]
+    lengths += [int(n) for n in rng.integers(1, columns, size=29)]
+    return [bytes(rng.choice(alphabet, size=n)) for n in lengths] + ["Grüße aus Zürich, 東京 and Kraków".encode()]
+
+
+TEXTS = texts_for()
+
+
+def one_byte_changed(text, columns=COLUMNS):
+    """The control: the middle byte (of what fits a row) replaced by another letter."""
+    index = min(len(text), columns) // 2
+    other = b"x" if text[index : index + 1] != b"x" else b"y"
+    return text[:index] + other + text[index + 1 :]
+
+
+@functools.lru_cache(maxsize=None)
+def model_of(directory):
+    return reference.load_model(directory)
+
+
+@functools.lru_cache(maxsize=None)
+def text_reference(directory, text, bf16):
+    """(h, e) of one text (cut to a row, as the verbs cut it)."""
+    model = model_of(directory)
+    return reference.encode_text(model, text[: int(model.config["columns"])], bf16)
+
+
+def allowance_for(items):
+    """The factor on E_r: 1 over many items, 2 for one item or a few (see the top)."""
+    return 1.0 if items >= MANY_ITEMS else 2.0
+
+
+def ratio_of_points(depth):
+    """sqrt(S_gpu / S_cpu): the GPU's extra rounding points per block (see the top)."""
+    return float(np.sqrt((12 * depth + 2) / (8 * depth + 1)))
+
+
+def gpu_bound(expected_f64, expected_bf16, model, longest, coordinate, allowance=1.0, extra=0.0):
+    """B_gpu = allowance (1 + sqrt(S_gpu / S_cpu)) E_r + 3 B_f32 + extra."""
+    rounding = bounds.relative_error(expected_bf16, expected_f64)
+    float32 = bounds.bound_f32(expected_f64, expected_bf16, model.width, longest, coordinate)
+    return allowance * (1.0 + ratio_of_points(model.depth)) * rounding + 3.0 * float32 + extra
+
+
+class Check:
+    """Comparisons of GPU results with CPU results (or a control); ok only if all pass."""
+
+    def __init__(self, title):
+        self.lines = [title]
+        self.ok = True
+        self.ratios = {}
+
+    def compare(self, name, value, expected, limit):
+        error = bounds.relative_error(value, expected)
+        passed = bool(np.isfinite(error) and error <= limit)
+        self.ok &= passed
+        self.ratios[name] = error / limit if np.isfinite(error) else np.inf
+        self.lines.append(f"{'ok  ' if passed else 'FAIL'} {name}: error {error:.3e} bound {limit:.3e} ({error / limit:.1%})")
+
+    def require(self, name, passed, detail=""):
+        self.ok &= bool(passed)
+        self.lines.append(f"{'ok  ' if passed else 'FAIL'} {name}{': ' + detail if detail else ''}")
+
+    def __str__(self):
+        return "\n".join(self.lines)
+
+
+def check_embeddings(directory, texts, width, value, expected, printed):
+    """All texts as one matrix (B_gpu), then each text (factor 2 on E_r)."""
+    model, columns = model_of(directory), COLUMNS
+    f64 = np.array([reference.matryoshka(text_reference(directory, text, False)[1], width) for text in texts])
+    bf16 = np.array([reference.matryoshka(text_reference(directory, text, True)[1], width) for text in texts])
+    extra = 2 * PRINTED if printed else 0.0
+    check = Check(f"embeddings of width {width} on {directory}")
+    check.require("count", len(value) == len(texts) == len(expected), f"{len(value)}, {len(expected)} of {len(texts)}")
+    if not check.ok:
+        return check
+    longest = max(min(len(text), columns) for text in texts)
+    check.compare("all texts", value, expected,
+                  gpu_bound(f64, bf16, model, longest, longest, allowance_for(len(texts)), extra))
+    for index, text in enumerate(texts):
+        length = min(len(text), columns)
+        check.compare(f"text {index} ({length} bytes)", value[index], expected[index],
+                      gpu_bound(f64[index], bf16[index], model, length, length, 2.0, extra))
+    return check
+
+
+def check_scores(directory, query, documents, value, expected, printed):
+    """MaxSim scores as one vector over the documents, against B_gpu of the reference scores."""
+    model = model_of(directory)
+
+    def cells(text, bf16):
+        return reference.colbert_cells(model, text_reference(directory, text, bf16)[0], bf16)
+
+    f64 = np.array([reference.maxsim(cells(query, False), cells(document, False)) for document in documents])
+    bf16 = np.array([reference.maxsim(cells(query, True), cells(document, True)) for document in documents])
+    longest = max(min(len(text), COLUMNS) for text in [query, *documents])
+    check = Check(f"MaxSim scores on {directory}")
+    check.require("count", len(value) == len(documents) == len(expected))
+    if check.ok:
+        extra = 2 * PRINTED if printed else 0.0
+        check.compare("all documents", value, expected,
+                      gpu_bound(f64, bf16, model, longest, longest, allowance_for(len(documents)), extra))
+    return check
+
+
+OUTPUTS = ("hidden", "pooled", "colbert", "logits")
+
+
+def check_grid(directory, grid, found, value, expected, f64, bf16):
+    """uform_forward's outputs: segment count, padding untouched, each output over all cells (B_gpu)
+    and per segment (factor 2 on E_r; the pooled rows of a few segments too); `hidden` adds its
+    own BF16 rounding, 2^-8."""
+    model = model_of(directory)
+    check = Check(f"uform_forward on {directory}, {grid.rows} rows")
+    check.require("segment count", value.segments == len(found) == expected.segments, f"{value.segments} vs {len(found)}")
+    if not check.ok:
+        return check
+    padding = grid.kinds == reference.CELL_PADDING
+    for name in ("hidden", "colbert", "logits"):
+        check.require(f"{name}: padding cells left as they were", np.all(np.isnan(getattr(value, name)[padding])))
+    cells = ~padding
+    longest, coordinate = longest_segment(grid), int(grid.positions.max())
+    for name in OUTPUTS:
+        extra = bounds.UNIT_BF16 if name == "hidden" else 0.0
+        pick = (lambda array: array) if name == "pooled" else (lambda array: array[cells])
+        allowance = allowance_for(len(found) if name == "pooled" else int(cells.sum()))
+        check.compare(f"{name}, all cells", pick(getattr(value, name)), pick(getattr(expected, name)),
+                      gpu_bound(pick(getattr(f64, name)), pick(getattr(bf16, name)), model, longest, coordinate,
+                                allowance, extra))
+        for index, (row, start, length) in enumerate(found):
+            span = (row, slice(start, start + length))
+            pick = (lambda array: array[index]) if name == "pooled" else (lambda array: array[span])
+            check.compare(f"{name}, segment {index} (row {row}, columns {start}..{start + length - 1})",
+                          pick(getattr(value, name)), pick(getattr(expected, name)),
+                          gpu_bound(pick(getattr(f64, name)), pick(getattr(bf16, name)), model, length, coordinate, 2.0, extra))
+    return check
+
+
+def swapped_axes(positions):
+    """The rope-axis control: h and w exchanged (text cells, t = h = w, are unchanged)."""
+    return positions[..., [0, 2, 1]]
+
+
+def tall_grid(grid, copies):
+    """The grid's rows repeated: a pass of thousands of cells (the GPU's buffers must grow)."""
+    tall = GridBuilder(grid.rows * copies, grid.columns)
+    tall.kinds, tall.values = np.tile(grid.kinds, (copies, 1)), np.tile(grid.values, (copies, 1))
+    tall.segments, tall.positions = np.tile(grid.segments, (copies, 1)), np.tile(grid.positions, (copies, 1, 1))
+    return tall
+
+
+def tiled(outputs, copies):
+    """Reference outputs of tall_grid from those of one copy (each segment runs on its own)."""
+    return reference.Outputs(np.tile(outputs.hidden, (copies, 1, 1)), np.tile(outputs.pooled, (copies, 1)),
+                             np.tile(outputs.colbert, (copies, 1, 1)), np.tile(outputs.logits, (copies, 1, 1)),
+                             outputs.segments * copies, outputs.max_abs_score)
+
+
+# ---------------------------------------------------------------------------------------------
+# The `uform` tool
+# ---------------------------------------------------------------------------------------------
+
+
+def uform(cli, *arguments, stdin=b""):
+    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, timeout=600)
+    assert run.returncode >= 0, f"uform {' '.join(map(str, arguments))} was killed by signal {-run.returncode}"
+    return run
+
+
+def lines_of(texts):
+    return b"\n".join(texts) + b"\n"
+
+
+def encode(cli, directory, texts, device, width=None):
+    arguments = ["encode", "--model", directory, "--device", device] + (["--width", width] if width else [])
+    run = uform(cli, *arguments, stdin=lines_of(texts))
+    assert run.returncode == 0, run.stderr.decode()
+    return np.array([json.loads(line) for line in run.stdout.decode().splitlines()], dtype=np.float64)
+
+
+def rerank(cli, directory, query, documents, device):
+    run = uform(cli, "rerank", "--model", directory, "--query", query.decode(), "--device", device,
+                stdin=lines_of(documents))
+    assert run.returncode == 0, run.stderr.decode()
+    return np.array([float(line) for line in run.stdout.decode().split()], dtype=np.float64)
+
+
+# ---------------------------------------------------------------------------------------------
+# Everywhere: the flag, the failure path, the ABI's arguments, the controls' margins
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("verb", ["encode", "rerank"])
+def test_help_lists_the_device_flag(cli, verb):
+    run = uform(cli, verb, "--help")
+    assert run.returncode == 0 and b"--device cpu|cuda" in run.stdout, run.stdout
+
+
+def test_a_bad_device_is_refused(cli, init_model):
+    run = uform(cli, "encode", "--model", init_model, "--device", "gpu", stdin=b"hello\n")
+    assert run.returncode == 2, run.stderr
+    assert run.stderr.decode().strip() == "uform encode: --device is cpu or cuda, not 'gpu'", run.stderr
+
+
+def test_cpu_is_the_default_device(cli, init_model):
+    texts = TEXTS[:6]
+    plain = uform(cli, "encode", "--model", init_model, stdin=lines_of(texts))
+    chosen = uform(cli, "encode", "--model", init_model, "--device", "cpu", stdin=lines_of(texts))
+    assert plain.returncode == chosen.returncode == 0 and plain.stdout == chosen.stdout
+    plain = uform(cli, "rerank", "--model", init_model, "--query", "abc", stdin=lines_of(texts))
+    chosen = uform(cli, "rerank", "--model", init_model, "--query", "abc", "--device", "cpu", stdin=lines_of(texts))
+    assert plain.returncode == chosen.returncode == 0 and plain.stdout == chosen.stdout
+
+
+@pytest.mark.parametrize("verb", ["encode", "rerank"])
+def test_without_a_gpu_device_cuda_fails_with_one_line(cli, init_model, gpu, verb):
+    if gpu:
+        pytest.skip("a GPU is present: the numerical tests run instead")
+    extra = ["--query", "abc"] if verb == "rerank" else []
+    run = uform(cli, verb, "--model", init_model, "--device", "cuda", *extra, stdin=b"hello\nworld\n")
+    assert run.returncode == 1, (run.returncode, run.stderr)  # an exit, not a signal or an abort
+    assert run.stdout == b"", run.stdout
+    message = run.stderr.decode()
+    expected = "no CUDA device" if cuda_build(cli.parent) else "without the CUDA backend"
+    assert len(message.strip().splitlines()) == 1, message
+    assert expected in message and "uform_model_set_device" in message and "unsupported" in message, message
+
+
+def test_set_device_arguments_and_failure_leave_the_cpu_working(library, init_model, gpu):
+    with library.open(init_model) as handle, library.open(init_model) as fresh:
+        assert set_device(handle, 9) == STATUS_INVALID and "unknown device" in library.last_error()
+        assert set_device(handle, DEVICE_CPU) == 0
+        status = set_device(handle, DEVICE_CUDA)
+        if gpu:
+            assert status == 0, library.last_error()
+            assert set_device(handle, DEVICE_CPU) == 0  # back to the CPU: the GPU's copy is freed
+        else:
+            assert status == STATUS_UNSUPPORTED, (status, library.last_error())
+            assert "CUDA" in library.last_error(), library.last_error()
+        # Either way the model now runs on the CPU, bit for bit as a fresh one.
+        assert np.array_equal(handle.encode(TEXTS[:5])[0], fresh.encode(TEXTS[:5])[0])
+    function = library.dll.uform_model_set_device
+    function.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    assert function(None, DEVICE_CUDA) == STATUS_INVALID
+
+
+def test_float32_precision_is_refused_on_the_gpu(library, cli, init_model, gpu):
+    with library.open(init_model) as handle:
+        handle.set_precision(PRECISION_F32)
+        assert set_device(handle, DEVICE_CUDA) == STATUS_UNSUPPORTED
+        message = library.last_error()
+        assert "BF16" in message or "CUDA" in message, message
+    if gpu:
+        with library.open(init_model) as handle:
+            on_gpu(handle)
+            function = library.dll.uform_model_set_precision
+            assert function(handle.handle, PRECISION_F32) == STATUS_UNSUPPORTED and "BF16" in library.last_error()
+        run = uform(cli, "encode", "--model", init_model, "--precision", "f32", "--device", "cuda", stdin=b"hello\n")
+        assert run.returncode == 1 and b"BF16" in run.stderr, run.stderr
+
+
+def test_controls_exceed_twice_the_bound(library, init_model, python_model):
+    """On the CPU: each control differs from the CPU's own result by more than twice the bound in
+    the comparisons named, so that a GPU within the bound of the CPU cannot pass a control."""
+    for directory in (str(init_model), str(python_model)):
+        controls = [one_byte_changed(text) for text in TEXTS]
+        with library.open(directory) as handle:
+            widest = model_of(directory).embedding_widths[-1]
+            embeddings, controlled = handle.encode(TEXTS, widest)[0], handle.encode(controls, widest)[0]
+            scores, controlled_scores = handle.rerank(QUERY, TEXTS)[0], handle.rerank(QUERY, controls)[0]
+        check = check_embeddings(directory, TEXTS, widest, controlled, embeddings, printed=True)
+        texts_ratio = min(ratio for name, ratio in check.ratios.items() if name.startswith("text "))
+        assert texts_ratio > 2, f"one byte changed is within twice the bound for some text:\n{check}"
+        check = check_scores(directory, QUERY, TEXTS, controlled_scores, scores, printed=True)
+        assert check.ratios["all documents"] > 2, f"MaxSim with one byte changed per document:\n{check}"
+    with library.open(python_model) as handle:
+        _, grid, f64, bf16 = reference_forward(str(python_model), handle.config().columns, 0)
+        found = reference.grid_segments(grid.kinds, grid.segments)
+        cpu = handle.forward(*grid.arrays())
+        swapped = handle.forward(grid.kinds, grid.values, grid.segments, swapped_axes(grid.positions))
+    check = check_grid(str(python_model), grid, found, swapped, cpu, f64, bf16)
+    assert max(check.ratios.values()) > 2, f"swapped rotary axes are within twice the bound everywhere:\n{check}"
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU: the GPU against the CPU, and the controls rejected
+# ---------------------------------------------------------------------------------------------
+
+
+def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu):
+    directory = str(any_model)
+    for width in model_of(directory).embedding_widths:
+        cpu = encode(cli, directory, TEXTS, "cpu", width)
+        gpu_result = encode(cli, directory, TEXTS, "cuda", width)
+        check = check_embeddings(directory, TEXTS, width, gpu_result, cpu, printed=True)
+        assert check.ok, str(check)
+        control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", width)
+        check = check_embeddings(directory, TEXTS, width, gpu_result, control, printed=True)
+        assert not check.ok and all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("text ")), (
+            f"the control (one byte changed) was not rejected for every text:\n{check}")
+
+
+def test_gpu_rerank_matches_the_cpu(cli, any_model, needs_gpu):
+    directory = str(any_model)
+    cpu = rerank(cli, directory, QUERY, TEXTS, "cpu")
+    gpu_result = rerank(cli, directory, QUERY, TEXTS, "cuda")
+    check = check_scores(directory, QUERY, TEXTS, gpu_result, cpu, printed=True)
+    assert check.ok, str(check)
+    control = rerank(cli, directory, QUERY, [one_byte_changed(text) for text in TEXTS], "cpu")
+    check = check_scores(directory, QUERY, TEXTS, gpu_result, control, printed=True)
+    assert not check.ok, f"the control (one byte changed per document) was not rejected:\n{check}"
+
+
+def test_gpu_forward_matches_the_cpu(library, any_model, needs_gpu):
+    """uform_forward (packed rows, image and video coordinates, padding; every head), the same
+    grid 12 times over in one pass of 3456 cells, and uform_mlm_logits / uform_colbert."""
+    directory = str(any_model)
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        _, grid, f64, bf16 = reference_forward(directory, cpu.config().columns, 0)
+        found = reference.grid_segments(grid.kinds, grid.segments)
+        check = check_grid(directory, grid, found, gpu_handle.forward(*grid.arrays()), cpu.forward(*grid.arrays()), f64, bf16)
+        assert check.ok, str(check)
+        tall = tall_grid(grid, 12)
+        for handle in (cpu, gpu_handle):
+            handle.reserve(tall.rows * tall.columns)
+        check = check_grid(directory, tall, reference.grid_segments(tall.kinds, tall.segments),
+                           gpu_handle.forward(*tall.arrays()), cpu.forward(*tall.arrays()), tiled(f64, 12), tiled(bf16, 12))
+        assert check.ok, str(check)
+        model = model_of(directory)
+        for text in TEXTS[:4] + TEXTS[-3:]:
+            text = text[:COLUMNS]
+            ids = np.frombuffer(text, dtype=np.uint8).astype(np.uint16)
+            h64, h16 = text_reference(directory, text, False)[0], text_reference(directory, text, True)[0]
+            logits = Check(f"uform_mlm_logits of {len(text)} bytes")
+            logits.compare("logits", gpu_handle.mlm_logits(ids), cpu.mlm_logits(ids),
+                           gpu_bound(reference.mlm_cells(model, h64), reference.mlm_cells(model, h16, True), model,
+                                     len(text), len(text), 2.0))
+            logits.compare("colbert", gpu_handle.colbert(text), cpu.colbert(text),
+                           gpu_bound(reference.colbert_cells(model, h64), reference.colbert_cells(model, h16, True), model,
+                                     len(text), len(text), 2.0))
+            assert logits.ok, str(logits)
+
+
+def test_gpu_forward_rejects_the_rope_control(library, python_model, needs_gpu):
+    directory = str(python_model)
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        _, grid, f64, bf16 = reference_forward(directory, cpu.config().columns, 0)
+        found = reference.grid_segments(grid.kinds, grid.segments)
+        control = cpu.forward(grid.kinds, grid.values, grid.segments, swapped_axes(grid.positions))
+        check = check_grid(directory, grid, found, gpu_handle.forward(*grid.arrays()), control, f64, bf16)
+    assert not check.ok, f"the control (h and w swapped on the CPU side) was not rejected:\n{check}"
+
+
+def test_gpu_follows_changed_weights(library, python_model, train_checkpoints, tmp_path, needs_gpu):
+    """The GPU's copy follows the weights: a re-initialized head (uform_model_init_head) and three
+    trainer steps (the `stale` flag) show in the next GPU pass; the results before must not pass."""
+    import train_contract as tc
+    directory = str(python_model)
+    with library.open(directory) as gpu_handle, library.open(directory) as cpu:
+        on_gpu(gpu_handle)
+        before = gpu_handle.encode(TEXTS)[0]
+        init_head(gpu_handle, "pool", 99)
+        init_head(cpu, "pool", 99)
+        cpu.save(tmp_path / "new_head")
+        changed = str(tmp_path / "new_head")
+        widest = model_of(changed).embedding_widths[-1]
+        expected = cpu.encode(TEXTS)[0]
+        check = check_embeddings(changed, TEXTS, widest, gpu_handle.encode(TEXTS)[0], expected, printed=False)
+        assert check.ok, str(check)
+        assert not check_embeddings(changed, TEXTS, widest, before, expected, printed=False).ok
+    case = tc.CASES_BY_NAME["mlm + tcr python 64x2"]
+    batch = case.make_batch()
+    start = train_checkpoints[case.checkpoint]
+    with library.open(start) as gpu_handle:
+        on_gpu(gpu_handle)
+        untrained = gpu_handle.forward(batch.kinds, batch.values, batch.segments, batch.positions)
+        with gpu_handle.trainer(tc.options_for(library, case.objective, learning_rate=1e-2), batch.cells) as trainer:
+            for _ in range(3):
+                trainer.step(batch)
+        trained = gpu_handle.forward(batch.kinds, batch.values, batch.segments, batch.positions)
+        gpu_handle.save(tmp_path / "trained")
+    directory = str(tmp_path / "trained")
+    model = model_of(directory)
+    f64 = reference.forward(model, batch.kinds, batch.values, batch.segments, batch.positions)
+    bf16 = reference.forward(model, batch.kinds, batch.values, batch.segments, batch.positions, bf16_inputs=True)
+    grid = GridBuilder(*batch.kinds.shape)
+    grid.kinds, grid.values, grid.segments, grid.positions = batch.kinds, batch.values, batch.segments, batch.positions
+    found = reference.grid_segments(batch.kinds, batch.segments)
+    with library.open(directory) as cpu:
+        expected = cpu.forward(batch.kinds, batch.values, batch.segments, batch.positions)
+    check = check_grid(directory, grid, found, trained, expected, f64, bf16)
+    assert check.ok, str(check)
+    assert not check_grid(directory, grid, found, untrained, expected, f64, bf16).ok, "3 steps changed nothing on the GPU"
