@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Prepares, on this (Debian) machine, the git-ignored folders a GPU run carries with it:
+#   third_party/device-libs     Jansson, snappy and pkgconf from Debian, unpacked (the GPU image lacks them)
+#   third_party/peers           the PyTorch peers from ../shared/peers
+#   third_party/cudnn-frontend  cuDNN's frontend headers (fetched by scripts/setup.sh)
+# Then, through the device tool: carry those folders and run `bash scripts/device/gpu.sh MODE`.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+libs=third_party/device-libs
+if [ ! -e "$libs/usr/lib/x86_64-linux-gnu/libjansson.so" ]; then
+  debs="$(mktemp -d)"
+  (cd "$debs" && apt-get download libjansson4 libjansson-dev libsnappy1v5 libsnappy-dev pkgconf-bin libpkgconf3)
+  mkdir -p "$libs"
+  for deb in "$debs"/*.deb; do dpkg -x "$deb" "$libs"; done
+  rm -rf "$debs"
+fi
+if [ -d ../shared/peers ]; then mkdir -p third_party/peers && cp ../shared/peers/*.py third_party/peers/; fi
+[ -f third_party/cudnn-frontend/include/cudnn_frontend.h ] || bash scripts/setup.sh --deps-only
+echo "prepare: carry third_party/device-libs third_party/peers third_party/cudnn-frontend"
