@@ -17,7 +17,7 @@ for row in csv.DictReader(lines):
         continue
     name = row["Kernel Name"].split("(")[0][:70]
     value = float(row["Metric Value"].replace(",", ""))
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(row.get("Metric Unit"), 1.0)
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[row["Metric Unit"]]
     totals[name] += value * scale
     counts[name] += 1
 whole = sum(totals.values())

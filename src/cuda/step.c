@@ -90,28 +90,24 @@ static void layout_(uform_cuda_step_t *step) {
         heads[4].name = "siglip.bias", heads[4].rows = 1, heads[4].columns = 1;
         heads_count = 5;
     }
-    size_t count = 0;
-    /* Parameters: BF16 matrices and Float32 vectors; then gradients, contiguous for one memset. */
-    for (size_t pass = 0; pass < 2; ++pass) {
-        count = 0;
-        for (size_t t = 0; t < 1 + 6 * depth + heads_count; ++t) {
-            uform_cuda_tensor_t *tensor = &step->tensors[count++];
-            if (t == 0) snprintf(tensor->name, sizeof(tensor->name), "embed.bytes"), tensor->rows = vocabulary_k, tensor->columns = d;
-            else if (t > 6 * depth) {
-                size_t head = t - 1 - 6 * depth;
-                snprintf(tensor->name, sizeof(tensor->name), "%s", heads[head].name);
-                tensor->rows = heads[head].rows, tensor->columns = heads[head].columns;
-            } else {
-                size_t block = (t - 1) / 6, part = (t - 1) % 6;
-                snprintf(tensor->name, sizeof(tensor->name), "blocks.%zu.%s", block, block_names[part]);
-                tensor->rows = block_rows[part], tensor->columns = block_columns[part];
-            }
-            tensor->is_matrix = tensor->columns > 1;
-            size_t elements = tensor->rows * tensor->columns;
-            if (pass == 0) tensor->parameter = take_(step, elements * (tensor->is_matrix ? 2 : 4));
-            else tensor->gradient = take_(step, elements * 4);
+    size_t count = 1 + 6 * depth + heads_count;
+    for (size_t t = 0; t < count; ++t) {
+        uform_cuda_tensor_t *tensor = &step->tensors[t];
+        if (t == 0) snprintf(tensor->name, sizeof(tensor->name), "embed.bytes"), tensor->rows = vocabulary_k, tensor->columns = d;
+        else if (t > 6 * depth) {
+            size_t head = t - 1 - 6 * depth;
+            snprintf(tensor->name, sizeof(tensor->name), "%s", heads[head].name);
+            tensor->rows = heads[head].rows, tensor->columns = heads[head].columns;
+        } else {
+            size_t block = (t - 1) / 6, part = (t - 1) % 6;
+            snprintf(tensor->name, sizeof(tensor->name), "blocks.%zu.%s", block, block_names[part]);
+            tensor->rows = block_rows[part], tensor->columns = block_columns[part];
         }
+        tensor->is_matrix = tensor->columns > 1;
+        tensor->parameter = take_(step, tensor->rows * tensor->columns * (tensor->is_matrix ? 2 : 4));
     }
+    /* Gradients after all parameters, contiguous for one memset per step. */
+    for (size_t t = 0; t < count; ++t) step->tensors[t].gradient = take_(step, step->tensors[t].rows * step->tensors[t].columns * 4);
     step->tensors_count = count;
     size_t scratch = 0;
     for (size_t i = 0; i < count; ++i) {
