@@ -10,8 +10,13 @@
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
  *                             [--pairs 0] [--text 128] [--recompute 0|1] [--cudnn 0|1] [--steps 20] [--ceiling]
+ *                             [--deterministic 1] [--profile]
+ *
+ *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
+ *  --profile brackets the last step with cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
  */
 #define _POSIX_C_SOURCE 200809L
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -121,10 +126,11 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
-    int recompute = 0, ceiling = 0, cudnn = 0;
+    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
+        if (!strcmp(flag, "--profile")) { profile = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "train_cuda: %s needs a value\n", flag); return 2; }
         size_t value = strtoull(argv[++i], NULL, 10);
         if (!strcmp(flag, "--width")) width = value;
@@ -134,6 +140,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--segment")) segment = value;
         else if (!strcmp(flag, "--recompute")) recompute = (int)value;
         else if (!strcmp(flag, "--cudnn")) cudnn = (int)value;
+        else if (!strcmp(flag, "--deterministic")) deterministic = (int)value;
         else if (!strcmp(flag, "--steps")) steps = value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
@@ -154,7 +161,7 @@ int main(int argc, char **argv) {
     }
     uform_cuda_step_config_t config = {.width = width, .depth = depth, .cells = rows * columns, .recompute = recompute,
                                        .tune = 1, .beta1 = 0.9, .beta2 = 0.999, .clip = 1.0};
-    config.cudnn_attention = cudnn, config.longest = segment < columns ? segment : columns;
+    config.cudnn_attention = cudnn, config.nondeterministic = !deterministic, config.longest = segment < columns ? segment : columns;
     config.segments = rows * ((columns + segment - 1) / segment);
     if (pairs) {
         config.objective = uform_cuda_contrastive_k;
@@ -195,7 +202,16 @@ int main(int argc, char **argv) {
             CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
             start = seconds_();
         }
+        int last = t + 1 == total_steps;
+        if (profile && last) {
+            CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
+            CHECK(cudaProfilerStart());
+        }
         CHECK(uform_cuda_step_run(step, slot));
+        if (profile && last) {
+            CHECK(uform_cuda_step_wait(step, slot, NULL));
+            CHECK(cudaProfilerStop());
+        }
     }
     CHECK(uform_cuda_step_wait(step, (int)((total_steps - 1) & 1), &loss));
     double elapsed = (seconds_() - start) / (double)steps;
@@ -207,10 +223,10 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp properties;
     CHECK(cudaGetDeviceProperties(&properties, 0));
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
-           "\"segment\": %zu, \"recompute\": %d, \"cudnn\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
+           "\"segment\": %zu, \"recompute\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %.4f, \"loss_last\": %.4f}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, cudnn, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss);

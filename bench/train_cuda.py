@@ -2,8 +2,9 @@
 """The CUDA training step beside the PyTorch peer, in one run on one card.
 
 Masked bytes: runs ../shared/peers/torch_mlm_step.py (or the copy given by --peer) over the plan,
-then our uform_bench_train_cuda for each row with recomputation off and on, and prints one table:
-bytes/s, MFU against each side's own measured matmul ceiling, peak device memory, our ratios.
+then our uform_bench_train_cuda for each row with recomputation off and on (and off with cuDNN's
+nondeterministic attention backward, atomic dQ), and prints one table: bytes/s, MFU against each
+side's own measured matmul ceiling, peak device memory, our ratios.
 Contrastive: runs torch_siglip_step.py (beside the MLM peer) and our contrastive step for the same
 pairs, text lengths and recomputation, and prints pairs/s side by side. Writes everything to
 OUT/train_cuda.json.
@@ -66,26 +67,29 @@ def main():
         rows, columns, segment = int(rows), int(columns), int(segment)
         off = ours(args.build, tier, rows, columns, segment, False, index == 0, args.steps)
         on = ours(args.build, tier, rows, columns, segment, True, False, args.steps)
+        atomic = ours(args.build, tier, rows, columns, segment, False, False, args.steps, ["--deterministic", "0"])
         if index == 0:
             ceiling = off.get("ceiling_tflops", 0)
-        for result in (off, on):
+        for result in (off, on, atomic):
             if "tflops" in result and ceiling:
                 result["mfu"] = round(result["tflops"] / ceiling, 3)
-        table.append(dict(plan=item, peer=peer_rows.get((tier, columns, segment), {}), ours=off, ours_recompute=on))
+        table.append(dict(plan=item, peer=peer_rows.get((tier, columns, segment), {}), ours=off, ours_recompute=on, ours_atomic=atomic))
     if table:
         print(f"\nour matmul ceiling (cuBLASLt 8192^3 BF16): {ceiling:.0f} TFLOP/s; "
               f"peer's (torch): {peer_result.get('ceiling_tflops', 0):.0f} TFLOP/s\n")
         print("| tier | segment | peer bytes/s | ours bytes/s | ratio | peer MFU | our MFU | peer GiB | ours GiB (recompute) "
-              "| memory ratio | ours bytes/s (recompute) |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
+              "| memory ratio | ours bytes/s (recompute) | ours bytes/s (atomic dQ) | ratio (atomic dQ) |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in table:
-        p, o, r = row["peer"], row["ours"], row["ours_recompute"]
+        p, o, r, a = row["peer"], row["ours"], row["ours_recompute"], row["ours_atomic"]
         tier, _, _, segment = row["plan"].split(":")
         ratio = o.get("bytes_per_s", 0) / p["bytes_per_s"] if p.get("bytes_per_s") else float("nan")
+        atomic = a.get("bytes_per_s", 0) / p["bytes_per_s"] if p.get("bytes_per_s") else float("nan")
         memory = r.get("peak_GiB", 0) / p["peak_GiB"] if p.get("peak_GiB") else float("nan")
         print(f"| {tier} | {segment} | {p.get('bytes_per_s', 'n/a')} | {o.get('bytes_per_s', o.get('error', 'n/a'))} "
               f"| {ratio:.2f} | {p.get('mfu', 'n/a')} | {o.get('mfu', 'n/a')} | {p.get('peak_GiB', 'n/a')} "
-              f"| {r.get('peak_GiB', r.get('error', 'n/a'))} | {memory:.2f} | {r.get('bytes_per_s', 'n/a')} |")
+              f"| {r.get('peak_GiB', r.get('error', 'n/a'))} | {memory:.2f} | {r.get('bytes_per_s', 'n/a')} "
+              f"| {a.get('bytes_per_s', a.get('error', 'n/a'))} | {atomic:.2f} |")
     pairs_peer = [] if args.no_peer or not args.pairs_plan else peer(
         os.path.join(os.path.dirname(args.peer), "torch_siglip_step.py"), args.pairs_plan, args.out, "torch_siglip.json")
     pairs_table = []

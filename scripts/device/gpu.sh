@@ -2,17 +2,20 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|parity] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|parity|tests|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
+# `tests` builds the tools there too and runs the Python tests that train and infer on the GPU.
+# `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
+# and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments.
 set -uo pipefail
 what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ]; then
+if [ "$what" = parity ] || [ "$what" = tests ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc; do
@@ -37,6 +40,13 @@ if [ "$what" = parity ]; then
     -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
     -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
     > "$out/configure-parity.log" 2>&1 || { tail -30 "$out/configure-parity.log"; exit 1; }
+  if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
+    cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-tests.log" 2>&1 ||
+      { tail -40 "$out/build-tests.log"; exit 1; }
+    UFORM_BUILD=build-parity python3 -m pytest -q -p no:cacheprovider test/python/test_uform_base_cuda.py \
+      test/python/test_cuda_inference.py "$@" 2>&1 | tee "$out/tests.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
   cmake --build build-parity -j 16 --target uform_step_parity > "$out/build-parity.log" 2>&1 || { tail -40 "$out/build-parity.log"; exit 1; }
   ldd build-parity/uform_step_parity | grep -E "jansson|snappy" | tee "$out/parity-libs.txt"
   ./build-parity/uform_step_parity --json "$out/parity.json" "$@" | tee "$out/parity.txt"
@@ -56,5 +66,14 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   peer=third_party/peers/torch_mlm_step.py
   if [ -f "$peer" ]; then python3 bench/train_cuda.py --build build-gpu --peer "$peer" --out "$out" "$@"
   else python3 bench/train_cuda.py --build build-gpu --no-peer --out "$out" "$@"; fi
+fi
+if [ "$what" = profile ]; then
+  for segment in 4096 512; do
+    ncu --csv --metrics gpu__time_duration.sum --profile-from-start off ./build-gpu/uform_bench_train_cuda \
+      --segment "$segment" --cudnn 1 --steps 1 --profile "$@" > "$out/ncu-$segment.csv" 2> "$out/ncu-$segment.err"
+    echo "ours tiny 16x4096 segment $segment:"
+    python3 scripts/device/kernel_times.py "$out/ncu-$segment.csv" | tee "$out/ours-$segment.txt"
+  done
+  [ -f third_party/peers/torch_mlm_step.py ] && python3 bench/profile_peer.py --peer third_party/peers/torch_mlm_step.py --out "$out"
 fi
 exit "$status"

@@ -26,11 +26,13 @@ int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, 
                                float *scales, void *stream, int plant);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
  *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
- *  partial gain gradients go to `gain_partials` [blocks, width] (blocks = ceil(cells / 256)), then
- *  `uform_cuda_rmsnorm_gain_reduce` adds them into `gain_grad` in a fixed order. */
+ *  partial gain gradients go to `gain_partials` (uform_cuda_rmsnorm_partials floats), then
+ *  `uform_cuda_rmsnorm_gain_reduce` adds them into `gain_grad` in a fixed order. The norms take
+ *  widths that are multiples of 64 up to 2048 (cudaErrorInvalidValue otherwise). */
 int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
                                 size_t cells, size_t width, float *dx, uint16_t *dx_rounded, float *gain_partials,
                                 void *stream, int plant);
+size_t uform_cuda_rmsnorm_partials(size_t cells, size_t width);
 int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
                                    void *stream);
 
@@ -44,8 +46,8 @@ int uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t widt
 /** hidden [cells, 4w] (BF16) = silu(gate) * up from gate_up [cells, 8w] (BF16). */
 int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                               void *stream, int plant);
-/** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (Float32) and gate_up. */
-int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, size_t cells, size_t hidden_width,
+/** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
+int uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells, size_t hidden_width,
                                uint16_t *d_gate_up, void *stream, int plant);
 
 /** y [count] (BF16) = x [count] (Float32) rounded to nearest even: a gradient entering a product. */

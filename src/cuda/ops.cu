@@ -9,8 +9,6 @@
 
 namespace {
 
-constexpr unsigned block_threads = 256;
-
 __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *values, size_t cells, size_t width,
                                      float *x, int plant) {
     size_t cell = blockIdx.x;
@@ -19,67 +17,135 @@ __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *valu
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = uform_bf16_to_f32(table[value * width + i]);
 }
 
+/* Eight running sums over the run, combined in a fixed order: eight loads in flight for the long
+ * runs (the MASK byte's), the same bits on every replay. */
 __global__ void embed_backward_kernel(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
                                       float *grad, int plant) {
     size_t value = blockIdx.y, column = blockIdx.x * blockDim.x + threadIdx.x;
     if (column >= width) return;
     uint32_t first = offsets[value], last = offsets[value + 1];
     if (plant == 1 && last > first) last--; /* planted: the run's last cell dropped */
-    float sum = 0;
-    for (uint32_t j = first; j < last; ++j) sum += dx[(size_t)order[j] * width + column];
+    float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t j = first;
+    for (; j + 8 <= last; j += 8) {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sums[e] += dx[(size_t)order[j + e] * width + column];
+    }
+    for (int e = 0; j < last; ++j, ++e) sums[e] += dx[(size_t)order[j] * width + column];
+    float sum = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
     grad[value * width + column] += sum;
 }
 
-__global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t width, uint16_t *y, float *scales,
-                                       int plant) {
-    __shared__ float shared[block_threads];
-    size_t cell = blockIdx.x;
-    float const *row = x + cell * width;
-    float squares = 0;
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x) squares += row[i] * row[i];
-    float scale = rsqrtf(uform_block_reduce(squares, shared, 0) / (float)width + 1e-6f);
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
-        float g = gain[plant == 1 ? (i + 1) % width : i]; /* planted: the gain read one column off */
-        y[cell * width + i] = uform_f32_to_bf16(row[i] * scale * g);
-    }
-    if (threadIdx.x == 0) scales[cell] = scale;
+/* RMSNorm: one warp per row; lane l holds columns 2 l + 64 j (j < width / 64) as float2, so each
+ * j is one 256-byte access for the warp. `Chunks` is a power of two >= width / 64, unused slots
+ * zero. Sums run as a pairwise tree over a lane's values, then over the warp: depth
+ * log2(2 Chunks) + 5. */
+constexpr unsigned norm_warps = 8;
+constexpr size_t norm_rows_per_warp = 32; /* the backward's gain partials: one row of them per warp */
+
+template <int Chunks> __device__ __forceinline__ float lane_tree_sum(float (&values)[2 * Chunks]) {
+#pragma unroll
+    for (int half = Chunks; half >= 1; half /= 2)
+#pragma unroll
+        for (int i = 0; i < half; ++i) values[i] = values[i] + values[i + half];
+    float sum = values[0];
+#pragma unroll
+    for (int offset = 16; offset >= 1; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
+    return sum;
 }
 
+template <int Chunks>
+__global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
+                                       float *scales, int plant) {
+    unsigned lane = threadIdx.x % 32;
+    size_t cell = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
+    if (cell >= cells) return;
+    float2 const *row = reinterpret_cast<float2 const *>(x + cell * width);
+    float2 values[Chunks];
+    float squares[2 * Chunks];
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j) {
+        values[j] = j < (int)chunks ? row[lane + 32 * j] : make_float2(0, 0);
+        squares[j] = values[j].x * values[j].x, squares[j + Chunks] = values[j].y * values[j].y;
+    }
+    float scale = rsqrtf(lane_tree_sum<Chunks>(squares) / (float)width + 1e-6f);
+    uint32_t *out = reinterpret_cast<uint32_t *>(y + cell * width);
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j) {
+        if (j >= (int)chunks) break;
+        size_t column = 2 * lane + 64 * j;
+        float g0 = gain[plant == 1 ? (column + 1) % width : column]; /* planted: the gain read one column off */
+        float g1 = gain[plant == 1 ? (column + 2) % width : column + 1];
+        out[lane + 32 * j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
+                             (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
+    }
+    if (lane == 0) scales[cell] = scale;
+}
+
+/* Each warp runs norm_rows_per_warp rows and leaves their gain partial sums, in row order, as one
+ * row of `partials`. */
+template <int Chunks>
 __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float const *scales, float const *dy,
-                                        size_t width, float *dx, uint16_t *dx_rounded, int plant) {
-    __shared__ float shared[block_threads];
-    size_t cell = blockIdx.x;
-    float scale = scales[cell];
-    float const *row = x + cell * width, *d_row = dy + cell * width;
-    float dot = 0;
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x) dot += d_row[i] * gain[i] * row[i];
-    float mean = uform_block_reduce(dot, shared, 0) * scale / (float)width;
-    if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
-    for (size_t i = threadIdx.x; i < width; i += blockDim.x) {
-        float value = dx[cell * width + i] + scale * (d_row[i] * gain[i] - row[i] * scale * mean);
-        dx[cell * width + i] = value;
-        if (dx_rounded) dx_rounded[cell * width + i] = uform_f32_to_bf16(value);
+                                        size_t cells, size_t width, float *dx, uint16_t *dx_rounded, float *partials,
+                                        int plant) {
+    unsigned lane = threadIdx.x % 32;
+    size_t warp = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
+    size_t first = warp * norm_rows_per_warp;
+    if (first >= cells) return;
+    size_t last = first + norm_rows_per_warp < cells ? first + norm_rows_per_warp : cells;
+    float2 g[Chunks], partial[Chunks];
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j) {
+        g[j] = j < (int)chunks ? reinterpret_cast<float2 const *>(gain)[lane + 32 * j] : make_float2(0, 0);
+        partial[j] = make_float2(0, 0);
     }
+    for (size_t cell = first; cell < last; ++cell) {
+        float scale = scales[cell];
+        float2 const *row = reinterpret_cast<float2 const *>(x + cell * width);
+        float2 const *d_row = reinterpret_cast<float2 const *>(dy + cell * width);
+        float2 xs[Chunks], ds[Chunks];
+        float dots[2 * Chunks];
+#pragma unroll
+        for (int j = 0; j < Chunks; ++j) {
+            xs[j] = j < (int)chunks ? row[lane + 32 * j] : make_float2(0, 0);
+            ds[j] = j < (int)chunks ? d_row[lane + 32 * j] : make_float2(0, 0);
+            dots[j] = ds[j].x * g[j].x * xs[j].x, dots[j + Chunks] = ds[j].y * g[j].y * xs[j].y;
+        }
+        float mean = lane_tree_sum<Chunks>(dots) * scale / (float)width;
+        if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
+        float2 *out = reinterpret_cast<float2 *>(dx + cell * width);
+        uint32_t *rounded = reinterpret_cast<uint32_t *>(dx_rounded + cell * width);
+#pragma unroll
+        for (int j = 0; j < Chunks; ++j) {
+            if (j >= (int)chunks) break;
+            float2 old = out[lane + 32 * j], value;
+            value.x = old.x + scale * (ds[j].x * g[j].x - xs[j].x * scale * mean);
+            value.y = old.y + scale * (ds[j].y * g[j].y - xs[j].y * scale * mean);
+            out[lane + 32 * j] = value;
+            if (dx_rounded) rounded[lane + 32 * j] = (uint32_t)uform_f32_to_bf16(value.x) | (uint32_t)uform_f32_to_bf16(value.y) << 16;
+            partial[j].x += ds[j].x * xs[j].x * scale, partial[j].y += ds[j].y * xs[j].y * scale;
+        }
+    }
+    float2 *partial_row = reinterpret_cast<float2 *>(partials + warp * width);
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j)
+        if (j < (int)chunks) partial_row[lane + 32 * j] = partial[j];
 }
 
-constexpr size_t gain_group = 256; /* cells per partial: enough blocks, a short final reduction */
-
-__global__ void rmsnorm_gain_partials_kernel(float const *x, float const *scales, float const *dy, size_t cells,
-                                             size_t width, float *partials) {
-    size_t column = blockIdx.x * blockDim.x + threadIdx.x, group = blockIdx.y;
-    if (column >= width) return;
-    size_t first = group * gain_group, last = first + gain_group < cells ? first + gain_group : cells;
+/* gain_grad [width] += the sum over the partial rows; thread (x, y) sums rows y, y + 8, ... of its
+ * column, then the eight are added in order of y. */
+__global__ void rmsnorm_gain_reduce_kernel(float const *partials, size_t rows, size_t width, float *gain_grad) {
+    __shared__ float shared[8][33];
+    size_t column = blockIdx.x * 32 + threadIdx.x;
     float sum = 0;
-    for (size_t cell = first; cell < last; ++cell) sum += dy[cell * width + column] * x[cell * width + column] * scales[cell];
-    partials[group * width + column] = sum;
-}
-
-__global__ void rmsnorm_gain_reduce_kernel(float const *partials, size_t groups, size_t width, float *gain_grad) {
-    size_t column = blockIdx.x * blockDim.x + threadIdx.x;
-    if (column >= width) return;
-    float sum = 0;
-    for (size_t group = 0; group < groups; ++group) sum += partials[group * width + column];
-    gain_grad[column] += sum;
+    if (column < width)
+        for (size_t row = threadIdx.y; row < rows; row += 8) sum += partials[row * width + column];
+    shared[threadIdx.y][threadIdx.x] = sum;
+    __syncthreads();
+    if (threadIdx.y || column >= width) return;
+    float total = 0;
+    for (int y = 0; y < 8; ++y) total += shared[y][threadIdx.x];
+    gain_grad[column] += total;
 }
 
 /* table [cells, 32] of (cos, sin): the angle in double, then one rounding each. */
@@ -95,18 +161,27 @@ __global__ void rope_table_kernel(int32_t const *positions, size_t cells, float2
     table[index] = make_float2((float)cosine, (float)sine);
 }
 
+/* One thread per (cell, q or k, head, eight slots): 16-byte loads of slots s..s+7 and s+32..s+39. */
 __global__ void rope_kernel(uint16_t *qkv, float2 const *table, size_t cells, size_t width, int direction) {
     size_t heads = width / 64, index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-    if (index >= cells * heads * 32) return;
-    size_t slot = index % 32, head = (index / 32) % heads, cell = index / (32 * heads);
-    float2 rotation = table[cell * 32 + slot];
-    float c = rotation.x, s = rotation.y * (float)direction;
-    for (size_t part = 0; part < 2; ++part) { /* q, then k */
-        uint16_t *vector = qkv + cell * 3 * width + part * width + head * 64;
-        float first = uform_bf16_to_f32(vector[slot]), second = uform_bf16_to_f32(vector[slot + 32]);
-        vector[slot] = uform_f32_to_bf16(first * c - second * s);
-        vector[slot + 32] = uform_f32_to_bf16(second * c + first * s);
+    if (index >= cells * 2 * heads * 4) return;
+    size_t slot = index % 4 * 8, head = index / 4 % heads, part = index / (4 * heads) % 2, cell = index / (8 * heads);
+    uint16_t *vector = qkv + cell * 3 * width + part * width + head * 64;
+    uint4 low = *reinterpret_cast<uint4 const *>(vector + slot), high = *reinterpret_cast<uint4 const *>(vector + slot + 32);
+    uint16_t *l8 = reinterpret_cast<uint16_t *>(&low), *h8 = reinterpret_cast<uint16_t *>(&high);
+    float4 const *rotations = reinterpret_cast<float4 const *>(table + cell * 32 + slot);
+#pragma unroll
+    for (int e = 0; e < 8; e += 2) {
+        float4 pair = rotations[e / 2]; /* (cos, sin) of slots e and e + 1 */
+        float c[2] = {pair.x, pair.z}, s[2] = {pair.y * (float)direction, pair.w * (float)direction};
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+            float first = uform_bf16_to_f32(l8[e + k]), second = uform_bf16_to_f32(h8[e + k]);
+            l8[e + k] = uform_f32_to_bf16(first * c[k] - second * s[k]);
+            h8[e + k] = uform_f32_to_bf16(second * c[k] + first * s[k]);
+        }
     }
+    *reinterpret_cast<uint4 *>(vector + slot) = low, *reinterpret_cast<uint4 *>(vector + slot + 32) = high;
 }
 
 /* Eight hidden columns per thread, through 16-byte loads and stores (hidden_width % 8 == 0). */
@@ -130,22 +205,21 @@ __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, siz
     *reinterpret_cast<uint4 *>(hidden + cell * hidden_width + i) = result;
 }
 
-__global__ void swiglu_backward_kernel(uint16_t const *gate_up, float const *d_hidden, size_t cells,
+__global__ void swiglu_backward_kernel(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                        size_t hidden_width, uint16_t *d_gate_up, int plant) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
     if (index >= cells * groups) return;
     size_t cell = index / groups, i = index % groups * 8;
     uint4 gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
     uint4 up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
-    float4 dh0 = *reinterpret_cast<float4 const *>(d_hidden + cell * hidden_width + i);
-    float4 dh1 = *reinterpret_cast<float4 const *>(d_hidden + cell * hidden_width + i + 4);
-    float dh8[8] = {dh0.x, dh0.y, dh0.z, dh0.w, dh1.x, dh1.y, dh1.z, dh1.w};
+    uint4 dh = *reinterpret_cast<uint4 const *>(d_hidden + cell * hidden_width + i);
+    uint16_t const *dh8 = reinterpret_cast<uint16_t const *>(&dh);
     uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
     uint4 d_gate, d_up;
     uint16_t *dg8 = reinterpret_cast<uint16_t *>(&d_gate), *du8 = reinterpret_cast<uint16_t *>(&d_up);
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-        float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]), dh = dh8[e];
+        float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]), dh = uform_bf16_to_f32(dh8[e]);
         float sigmoid = 1.0f / (1.0f + expf(-g));
         float slope = plant == 1 ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
         dg8[e] = uform_f32_to_bf16(dh * u * slope);
@@ -191,28 +265,55 @@ extern "C" int uform_cuda_embed_backward(float const *dx, uint32_t const *order,
     return launched();
 }
 
+/* The smallest power of two >= width / 64 (width a multiple of 64, at most 2048), or 0. */
+static int norm_chunks(size_t width) {
+    if (!width || width % 64 || width > 2048) return 0;
+    int chunks = 1;
+    while (chunks * 64 < (int)width) chunks *= 2;
+    return chunks;
+}
+
+#define UFORM_NORM_DISPATCH(chunks, kernel, grid, ...)                                                                \
+    switch (chunks) {                                                                                                 \
+    case 1: kernel<1><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                        \
+    case 2: kernel<2><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                        \
+    case 4: kernel<4><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                        \
+    case 8: kernel<8><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                        \
+    case 16: kernel<16><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                      \
+    default: kernel<32><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                      \
+    }
+
+extern "C" size_t uform_cuda_rmsnorm_partials(size_t cells, size_t width) {
+    return (cells + norm_rows_per_warp - 1) / norm_rows_per_warp * width;
+}
+
 extern "C" int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream, int plant) {
+    int chunks = norm_chunks(width);
+    if (!chunks) return (int)cudaErrorInvalidValue;
     if (!cells) return 0;
-    rmsnorm_forward_kernel<<<(unsigned)cells, block_threads, 0, (cudaStream_t)stream>>>(x, gain, width, y, scales, plant);
+    unsigned grid = blocks_for(cells, norm_warps);
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, plant)
     return launched();
 }
 
 extern "C" int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
                                            size_t cells, size_t width, float *dx, uint16_t *dx_rounded,
                                            float *gain_partials, void *stream, int plant) {
+    int chunks = norm_chunks(width);
+    if (!chunks) return (int)cudaErrorInvalidValue;
     if (!cells) return 0;
-    rmsnorm_backward_kernel<<<(unsigned)cells, block_threads, 0, (cudaStream_t)stream>>>(x, gain, scales, dy, width, dx,
-                                                                                        dx_rounded, plant);
-    dim3 grid(blocks_for(width, 128), (unsigned)((cells + gain_group - 1) / gain_group));
-    rmsnorm_gain_partials_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(x, scales, dy, cells, width, gain_partials);
+    unsigned grid = blocks_for(blocks_for(cells, norm_rows_per_warp), norm_warps);
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_backward_kernel, grid, x, gain, scales, dy, cells, width, dx, dx_rounded,
+                        gain_partials, plant)
     return launched();
 }
 
 extern "C" int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
                                               void *stream) {
-    size_t groups = (cells + gain_group - 1) / gain_group;
-    rmsnorm_gain_reduce_kernel<<<blocks_for(width, 128), 128, 0, (cudaStream_t)stream>>>(gain_partials, groups, width, gain_grad);
+    if (!cells) return 0;
+    rmsnorm_gain_reduce_kernel<<<blocks_for(width, 32), dim3(32, 8), 0, (cudaStream_t)stream>>>(
+        gain_partials, blocks_for(cells, norm_rows_per_warp), width, gain_grad);
     return launched();
 }
 
@@ -224,7 +325,7 @@ extern "C" int uform_cuda_rope_table(int32_t const *positions, size_t cells, flo
 
 extern "C" int uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
                                void *stream) {
-    size_t count = cells * (width / 64) * 32;
+    size_t count = cells * 2 * (width / 64) * 4;
     if (!count) return 0;
     rope_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(qkv, (float2 const *)table, cells, width, direction);
     return launched();
@@ -239,7 +340,7 @@ extern "C" int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, 
     return launched();
 }
 
-extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, float const *d_hidden, size_t cells,
+extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream, int plant) {
     size_t count = cells * hidden_width / 8;
     if (!count) return 0;

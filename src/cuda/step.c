@@ -49,7 +49,8 @@ struct uform_cuda_step_t {
     float *x;               /* [(L + 1), cells, d]: every block's input, then the final stream */
     activations_t *layers;  /* one per block, or one shared with recomputation */
     uint16_t *h, *logits, *d_logits, *dy, *d_gate_up, *d_attended, *d_qkv;
-    float *final_scales, *losses, *loss, *d_stream, *d_normed, *d_hidden, *deltas;
+    uint16_t *d_hidden;
+    float *final_scales, *losses, *loss, *d_stream, *d_normed, *deltas;
     /* Contrastive: pooled rows, pool weights, embeddings and their gradients, SigLIP's scratch. */
     uint16_t *pooled, *d_embeddings16;
     float *pool_weights, *embeddings, *d_embeddings, *d_pooled, *query_partials;
@@ -120,7 +121,7 @@ static void layout_(uform_cuda_step_t *step) {
         if (needed > scratch) scratch = needed;
     }
     step->scratch = take_(step, scratch * 4);
-    step->gain_partials = take_(step, (n + 255) / 256 * d * 4);
+    step->gain_partials = take_(step, uform_cuda_rmsnorm_partials(n, d) * 4);
     step->rotations = take_(step, n * 32 * 2 * 4);
     for (int slot = 0; slot < 2; ++slot) {
         size_t before = step->used;
@@ -156,11 +157,12 @@ static void layout_(uform_cuda_step_t *step) {
         step->query_partials = take_(step, segments * d * 4);
         step->siglip_scratch = take_(step, uform_cuda_siglip_scratch(c->anchors, c->candidates, e, c->widths_count));
     }
-    step->losses = take_(step, n * 4), step->loss = take_(step, 4);
+    if (c->objective == uform_cuda_mlm_k) step->losses = take_(step, n * 4);
+    step->loss = take_(step, 4);
     step->d_stream = take_(step, n * d * 4), step->d_normed = take_(step, n * d * 4), step->dy = take_(step, n * d * 2);
-    step->d_hidden = take_(step, n * 4 * d * 4), step->d_gate_up = take_(step, n * 8 * d * 2);
+    step->d_hidden = take_(step, n * 4 * d * 2), step->d_gate_up = take_(step, n * 8 * d * 2);
     step->d_attended = take_(step, n * d * 2), step->d_qkv = take_(step, n * 3 * d * 2);
-    step->deltas = take_(step, n * step->heads * 4);
+    if (!step->cudnn) step->deltas = take_(step, n * step->heads * 4); /* our backward's scratch */
 }
 
 #define TRY(call)                                                                                                     \
@@ -206,7 +208,7 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     if (step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
     /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
     TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 0, s, 0));
     TRY(uform_cuda_swiglu_backward(a->gate_up, step->d_hidden, n, 4 * d, step->d_gate_up, s, 0));
     TRY(uform_cuda_gemm(g, 1, 0, 8 * d, d, n, step->d_gate_up, 8 * d, a->normed2, d, NULL, gate_up->gradient, d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, d, 8 * d, step->d_gate_up, 8 * d, gate_up->parameter, d, NULL, step->d_normed, d, 1, s, 0));
@@ -336,8 +338,8 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
 #if defined(UFORM_HAVE_CUDNN)
         if (!config->segments || !config->longest)
             return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: cuDNN attention needs segments and longest");
-        int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width, 1, error,
-                                                   error_size);
+        int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width,
+                                                   !config->nondeterministic, error, error_size);
         if (planned) return planned;
 #else
         return fail_(error, error_size, cudaErrorNotSupported,

@@ -33,6 +33,8 @@ typedef struct uform_cuda_step_config_t {
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
     int cudnn_attention; /* 1: cuDNN's fused attention (needs `segments` and `longest`; a UFORM_HAVE_CUDNN build) */
     size_t longest;      /* the longest segment, for cuDNN's plan */
+    int nondeterministic; /* 1: cuDNN's attention backward adds dQ up with atomics: faster at long segments,
+                           * but replays may differ in the last bits (0, the default: bitwise repeatable) */
     double beta1, beta2, clip, weight_decay;
 } uform_cuda_step_config_t;
 

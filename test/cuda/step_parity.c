@@ -244,13 +244,14 @@ static double relative_error_(float const *got, float const *expected, size_t co
  *     P v product, attended, normed2, gate_up product, SwiGLU hidden; then h and the logits: 2.
  *     The loss reads the logits, so every gradient depends on all F = 8 L + 2 of them.
  *   backward, from the loss: d_logits (1); the final norm's dL/dx rounded for the down products
- *     (1); then per block, top down: d_gate_up, dL/dx rounded after mlp_norm, d_attended (the out
- *     product's BF16 output), P entering dV = P^T dO, dS entering dQ and dK, d_qkv, d_q and d_k
- *     after the inverse rotation, dL/dx rounded after attn_norm (8; block 0's last is Float32).
+ *     (1); then per block, top down: d_hidden (the down product's BF16 output), d_gate_up, dL/dx
+ *     rounded after mlp_norm, d_attended (the out product's BF16 output), P entering dV = P^T dO,
+ *     dS entering dQ and dK, d_qkv, d_q and d_k after the inverse rotation, dL/dx rounded after
+ *     attn_norm (9; block 0's last is Float32).
  *   A tensor's count N is F plus the backward points before its gradient's product:
- *     mlm.head and final_norm 1; in block l, with e = 2 + 8 (L - 1 - l) above it: down e,
- *     gate_up and mlp_norm e + 1, out e + 2, qkv and attn_norm e + 7; embed.bytes 2 + 8 (L-1) + 7.
- *   (For L = 2: 19 for the heads, 20..27 for block 1, 28..35 for block 0 and the embedding.)
+ *     mlm.head and final_norm 1; in block l, with e = 2 + 9 (L - 1 - l) above it: down e,
+ *     gate_up and mlp_norm e + 2, out e + 3, qkv and attn_norm e + 8; embed.bytes 2 + 9 (L-1) + 8.
+ *   (For L = 2: 19 for the heads, 20..28 for block 1, 29..37 for block 0 and the embedding.)
  * To first order the gradient's error is the sum over these points of each point's perturbation
  * carried to the gradient by a linear map, and each point perturbs norm-wise by at most u.
  *
@@ -259,7 +260,7 @@ static double relative_error_(float const *got, float const *expected, size_t co
  * norms and the nearly uniform attention neither amplify nor cancel). (2) Distinct points round
  * different values independently, so their contributions are uncorrelated and add in quadrature:
  *     ||g_gpu - g_cpu|| / ||g_cpu|| <= sqrt(N) u C.
- * The worst case with every error aligned, N u C (0.14 at N = 35), is not used: it exceeds what
+ * The worst case with every error aligned, N u C (0.14 at N = 37), is not used: it exceeds what
  * the planted control changes (dropping the norm's shared-scale term moves a norm's dL/dx by about
  * 1/sqrt(d), 2..4% of these gradients), so it could not tell a wrong formula from rounding. Using u
  * rather than the rounding error's RMS (about 0.42 u over many elements) leaves a factor 2.4.
@@ -277,15 +278,15 @@ static size_t forward_points_(size_t depth) { return 8 * depth + 2; }
 static size_t points_(char const *name, size_t depth) {
     size_t forward = forward_points_(depth);
     if (!strcmp(name, "mlm.head") || !strcmp(name, "final_norm")) return forward + 1;
-    if (!strcmp(name, "embed.bytes")) return forward + 2 + 8 * (depth - 1) + 7;
+    if (!strcmp(name, "embed.bytes")) return forward + 2 + 9 * (depth - 1) + 8;
     unsigned block;
     char part[32];
     if (sscanf(name, "blocks.%u.%31s", &block, part) != 2 || block >= depth) return 0;
-    size_t above = 2 + 8 * (depth - 1 - block);
+    size_t above = 2 + 9 * (depth - 1 - block);
     if (!strcmp(part, "down")) return forward + above;
-    if (!strcmp(part, "gate_up") || !strcmp(part, "mlp_norm")) return forward + above + 1;
-    if (!strcmp(part, "out")) return forward + above + 2;
-    if (!strcmp(part, "qkv") || !strcmp(part, "attn_norm")) return forward + above + 7;
+    if (!strcmp(part, "gate_up") || !strcmp(part, "mlp_norm")) return forward + above + 2;
+    if (!strcmp(part, "out")) return forward + above + 3;
+    if (!strcmp(part, "qkv") || !strcmp(part, "attn_norm")) return forward + above + 8;
     return 0;
 }
 
