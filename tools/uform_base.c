@@ -1,6 +1,6 @@
 /*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU
- *  (or, for the masked-byte objective, on one GPU: uform_base_cuda.c), with a live progress line,
- *  a JSONL log, atomic checkpoints and exact resume. */
+ *  (or, for the masked-byte and contrastive objectives, on one GPU: uform_base_cuda.c), with a live
+ *  progress line, a JSONL log, atomic checkpoints and exact resume. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -39,9 +39,9 @@ static char const *const uform_base_usage_ =
     "  --tcr-lambda X           total coding rate weight (default 0)\n"
     "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
     "  --threads N              worker threads (default: all cores)\n"
-    "  --device cpu|cuda        where the steps run (default cpu); cuda trains the mlm objective alone,\n"
-    "                           without --tcr-lambda or --lipschitz-lambda; its checkpoints resume on\n"
-    "                           either device\n"
+    "  --device cpu|cuda        where the steps run (default cpu); cuda trains the mlm and contrastive\n"
+    "                           objectives (contrastive with --tcr-lambda and --lipschitz-lambda too),\n"
+    "                           not rerank yet; its checkpoints resume on either device\n"
     "  --recompute 0|1          cuda: replay each block's forward in the backward pass instead of\n"
     "                           keeping its activations (default 1: less device memory, one more forward)\n"
     "  --quiet                  no progress line\n";
@@ -68,13 +68,15 @@ static int uform_base_check_device_(uform_base_options_t const *options, uform_o
                                     size_t capacity) {
     snprintf(device, capacity, "cpu");
     if (!options->cuda) return 0;
-    char const *cpu_only = objective == uform_objective_contrastive_k ? "the contrastive objective"
-                           : objective == uform_objective_rerank_k    ? "the rerank objective"
-                           : options->tcr_lambda > 0                  ? "--tcr-lambda"
-                           : options->lipschitz_lambda > 0            ? "--lipschitz-lambda"
-                                                                      : NULL;
+    /* The GPU step has no MaxSim yet, and its spectral terms sit in the contrastive head alone. */
+    int mlm = objective == uform_objective_mlm_k;
+    char const *cpu_only = objective == uform_objective_rerank_k   ? "the rerank objective"
+                           : mlm && options->tcr_lambda > 0       ? "--tcr-lambda with the mlm objective"
+                           : mlm && options->lipschitz_lambda > 0 ? "--lipschitz-lambda with the mlm objective"
+                                                                  : NULL;
     if (cpu_only) {
-        fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains the mlm objective alone\n", cpu_only);
+        fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains mlm, and contrastive with or "
+                        "without TCR and Lipschitz\n", cpu_only);
         return 2;
     }
 #ifdef UFORM_HAVE_CUDA
@@ -316,19 +318,18 @@ static void uform_base_report_(uform_base_progress_t *progress, size_t step, siz
 }
 
 #ifdef UFORM_HAVE_CUDA
-/* The step in flight has ended with `loss` (the masked-byte loss alone); its time runs from the last report. */
-static void uform_base_report_cuda_(uform_base_progress_t *progress, float loss) {
-    uform_losses_t losses = {.total = loss, .mlm = loss};
+/* The step in flight has ended with `losses`; its time runs from the last report. */
+static void uform_base_report_cuda_(uform_base_progress_t *progress, uform_losses_t const *losses) {
     uform_base_report_(progress, progress->launched_step, progress->launched_cells, progress->launched_rate,
-                       uform_clock_() - progress->reported, &losses);
+                       uform_clock_() - progress->reported, losses);
 }
 
 /* Before a save: ends (and reports) the step in flight and brings the weights down into the model. */
 static uform_status_t uform_base_settle_(uform_base_cuda_t *cuda, uform_base_progress_t *progress) {
     int finished = 0;
-    float loss = 0;
-    uform_status_t status = uform_base_cuda_drain(cuda, &finished, &loss);
-    if (status == uform_ok_k && finished) uform_base_report_cuda_(progress, loss);
+    uform_losses_t losses = {0};
+    uform_status_t status = uform_base_cuda_drain(cuda, &finished, &losses);
+    if (status == uform_ok_k && finished) uform_base_report_cuda_(progress, &losses);
     return status == uform_ok_k ? uform_base_cuda_download(cuda) : status;
 }
 #endif
@@ -420,13 +421,16 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
     if (status == uform_ok_k) status = uform_batcher_create(&mixture, &batching, &batcher);
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
+    uform_batcher_stats_t capacities = {0}; /* before the prefetcher's thread owns the batcher */
+    if (status == uform_ok_k) uform_batcher_stats(batcher, &capacities);
     /* The next batch is packed on a thread of its own while the current one trains. */
     uform_prefetcher_t *prefetcher = NULL;
     if (status == uform_ok_k) status = uform_prefetcher_create(batcher, 2, &prefetcher);
 #ifdef UFORM_HAVE_CUDA
     uform_base_cuda_t *cuda = NULL;
     if (status == uform_ok_k && options.cuda)
-        status = uform_base_cuda_create(trainer, (size_t)options.rows, mixture.columns, (int)options.recompute, &cuda);
+        status = uform_base_cuda_create(trainer, (size_t)options.rows, mixture.columns, capacities.anchors_capacity,
+                                        capacities.candidates_capacity, (int)options.recompute, &cuda);
 #endif
     if (status != uform_ok_k) return uform_base_fail_(status);
 
@@ -479,9 +483,9 @@ int main(int argc, char **argv) {
 #ifdef UFORM_HAVE_CUDA
         if (cuda) { /* the step before this one is reported once this one is under way */
             int finished = 0;
-            float loss = 0;
-            if (status == uform_ok_k) status = uform_base_cuda_step(cuda, &batch, rate, &finished, &loss);
-            if (status == uform_ok_k && finished) uform_base_report_cuda_(&progress, loss);
+            uform_losses_t losses = {0};
+            if (status == uform_ok_k) status = uform_base_cuda_step(cuda, &batch, rate, &finished, &losses);
+            if (status == uform_ok_k && finished) uform_base_report_cuda_(&progress, &losses);
             progress.launched_step = step + 1, progress.launched_cells = cells, progress.launched_rate = rate;
         } else
 #endif

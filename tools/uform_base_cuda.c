@@ -1,9 +1,10 @@
-/*  uform_base_cuda.c: `uform_base --device cuda`, the masked-byte objective on one GPU through the
- *  step of src/cuda/step.h. The CPU model and trainer stay the source of truth between saves: their
- *  weights go up once, the batches of the usual batcher go up step by step through the step's two
- *  pinned slots (one filled while the other's step runs), and the weights come back down into the
- *  model before each checkpoint. The optimizer moments stay on the GPU (step.h does not expose them
- *  yet), so CUDA checkpoints hold weights only. Built only with the CUDA backend (UFORM_HAVE_CUDA). */
+/*  uform_base_cuda.c: `uform_base --device cuda`, the masked-byte or the contrastive objective (with
+ *  the opt-in TCR and Lipschitz terms) on one GPU through the step of src/cuda/step.h. The CPU model
+ *  and trainer stay the source of truth between saves: their weights and Adafactor moments go up
+ *  once, the batches of the usual batcher go up step by step through the step's two pinned slots
+ *  (one filled while the other's step runs), and weights and moments come back down into the
+ *  trainer before each checkpoint, so a checkpoint resumes exactly on either device. Built only with
+ *  the CUDA backend (UFORM_HAVE_CUDA). */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,8 @@ struct uform_base_cuda_t {
     uform_trainer_t *trainer; /* its tensors point at the model's BF16 and Float32 masters */
     uform_cuda_step_t *step;
     size_t rows, columns;
+    int pairs;                           /* the contrastive objective */
+    size_t segments, anchors, candidates; /* contrastive: the step's capacities */
     int slot;    /* the slot the next batch goes into */
     int pending; /* the other slot holds a launched step whose loss is not read yet */
 };
@@ -77,24 +80,46 @@ static int uform_moments_(uform_tensor_t *cpu, uform_cuda_tensor_t const *gpu, i
     return 0;
 }
 
-uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, size_t columns, int recompute,
-                                      uform_base_cuda_t **result) {
+uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, size_t columns, size_t anchors,
+                                      size_t candidates, int recompute, uform_base_cuda_t **result) {
     *result = NULL;
     uform_train_options_t const *options = &trainer->options;
-    if (options->objective != uform_objective_mlm_k || options->tcr_lambda > 0 || options->lipschitz_lambda > 0)
-        return uform_fail(uform_unsupported_k, "--device cuda trains the mlm objective alone so far");
+    int pairs = options->objective == uform_objective_contrastive_k;
+    if (options->objective == uform_objective_rerank_k)
+        return uform_fail(uform_unsupported_k, "--device cuda: the rerank objective runs on the CPU only so far (the GPU "
+                                               "step has no MaxSim yet)");
+    if (!pairs && (options->tcr_lambda > 0 || options->lipschitz_lambda > 0))
+        return uform_fail(uform_unsupported_k, "--device cuda: TCR and Lipschitz train with the contrastive objective; "
+                                               "with mlm they run on the CPU only so far");
+    if (pairs && (!anchors || !candidates || !trainer->pool_proj))
+        return uform_fail(uform_invalid_argument_k, "--device cuda: the contrastive step needs the pool head and the "
+                                                    "batcher's anchors and candidates capacities");
     uform_config_t const *config = &trainer->model->config;
     uform_base_cuda_t *cuda = calloc(1, sizeof(*cuda));
     if (!cuda) return uform_fail(uform_out_of_memory_k, "cannot allocate the CUDA trainer");
-    cuda->trainer = trainer, cuda->rows = rows, cuda->columns = columns;
+    cuda->trainer = trainer, cuda->rows = rows, cuda->columns = columns, cuda->pairs = pairs;
     *result = cuda;
     /* The kernels' attention: cuDNN's plan would need the same segment count in every batch. No
      * timing of product algorithms: the heuristic's choice repeats across processes, so a resumed run
      * takes the steps the uninterrupted one would. */
-    uform_cuda_step_config_t step_config = {.width = config->width, .depth = config->depth, .cells = rows * columns,
-                                            .objective = uform_cuda_mlm_k, .recompute = recompute,
-                                            .beta1 = options->beta1, .beta2 = options->beta2, .clip = options->clip,
-                                            .weight_decay = options->weight_decay};
+    size_t cells = rows * columns;
+    uform_cuda_step_config_t step_config = {.width = config->width, .depth = config->depth, .cells = cells,
+                                            .objective = pairs ? uform_cuda_contrastive_k : uform_cuda_mlm_k,
+                                            .recompute = recompute, .beta1 = options->beta1, .beta2 = options->beta2,
+                                            .clip = options->clip, .weight_decay = options->weight_decay};
+    if (pairs) {
+        /* The batcher's bounds: every text of a pair batch is an anchor or a candidate, each at least
+         * one cell, and padding adds at most one run per row (the tail the packing leaves). */
+        cuda->anchors = anchors < cells ? anchors : cells;
+        cuda->candidates = candidates < cells ? candidates : cells;
+        cuda->segments = anchors + candidates + rows < cells ? anchors + candidates + rows : cells;
+        step_config.segments = cuda->segments, step_config.anchors = cuda->anchors, step_config.candidates = cuda->candidates;
+        step_config.embedding_width = trainer->pool_proj->rows;
+        step_config.widths_count = config->embedding_widths_count;
+        for (size_t w = 0; w < config->embedding_widths_count; ++w) step_config.widths[w] = config->embedding_widths[w];
+        step_config.tcr_lambda = options->tcr_lambda, step_config.lipschitz_lambda = options->lipschitz_lambda;
+        step_config.lipschitz_iterations = options->lipschitz_iterations;
+    }
     char error[512] = "";
     int code = uform_cuda_step_create(&cuda->step, &step_config, error, sizeof(error));
     if (code)
@@ -116,20 +141,35 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
     return uform_ok_k;
 }
 
-/* The grid in cell order as the step takes it: every run of one segment id (padding included, as
- * runs of its own that no scored cell sees) becomes a span, as uform_grid_compact numbers them. */
+/* The grid as the step takes it: every run of one segment id (padding included, as runs of its own
+ * that nothing scores) becomes a span. Masked bytes: spans in cell order. Contrastive: the texts take
+ * spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose rows
+ * TCR and Lipschitz read), padding runs the spans after them, and the rest of the capacity length 0. */
 static uform_status_t uform_fill_(uform_base_cuda_t *cuda, int slot, uform_batch_t const *batch) {
     uform_grid_t const *grid = &batch->grid;
-    if (grid->rows != cuda->rows || grid->columns != cuda->columns || !batch->targets)
+    int pairs = cuda->pairs;
+    if (grid->rows != cuda->rows || grid->columns != cuda->columns || (!pairs && !batch->targets))
         return uform_fail(uform_shape_k, "--device cuda: a batch of %zu x %zu cells%s, the step was made for %zu x %zu",
-                          grid->rows, grid->columns, batch->targets ? "" : " without targets", cuda->rows, cuda->columns);
+                          grid->rows, grid->columns, pairs || batch->targets ? "" : " without targets", cuda->rows,
+                          cuda->columns);
     uform_cuda_batch_t b = uform_cuda_step_batch(cuda->step, slot);
-    size_t segments = 0, scored = 0;
+    size_t cells = grid->rows * grid->columns, live = 0, padding_runs = 0, scored = 0;
+    for (size_t cell = 0; pairs && cell < cells; ++cell) { /* runs start as uform_grid_compact starts them */
+        int32_t segment = grid->segments[cell] < 0 ? -1 : grid->segments[cell];
+        int32_t before = cell % grid->columns == 0 ? -2 : grid->segments[cell - 1] < 0 ? -1 : grid->segments[cell - 1];
+        if (segment != before && segment < 0) padding_runs++;
+        else if (segment != before) live++;
+    }
+    if (pairs && live + padding_runs > cuda->segments)
+        return uform_fail(uform_shape_k, "--device cuda: the batch packs %zu texts and %zu padding runs, more than the "
+                                         "%zu segments the step holds (anchors + candidates + rows)",
+                          live, padding_runs, cuda->segments);
+    size_t next_text = 0, next_padding = live, span = 0;
     for (size_t row = 0; row < grid->rows; ++row) {
         int32_t previous = -1;
         for (size_t column = 0; column < grid->columns; ++column) {
             size_t cell = row * grid->columns + column;
-            int32_t segment = grid->segments[cell], target = batch->targets[cell];
+            int32_t segment = grid->segments[cell], target = pairs ? -1 : batch->targets[cell];
             int padding = segment < 0;
             if (!padding && (grid->kinds[cell] != uform_cell_byte_k || grid->values[cell] >= uform_vocabulary_k))
                 return uform_fail(uform_unsupported_k, "--device cuda: cell %zu is not a byte cell with a value in 0..257", cell);
@@ -137,11 +177,11 @@ static uform_status_t uform_fill_(uform_base_cuda_t *cuda, int slot, uform_batch
                 return uform_fail(uform_invalid_argument_k, "--device cuda: target %d at cell %zu is not -1..255 on a byte cell",
                                   target, cell);
             if (!column || (padding ? -1 : segment) != previous) {
-                b.spans[2 * segments] = (uint32_t)cell, b.spans[2 * segments + 1] = 0;
-                segments++;
+                span = padding && pairs ? next_padding++ : next_text++;
+                b.spans[2 * span] = (uint32_t)cell, b.spans[2 * span + 1] = 0;
             }
-            b.spans[2 * segments - 1]++;
-            b.segment_of[cell] = (uint32_t)(segments - 1);
+            b.spans[2 * span + 1]++;
+            b.segment_of[cell] = (uint32_t)span;
             b.values[cell] = padding ? uform_pad_k : grid->values[cell];
             b.targets[cell] = target;
             scored += target >= 0;
@@ -149,12 +189,43 @@ static uform_status_t uform_fill_(uform_base_cuda_t *cuda, int slot, uform_batch
             previous = padding ? -1 : segment;
         }
     }
-    if (!scored) return uform_fail(uform_invalid_argument_k, "--device cuda: the batch has no masked cells to score");
+    if (!pairs) {
+        if (!scored) return uform_fail(uform_invalid_argument_k, "--device cuda: the batch has no masked cells to score");
+        return uform_ok_k;
+    }
+    for (size_t s = next_padding; s < cuda->segments; ++s) b.spans[2 * s] = b.spans[2 * s + 1] = 0;
+    size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
+    if (!batch->anchors || !anchors || !batch->candidates || !candidates || !batch->labels)
+        return uform_fail(uform_invalid_argument_k, "--device cuda: a contrastive batch needs anchors, candidates and labels");
+    if (anchors > cuda->anchors || candidates > cuda->candidates)
+        return uform_fail(uform_shape_k, "--device cuda: the batch has %zu anchors and %zu candidates, the step holds at most "
+                                         "%zu and %zu (the batcher's capacities)",
+                          anchors, candidates, cuda->anchors, cuda->candidates);
+    for (size_t a = 0; a < anchors; ++a)
+        if (batch->anchors[a] >= live)
+            return uform_fail(uform_invalid_argument_k, "--device cuda: anchor %zu is segment %u of %zu", a, batch->anchors[a], live);
+    for (size_t c = 0; c < candidates; ++c)
+        if (batch->candidates[c] >= live)
+            return uform_fail(uform_invalid_argument_k, "--device cuda: candidate %zu is segment %u of %zu", c,
+                              batch->candidates[c], live);
+    memcpy(b.anchors, batch->anchors, anchors * sizeof(uint32_t));
+    memcpy(b.candidates, batch->candidates, candidates * sizeof(uint32_t));
+    memcpy(b.labels, batch->labels, anchors * candidates);
+    b.counts[0] = (uint32_t)anchors, b.counts[1] = (uint32_t)candidates, b.counts[2] = (uint32_t)live;
     return uform_ok_k;
 }
 
+/* The finished step's loss in the CPU trainer's parts. */
+static void uform_losses_(uform_base_cuda_t const *cuda, int slot, uform_losses_t *losses) {
+    float parts[4];
+    uform_cuda_step_losses(cuda->step, slot, parts);
+    *losses = (uform_losses_t){.total = parts[0], .tcr = parts[2], .lipschitz = parts[3]};
+    if (cuda->pairs) losses->siglip = parts[1];
+    else losses->mlm = parts[1];
+}
+
 uform_status_t uform_base_cuda_step(uform_base_cuda_t *cuda, uform_batch_t const *batch, double learning_rate,
-                                    int *finished, float *loss) {
+                                    int *finished, uform_losses_t *losses) {
     *finished = 0;
     int slot = cuda->slot, code;
     /* The slot's last step finished when it was reported; the wait is what makes refilling it safe. */
@@ -165,7 +236,8 @@ uform_status_t uform_base_cuda_step(uform_base_cuda_t *cuda, uform_batch_t const
     if ((code = uform_cuda_step_run(cuda->step, slot))) return uform_cuda_fail_(code, "launching a step");
     cuda->trainer->steps = t; /* so that uform_trainer_learning_rate gives the next step's rate */
     if (cuda->pending) {
-        if ((code = uform_cuda_step_wait(cuda->step, slot ^ 1, loss))) return uform_cuda_fail_(code, "a step");
+        if ((code = uform_cuda_step_wait(cuda->step, slot ^ 1, NULL))) return uform_cuda_fail_(code, "a step");
+        uform_losses_(cuda, slot ^ 1, losses);
         *finished = 1;
     }
     cuda->pending = 1;
@@ -173,11 +245,12 @@ uform_status_t uform_base_cuda_step(uform_base_cuda_t *cuda, uform_batch_t const
     return uform_ok_k;
 }
 
-uform_status_t uform_base_cuda_drain(uform_base_cuda_t *cuda, int *finished, float *loss) {
+uform_status_t uform_base_cuda_drain(uform_base_cuda_t *cuda, int *finished, uform_losses_t *losses) {
     *finished = 0;
     if (!cuda->pending) return uform_ok_k;
-    int code = uform_cuda_step_wait(cuda->step, cuda->slot ^ 1, loss);
+    int code = uform_cuda_step_wait(cuda->step, cuda->slot ^ 1, NULL);
     if (code) return uform_cuda_fail_(code, "a step");
+    uform_losses_(cuda, cuda->slot ^ 1, losses);
     cuda->pending = 0;
     *finished = 1;
     return uform_ok_k;

@@ -69,7 +69,7 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
 fi
 if [ "$what" = profile ]; then
   for segment in 4096 512; do
-    ncu --csv --metrics gpu__time_duration.sum --profile-from-start off ./build-gpu/uform_bench_train_cuda \
+    ncu --csv --clock-control none --metrics gpu__time_duration.sum --profile-from-start off ./build-gpu/uform_bench_train_cuda \
       --segment "$segment" --cudnn 1 --steps 1 --profile "$@" > "$out/ncu-$segment.csv" 2> "$out/ncu-$segment.err"
     echo "ours tiny 16x4096 segment $segment:"
     python3 scripts/device/kernel_times.py "$out/ncu-$segment.csv" | tee "$out/ours-$segment.txt"

@@ -1,6 +1,7 @@
 /*  pool.cu: the attention pool (SPEC.md section 3), one block per (segment, head): scores and
  *  weights in Float32 with fixed-order block reductions, pooled rows stored BF16 for pool.proj,
- *  and a backward whose every output has one owner, so results repeat bitwise. */
+ *  and a backward whose every output has one owner, so results repeat bitwise. A span of length 0
+ *  (a segment slot the batch leaves empty) reads no cell: its pooled row and query partials are 0. */
 #include <cuda_runtime.h>
 
 #include "cuda/common.cuh"

@@ -1,5 +1,5 @@
-/*  step.c: the masked-byte training step on one GPU (step.h), assembled from the kernels of
- *  cuda.h and cuBLASLt products. Memory: one arena taken at creation for parameters, gradients,
+/*  step.c: the training step on one GPU (step.h), masked bytes or contrastive, assembled from the
+ *  kernels of cuda.h and cuBLASLt products. Memory: one arena taken at creation for parameters, gradients,
  *  optimizer state, activations and both batch slots; nothing is allocated per step. Activations:
  *  with recomputation each block keeps only its Float32 input and the backward pass replays the
  *  block's forward into one shared set of buffers; without it every block keeps its own. */
@@ -51,10 +51,12 @@ struct uform_cuda_step_t {
     uint16_t *h, *logits, *d_logits, *dy, *d_gate_up, *d_attended, *d_qkv;
     uint16_t *d_hidden;
     float *final_scales, *losses, *loss, *d_stream, *d_normed, *deltas;
-    /* Contrastive: pooled rows, pool weights, embeddings and their gradients, SigLIP's scratch. */
+    /* Contrastive: pooled rows, pool weights, embeddings and their gradients, SigLIP's scratch, and
+     * the spectral terms' scratch when TCR or Lipschitz is on (`spectral`). */
     uint16_t *pooled, *d_embeddings16;
     float *pool_weights, *embeddings, *d_embeddings, *d_pooled, *query_partials;
-    void *siglip_scratch;
+    void *siglip_scratch, *spectral_scratch;
+    int spectral;
 };
 
 static int fail_(char *error, size_t size, int status, char const *format, ...) {
@@ -129,7 +131,7 @@ static void layout_(uform_cuda_step_t *step) {
         b->values = take_(step, n * 4), b->targets = take_(step, n * 4), b->positions = take_(step, 3 * n * 4);
         b->segment_of = take_(step, n * 4), b->spans = take_(step, 2 * n * 4), b->order = take_(step, n * 4);
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
-        b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 2 * 4);
+        b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
         b->labels = take_(step, c->anchors * c->candidates);
         step->batch_memory[slot] = (unsigned char *)b->values;
         step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
@@ -156,9 +158,10 @@ static void layout_(uform_cuda_step_t *step) {
         step->d_embeddings16 = take_(step, segments * e * 2), step->d_pooled = take_(step, segments * d * 4);
         step->query_partials = take_(step, segments * d * 4);
         step->siglip_scratch = take_(step, uform_cuda_siglip_scratch(c->anchors, c->candidates, e, c->widths_count));
+        if (step->spectral) step->spectral_scratch = take_(step, uform_cuda_spectral_scratch(segments, e));
     }
     if (c->objective == uform_cuda_mlm_k) step->losses = take_(step, n * 4);
-    step->loss = take_(step, 4);
+    step->loss = take_(step, 4 * 4); /* the total, then its parts: the head's loss, TCR, Lipschitz */
     step->d_stream = take_(step, n * d * 4), step->d_normed = take_(step, n * d * 4), step->dy = take_(step, n * d * 2);
     step->d_hidden = take_(step, n * 4 * d * 2), step->d_gate_up = take_(step, n * 8 * d * 2);
     step->d_attended = take_(step, n * d * 2), step->d_qkv = take_(step, n * 3 * d * 2);
@@ -248,7 +251,8 @@ static int mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
                            NULL, step->d_normed, d, 1, s, 0);
 }
 
-/* The attention pool, pool.proj and Matryoshka SigLIP: d_normed gets dL/dh. */
+/* The attention pool, pool.proj, Matryoshka SigLIP and the opt-in spectral terms: d_normed gets dL/dh.
+ * Spans past the batch's own have length 0: their pooled rows are zero and nothing scores them. */
 static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, segments = c->segments, e = c->embedding_width;
@@ -259,9 +263,17 @@ static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
                         1, s, 0));
     TRY((int)cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream));
+    /* Without the spectral terms SigLIP's loss is the total; with them the parts sum into it. */
     TRY(uform_cuda_siglip(step->embeddings, e, b->anchors, b->candidates, b->counts, c->anchors, c->candidates, b->labels,
-                          c->widths, c->widths_count, scale->parameter, bias->parameter, step->loss, step->d_embeddings,
-                          scale->gradient, bias->gradient, step->siglip_scratch, s, 0));
+                          c->widths, c->widths_count, scale->parameter, bias->parameter,
+                          step->spectral ? step->loss + 1 : step->loss, step->d_embeddings, scale->gradient,
+                          bias->gradient, step->siglip_scratch, s, 0));
+    if (step->spectral) { /* Z: the E-wide embeddings of segments 0..counts[2]-1, as the CPU's trainer->segments */
+        TRY(uform_cuda_spectral(step->embeddings, segments, e, &b->counts[2], c->tcr_lambda, c->lipschitz_lambda,
+                                c->lipschitz_iterations, step->loss + 2, step->loss + 3, step->d_embeddings,
+                                step->spectral_scratch, s, 0));
+        TRY(uform_cuda_sum(step->loss + 1, 3, NULL, step->loss, s));
+    }
     TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, e, d, segments, step->d_embeddings16, e, step->pooled, d, NULL, proj->gradient, d,
                         1, s, 0));
@@ -297,7 +309,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[c->recompute ? 0 : l]));
     TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, d, embed->gradient, s, 0));
-    TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4, cudaMemcpyDeviceToHost, step->stream));
+    TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return 0;
     for (size_t i = 0; i < step->tensors_count; ++i) {
         uform_cuda_tensor_t *t = &step->tensors[i];
@@ -318,16 +330,29 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     if (!config->width || config->width % 64 || !config->depth || !config->cells)
         return fail_(error, error_size, cudaErrorInvalidValue,
                      "uform_cuda_step_create: width must be a positive multiple of 64, depth and cells positive");
+    if (config->objective == uform_cuda_contrastive_k &&
+        (!config->segments || !config->anchors || !config->candidates || !config->embedding_width ||
+         !config->widths_count || config->widths_count > 8 || config->anchors > config->segments ||
+         config->candidates > config->segments))
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: the contrastive step needs segments, anchors and candidates (each within "
+                     "the segments), pool.proj's width and 1 to 8 Matryoshka widths");
+    int spectral = config->tcr_lambda > 0 || config->lipschitz_lambda > 0;
+    if (!(config->tcr_lambda >= 0) || !(config->lipschitz_lambda >= 0) || (spectral && config->objective != uform_cuda_contrastive_k))
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: TCR and Lipschitz weights must be >= 0, and need the contrastive objective");
+    /* TCR factors the smaller Gram form, segments x segments or E x E, in one block's shared memory. */
+    size_t gram = config->segments < config->embedding_width ? config->segments : config->embedding_width;
+    if (config->tcr_lambda > 0 && gram > 6144)
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: TCR factors a %zu x %zu Gram matrix, more than 6144 rows (fewer segments "
+                     "or a narrower pool.proj)", gram, gram);
     uform_cuda_step_t *step = calloc(1, sizeof(*step));
     if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
     step->config = *config;
     step->heads = config->width / 64;
-    if (config->objective == uform_cuda_contrastive_k &&
-        (!config->segments || !config->anchors || !config->candidates || !config->embedding_width ||
-         !config->widths_count || config->widths_count > 8 || config->anchors + config->candidates > config->segments))
-        return fail_(error, error_size, cudaErrorInvalidValue,
-                     "uform_cuda_step_create: the contrastive step needs segments, anchors, candidates (within the "
-                     "segments), pool.proj's width and 1 to 8 Matryoshka widths");
+    step->spectral = spectral;
+    if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */
     size_t tensors = 6 * config->depth + 6;
     step->tensors = calloc(tensors, sizeof(*step->tensors));
     step->layers = calloc(config->depth, sizeof(*step->layers));
@@ -359,7 +384,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     uform_cuda_gemm_tune(step->gemm, config->tune);
     for (int slot = 0; slot < 2 && !status; ++slot) {
         status = (int)cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
-        if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], sizeof(float));
+        if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], 4 * sizeof(float));
         if (!status) status = (int)cudaEventCreateWithFlags(&step->uploaded[slot], cudaEventDisableTiming);
         if (!status) status = (int)cudaEventCreateWithFlags(&step->done[slot], cudaEventDisableTiming);
     }
@@ -454,6 +479,11 @@ int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss) {
     TRY((int)cudaEventSynchronize(step->done[slot]));
     if (loss) *loss = *step->loss_host[slot];
     return 0;
+}
+
+void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]) {
+    memcpy(losses, step->loss_host[slot], 4 * sizeof(float));
+    if (!step->spectral) losses[1] = losses[0], losses[2] = losses[3] = 0; /* the head's loss was written as the total */
 }
 
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count) {

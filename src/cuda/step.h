@@ -1,7 +1,8 @@
-/*  step.h (internal): the masked-byte training step on one GPU: forward, backward and Adafactor
- *  for every tensor, with all device memory taken at creation and the whole step captured once as
- *  a CUDA graph per upload slot. The host fills one slot's pinned batch while the other slot's step
- *  runs; the graph starts by copying its slot to the device. */
+/*  step.h (internal): the training step on one GPU (masked bytes, or contrastive with the opt-in
+ *  TCR and Lipschitz terms): forward, backward and Adafactor for every tensor, with all device
+ *  memory taken at creation and the whole step captured once as a CUDA graph per upload slot. The
+ *  host fills one slot's pinned batch while the other slot's step runs; the graph starts by copying
+ *  its slot to the device. */
 #ifndef UFORM_CUDA_STEP_H
 #define UFORM_CUDA_STEP_H
 
@@ -23,11 +24,16 @@ typedef struct uform_cuda_step_config_t {
     size_t width, depth; /* d and L; heads of 64 */
     size_t cells;        /* cells per step (rows x columns), fixed for the graph */
     uform_cuda_objective_t objective;
-    /* Contrastive (and cuDNN attention): segments per step (fixed for the graph; every batch lists
-     * exactly this many); contrastive: the anchors and candidates capacities, pool.proj's rows E and
-     * the Matryoshka widths. */
+    /* Contrastive (and cuDNN attention): the segments capacity, fixed for the graph (cuDNN: every
+     * batch lists exactly this many; contrastive: spans past a batch's own have length 0);
+     * contrastive: the anchors and candidates capacities, pool.proj's rows E and the Matryoshka widths. */
     size_t segments, anchors, candidates, embedding_width;
     size_t widths[8], widths_count;
+    /* Contrastive, opt-in (0: off), as uform_train_options_t: the total coding rate and Lipschitz
+     * weights over Z, the normalized E-wide embeddings of segments 0..counts[2]-1, and the power
+     * iteration's steps (0: 8, the CPU's default). */
+    double tcr_lambda, lipschitz_lambda;
+    size_t lipschitz_iterations;
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
     int tune;            /* 1: time cuBLASLt's candidates per shape on the first (eager) step */
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
@@ -44,10 +50,14 @@ typedef struct uform_cuda_batch_t {
     int32_t *targets;     /* [cells] the original byte where scored, else -1 */
     int32_t *positions;   /* [cells, 3] M-RoPE coordinates */
     uint32_t *segment_of; /* [cells] */
-    uint32_t *spans;      /* [segments, 2] first cell and length; segments in cell order, covering all cells */
+    uint32_t *spans;      /* [segments, 2] first cell and length; every cell in the span segment_of names; in
+                           * cell order for cuDNN's attention, else any order (contrastive: the scored
+                           * segments first, as uform_forward numbers them) */
     uint32_t *order, *offsets; /* filled by uform_cuda_batch_finish */
     float *scalars;       /* [4] filled by uform_cuda_batch_finish: 1/scored, rate, 1 - b1^t, 1 - b2^t */
-    /* Contrastive: anchor and candidate segments, live counts [2] and labels [anchors x candidates] (1: positive). */
+    /* Contrastive: anchor and candidate segments, counts [3] (live anchors, live candidates, and the
+     * segments TCR and Lipschitz read: 0..counts[2]-1) and labels [live anchors x live candidates]
+     * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
 } uform_cuda_batch_t;
@@ -74,6 +84,9 @@ void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_
 int uform_cuda_step_run(uform_cuda_step_t *step, int slot);
 /** Waits for the last step launched on `slot`; then its batch may be refilled and its loss read. */
 int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
+/** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
+ *  bytes or SigLIP), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
+void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
 /** The parameter tensors, in checkpoint order; `count` receives how many. */
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);
 /** Device bytes taken at creation: the whole footprint, since a step allocates nothing. */

@@ -1,8 +1,10 @@
 # test_uform_base_cuda.py: `uform_base --device cuda` as far as a machine without a GPU can check it:
-# the help lists --device and --recompute, a run fails with one clear line and writes nothing when
-# there is no GPU (CUDA build) or no CUDA backend (CPU-only build), what runs on the CPU only so far
-# (pair objectives, TCR, Lipschitz) is refused by name before any GPU is asked for. Where a GPU is
-# present, a few steps train on it instead.
+# the help lists --device and --recompute, a run (mlm, contrastive, contrastive with TCR and
+# Lipschitz) fails with one clear line and writes nothing when there is no GPU (CUDA build) or no
+# CUDA backend (CPU-only build), and what runs on the CPU only so far (rerank; TCR and Lipschitz
+# with mlm) is refused by name before any GPU is asked for. Where a GPU is present: mlm and
+# contrastive (with and without TCR and Lipschitz) train, the first contrastive loss agrees with
+# the CPU's within a derived bound, and every objective resumes bit for bit from a checkpoint.
 
 import json
 import math
@@ -25,6 +27,14 @@ def corpus(tmp_path_factory):
     for objective, source in (("mlm", "text.jsonl"), ("contrastive", "pairs.jsonl"), ("rerank", "pairs.jsonl")):
         mixture = {"objective": objective, "columns": 64, "sources": [{"path": source, "weight": 1.0}]}
         (folder / f"{objective}.json").write_text(json.dumps(mixture))
+    # Pairs of uneven lengths (texts of 8 to about 80 bytes): rows of 128 cells hold one to a few
+    # pairs and some padding, so the live segments, anchors and candidates change from batch to batch.
+    with open(folder / "varied.jsonl", "w") as varied:
+        for index in range(300):
+            phrase = f"open file {index}" + " and save it as copy" * (index % 4) + f" {index * 7 % 13}"
+            varied.write(json.dumps({"query": phrase, "positives": [phrase.upper()[: 8 + index % 29]]}) + "\n")
+    mixture = {"objective": "contrastive", "columns": 128, "sources": [{"path": "varied.jsonl", "weight": 1.0}]}
+    (folder / "varied.json").write_text(json.dumps(mixture))
     return folder
 
 
@@ -34,7 +44,21 @@ def uform_base(build, *arguments):
 
 
 def common(corpus, objective="mlm"):
+    if objective == "varied":  # contrastive over uneven pairs
+        return ["--mixture", corpus / "varied.json", "--tier", "64x2", "--rows", "4", "--seed", "2", "--threads", "2"]
     return ["--mixture", corpus / f"{objective}.json", "--tier", "64x2", "--rows", "2", "--seed", "2", "--threads", "2"]
+
+
+SPECTRAL = ["--tcr-lambda", "0.1", "--lipschitz-lambda", "0.1"]
+
+
+def needs_gpu(build):
+    if not (cuda_build(build) and gpu_present()):
+        pytest.skip("needs a CUDA build and a GPU")
+
+
+def log_of(output):
+    return [json.loads(line) for line in (output / "log.jsonl").read_text().splitlines()]
 
 
 def test_help_lists_device_flags(build_dir):
@@ -43,12 +67,13 @@ def test_help_lists_device_flags(build_dir):
     assert "--device cpu|cuda" in run.stdout and "--recompute 0|1" in run.stdout
 
 
-def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path):
+@pytest.mark.parametrize("objective, extra", [("mlm", []), ("contrastive", []), ("contrastive", SPECTRAL)])
+def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path, objective, extra):
     has_cuda = cuda_build(build_dir)
     if has_cuda and gpu_present():
-        pytest.skip("a GPU is present: test_trains_on_gpu runs instead")
+        pytest.skip("a GPU is present: the GPU tests run instead")
     output = tmp_path / "run"
-    run = uform_base(build_dir, *common(corpus), "--steps", "2", "--device", "cuda", "--output", output)
+    run = uform_base(build_dir, *common(corpus, objective), "--steps", "2", "--device", "cuda", *extra, "--output", output)
     assert run.returncode in (1, 2), (run.returncode, run.stderr)  # an exit, not a signal or an abort
     expected = "no CUDA device" if has_cuda else "no CUDA backend"
     assert expected in run.stderr and "--device cuda" in run.stderr, run.stderr
@@ -57,11 +82,11 @@ def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path):
 
 
 @pytest.mark.parametrize("objective, extra, named", [
-    ("contrastive", [], "the contrastive objective"),
     ("rerank", [], "the rerank objective"),
     ("mlm", ["--objective", "rerank"], "the rerank objective"),
-    ("mlm", ["--tcr-lambda", "0.1"], "--tcr-lambda"),
-    ("mlm", ["--lipschitz-lambda", "0.1"], "--lipschitz-lambda"),
+    ("contrastive", ["--objective", "rerank", *SPECTRAL], "the rerank objective"),
+    ("mlm", ["--tcr-lambda", "0.1"], "--tcr-lambda with the mlm objective"),
+    ("mlm", ["--lipschitz-lambda", "0.1"], "--lipschitz-lambda with the mlm objective"),
 ])
 def test_cpu_only_parts_are_refused(build_dir, corpus, tmp_path, objective, extra, named):
     output = tmp_path / "run"
@@ -81,8 +106,7 @@ def test_bad_values_are_refused(build_dir, corpus, tmp_path, flag, value, messag
 
 
 def test_trains_on_gpu(build_dir, corpus, tmp_path):
-    if not (cuda_build(build_dir) and gpu_present()):
-        pytest.skip("needs a CUDA build and a GPU")
+    needs_gpu(build_dir)
     output = tmp_path / "run"
     run = uform_base(build_dir, *common(corpus), "--steps", "6", "--save-every", "3", "--device", "cuda", "--output", output)
     assert run.returncode == 0, run.stderr
@@ -94,13 +118,87 @@ def test_trains_on_gpu(build_dir, corpus, tmp_path):
     assert state["step"] == 6 and state["device"] == "cuda"
 
 
-def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path):
+@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["siglip", "siglip+tcr+lipschitz"])
+def test_contrastive_trains_on_gpu(build_dir, corpus, tmp_path, extra):
+    # Batches of a varying number of pairs and padding runs: the step's fixed capacities hold them all.
+    needs_gpu(build_dir)
+    output = tmp_path / "run"
+    run = uform_base(build_dir, *common(corpus, "varied"), "--steps", "8", "--learning-rate", "2e-3", "--device", "cuda",
+                     *extra, "--output", output)
+    assert run.returncode == 0, run.stderr
+    log = log_of(output)
+    assert [entry["step"] for entry in log] == list(range(1, 9))
+    for entry in log:
+        parts = entry["siglip"] + entry["tcr"] + entry["lipschitz"]
+        assert all(math.isfinite(entry[key]) for key in ("loss", "siglip", "tcr", "lipschitz")), entry
+        assert entry["siglip"] > 0 and entry["mlm"] == 0 and abs(entry["loss"] - parts) <= 1e-5, entry
+        # Off terms report 0; on, TCR subtracts lambda R (R > 0) and Lipschitz adds lambda sigma_max > 0.
+        assert (entry["tcr"] < 0 and entry["lipschitz"] > 0) if extra else (entry["tcr"] == entry["lipschitz"] == 0), entry
+    first, last = log[0]["loss"], sum(entry["loss"] for entry in log[-3:]) / 3
+    assert last <= first, [entry["loss"] for entry in log]  # falls, or at worst holds
+    state = json.loads((output / "latest" / "trainer.json").read_text())
+    assert state["step"] == 8 and state["device"] == "cuda"
+
+
+# The first step's loss on the GPU against a CPU run from the same seed: the same initial weights
+# and the same first batch, so only arithmetic differs. The bound, in the manner of
+# test/cuda/step_parity.c (u = 2^-8, the BF16 unit roundoff):
+# - The CPU computes in Float32 from the same BF16 weights; its own error is negligible here. The
+#   GPU rounds to BF16 at F = 8 L + 2 forward points: step_parity.c's 8 per block, then h entering
+#   the pool and the pooled rows entering pool.proj (the embeddings, SigLIP and the spectral terms
+#   stay Float32 or Float64). L = 2 here: F = 18.
+# - Assumed as there: each embedding row, and so each normalized row of Z, is off by at most
+#   e = sqrt(F) u relative (conditioning 1, independent roundings adding in quadrature).
+# - SigLIP reads the cosine c of two width-m unit vectors through z = s c + b, s = exp(siglip.scale)
+#   = 10 at initialization. Only the part of each vector's error along the partner's direction
+#   moves c; assumed isotropic (roundings know no direction), that part is e / sqrt(m) of it, so
+#   |dz| <= 2 s e / sqrt(m). Each term l = log(1 + exp(-y z)) moves by at most sigmoid(-y z) |dz|
+#   <= l |dz| (x / (1 + x) <= log(1 + x)), so the SigLIP loss, a positive sum of such terms, moves
+#   relatively by at most 2 s e / sqrt(m): 2.5 e = 0.041 for m = 64, every tier's smallest width.
+# - Lipschitz, lambda sigma with sigma the top eigenvalue of Z^T Z / N (the power iteration assumed
+#   converged, so the Rayleigh quotient is stationary in v): |d sigma| <= 2 ||Z|| ||dZ|| / N
+#   <= 2 sqrt(sigma) e, since ||dZ|| <= sqrt(N) e and ||Z|| = sqrt(N sigma).
+# - TCR, -lambda R with R = 1/2 logdet(I + a Z Z^T), a = m / (N 0.5): dR = a <(I + a Z Z^T)^-1 Z, dZ>,
+#   and a^2 ||(I + a Z Z^T)^-1 Z||^2 = a sum_i a s_i^2 / (1 + a s_i^2)^2 <= a min(N, m) / 4, so
+#   |dR| <= sqrt(a min(N, m) N) e / 2 <= m e / sqrt(2), whatever N.
+BF16_UNIT = 2.0 ** -8
+FORWARD_POINTS = 8 * 2 + 2  # tier 64x2: L = 2
+ROW_ERROR = math.sqrt(FORWARD_POINTS) * BF16_UNIT
+SIGLIP_BOUND = 2 * 10.0 / math.sqrt(64) * ROW_ERROR  # relative, s = 10 and m = 64 at initialization
+
+
+@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["siglip", "siglip+tcr+lipschitz"])
+def test_gpu_first_contrastive_loss_matches_cpu(build_dir, corpus, tmp_path, extra):
+    needs_gpu(build_dir)
+    logs = {}
+    for device in ("cpu", "cuda"):
+        output = tmp_path / device
+        run = uform_base(build_dir, *common(corpus, "varied"), "--steps", "2", "--device", device, *extra, "--output", output)
+        assert run.returncode == 0, run.stderr
+        logs[device] = log_of(output)[0]
+    cpu, gpu = logs["cpu"], logs["cuda"]
+    assert cpu["step"] == gpu["step"] == 1 and cpu["cells"] == gpu["cells"], (cpu, gpu)
+    bound = SIGLIP_BOUND * cpu["siglip"]
+    assert abs(gpu["siglip"] - cpu["siglip"]) <= bound, (cpu, gpu, bound)
+    if extra:
+        lipschitz_lambda, tcr_lambda, m = 0.1, 0.1, 64
+        sigma = cpu["lipschitz"] / lipschitz_lambda
+        lipschitz_bound = lipschitz_lambda * 2 * math.sqrt(sigma) * ROW_ERROR
+        tcr_bound = tcr_lambda * m / math.sqrt(2) * ROW_ERROR
+        assert abs(gpu["lipschitz"] - cpu["lipschitz"]) <= lipschitz_bound, (cpu, gpu, lipschitz_bound)
+        assert abs(gpu["tcr"] - cpu["tcr"]) <= tcr_bound, (cpu, gpu, tcr_bound)
+        bound += lipschitz_bound + tcr_bound
+    assert abs(gpu["loss"] - cpu["loss"]) <= bound, (cpu, gpu, bound)
+
+
+@pytest.mark.parametrize("objective, extra", [("mlm", []), ("varied", []), ("varied", SPECTRAL)],
+                         ids=["mlm", "contrastive", "contrastive+tcr+lipschitz"])
+def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path, objective, extra):
     # The GPU's optimizer state goes into the checkpoint: 6 steps straight equal a resume from step 3.
-    if not (cuda_build(build_dir) and gpu_present()):
-        pytest.skip("needs a CUDA build and a GPU")
+    needs_gpu(build_dir)
     from test_uform_base import tensors  # raw bytes by name: numpy may lack bfloat16
     straight, halves = tmp_path / "straight", tmp_path / "halves"
-    args = (*common(corpus), "--steps", "6", "--device", "cuda")
+    args = (*common(corpus, objective), "--steps", "6", "--device", "cuda", *extra)
     assert uform_base(build_dir, *args, "--output", straight).returncode == 0
     assert uform_base(build_dir, *args, "--save-every", "3", "--output", halves).returncode == 0
     os.remove(halves / "latest")
@@ -110,3 +208,6 @@ def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path):
     for name in ("model.safetensors", "optimizer.safetensors"):
         a, b = tensors(straight / "latest" / name), tensors(halves / "latest" / name)
         assert a.keys() == b.keys() and all(a[k] == b[k] for k in a), [k for k in a if a[k] != b.get(k)]
+    # The resumed run appends steps 4..6 to the halves' log: the same losses as the straight run's.
+    resumed = [(entry["step"], entry["loss"]) for entry in log_of(halves)[-3:]]
+    assert resumed == [(entry["step"], entry["loss"]) for entry in log_of(straight)[3:]]
