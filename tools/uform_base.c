@@ -1,6 +1,6 @@
 /*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU
- *  (or, for the masked-byte and contrastive objectives, on one GPU: uform_base_cuda.c), with a live
- *  progress line, a JSONL log, atomic checkpoints and exact resume. */
+ *  (or on one GPU: uform_base_cuda.c), with a live progress line, a JSONL log, atomic checkpoints
+ *  and exact resume. */
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -39,9 +39,9 @@ static char const *const uform_base_usage_ =
     "  --tcr-lambda X           total coding rate weight (default 0)\n"
     "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
     "  --threads N              worker threads (default: all cores)\n"
-    "  --device cpu|cuda        where the steps run (default cpu); cuda trains the mlm and contrastive\n"
-    "                           objectives (contrastive with --tcr-lambda and --lipschitz-lambda too),\n"
-    "                           not rerank yet; its checkpoints resume on either device\n"
+    "  --device cpu|cuda        where the steps run (default cpu); cuda trains every objective, with\n"
+    "                           --tcr-lambda and --lipschitz-lambda too except for mlm; its checkpoints\n"
+    "                           resume on either device\n"
     "  --recompute 0|1          cuda: replay each block's forward in the backward pass instead of\n"
     "                           keeping its activations (default 1: less device memory, one more forward)\n"
     "  --quiet                  no progress line\n";
@@ -68,15 +68,14 @@ static int uform_base_check_device_(uform_base_options_t const *options, uform_o
                                     size_t capacity) {
     snprintf(device, capacity, "cpu");
     if (!options->cuda) return 0;
-    /* The GPU step has no MaxSim yet, and its spectral terms sit in the contrastive head alone. */
+    /* The GPU step's spectral terms sit in the pool's path, which its mlm step does not have. */
     int mlm = objective == uform_objective_mlm_k;
-    char const *cpu_only = objective == uform_objective_rerank_k   ? "the rerank objective"
-                           : mlm && options->tcr_lambda > 0       ? "--tcr-lambda with the mlm objective"
+    char const *cpu_only = mlm && options->tcr_lambda > 0         ? "--tcr-lambda with the mlm objective"
                            : mlm && options->lipschitz_lambda > 0 ? "--lipschitz-lambda with the mlm objective"
                                                                   : NULL;
     if (cpu_only) {
-        fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains mlm, and contrastive with or "
-                        "without TCR and Lipschitz\n", cpu_only);
+        fprintf(stderr, "uform_base: %s runs on the CPU only so far; --device cuda trains mlm, and contrastive and "
+                        "rerank with or without TCR and Lipschitz\n", cpu_only);
         return 2;
     }
 #ifdef UFORM_HAVE_CUDA

@@ -1,5 +1,5 @@
-/*  uform_base_cuda.c: `uform_base --device cuda`, the masked-byte or the contrastive objective (with
- *  the opt-in TCR and Lipschitz terms) on one GPU through the step of src/cuda/step.h. The CPU model
+/*  uform_base_cuda.c: `uform_base --device cuda`, the masked-byte, contrastive or rerank objective
+ *  (the latter two with the opt-in TCR and Lipschitz terms) on one GPU through the step of src/cuda/step.h. The CPU model
  *  and trainer stay the source of truth between saves: their weights and Adafactor moments go up
  *  once, the batches of the usual batcher go up step by step through the step's two pinned slots
  *  (one filled while the other's step runs), and weights and moments come back down into the
@@ -21,8 +21,9 @@ struct uform_base_cuda_t {
     uform_trainer_t *trainer; /* its tensors point at the model's BF16 and Float32 masters */
     uform_cuda_step_t *step;
     size_t rows, columns;
-    int pairs;                           /* the contrastive objective */
-    size_t segments, anchors, candidates; /* contrastive: the step's capacities */
+    uform_objective_t objective;
+    int pairs;                           /* contrastive or rerank: batches of anchors and candidates */
+    size_t segments, anchors, candidates; /* pairs: the step's capacities */
     int slot;    /* the slot the next batch goes into */
     int pending; /* the other slot holds a launched step whose loss is not read yet */
 };
@@ -84,27 +85,35 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
                                       size_t candidates, int recompute, uform_base_cuda_t **result) {
     *result = NULL;
     uform_train_options_t const *options = &trainer->options;
-    int pairs = options->objective == uform_objective_contrastive_k;
-    if (options->objective == uform_objective_rerank_k)
-        return uform_fail(uform_unsupported_k, "--device cuda: the rerank objective runs on the CPU only so far (the GPU "
-                                               "step has no MaxSim yet)");
-    if (!pairs && (options->tcr_lambda > 0 || options->lipschitz_lambda > 0))
-        return uform_fail(uform_unsupported_k, "--device cuda: TCR and Lipschitz train with the contrastive objective; "
-                                               "with mlm they run on the CPU only so far");
-    if (pairs && (!anchors || !candidates || !trainer->pool_proj))
-        return uform_fail(uform_invalid_argument_k, "--device cuda: the contrastive step needs the pool head and the "
-                                                    "batcher's anchors and candidates capacities");
+    int rerank = options->objective == uform_objective_rerank_k;
+    int pairs = rerank || options->objective == uform_objective_contrastive_k;
+    int spectral = options->tcr_lambda > 0 || options->lipschitz_lambda > 0;
+    if (!pairs && spectral)
+        return uform_fail(uform_unsupported_k, "--device cuda: TCR and Lipschitz train with the contrastive and rerank "
+                                               "objectives; with mlm they run on the CPU only so far");
+    if (pairs && (!anchors || !candidates || ((!rerank || spectral) && !trainer->pool_proj) || (rerank && !trainer->rerank_proj)))
+        return uform_fail(uform_invalid_argument_k, "--device cuda: the %s step needs the %s head and the batcher's "
+                                                    "anchors and candidates capacities",
+                          rerank ? "rerank" : "contrastive", rerank ? (spectral ? "rerank and pool" : "rerank") : "pool");
+    /* MaxSim's kernel keeps each query cell's best document cell for up to 4096 cells a text; a text
+     * is at most one row long. */
+    if (rerank && columns > 4096)
+        return uform_fail(uform_unsupported_k, "--device cuda: the rerank step holds texts of at most 4096 cells, the "
+                                               "mixture's rows hold %zu", columns);
     uform_config_t const *config = &trainer->model->config;
     uform_base_cuda_t *cuda = calloc(1, sizeof(*cuda));
     if (!cuda) return uform_fail(uform_out_of_memory_k, "cannot allocate the CUDA trainer");
     cuda->trainer = trainer, cuda->rows = rows, cuda->columns = columns, cuda->pairs = pairs;
+    cuda->objective = options->objective;
     *result = cuda;
     /* The kernels' attention: cuDNN's plan would need the same segment count in every batch. No
      * timing of product algorithms: the heuristic's choice repeats across processes, so a resumed run
      * takes the steps the uninterrupted one would. */
     size_t cells = rows * columns;
     uform_cuda_step_config_t step_config = {.width = config->width, .depth = config->depth, .cells = cells,
-                                            .objective = pairs ? uform_cuda_contrastive_k : uform_cuda_mlm_k,
+                                            .objective = rerank  ? uform_cuda_rerank_k
+                                                         : pairs ? uform_cuda_contrastive_k
+                                                                 : uform_cuda_mlm_k,
                                             .recompute = recompute, .beta1 = options->beta1, .beta2 = options->beta2,
                                             .clip = options->clip, .weight_decay = options->weight_decay};
     if (pairs) {
@@ -114,9 +123,13 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
         cuda->candidates = candidates < cells ? candidates : cells;
         cuda->segments = anchors + candidates + rows < cells ? anchors + candidates + rows : cells;
         step_config.segments = cuda->segments, step_config.anchors = cuda->anchors, step_config.candidates = cuda->candidates;
-        step_config.embedding_width = trainer->pool_proj->rows;
-        step_config.widths_count = config->embedding_widths_count;
-        for (size_t w = 0; w < config->embedding_widths_count; ++w) step_config.widths[w] = config->embedding_widths[w];
+        /* pool.proj: contrastive's head, and with rerank where TCR or Lipschitz read its embeddings. */
+        if (!rerank || spectral) step_config.embedding_width = trainer->pool_proj->rows;
+        if (rerank) step_config.colbert_width = trainer->rerank_proj->rows;
+        else {
+            step_config.widths_count = config->embedding_widths_count;
+            for (size_t w = 0; w < config->embedding_widths_count; ++w) step_config.widths[w] = config->embedding_widths[w];
+        }
         step_config.tcr_lambda = options->tcr_lambda, step_config.lipschitz_lambda = options->lipschitz_lambda;
         step_config.lipschitz_iterations = options->lipschitz_iterations;
     }
@@ -142,9 +155,10 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
 }
 
 /* The grid as the step takes it: every run of one segment id (padding included, as runs of its own
- * that nothing scores) becomes a span. Masked bytes: spans in cell order. Contrastive: the texts take
- * spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose rows
- * TCR and Lipschitz read), padding runs the spans after them, and the rest of the capacity length 0. */
+ * that nothing scores) becomes a span. Masked bytes: spans in cell order. Contrastive and rerank: the
+ * texts take spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose
+ * rows TCR and Lipschitz read), padding runs the spans after them, and the rest of the capacity length
+ * 0. Each span is one run of cells, which is what MaxSim reads as a query's or a document's cells. */
 static uform_status_t uform_fill_(uform_base_cuda_t *cuda, int slot, uform_batch_t const *batch) {
     uform_grid_t const *grid = &batch->grid;
     int pairs = cuda->pairs;
@@ -196,7 +210,7 @@ static uform_status_t uform_fill_(uform_base_cuda_t *cuda, int slot, uform_batch
     for (size_t s = next_padding; s < cuda->segments; ++s) b.spans[2 * s] = b.spans[2 * s + 1] = 0;
     size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
     if (!batch->anchors || !anchors || !batch->candidates || !candidates || !batch->labels)
-        return uform_fail(uform_invalid_argument_k, "--device cuda: a contrastive batch needs anchors, candidates and labels");
+        return uform_fail(uform_invalid_argument_k, "--device cuda: a pair batch needs anchors, candidates and labels");
     if (anchors > cuda->anchors || candidates > cuda->candidates)
         return uform_fail(uform_shape_k, "--device cuda: the batch has %zu anchors and %zu candidates, the step holds at most "
                                          "%zu and %zu (the batcher's capacities)",
@@ -220,7 +234,8 @@ static void uform_losses_(uform_base_cuda_t const *cuda, int slot, uform_losses_
     float parts[4];
     uform_cuda_step_losses(cuda->step, slot, parts);
     *losses = (uform_losses_t){.total = parts[0], .tcr = parts[2], .lipschitz = parts[3]};
-    if (cuda->pairs) losses->siglip = parts[1];
+    if (cuda->objective == uform_objective_rerank_k) losses->rerank = parts[1];
+    else if (cuda->pairs) losses->siglip = parts[1];
     else losses->mlm = parts[1];
 }
 

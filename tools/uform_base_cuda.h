@@ -1,5 +1,5 @@
-/*  uform_base_cuda.h: what uform_base.c calls of uform_base_cuda.c, the masked-byte or contrastive
- *  step on the GPU fed the batches of the CPU path (built where the CUDA backend is, UFORM_HAVE_CUDA). */
+/*  uform_base_cuda.h: what uform_base.c calls of uform_base_cuda.c, the masked-byte, contrastive or
+ *  rerank step on the GPU fed the batches of the CPU path (built where the CUDA backend is, UFORM_HAVE_CUDA). */
 #ifndef UFORM_TOOLS_BASE_CUDA_H
 #define UFORM_TOOLS_BASE_CUDA_H
 
@@ -9,7 +9,7 @@
 
 typedef struct uform_base_cuda_t uform_base_cuda_t;
 uform_status_t uform_base_cuda_available(char *device, size_t capacity);
-/* `anchors` and `candidates`: the batcher's capacities (uform_batcher_stats), which size the contrastive step. */
+/* `anchors` and `candidates`: the batcher's capacities (uform_batcher_stats), which size the contrastive and rerank steps. */
 uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, size_t columns, size_t anchors,
                                       size_t candidates, int recompute, uform_base_cuda_t **result);
 /* Launches the batch as the next step; `finished` tells whether the step before it ended, with `losses`

@@ -1,4 +1,4 @@
-/*  step.c: the training step on one GPU (step.h), masked bytes or contrastive, assembled from the
+/*  step.c: the training step on one GPU (step.h), masked bytes, contrastive or rerank, assembled from the
  *  kernels of cuda.h and cuBLASLt products. Memory: one arena taken at creation for parameters, gradients,
  *  optimizer state, activations and both batch slots; nothing is allocated per step. Activations:
  *  with recomputation each block keeps only its Float32 input and the backward pass replays the
@@ -57,6 +57,11 @@ struct uform_cuda_step_t {
     float *pool_weights, *embeddings, *d_embeddings, *d_pooled, *query_partials;
     void *siglip_scratch, *spectral_scratch;
     int spectral;
+    /* Rerank: the ColBERT rows [cells, colbert_width] (normalized), their inverse norms, their Float32
+     * gradient (which first holds the raw rows) and its BF16 copy, MaxSim's scratch. */
+    float *colbert, *inverse_norms, *d_colbert;
+    uint16_t *d_colbert16;
+    void *maxsim_scratch;
 };
 
 static int fail_(char *error, size_t size, int status, char const *format, ...) {
@@ -84,7 +89,7 @@ static void layout_(uform_cuda_step_t *step) {
     char const *block_names[6] = {"attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"};
     size_t block_rows[6] = {d, 3 * d, d, d, 8 * d, d}, block_columns[6] = {1, d, d, 1, d, 4 * d};
     /* After the blocks: final_norm, then the objective's heads (name, rows, columns). */
-    struct { char const *name; size_t rows, columns; } heads[5] = {{"final_norm", d, 1}, {"mlm.head", vocabulary_k, d}};
+    struct { char const *name; size_t rows, columns; } heads[6] = {{"final_norm", d, 1}, {"mlm.head", vocabulary_k, d}};
     size_t heads_count = 2;
     if (c->objective == uform_cuda_contrastive_k) {
         heads[1].name = "pool.query", heads[1].rows = d, heads[1].columns = 1;
@@ -92,6 +97,15 @@ static void layout_(uform_cuda_step_t *step) {
         heads[3].name = "siglip.scale", heads[3].rows = 1, heads[3].columns = 1;
         heads[4].name = "siglip.bias", heads[4].rows = 1, heads[4].columns = 1;
         heads_count = 5;
+    } else if (c->objective == uform_cuda_rerank_k) { /* the CPU trainer's order: pool, rerank, scalars */
+        heads_count = 1;
+        if (step->spectral) {
+            heads[heads_count].name = "pool.query", heads[heads_count].rows = d, heads[heads_count++].columns = 1;
+            heads[heads_count].name = "pool.proj", heads[heads_count].rows = c->embedding_width, heads[heads_count++].columns = d;
+        }
+        heads[heads_count].name = "rerank.proj", heads[heads_count].rows = c->colbert_width, heads[heads_count++].columns = d;
+        heads[heads_count].name = "siglip.scale", heads[heads_count].rows = 1, heads[heads_count++].columns = 1;
+        heads[heads_count].name = "siglip.bias", heads[heads_count].rows = 1, heads[heads_count++].columns = 1;
     }
     size_t count = 1 + 6 * depth + heads_count;
     for (size_t t = 0; t < count; ++t) {
@@ -151,14 +165,21 @@ static void layout_(uform_cuda_step_t *step) {
     step->h = take_(step, n * d * 2), step->final_scales = take_(step, n * 4);
     if (c->objective == uform_cuda_mlm_k) {
         step->logits = take_(step, n * logits_stride_k * 2), step->d_logits = take_(step, n * logits_stride_k * 2);
-    } else {
+    } else if (c->objective == uform_cuda_contrastive_k || step->spectral) { /* the pool's buffers */
         size_t segments = c->segments, e = c->embedding_width;
         step->pooled = take_(step, segments * d * 2), step->pool_weights = take_(step, n * step->heads * 4);
         step->embeddings = take_(step, segments * e * 4), step->d_embeddings = take_(step, segments * e * 4);
         step->d_embeddings16 = take_(step, segments * e * 2), step->d_pooled = take_(step, segments * d * 4);
         step->query_partials = take_(step, segments * d * 4);
-        step->siglip_scratch = take_(step, uform_cuda_siglip_scratch(c->anchors, c->candidates, e, c->widths_count));
+        if (c->objective == uform_cuda_contrastive_k)
+            step->siglip_scratch = take_(step, uform_cuda_siglip_scratch(c->anchors, c->candidates, e, c->widths_count));
         if (step->spectral) step->spectral_scratch = take_(step, uform_cuda_spectral_scratch(segments, e));
+    }
+    if (c->objective == uform_cuda_rerank_k) {
+        size_t w = c->colbert_width;
+        step->colbert = take_(step, n * w * 4), step->inverse_norms = take_(step, n * 4);
+        step->d_colbert = take_(step, n * w * 4), step->d_colbert16 = take_(step, n * w * 2);
+        step->maxsim_scratch = take_(step, uform_cuda_maxsim_scratch(c->anchors, c->candidates));
     }
     if (c->objective == uform_cuda_mlm_k) step->losses = take_(step, n * 4);
     step->loss = take_(step, 4 * 4); /* the total, then its parts: the head's loss, TCR, Lipschitz */
@@ -251,38 +272,88 @@ static int mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
                            NULL, step->d_normed, d, 1, s, 0);
 }
 
-/* The attention pool, pool.proj, Matryoshka SigLIP and the opt-in spectral terms: d_normed gets dL/dh.
- * Spans past the batch's own have length 0: their pooled rows are zero and nothing scores them. */
-static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+/* The attention pool and pool.proj: `embeddings` [segments, E] from h, d_embeddings zeroed. */
+static int pool_embed_(uform_cuda_step_t *step, batch_device_t const *b) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t d = c->width, segments = c->segments, e = c->embedding_width;
+    void *s = step->stream;
+    uform_cuda_tensor_t *query = &step->tensors[6 * c->depth + 2], *proj = &step->tensors[6 * c->depth + 3];
+    TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
+                        1, s, 0));
+    return (int)cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream);
+}
+
+/* TCR and Lipschitz on Z, the E-wide embeddings of segments 0..counts[2]-1 (as the CPU's
+ * trainer->segments), into loss [2] and [3] and d_embeddings; the total sums the head's loss [1] with them. */
+static int spectral_(uform_cuda_step_t *step, batch_device_t const *b) {
+    uform_cuda_step_config_t const *c = &step->config;
+    TRY(uform_cuda_spectral(step->embeddings, c->segments, c->embedding_width, &b->counts[2], c->tcr_lambda,
+                            c->lipschitz_lambda, c->lipschitz_iterations, step->loss + 2, step->loss + 3,
+                            step->d_embeddings, step->spectral_scratch, step->stream, 0));
+    return uform_cuda_sum(step->loss + 1, 3, NULL, step->loss, step->stream);
+}
+
+/* From d_embeddings back through pool.proj and the pool: pool.proj's and pool.query's gradients, and
+ * dL/dh into d_normed (zeroed first unless `accumulate`, which adds to what a head left there). */
+static int pool_backward_(uform_cuda_step_t *step, batch_device_t const *b, int accumulate) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, segments = c->segments, e = c->embedding_width;
     void *s = step->stream;
     uform_cuda_tensor_t *query = &step->tensors[6 * c->depth + 2], *proj = &step->tensors[6 * c->depth + 3];
-    uform_cuda_tensor_t *scale = &step->tensors[6 * c->depth + 4], *bias = &step->tensors[6 * c->depth + 5];
-    TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
-                        1, s, 0));
-    TRY((int)cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream));
-    /* Without the spectral terms SigLIP's loss is the total; with them the parts sum into it. */
-    TRY(uform_cuda_siglip(step->embeddings, e, b->anchors, b->candidates, b->counts, c->anchors, c->candidates, b->labels,
-                          c->widths, c->widths_count, scale->parameter, bias->parameter,
-                          step->spectral ? step->loss + 1 : step->loss, step->d_embeddings, scale->gradient,
-                          bias->gradient, step->siglip_scratch, s, 0));
-    if (step->spectral) { /* Z: the E-wide embeddings of segments 0..counts[2]-1, as the CPU's trainer->segments */
-        TRY(uform_cuda_spectral(step->embeddings, segments, e, &b->counts[2], c->tcr_lambda, c->lipschitz_lambda,
-                                c->lipschitz_iterations, step->loss + 2, step->loss + 3, step->d_embeddings,
-                                step->spectral_scratch, s, 0));
-        TRY(uform_cuda_sum(step->loss + 1, 3, NULL, step->loss, s));
-    }
     TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, e, d, segments, step->d_embeddings16, e, step->pooled, d, NULL, proj->gradient, d,
                         1, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 0, segments, d, e, step->d_embeddings16, e, proj->parameter, d, NULL, step->d_pooled,
                         d, 1, s, 0));
-    TRY((int)cudaMemsetAsync(step->d_normed, 0, n * d * 4, step->stream));
+    if (!accumulate) TRY((int)cudaMemsetAsync(step->d_normed, 0, n * d * 4, step->stream));
     TRY(uform_cuda_pool_backward(step->h, query->parameter, step->pool_weights, step->d_pooled, b->spans, segments, d,
                                  step->d_normed, step->query_partials, s, 0));
     return uform_cuda_pool_query_reduce(step->query_partials, segments, d, query->gradient, s);
+}
+
+/* The attention pool, pool.proj, Matryoshka SigLIP and the opt-in spectral terms: d_normed gets dL/dh.
+ * Spans past the batch's own have length 0: their pooled rows are zero and nothing scores them. */
+static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+    uform_cuda_step_config_t const *c = &step->config;
+    uform_cuda_tensor_t *scale = &step->tensors[6 * c->depth + 4], *bias = &step->tensors[6 * c->depth + 5];
+    TRY(pool_embed_(step, b));
+    /* Without the spectral terms SigLIP's loss is the total; with them the parts sum into it. */
+    TRY(uform_cuda_siglip(step->embeddings, c->embedding_width, b->anchors, b->candidates, b->counts, c->anchors,
+                          c->candidates, b->labels, c->widths, c->widths_count, scale->parameter, bias->parameter,
+                          step->spectral ? step->loss + 1 : step->loss, step->d_embeddings, scale->gradient,
+                          bias->gradient, step->siglip_scratch, step->stream, 0));
+    if (step->spectral) TRY(spectral_(step, b));
+    return pool_backward_(step, b, 0);
+}
+
+/* rerank.proj on every cell, the rows normalized (the ColBERT vectors), the ranked sigmoid over MaxSim
+ * between the batch's anchors and candidates, and back: d_normed gets dL/dh, as the CPU trainer's
+ * rerank branch. With TCR or Lipschitz the pool's embeddings carry them, as on the CPU (which pools
+ * whenever they are on), and their gradient adds into d_normed after the head's. Cells outside the
+ * anchors and candidates (padding, unscored spans) get ColBERT rows that nothing reads: gradient 0. */
+static int rerank_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+    uform_cuda_step_config_t const *c = &step->config;
+    size_t n = c->cells, d = c->width, w = c->colbert_width, head = 6 * c->depth + 2 + (step->spectral ? 2 : 0);
+    void *s = step->stream;
+    uform_cuda_tensor_t *proj = &step->tensors[head], *scale = &step->tensors[head + 1], *bias = &step->tensors[head + 2];
+    /* The raw rows (Float32) pass through d_colbert, which is zeroed for the gradient once they are normalized. */
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, w, d, step->h, d, proj->parameter, d, NULL, step->d_colbert, w, 1, s, 0));
+    TRY(uform_cuda_normalize_rows_forward(step->d_colbert, n, w, step->colbert, step->inverse_norms, s, 0));
+    TRY((int)cudaMemsetAsync(step->d_colbert, 0, n * w * 4, step->stream));
+    if (step->spectral) TRY(pool_embed_(step, b));
+    TRY(uform_cuda_maxsim(step->colbert, b->spans, b->anchors, b->candidates, b->counts, c->anchors, c->candidates,
+                          b->labels, scale->parameter, bias->parameter, step->spectral ? step->loss + 1 : step->loss,
+                          step->d_colbert, scale->gradient, bias->gradient, step->maxsim_scratch, s, 0));
+    /* Back through the normalization (in place) and rerank.proj; the gradient enters the products in BF16. */
+    TRY(uform_cuda_normalize_rows_backward(step->colbert, step->inverse_norms, step->d_colbert, n, w, step->d_colbert, s, 0));
+    TRY(uform_cuda_round_bf16(step->d_colbert, n * w, step->d_colbert16, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 1, 0, w, d, n, step->d_colbert16, w, step->h, d, NULL, proj->gradient, d, 1, s, 0));
+    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, w, step->d_colbert16, w, proj->parameter, d, NULL, step->d_normed, d, 1, s,
+                        0));
+    if (!step->spectral) return 0;
+    TRY(spectral_(step, b));
+    return pool_backward_(step, b, 1);
 }
 
 /* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
@@ -302,7 +373,9 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
-    TRY(c->objective == uform_cuda_mlm_k ? mlm_head_(step, b) : contrastive_head_(step, b));
+    TRY(c->objective == uform_cuda_mlm_k           ? mlm_head_(step, b)
+        : c->objective == uform_cuda_contrastive_k ? contrastive_head_(step, b)
+                                                   : rerank_head_(step, b));
     TRY((int)cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
                                     step->dy, step->gain_partials, s, 0));
@@ -337,10 +410,21 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
         return fail_(error, error_size, cudaErrorInvalidValue,
                      "uform_cuda_step_create: the contrastive step needs segments, anchors and candidates (each within "
                      "the segments), pool.proj's width and 1 to 8 Matryoshka widths");
-    int spectral = config->tcr_lambda > 0 || config->lipschitz_lambda > 0;
-    if (!(config->tcr_lambda >= 0) || !(config->lipschitz_lambda >= 0) || (spectral && config->objective != uform_cuda_contrastive_k))
+    if (config->objective == uform_cuda_rerank_k &&
+        (!config->segments || !config->anchors || !config->candidates || config->colbert_width != 128 ||
+         config->anchors > config->segments || config->candidates > config->segments))
         return fail_(error, error_size, cudaErrorInvalidValue,
-                     "uform_cuda_step_create: TCR and Lipschitz weights must be >= 0, and need the contrastive objective");
+                     "uform_cuda_step_create: the rerank step needs segments, anchors and candidates (each within the "
+                     "segments) and a rerank.proj of 128 rows (MaxSim's width), not %zu", config->colbert_width);
+    if ((unsigned)config->objective > (unsigned)uform_cuda_rerank_k)
+        return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: unknown objective %d",
+                     (int)config->objective);
+    int spectral = config->tcr_lambda > 0 || config->lipschitz_lambda > 0;
+    if (!(config->tcr_lambda >= 0) || !(config->lipschitz_lambda >= 0) ||
+        (spectral && (config->objective == uform_cuda_mlm_k || !config->segments || !config->embedding_width)))
+        return fail_(error, error_size, cudaErrorInvalidValue,
+                     "uform_cuda_step_create: TCR and Lipschitz weights must be >= 0, and need the contrastive or rerank "
+                     "objective and pool.proj's width");
     /* TCR factors the smaller Gram form, segments x segments or E x E, in one block's shared memory. */
     size_t gram = config->segments < config->embedding_width ? config->segments : config->embedding_width;
     if (config->tcr_lambda > 0 && gram > 6144)
@@ -353,7 +437,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */
-    size_t tensors = 6 * config->depth + 6;
+    size_t tensors = 6 * config->depth + 7; /* embed.bytes, the blocks', final_norm and at most 5 heads */
     step->tensors = calloc(tensors, sizeof(*step->tensors));
     step->layers = calloc(config->depth, sizeof(*step->layers));
     *result = step;

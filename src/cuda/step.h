@@ -1,5 +1,5 @@
-/*  step.h (internal): the training step on one GPU (masked bytes, or contrastive with the opt-in
- *  TCR and Lipschitz terms): forward, backward and Adafactor for every tensor, with all device
+/*  step.h (internal): the training step on one GPU (masked bytes, or contrastive or rerank with the
+ *  opt-in TCR and Lipschitz terms): forward, backward and Adafactor for every tensor, with all device
  *  memory taken at creation and the whole step captured once as a CUDA graph per upload slot. The
  *  host fills one slot's pinned batch while the other slot's step runs; the graph starts by copying
  *  its slot to the device. */
@@ -18,20 +18,27 @@ typedef struct uform_cuda_step_t uform_cuda_step_t;
 typedef enum uform_cuda_objective_t {
     uform_cuda_mlm_k = 0,         /* masked bytes: mlm.head and the fused cross-entropy */
     uform_cuda_contrastive_k = 1, /* the attention pool, pool.proj and Matryoshka SigLIP */
+    uform_cuda_rerank_k = 2,      /* rerank.proj per cell, row normalization and the ranked sigmoid over MaxSim */
 } uform_cuda_objective_t;
 
 typedef struct uform_cuda_step_config_t {
     size_t width, depth; /* d and L; heads of 64 */
     size_t cells;        /* cells per step (rows x columns), fixed for the graph */
     uform_cuda_objective_t objective;
-    /* Contrastive (and cuDNN attention): the segments capacity, fixed for the graph (cuDNN: every
-     * batch lists exactly this many; contrastive: spans past a batch's own have length 0);
-     * contrastive: the anchors and candidates capacities, pool.proj's rows E and the Matryoshka widths. */
+    /* Contrastive and rerank (and cuDNN attention): the segments capacity, fixed for the graph
+     * (cuDNN: every batch lists exactly this many; contrastive and rerank: spans past a batch's own
+     * have length 0); the anchors and candidates capacities; pool.proj's rows E (contrastive, and
+     * rerank with TCR or Lipschitz); the Matryoshka widths (contrastive). */
     size_t segments, anchors, candidates, embedding_width;
     size_t widths[8], widths_count;
-    /* Contrastive, opt-in (0: off), as uform_train_options_t: the total coding rate and Lipschitz
-     * weights over Z, the normalized E-wide embeddings of segments 0..counts[2]-1, and the power
-     * iteration's steps (0: 8, the CPU's default). */
+    /* Rerank: rerank.proj's rows, the ColBERT width; MaxSim's kernel is built for 128 (SPEC.md
+     * section 3), so the step takes 128 alone. Its anchors (queries) and candidates (documents) are
+     * distinct segments of at most 4096 cells each (longer ones would be cut: the caller refuses them). */
+    size_t colbert_width;
+    /* Contrastive or rerank, opt-in (0: off), as uform_train_options_t: the total coding rate and
+     * Lipschitz weights over Z, the normalized E-wide pool embeddings of segments 0..counts[2]-1 (with
+     * rerank the step then also holds and trains pool.query and pool.proj, as the CPU's trainer does),
+     * and the power iteration's steps (0: 8, the CPU's default). */
     double tcr_lambda, lipschitz_lambda;
     size_t lipschitz_iterations;
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
@@ -51,11 +58,11 @@ typedef struct uform_cuda_batch_t {
     int32_t *positions;   /* [cells, 3] M-RoPE coordinates */
     uint32_t *segment_of; /* [cells] */
     uint32_t *spans;      /* [segments, 2] first cell and length; every cell in the span segment_of names; in
-                           * cell order for cuDNN's attention, else any order (contrastive: the scored
-                           * segments first, as uform_forward numbers them) */
+                           * cell order for cuDNN's attention, else any order (contrastive and rerank: the
+                           * scored segments first, as uform_forward numbers them) */
     uint32_t *order, *offsets; /* filled by uform_cuda_batch_finish */
     float *scalars;       /* [4] filled by uform_cuda_batch_finish: 1/scored, rate, 1 - b1^t, 1 - b2^t */
-    /* Contrastive: anchor and candidate segments, counts [3] (live anchors, live candidates, and the
+    /* Contrastive and rerank: anchor and candidate segments, counts [3] (live anchors, live candidates, and the
      * segments TCR and Lipschitz read: 0..counts[2]-1) and labels [live anchors x live candidates]
      * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
@@ -85,9 +92,11 @@ int uform_cuda_step_run(uform_cuda_step_t *step, int slot);
 /** Waits for the last step launched on `slot`; then its batch may be refilled and its loss read. */
 int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
- *  bytes or SigLIP), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
+ *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
-/** The parameter tensors, in checkpoint order; `count` receives how many. */
+/** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, each block's
+ *  six, final_norm, then the objective's heads: mlm.head; or pool.query, pool.proj, siglip.scale,
+ *  siglip.bias; or (pool.query, pool.proj with TCR or Lipschitz,) rerank.proj, siglip.scale, siglip.bias. */
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);
 /** Device bytes taken at creation: the whole footprint, since a step allocates nothing. */
 size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step);

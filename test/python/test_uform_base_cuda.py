@@ -1,10 +1,11 @@
 # test_uform_base_cuda.py: `uform_base --device cuda` as far as a machine without a GPU can check it:
-# the help lists --device and --recompute, a run (mlm, contrastive, contrastive with TCR and
-# Lipschitz) fails with one clear line and writes nothing when there is no GPU (CUDA build) or no
-# CUDA backend (CPU-only build), and what runs on the CPU only so far (rerank; TCR and Lipschitz
-# with mlm) is refused by name before any GPU is asked for. Where a GPU is present: mlm and
-# contrastive (with and without TCR and Lipschitz) train, the first contrastive loss agrees with
-# the CPU's within a derived bound, and every objective resumes bit for bit from a checkpoint.
+# the help lists --device and --recompute, a run (mlm; contrastive and rerank, each with and without
+# TCR and Lipschitz) fails with one clear line and writes nothing when there is no GPU (CUDA build)
+# or no CUDA backend (CPU-only build), and what runs on the CPU only so far (TCR and Lipschitz with
+# mlm) is refused by name before any GPU is asked for. Where a GPU is present: mlm, contrastive and
+# rerank (the latter two with and without TCR and Lipschitz) train, the first contrastive and rerank
+# losses agree with the CPU's within derived bounds, and every objective resumes bit for bit from a
+# checkpoint.
 
 import json
 import math
@@ -33,8 +34,9 @@ def corpus(tmp_path_factory):
         for index in range(300):
             phrase = f"open file {index}" + " and save it as copy" * (index % 4) + f" {index * 7 % 13}"
             varied.write(json.dumps({"query": phrase, "positives": [phrase.upper()[: 8 + index % 29]]}) + "\n")
-    mixture = {"objective": "contrastive", "columns": 128, "sources": [{"path": "varied.jsonl", "weight": 1.0}]}
-    (folder / "varied.json").write_text(json.dumps(mixture))
+    for name, objective in (("varied", "contrastive"), ("varied_rerank", "rerank")):
+        mixture = {"objective": objective, "columns": 128, "sources": [{"path": "varied.jsonl", "weight": 1.0}]}
+        (folder / f"{name}.json").write_text(json.dumps(mixture))
     return folder
 
 
@@ -44,8 +46,8 @@ def uform_base(build, *arguments):
 
 
 def common(corpus, objective="mlm"):
-    if objective == "varied":  # contrastive over uneven pairs
-        return ["--mixture", corpus / "varied.json", "--tier", "64x2", "--rows", "4", "--seed", "2", "--threads", "2"]
+    if objective in ("varied", "varied_rerank"):  # contrastive or rerank over uneven pairs
+        return ["--mixture", corpus / f"{objective}.json", "--tier", "64x2", "--rows", "4", "--seed", "2", "--threads", "2"]
     return ["--mixture", corpus / f"{objective}.json", "--tier", "64x2", "--rows", "2", "--seed", "2", "--threads", "2"]
 
 
@@ -67,7 +69,8 @@ def test_help_lists_device_flags(build_dir):
     assert "--device cpu|cuda" in run.stdout and "--recompute 0|1" in run.stdout
 
 
-@pytest.mark.parametrize("objective, extra", [("mlm", []), ("contrastive", []), ("contrastive", SPECTRAL)])
+@pytest.mark.parametrize("objective, extra", [("mlm", []), ("contrastive", []), ("contrastive", SPECTRAL), ("rerank", []),
+                                              ("rerank", SPECTRAL), ("mlm", ["--objective", "rerank"])])
 def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path, objective, extra):
     has_cuda = cuda_build(build_dir)
     if has_cuda and gpu_present():
@@ -82,9 +85,6 @@ def test_without_gpu_fails_cleanly(build_dir, corpus, tmp_path, objective, extra
 
 
 @pytest.mark.parametrize("objective, extra, named", [
-    ("rerank", [], "the rerank objective"),
-    ("mlm", ["--objective", "rerank"], "the rerank objective"),
-    ("contrastive", ["--objective", "rerank", *SPECTRAL], "the rerank objective"),
     ("mlm", ["--tcr-lambda", "0.1"], "--tcr-lambda with the mlm objective"),
     ("mlm", ["--lipschitz-lambda", "0.1"], "--lipschitz-lambda with the mlm objective"),
 ])
@@ -167,19 +167,22 @@ ROW_ERROR = math.sqrt(FORWARD_POINTS) * BF16_UNIT
 SIGLIP_BOUND = 2 * 10.0 / math.sqrt(64) * ROW_ERROR  # relative, s = 10 and m = 64 at initialization
 
 
-@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["siglip", "siglip+tcr+lipschitz"])
-def test_gpu_first_contrastive_loss_matches_cpu(build_dir, corpus, tmp_path, extra):
-    needs_gpu(build_dir)
+def first_losses(build, corpus, tmp_path, mixture, extra):
+    """The first step's log line of a CPU run and of a GPU run from the same seed."""
     logs = {}
     for device in ("cpu", "cuda"):
         output = tmp_path / device
-        run = uform_base(build_dir, *common(corpus, "varied"), "--steps", "2", "--device", device, *extra, "--output", output)
+        run = uform_base(build, *common(corpus, mixture), "--steps", "2", "--device", device, *extra, "--output", output)
         assert run.returncode == 0, run.stderr
         logs[device] = log_of(output)[0]
     cpu, gpu = logs["cpu"], logs["cuda"]
     assert cpu["step"] == gpu["step"] == 1 and cpu["cells"] == gpu["cells"], (cpu, gpu)
-    bound = SIGLIP_BOUND * cpu["siglip"]
-    assert abs(gpu["siglip"] - cpu["siglip"]) <= bound, (cpu, gpu, bound)
+    return cpu, gpu
+
+
+def check_first_losses(cpu, gpu, head, bound, extra):
+    """The head's loss within `bound`, then TCR and Lipschitz within theirs, and the total within the sum."""
+    assert abs(gpu[head] - cpu[head]) <= bound, (cpu, gpu, bound)
     if extra:
         lipschitz_lambda, tcr_lambda, m = 0.1, 0.1, 64
         sigma = cpu["lipschitz"] / lipschitz_lambda
@@ -191,8 +194,72 @@ def test_gpu_first_contrastive_loss_matches_cpu(build_dir, corpus, tmp_path, ext
     assert abs(gpu["loss"] - cpu["loss"]) <= bound, (cpu, gpu, bound)
 
 
-@pytest.mark.parametrize("objective, extra", [("mlm", []), ("varied", []), ("varied", SPECTRAL)],
-                         ids=["mlm", "contrastive", "contrastive+tcr+lipschitz"])
+@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["siglip", "siglip+tcr+lipschitz"])
+def test_gpu_first_contrastive_loss_matches_cpu(build_dir, corpus, tmp_path, extra):
+    needs_gpu(build_dir)
+    cpu, gpu = first_losses(build_dir, corpus, tmp_path, "varied", extra)
+    check_first_losses(cpu, gpu, "siglip", SIGLIP_BOUND * cpu["siglip"], extra)
+
+
+@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["rerank", "rerank+tcr+lipschitz"])
+def test_rerank_trains_on_gpu(build_dir, corpus, tmp_path, extra):
+    # MaxSim over the ColBERT rows of a varying number of queries and documents per batch; the heads
+    # the step does not hold keep their values, those it trains move.
+    needs_gpu(build_dir)
+    from test_uform_base import tensors
+    output = tmp_path / "run"
+    run = uform_base(build_dir, *common(corpus, "varied_rerank"), "--steps", "8", "--save-every", "4", "--learning-rate",
+                     "2e-3", "--device", "cuda", *extra, "--output", output)
+    assert run.returncode == 0, run.stderr
+    log = log_of(output)
+    assert [entry["step"] for entry in log] == list(range(1, 9))
+    for entry in log:
+        parts = entry["rerank"] + entry["tcr"] + entry["lipschitz"]
+        assert all(math.isfinite(entry[key]) for key in ("loss", "rerank", "tcr", "lipschitz")), entry
+        assert entry["rerank"] > 0 and entry["mlm"] == entry["siglip"] == 0 and abs(entry["loss"] - parts) <= 1e-5, entry
+        assert (entry["tcr"] < 0 and entry["lipschitz"] > 0) if extra else (entry["tcr"] == entry["lipschitz"] == 0), entry
+    middle, last = tensors(output / "step-00000004" / "model.safetensors"), tensors(output / "step-00000008" / "model.safetensors")
+    for name in ("rerank.proj", "siglip.scale", "siglip.bias", "final_norm", "blocks.0.qkv"):
+        assert middle[name] != last[name], name
+    assert middle["mlm.head"] == last["mlm.head"]
+    for name in ("pool.proj", "pool.query"):  # trained only where TCR and Lipschitz read the pool
+        assert (middle[name] != last[name]) if extra else (middle[name] == last[name]), name
+    state = json.loads((output / "latest" / "trainer.json").read_text())
+    assert state["step"] == 8 and state["device"] == "cuda"
+
+
+# The first rerank loss on the GPU against the CPU's, derived as the contrastive bound above:
+# - The GPU rounds to BF16 at F = 8 L + 1 forward points before the ColBERT rows: the 8 per block,
+#   then h entering rerank.proj (the raw rows, their normalization and MaxSim stay Float32). L = 2:
+#   F = 17, and each ColBERT row, a unit vector of width W = 128, is off by at most e = sqrt(F) u
+#   (the normalization only drops the error's radial part).
+# - A similarity c_i . c_j of two unit rows moves only by the part of each row's error along the
+#   other; assumed isotropic, |d(c_i . c_j)| <= 2 e / sqrt(W) for every pair of cells.
+# - The largest similarity of a query cell over a document's cells is 1-Lipschitz in the largest
+#   change of those similarities (a changed best cell included: the max is continuous), so it moves
+#   by at most 2 e / sqrt(W); maxsim / |q| is the mean of these over the query's cells and moves by
+#   no more (averaging independent roundings would shrink it by sqrt(|q|), not counted).
+# - z = s maxsim / |q| + b with s = exp(siglip.scale) = 10 at initialization: |dz| <= 2 s e / sqrt(W),
+#   and, as for SigLIP, each positive term l moves by at most l |dz|, so the loss relatively by at
+#   most 2 s e / sqrt(W) = 1.77 e = 0.029.
+# - With TCR and Lipschitz the pool's embeddings carry them, with the contrastive derivation's
+#   F = 8 L + 2 and bounds.
+RERANK_POINTS = 8 * 2 + 1  # tier 64x2: L = 2
+COLBERT_ERROR = math.sqrt(RERANK_POINTS) * BF16_UNIT
+RERANK_BOUND = 2 * 10.0 / math.sqrt(128) * COLBERT_ERROR  # relative, s = 10 and W = 128
+
+
+@pytest.mark.parametrize("extra", [[], SPECTRAL], ids=["rerank", "rerank+tcr+lipschitz"])
+def test_gpu_first_rerank_loss_matches_cpu(build_dir, corpus, tmp_path, extra):
+    needs_gpu(build_dir)
+    cpu, gpu = first_losses(build_dir, corpus, tmp_path, "varied_rerank", extra)
+    assert cpu["rerank"] > 0 and gpu["siglip"] == cpu["siglip"] == 0, (cpu, gpu)
+    check_first_losses(cpu, gpu, "rerank", RERANK_BOUND * cpu["rerank"], extra)
+
+
+@pytest.mark.parametrize("objective, extra", [("mlm", []), ("varied", []), ("varied", SPECTRAL), ("varied_rerank", []),
+                                              ("varied_rerank", SPECTRAL)],
+                         ids=["mlm", "contrastive", "contrastive+tcr+lipschitz", "rerank", "rerank+tcr+lipschitz"])
 def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path, objective, extra):
     # The GPU's optimizer state goes into the checkpoint: 6 steps straight equal a resume from step 3.
     needs_gpu(build_dir)
