@@ -33,7 +33,7 @@ def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=(
     if done.returncode:
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
-        return dict(error=(done.stderr or done.stdout)[-400:])
+        return dict(error=(done.stderr or done.stdout)[-400:].strip())
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -61,7 +61,14 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     peer_result = dict(ceiling_tflops=0, rows=[]) if args.no_peer or not args.plan else peer(args.peer, args.plan, args.out)
     peer_rows = {(r.get("tier"), r.get("T"), r.get("doc_len")): r for r in peer_result.get("rows", [])}
-    table, ceiling = [], 0
+    table, ceiling, pairs_peer, pairs_table = [], 0, [], []
+
+    def save():  # after every row, so a run cut short keeps what it measured
+        with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
+            json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table, pairs_peer=pairs_peer,
+                           pairs=pairs_table), file, indent=1)
+        print(json.dumps((table + pairs_table)[-1]), file=sys.stderr, flush=True)
+
     for index, item in enumerate(args.plan):
         tier, rows, columns, segment = item.split(":")
         rows, columns, segment = int(rows), int(columns), int(segment)
@@ -74,6 +81,7 @@ def main():
             if "tflops" in result and ceiling:
                 result["mfu"] = round(result["tflops"] / ceiling, 3)
         table.append(dict(plan=item, peer=peer_rows.get((tier, columns, segment), {}), ours=off, ours_recompute=on, ours_atomic=atomic))
+        save()
     if table:
         print(f"\nour matmul ceiling (cuBLASLt 8192^3 BF16): {ceiling:.0f} TFLOP/s; "
               f"peer's (torch): {peer_result.get('ceiling_tflops', 0):.0f} TFLOP/s\n")
@@ -92,13 +100,13 @@ def main():
               f"| {a.get('bytes_per_s', a.get('error', 'n/a'))} | {atomic:.2f} |")
     pairs_peer = [] if args.no_peer or not args.pairs_plan else peer(
         os.path.join(os.path.dirname(args.peer), "torch_siglip_step.py"), args.pairs_plan, args.out, "torch_siglip.json")
-    pairs_table = []
     for index, item in enumerate(args.pairs_plan):
         tier, pairs, text, recompute = item.split(":")
         mine = ours(args.build, tier, 0, 4096, int(text), bool(int(recompute)), False, args.steps,
                     ["--pairs", pairs, "--text", text])
         theirs = pairs_peer[index] if isinstance(pairs_peer, list) and index < len(pairs_peer) else {}
         pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
+        save()
     if pairs_table:
         print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB |")
         print("|---|---|---|---|---|---|---|---|")
@@ -109,9 +117,6 @@ def main():
         print(f"| {tier} | {text} | {recompute} | {p.get('pairs_per_s', p.get('error', 'n/a'))} "
               f"| {o.get('pairs_per_s', o.get('error', 'n/a'))} | {ratio:.2f} | {p.get('peak_GiB', 'n/a')} "
               f"| {o.get('peak_GiB', 'n/a')} |")
-    with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
-        json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table, pairs_peer=pairs_peer,
-                       pairs=pairs_table), file, indent=1)
 
 
 if __name__ == "__main__":

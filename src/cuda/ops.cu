@@ -17,22 +17,14 @@ __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *valu
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = uform_bf16_to_f32(table[value * width + i]);
 }
 
-/* Eight running sums over the run, combined in a fixed order: eight loads in flight for the long
- * runs (the MASK byte's), the same bits on every replay. */
 __global__ void embed_backward_kernel(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
                                       float *grad, int plant) {
     size_t value = blockIdx.y, column = blockIdx.x * blockDim.x + threadIdx.x;
     if (column >= width) return;
     uint32_t first = offsets[value], last = offsets[value + 1];
     if (plant == 1 && last > first) last--; /* planted: the run's last cell dropped */
-    float sums[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    uint32_t j = first;
-    for (; j + 8 <= last; j += 8) {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) sums[e] += dx[(size_t)order[j + e] * width + column];
-    }
-    for (int e = 0; j < last; ++j, ++e) sums[e] += dx[(size_t)order[j] * width + column];
-    float sum = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+    float sum = 0;
+    for (uint32_t j = first; j < last; ++j) sum += dx[(size_t)order[j] * width + column];
     grad[value * width + column] += sum;
 }
 
