@@ -120,7 +120,7 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
         b.anchors[i] = (uint32_t)i, b.candidates[i] = (uint32_t)(pairs + i);
         for (size_t j = 0; j < pairs; ++j) b.labels[i * pairs + j] = i == j;
     }
-    b.counts[0] = b.counts[1] = (uint32_t)pairs;
+    b.counts[0] = b.counts[1] = (uint32_t)pairs, b.counts[2] = (uint32_t)segments; /* live segments: what TCR and Lipschitz read */
     uform_cuda_batch_finish(step, slot, 1e-4, t);
 }
 
