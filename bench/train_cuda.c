@@ -225,11 +225,11 @@ int main(int argc, char **argv) {
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
            "\"segment\": %zu, \"recompute\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
-           "\"loss_step3\": %.4f, \"loss_last\": %.4f}\n",
+           "\"loss_step3\": %.4f, \"loss_last\": %.4f, \"attention_plans\": \"%s\"}\n",
            pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
-           loss);
+           loss, uform_cuda_step_attention_plans(step));
     uform_cuda_step_destroy(step);
     return isfinite(loss) ? 0 : 1;
 }

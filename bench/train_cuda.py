@@ -10,13 +10,19 @@ pairs, text lengths and recomputation, and prints pairs/s side by side. Writes e
 OUT/train_cuda.json.
 
     python3 bench/train_cuda.py --build build-gpu [--peer PATH | --no-peer] [--plan tiny:16:4096:4096 ...]
-                                [--pairs-plan tiny:1024:128:0 ...]
+                                [--pairs-plan tiny:1024:128:0 ...] [--steps 20] [--no-atomic]
+                                [--compile-cache DIR]
+
+The peers' compiled kernels are cached in BUILD/inductor-cache (--compile-cache), so a second run
+on the same machine skips torch.compile's work; neither side's timing includes compilation. The
+JSON's `wall` says how long each part took.
 """
 import argparse
 import json
 import os
 import subprocess
 import sys
+import time
 
 TIERS = {"tiny": (512, 12), "small": (1024, 12), "medium": (1024, 24)}
 PLAN = ["tiny:16:4096:4096", "tiny:16:4096:512", "small:16:4096:4096", "small:16:4096:512"]
@@ -37,8 +43,10 @@ def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=(
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def peer(path, plan, out, result="torch_uform.json"):
+def peer(path, plan, out, cache, result="torch_uform.json"):
     env = dict(os.environ, OUT=out)
+    if cache:  # compiled kernels kept between runs; the peer times steps after its warm-up either way
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.abspath(cache))
     done = subprocess.run([sys.executable, path] + plan, capture_output=True, text=True, env=env)
     sys.stderr.write(done.stderr[-2000:] if done.returncode else "")
     try:
@@ -56,25 +64,33 @@ def main():
     parser.add_argument("--plan", nargs="*", default=PLAN, help="tier:rows:columns:segment_bytes")
     parser.add_argument("--pairs-plan", nargs="*", default=PAIRS_PLAN, help="tier:pairs:text_bytes:recompute(0/1)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
+    parser.add_argument("--no-atomic", action="store_true", help="skip the rows with cuDNN's atomic-dQ backward")
+    parser.add_argument("--compile-cache", default=None,
+                        help="TORCHINDUCTOR_CACHE_DIR for the peers (default BUILD/inductor-cache; '' for torch's own)")
     parser.add_argument("--out", default=os.environ.get("OUT", "bench/out"), help="folder for train_cuda.json")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    peer_result = dict(ceiling_tflops=0, rows=[]) if args.no_peer or not args.plan else peer(args.peer, args.plan, args.out)
+    cache = os.path.join(args.build, "inductor-cache") if args.compile_cache is None else args.compile_cache
+    started, walls = time.time(), {}
+    peer_result = dict(ceiling_tflops=0, rows=[]) if args.no_peer or not args.plan else peer(args.peer, args.plan, args.out, cache)
+    walls["mlm_peer_s"] = round(time.time() - started)
     peer_rows = {(r.get("tier"), r.get("T"), r.get("doc_len")): r for r in peer_result.get("rows", [])}
     table, ceiling, pairs_peer, pairs_table = [], 0, [], []
 
     def save():  # after every row, so a run cut short keeps what it measured
         with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
             json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table, pairs_peer=pairs_peer,
-                           pairs=pairs_table), file, indent=1)
-        print(json.dumps((table + pairs_table)[-1]), file=sys.stderr, flush=True)
+                           pairs=pairs_table, wall=walls), file, indent=1)
+        if table or pairs_table:
+            print(json.dumps((table + pairs_table)[-1]), file=sys.stderr, flush=True)
 
     for index, item in enumerate(args.plan):
         tier, rows, columns, segment = item.split(":")
         rows, columns, segment = int(rows), int(columns), int(segment)
         off = ours(args.build, tier, rows, columns, segment, False, index == 0, args.steps)
         on = ours(args.build, tier, rows, columns, segment, True, False, args.steps)
-        atomic = ours(args.build, tier, rows, columns, segment, False, False, args.steps, ["--deterministic", "0"])
+        atomic = {} if args.no_atomic else ours(args.build, tier, rows, columns, segment, False, False, args.steps,
+                                                 ["--deterministic", "0"])
         if index == 0:
             ceiling = off.get("ceiling_tflops", 0)
         for result in (off, on, atomic):
@@ -98,8 +114,11 @@ def main():
               f"| {ratio:.2f} | {p.get('mfu', 'n/a')} | {o.get('mfu', 'n/a')} | {p.get('peak_GiB', 'n/a')} "
               f"| {r.get('peak_GiB', r.get('error', 'n/a'))} | {memory:.2f} | {r.get('bytes_per_s', 'n/a')} "
               f"| {a.get('bytes_per_s', a.get('error', 'n/a'))} | {atomic:.2f} |")
+    walls["mlm_ours_s"] = round(time.time() - started) - walls["mlm_peer_s"]
     pairs_peer = [] if args.no_peer or not args.pairs_plan else peer(
-        os.path.join(os.path.dirname(args.peer), "torch_siglip_step.py"), args.pairs_plan, args.out, "torch_siglip.json")
+        os.path.join(os.path.dirname(args.peer), "torch_siglip_step.py"), args.pairs_plan, args.out, cache,
+        "torch_siglip.json")
+    walls["pairs_peer_s"] = round(time.time() - started) - walls["mlm_peer_s"] - walls["mlm_ours_s"]
     for index, item in enumerate(args.pairs_plan):
         tier, pairs, text, recompute = item.split(":")
         mine = ours(args.build, tier, 0, 4096, int(text), bool(int(recompute)), False, args.steps,
@@ -107,6 +126,8 @@ def main():
         theirs = pairs_peer[index] if isinstance(pairs_peer, list) and index < len(pairs_peer) else {}
         pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
         save()
+    walls["total_s"] = round(time.time() - started)
+    save()
     if pairs_table:
         print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB |")
         print("|---|---|---|---|---|---|---|---|")

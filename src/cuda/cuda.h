@@ -17,9 +17,13 @@ extern "C" {
 int uform_cuda_embed_forward(uint16_t const *table, uint32_t const *values, size_t cells, size_t width, float *x,
                              void *stream, int plant);
 /** grad [258, width] += sum over cells with value v of dx [cell]; deterministic: `order` lists the
- *  cells sorted by value and `offsets` [259] bounds each value's run of it. */
-int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
-                              float *grad, void *stream, int plant);
+ *  cells sorted by value and `offsets` [259] bounds each value's run of it. Each run is summed in
+ *  pieces of uform_cuda_embed_piece_k cells, in order, then its pieces in order, into `partials`
+ *  (uform_cuda_embed_partials(cells, width) floats of scratch). */
+enum { uform_cuda_embed_piece_k = 128 };
+size_t uform_cuda_embed_partials(size_t cells, size_t width);
+int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
+                              size_t width, float *partials, float *grad, void *stream, int plant);
 
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
 int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,

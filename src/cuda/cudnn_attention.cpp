@@ -23,13 +23,23 @@ enum : int64_t { q_uid = 1, k_uid, v_uid, o_uid, stats_uid, d_o_uid, d_q_uid, d_
 
 } // namespace
 
+/* One direction's graph and the plan it runs: cuDNN's first choice, or with tuning the fastest of
+ * all the plans cuDNN offers, timed on the first call outside a graph capture. */
+struct pass_t {
+    std::shared_ptr<fe::graph::Graph> graph;
+    int64_t plans, chosen;
+    bool tuned;
+    float milliseconds, first; /* the chosen plan's time and cuDNN's first choice's (plan 0) */
+};
+
 struct uform_cudnn_attention_t {
     cudnnHandle_t handle;
-    std::shared_ptr<fe::graph::Graph> forward, backward;
+    pass_t forward, backward;
     size_t segments, longest, width;
     int32_t *lengths, *qkv_offsets, *row_offsets;
     void *workspace;
     int64_t workspace_bytes;
+    char report[512];
 };
 
 static int fail(char *error, size_t size, char const *what, std::string const &message) {
@@ -62,17 +72,66 @@ static std::shared_ptr<fe::graph::Tensor_attributes> integers(fe::graph::Graph &
                             .set_data_type(fe::DataType_t::INT32));
 }
 
-static fe::error_t build(fe::graph::Graph &graph, cudnnHandle_t handle) {
-    fe::error_t status = graph.validate();
-    if (status.is_good()) status = graph.build_operation_graph(handle);
-    if (status.is_good()) status = graph.create_execution_plans({fe::HeurMode_t::A});
-    if (status.is_good()) status = graph.check_support(handle);
-    if (status.is_good()) status = graph.build_plans(handle);
-    return status;
+/* Plans the graph: cuDNN's heuristic choice, or with `tune` every plan that builds (the rest stay
+ * unbuilt and fail when timed, which skips them). The workspace fits the largest built plan. */
+static fe::error_t build(std::shared_ptr<fe::graph::Graph> const &graph, cudnnHandle_t handle, bool tune, pass_t *pass,
+                         int64_t *workspace) {
+    fe::error_t status = graph->validate();
+    if (status.is_good()) status = graph->build_operation_graph(handle);
+    if (status.is_good())
+        status = graph->create_execution_plans(tune ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}
+                                                    : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A});
+    if (status.is_good()) status = graph->check_support(handle);
+    if (status.is_good())
+        status = graph->build_plans(handle, tune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
+    if (status.is_bad()) return status;
+    *pass = pass_t{graph, tune ? graph->get_execution_plan_count() : 1, -1, !tune, 0.0f, 0.0f};
+    for (int64_t i = 0; i < pass->plans; ++i) {
+        int64_t bytes = 0;
+        status = tune ? graph->get_workspace_size_plan_at_index(i, bytes) : graph->get_workspace_size(bytes);
+        if (status.is_good() && bytes > *workspace) *workspace = bytes;
+    }
+    return tune ? fe::error_t{} : status;
+}
+
+/* Runs the pass; the first call outside a capture with tuning times each plan (best of three) and keeps the fastest. */
+static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int64_t, void *> &pack, cudaStream_t stream) {
+    if (!pass->tuned) {
+        cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+        cudaStreamIsCapturing(stream, &capturing);
+        if (capturing != cudaStreamCaptureStatusNone) return (int)cudaErrorStreamCaptureUnsupported;
+        cudaEvent_t start, stop;
+        cudaEventCreate(&start), cudaEventCreate(&stop);
+        for (int64_t i = 0; i < pass->plans; ++i) {
+            float best = 0;
+            for (int repeat = 0; repeat < 3; ++repeat) {
+                cudaEventRecord(start, stream);
+                if (pass->graph->execute_plan_at_index(a->handle, pack, a->workspace, i).is_bad()) {
+                    best = 0;
+                    break;
+                }
+                cudaEventRecord(stop, stream);
+                float milliseconds = 0;
+                if (cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&milliseconds, start, stop))
+                    break;
+                if (!repeat || milliseconds < best) best = milliseconds;
+            }
+            cudaGetLastError(); /* a plan that failed to launch leaves nothing behind for the next */
+            if (!i) pass->first = best;
+            if (best > 0 && (pass->chosen < 0 || best < pass->milliseconds)) pass->chosen = i, pass->milliseconds = best;
+        }
+        cudaEventDestroy(start), cudaEventDestroy(stop);
+        if (pass->chosen < 0) return (int)cudaErrorNotSupported;
+        pass->tuned = true;
+    }
+    if (pass->chosen < 0) return pass->graph->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
+    return pass->graph->execute_plan_at_index(a->handle, pack, a->workspace, pass->chosen).is_good() ? 0
+                                                                                                      : (int)cudaErrorUnknown;
 }
 
 extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments, size_t longest,
-                                            size_t width, int deterministic, char *error, size_t error_size) {
+                                            size_t width, int deterministic, int tune, char *error,
+                                            size_t error_size) {
     *result = nullptr;
     auto *a = new uform_cudnn_attention_t{};
     a->segments = segments, a->longest = longest, a->width = width;
@@ -104,9 +163,8 @@ extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, si
             o->set_output(true).set_uid(o_uid).set_dim({b, h, s, 64}).set_stride({s * w, 64, w, 1}).set_ragged_offset(row_offsets);
             stats->set_output(true).set_uid(stats_uid).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
                 {h * s, s, 1, 1});
-            fe::error_t status = build(*graph, a->handle);
+            fe::error_t status = build(graph, a->handle, tune != 0, &a->forward, &a->workspace_bytes);
             if (status.is_bad()) return fail(error, error_size, "forward", status.get_message());
-            a->forward = graph;
         } else {
             auto o = tensor(*graph, o_uid, "o", a, w, row_offsets), d_o = tensor(*graph, d_o_uid, "d_o", a, w, row_offsets);
             auto stats = graph->tensor(fe::graph::Tensor_attributes()
@@ -126,16 +184,10 @@ extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, si
             d_q->set_output(true).set_uid(d_q_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
             d_k->set_output(true).set_uid(d_k_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
             d_v->set_output(true).set_uid(d_v_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
-            fe::error_t status = build(*graph, a->handle);
+            fe::error_t status = build(graph, a->handle, tune != 0, &a->backward, &a->workspace_bytes);
             if (status.is_bad()) return fail(error, error_size, "backward", status.get_message());
-            a->backward = graph;
         }
     }
-    int64_t forward_bytes = 0, backward_bytes = 0;
-    fe::error_t sized = a->forward->get_workspace_size(forward_bytes);
-    if (sized.is_good()) sized = a->backward->get_workspace_size(backward_bytes);
-    if (sized.is_bad()) return fail(error, error_size, "workspace", sized.get_message());
-    a->workspace_bytes = forward_bytes > backward_bytes ? forward_bytes : backward_bytes;
     cudaError_t status = cudaMalloc((void **)&a->lengths, (3 * segments + 2) * sizeof(int32_t));
     if (status == cudaSuccess && a->workspace_bytes) status = cudaMalloc(&a->workspace, (size_t)a->workspace_bytes);
     if (status != cudaSuccess) return fail(error, error_size, "memory", cudaGetErrorString(status));
@@ -147,7 +199,7 @@ extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
     if (!a) return;
     cudaFree(a->lengths);
     cudaFree(a->workspace);
-    a->forward.reset(), a->backward.reset();
+    a->forward.graph.reset(), a->backward.graph.reset();
     cudnnDestroy(a->handle);
     delete a;
 }
@@ -171,7 +223,7 @@ extern "C" int uform_cudnn_attention_forward(uform_cudnn_attention_t *a, uint16_
     std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
                                                 {o_uid, attended}, {stats_uid, stats}, {lengths_uid, a->lengths},
                                                 {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
-    return a->forward->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
+    return run(a, &a->forward, pack, (cudaStream_t)stream);
 }
 
 extern "C" int uform_cudnn_attention_backward(uform_cudnn_attention_t *a, uint16_t const *qkv, uint16_t const *attended,
@@ -184,5 +236,19 @@ extern "C" int uform_cudnn_attention_backward(uform_cudnn_attention_t *a, uint16
         {stats_uid, const_cast<float *>(stats)}, {d_o_uid, const_cast<uint16_t *>(d_attended)}, {d_q_uid, d_qkv},
         {d_k_uid, d_qkv + a->width}, {d_v_uid, d_qkv + 2 * a->width}, {lengths_uid, a->lengths},
         {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
-    return a->backward->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
+    return run(a, &a->backward, pack, (cudaStream_t)stream);
+}
+
+extern "C" char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *a) {
+    std::string names[2];
+    pass_t const *passes[2] = {&a->forward, &a->backward};
+    for (int i = 0; i < 2; ++i)
+        if (passes[i]->chosen >= 0 && passes[i]->graph->get_plan_name_at_index(passes[i]->chosen, names[i]).is_bad())
+            names[i] = "unnamed";
+    std::snprintf(a->report, sizeof(a->report),
+                  "forward %s (of %lld plans, %.3f ms; the first %.3f ms), backward %s (of %lld plans, %.3f ms; the first %.3f ms)",
+                  names[0].empty() ? "heuristic" : names[0].c_str(), (long long)a->forward.plans, a->forward.milliseconds,
+                  a->forward.first, names[1].empty() ? "heuristic" : names[1].c_str(), (long long)a->backward.plans,
+                  a->backward.milliseconds, a->backward.first);
+    return a->report;
 }

@@ -18,10 +18,13 @@ typedef struct uform_cudnn_attention_t uform_cudnn_attention_t;
 #if defined(UFORM_HAVE_CUDNN) || defined(__cplusplus)
 
 /** Plans forward and backward for `segments` segments (every batch lists exactly that many) of
- *  at most `longest` cells; `deterministic` asks for a backward that repeats bitwise. Returns 0 or
- *  a cudaError_t code with a message in `error`. */
+ *  at most `longest` cells; `deterministic` asks for a backward that repeats bitwise; `tune` builds
+ *  every plan cuDNN offers and keeps the fastest, timed on the first call outside a graph capture.
+ *  Returns 0 or a cudaError_t code with a message in `error`. */
 int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest, size_t width,
-                                 int deterministic, char *error, size_t error_size);
+                                 int deterministic, int tune, char *error, size_t error_size);
+/** One line naming the plans in use and their timed milliseconds (after the first calls). */
+char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
 size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention);
 size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention);
@@ -35,13 +38,15 @@ int uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t 
 #else
 /* Without cuDNN no plan is ever made (creation fails), so these stand-ins are never reached. */
 static inline int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
-                                               size_t width, int deterministic, char *error, size_t error_size) {
-    (void)segments, (void)longest, (void)width, (void)deterministic;
+                                               size_t width, int deterministic, int tune, char *error,
+                                               size_t error_size) {
+    (void)segments, (void)longest, (void)width, (void)deterministic, (void)tune;
     *attention = NULL;
     if (error && error_size) error[0] = 0;
     return 801; /* cudaErrorNotSupported */
 }
 static inline void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention) { (void)attention; }
+static inline char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention) { (void)attention; return ""; }
 static inline size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
 static inline size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
 static inline int uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream) {

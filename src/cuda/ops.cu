@@ -17,14 +17,44 @@ __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *valu
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = uform_bf16_to_f32(table[value * width + i]);
 }
 
-__global__ void embed_backward_kernel(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
-                                      float *grad, int plant) {
-    size_t value = blockIdx.y, column = blockIdx.x * blockDim.x + threadIdx.x;
-    if (column >= width) return;
-    uint32_t first = offsets[value], last = offsets[value + 1];
-    if (plant == 1 && last > first) last--; /* planted: the run's last cell dropped */
+/* The embedding's backward in three kernels, so that a frequent byte's run (MASK's, a space's) is
+ * summed by many blocks: its run of `order` is cut into pieces of embed_piece_k cells, each summed
+ * in order by one block, then each value's pieces are added in order. Piece p of value v is the
+ * first piece of v (pieces[v]) plus its index within the run; pieces[258] is the total. */
+__global__ void embed_pieces_kernel(uint32_t const *offsets, uint32_t *pieces) {
+    uint32_t total = 0;
+    for (int value = 0; value < 258; ++value) {
+        pieces[value] = total;
+        total += (offsets[value + 1] - offsets[value] + uform_cuda_embed_piece_k - 1) / uform_cuda_embed_piece_k;
+    }
+    pieces[258] = total;
+}
+
+__global__ void embed_partials_kernel(float const *dx, uint32_t const *order, uint32_t const *offsets,
+                                      uint32_t const *pieces, size_t width, float *partials, int plant) {
+    uint32_t piece = blockIdx.y;
+    size_t column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (piece >= pieces[258] || column >= width) return;
+    uint32_t low = 0, high = 258; /* the value v with pieces[v] <= piece < pieces[v + 1] */
+    while (high - low > 1) {
+        uint32_t middle = (low + high) / 2;
+        if (pieces[middle] <= piece) low = middle;
+        else high = middle;
+    }
+    uint32_t first = offsets[low] + (piece - pieces[low]) * uform_cuda_embed_piece_k, last = offsets[low + 1];
+    if (last - first > uform_cuda_embed_piece_k) last = first + uform_cuda_embed_piece_k;
+    else if (plant == 1) last--; /* planted: the run's last cell dropped */
     float sum = 0;
+#pragma unroll 8
     for (uint32_t j = first; j < last; ++j) sum += dx[(size_t)order[j] * width + column];
+    partials[(size_t)piece * width + column] = sum;
+}
+
+__global__ void embed_reduce_kernel(float const *partials, uint32_t const *pieces, size_t width, float *grad) {
+    size_t value = blockIdx.y, column = blockIdx.x * blockDim.x + threadIdx.x;
+    if (column >= width || pieces[value] == pieces[value + 1]) return;
+    float sum = 0;
+    for (uint32_t piece = pieces[value]; piece < pieces[value + 1]; ++piece) sum += partials[(size_t)piece * width + column];
     grad[value * width + column] += sum;
 }
 
@@ -250,10 +280,19 @@ extern "C" int uform_cuda_embed_forward(uint16_t const *table, uint32_t const *v
     return launched();
 }
 
-extern "C" int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t width,
-                                         float *grad, void *stream, int plant) {
-    dim3 grid(blocks_for(width, 128), 258);
-    embed_backward_kernel<<<grid, 128, 0, (cudaStream_t)stream>>>(dx, order, offsets, width, grad, plant);
+extern "C" size_t uform_cuda_embed_partials(size_t cells, size_t width) {
+    return (cells / uform_cuda_embed_piece_k + 258) * width + 260; /* pieces' sums, then their index [259] */
+}
+
+extern "C" int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
+                                         size_t width, float *partials, float *grad, void *stream, int plant) {
+    size_t most = cells / uform_cuda_embed_piece_k + 258; /* at most one short piece per value */
+    uint32_t *pieces = (uint32_t *)(partials + most * width);
+    cudaStream_t s = (cudaStream_t)stream;
+    embed_pieces_kernel<<<1, 1, 0, s>>>(offsets, pieces);
+    embed_partials_kernel<<<dim3(blocks_for(width, 128), (unsigned)most), 128, 0, s>>>(dx, order, offsets, pieces, width,
+                                                                                        partials, plant);
+    embed_reduce_kernel<<<dim3(blocks_for(width, 128), 258), 128, 0, s>>>(partials, pieces, width, grad);
     return launched();
 }
 

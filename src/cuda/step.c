@@ -41,7 +41,7 @@ struct uform_cuda_step_t {
     int captured[2], warmed;
     cudaEvent_t uploaded[2], done[2];
     uform_cuda_tensor_t *tensors;
-    float *scratch, *gain_partials, *rotations;
+    float *scratch, *gain_partials, *embed_partials, *rotations;
     size_t batch_bytes;
     unsigned char *staging[2], *batch_memory[2];
     batch_device_t batch[2];
@@ -138,6 +138,7 @@ static void layout_(uform_cuda_step_t *step) {
     }
     step->scratch = take_(step, scratch * 4);
     step->gain_partials = take_(step, uform_cuda_rmsnorm_partials(n, d) * 4);
+    step->embed_partials = take_(step, uform_cuda_embed_partials(n, d) * 4);
     step->rotations = take_(step, n * 32 * 2 * 4);
     for (int slot = 0; slot < 2; ++slot) {
         size_t before = step->used;
@@ -381,7 +382,8 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
                                     step->dy, step->gain_partials, s, 0));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[c->recompute ? 0 : l]));
-    TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, d, embed->gradient, s, 0));
+    TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s,
+                                  0));
     TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return 0;
     for (size_t i = 0; i < step->tensors_count; ++i) {
@@ -448,7 +450,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
         if (!config->segments || !config->longest)
             return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: cuDNN attention needs segments and longest");
         int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width,
-                                                   !config->nondeterministic, error, error_size);
+                                                   !config->nondeterministic, config->tune, error, error_size);
         if (planned) return planned;
 #else
         return fail_(error, error_size, cudaErrorNotSupported,
@@ -573,6 +575,10 @@ void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losse
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count) {
     *count = step->tensors_count;
     return step->tensors;
+}
+
+char const *uform_cuda_step_attention_plans(uform_cuda_step_t *step) {
+    return step->cudnn ? uform_cudnn_attention_plans(step->cudnn) : "";
 }
 
 size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step) {

@@ -100,6 +100,8 @@ void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losse
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);
 /** Device bytes taken at creation: the whole footprint, since a step allocates nothing. */
 size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step);
+/** With cuDNN's attention, one line naming the plans it runs (timed ones after the first step); "" without. */
+char const *uform_cuda_step_attention_plans(uform_cuda_step_t *step);
 /** Forward and backward only (no optimizer, no graph), eagerly on `slot`; for parity checks. */
 int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot);
 
