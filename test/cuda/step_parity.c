@@ -1,11 +1,14 @@
-/*  step_parity.c: the CUDA masked-byte step (src/cuda/step.h) against the CPU reference trainer
- *  (include/uform/train.h) from one start: every tensor's gradient on one batch, the loss curve
- *  of full Adafactor steps, bitwise repeatability of a second GPU step, and a planted control (the
- *  step's RMSNorm backward with a dropped term) that the gradient check must reject. Runs with and
- *  without recomputation. Exits 77 (skipped) without a CUDA device; nonzero when a check fails or
- *  the control is missed.
+/*  step_parity.c: the CUDA training step (src/cuda/step.h) against the CPU reference trainer
+ *  (include/uform/train.h) from one start, for masked bytes, contrastive (Matryoshka SigLIP over the
+ *  attention pool) and rerank (rerank.proj per cell, rows normalized, the ranked sigmoid over MaxSim),
+ *  the pair objectives also with the opt-in TCR and Lipschitz terms: every tensor's gradient on one
+ *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
+ *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
+ *  check must reject. Runs with and without recomputation. Exits 77 (skipped) without a CUDA
+ *  device; nonzero when a check fails or a control is missed.
  *
- *      uform_step_parity [--json FILE] [--width 128] [--depth 2] [--rows 4] [--columns 256] [--steps 20]
+ *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|all] [--width 128] [--depth 2]
+ *                        [--rows 4] [--columns 256] [--steps 20]
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_runtime.h>
@@ -36,6 +39,32 @@ static double const learning_rate_ = 1e-3;    /* twice the custom tiers' 5e-4: t
 static uint64_t const batch_seed_ = 20240607, model_seed_ = 7;
 
 /* ---------------------------------------------------------------------------------------------
+ * What is compared
+ * ------------------------------------------------------------------------------------------- */
+
+typedef struct variant_t {
+    char const *name; /* printed, and the JSON key of a pair objective */
+    uform_objective_t objective;
+    double tcr_lambda, lipschitz_lambda;
+} variant_t;
+
+/* The spectral runs weigh TCR and Lipschitz at 0.1 as test_uform_base_cuda.py does; power iteration
+ * at the trainer's default steps on both sides. */
+static variant_t const variants_[] = {
+    {"mlm", uform_objective_mlm_k, 0, 0},
+    {"contrastive", uform_objective_contrastive_k, 0, 0},
+    {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1},
+    {"rerank", uform_objective_rerank_k, 0, 0},
+    {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1},
+};
+
+static int pairs_(variant_t const *v) { return v->objective != uform_objective_mlm_k; }
+static int rerank_(variant_t const *v) { return v->objective == uform_objective_rerank_k; }
+static int spectral_(variant_t const *v) { return v->tcr_lambda > 0 || v->lipschitz_lambda > 0; }
+/* Whether the attention pool feeds the loss: SigLIP's embeddings, or those the spectral terms read. */
+static int pooled_(variant_t const *v) { return v->objective == uform_objective_contrastive_k || spectral_(v); }
+
+/* ---------------------------------------------------------------------------------------------
  * Deterministic batches
  * ------------------------------------------------------------------------------------------- */
 
@@ -48,20 +77,25 @@ static uint64_t next_(void) { /* SplitMix64 */
 }
 static double uniform_(void) { return (double)(next_() >> 11) / 9007199254740992.0; }
 
-/* One batch as both sides take it: the grid of uform_batch_t and the GPU slot's cell lists. */
+/* One batch as both sides take it: the grid of uform_batch_t and the GPU slot's cell lists. A pair
+ * batch also lists anchors, candidates and labels, and its spans are the texts in uform_forward's
+ * numbering, then the padding runs, as tools/uform_base_cuda.c lays them out. */
 typedef struct host_batch_t {
-    size_t rows, columns, cells, segments;
-    uint8_t *kinds;
-    uint32_t *values, *segment_of, *spans;
+    size_t rows, columns, cells, segments; /* segments: the spans the GPU gets */
+    size_t texts, anchors_count, candidates_count;
+    uint8_t *kinds, *labels;
+    uint32_t *values, *segment_of, *spans, *anchors, *candidates, *positives;
     int32_t *row_segments, *positions, *targets;
 } host_batch_t;
 
 static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns) {
     size_t n = rows * columns;
-    b->rows = rows, b->columns = columns, b->cells = n, b->segments = 0;
+    *b = (host_batch_t){.rows = rows, .columns = columns, .cells = n};
     b->kinds = malloc(n), b->values = malloc(n * 4), b->segment_of = malloc(n * 4), b->spans = malloc(2 * n * 4);
     b->row_segments = malloc(n * 4), b->positions = malloc(3 * n * 4), b->targets = malloc(n * 4);
-    if (!b->kinds || !b->values || !b->segment_of || !b->spans || !b->row_segments || !b->positions || !b->targets) {
+    b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4);
+    if (!b->kinds || !b->values || !b->segment_of || !b->spans || !b->row_segments || !b->positions || !b->targets ||
+        !b->anchors || !b->candidates || !b->positives) {
         fprintf(stderr, "step_parity: out of host memory for a %zu-cell batch\n", n);
         exit(1);
     }
@@ -69,7 +103,7 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns) {
 
 static void batch_free_(host_batch_t *b) {
     free(b->kinds), free(b->values), free(b->segment_of), free(b->spans), free(b->row_segments), free(b->positions);
-    free(b->targets);
+    free(b->targets), free(b->anchors), free(b->candidates), free(b->positives), free(b->labels);
 }
 
 /* Text-like bytes (skewed letters and spaces, 10% uniform over 0..255) so the loss falls within 20 steps
@@ -117,19 +151,165 @@ static void batch_make_(host_batch_t *b, size_t index) {
     if (!masked) b->targets[0] = (int32_t)b->values[0], b->values[0] = uform_mask_k; /* both sides need a scored cell */
 }
 
-static uform_batch_t batch_cpu_(host_batch_t const *b) {
-    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions},
-                           .targets = b->targets};
+/* Writes `length` bytes as one text at `cell`, row-local segment `local`, positions t = h = w = index
+ * (as src/data/batcher.c writes them). */
+static void text_write_(host_batch_t *b, size_t cell, uint32_t const *bytes, size_t length, int32_t local) {
+    for (size_t i = 0; i < length; ++i) {
+        size_t at = cell + i;
+        b->kinds[at] = uform_cell_byte_k, b->values[at] = bytes[i], b->targets[at] = -1, b->row_segments[at] = local;
+        for (int axis = 0; axis < 3; ++axis) b->positions[3 * at + axis] = (int32_t)i;
+    }
 }
 
-/* Fills a GPU slot's pinned batch; the slot must be idle (waited on). */
-static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b, size_t t) {
+/* Padding as src/data/batcher.c writes it: PAD, segment -1, positions 0. */
+static void padding_write_(host_batch_t *b, size_t cell, size_t count) {
+    for (size_t at = cell; at < cell + count; ++at) {
+        b->kinds[at] = uform_cell_padding_k, b->values[at] = uform_pad_k, b->targets[at] = -1, b->row_segments[at] = -1;
+        for (int axis = 0; axis < 3; ++axis) b->positions[3 * at + axis] = 0;
+    }
+}
+
+/* The GPU's spans as tools/uform_base_cuda.c's uform_fill_ makes them: each run of one segment id a
+ * span, the texts first (0..texts-1, cell order, the CPU's numbering), then the padding runs. */
+static void pair_spans_(host_batch_t *b) {
+    size_t next_text = 0, next_padding = b->texts, span = 0;
+    for (size_t row = 0; row < b->rows; ++row) {
+        int32_t previous = -1;
+        for (size_t column = 0; column < b->columns; ++column) {
+            size_t cell = row * b->columns + column;
+            int32_t segment = b->row_segments[cell];
+            int padding = segment < 0;
+            if (!column || (padding ? -1 : segment) != previous) {
+                span = padding ? next_padding++ : next_text++;
+                b->spans[2 * span] = (uint32_t)cell, b->spans[2 * span + 1] = 0;
+            }
+            b->spans[2 * span + 1]++;
+            b->segment_of[cell] = (uint32_t)span;
+            previous = padding ? -1 : segment;
+        }
+    }
+    b->segments = next_padding;
+}
+
+enum { letters_k = 27, text_longest_k = 256 }; /* the space and 'a'..'z'; the longest text a pair batch writes */
+
+/* byte_() without its uniform tail: the space or a letter. */
+static uint32_t letter_(void) {
+    uint32_t byte;
+    do byte = byte_();
+    while (byte != ' ' && (byte < 'a' || byte > 'z'));
+    return byte;
+}
+
+/* A rerank document: the space and every letter once, then distinct other bytes, shuffled. Each query
+ * cell (a letter or the space) then has exactly one same-byte cell in every document, and MaxSim one
+ * clear best cell, since at initialization same-byte ColBERT rows agree far better than any others;
+ * text-like documents repeat and lack bytes, leaving unlike cells within rounding of the best. */
+static void document_(uint32_t *bytes, size_t length) {
+    uint32_t others[256 - letters_k];
+    size_t count = 0;
+    bytes[0] = ' ';
+    for (uint32_t k = 0; k < 26; ++k) bytes[1 + k] = 'a' + k;
+    for (uint32_t v = 0; v < 256; ++v)
+        if (v != ' ' && (v < 'a' || v > 'z')) others[count++] = v;
+    for (size_t i = letters_k; i < length; ++i) { /* a partial Fisher-Yates draw of distinct others */
+        size_t pick = (i - letters_k) + next_() % (count - (i - letters_k));
+        uint32_t chosen = others[pick];
+        others[pick] = others[i - letters_k], bytes[i] = chosen;
+    }
+    for (size_t i = length; i > 1; --i) {
+        size_t j = next_() % i;
+        uint32_t swap = bytes[i - 1];
+        bytes[i - 1] = bytes[j], bytes[j] = swap;
+    }
+}
+
+/* One record's texts: the query, its positive and (`lengths[2]` > 0) a hard negative. Contrastive: text-like
+ * bytes, the positive related (the query's bytes, 1 in 5 redrawn, repeated to its length). Rerank: a
+ * text-like query of letters and spaces, documents as document_() makes them. */
+static void record_texts_(int rerank, size_t const lengths[3], uint32_t texts[3][text_longest_k]) {
+    for (size_t i = 0; i < lengths[0]; ++i) texts[0][i] = rerank ? letter_() : byte_();
+    for (size_t part = 1; part < 3 && lengths[part]; ++part) {
+        if (rerank) {
+            document_(texts[part], lengths[part]);
+            continue;
+        }
+        for (size_t i = 0; i < lengths[part]; ++i) {
+            uint32_t byte = byte_();
+            texts[part][i] = part == 1 && uniform_() < 0.8 ? texts[0][i % lengths[0]] : byte;
+        }
+    }
+}
+
+/* Pair batch `index`: records of a query (the anchor), its positive and, one time in three, a hard
+ * negative, each record whole in one row as src/data/batcher.c places items, a row closed by padding
+ * once the next record does not fit; texts under, at and over the 64-cell tile. */
+static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
+    static size_t const queries[] = {5, 9, 17, 33, 48, 64, 65};
+    static size_t const documents[] = {5, 17, 33, 64, 65, 100, 130, 200}; /* rerank: from 33, at least letters_k */
+    size_t const first_document = rerank ? 2 : 0, query_kinds = sizeof(queries) / sizeof(queries[0]);
+    size_t const document_kinds = sizeof(documents) / sizeof(documents[0]) - first_document;
+    uint32_t texts[3][text_longest_k];
+    state_ = (batch_seed_ + 1 + (uint64_t)rerank) * 0x100000001b3ull + index;
+    b->texts = b->anchors_count = b->candidates_count = 0;
+    for (size_t row = 0; row < b->rows; ++row) {
+        size_t column = 0;
+        int32_t local = 0;
+        for (;;) {
+            size_t lengths[3] = {0, 0, 0};
+            int fits = 0;
+            for (int tries = 0; tries < 8 && !fits; ++tries) {
+                lengths[0] = queries[next_() % query_kinds];
+                lengths[1] = documents[first_document + next_() % document_kinds];
+                lengths[2] = next_() % 3 == 0 ? documents[first_document + next_() % document_kinds] : 0;
+                fits = lengths[0] + lengths[1] + lengths[2] <= b->columns - column;
+            }
+            if (!fits) break;
+            record_texts_(rerank, lengths, texts);
+            b->positives[b->anchors_count] = (uint32_t)b->candidates_count;
+            b->anchors[b->anchors_count++] = (uint32_t)b->texts;
+            for (size_t part = 0; part < 3 && lengths[part]; ++part) {
+                text_write_(b, row * b->columns + column, texts[part], lengths[part], local++);
+                if (part) b->candidates[b->candidates_count++] = (uint32_t)b->texts;
+                b->texts++, column += lengths[part];
+            }
+        }
+        padding_write_(b, row * b->columns + column, b->columns - column);
+    }
+    free(b->labels);
+    if (!(b->labels = calloc(b->anchors_count * b->candidates_count + 1, 1))) exit(1);
+    for (size_t a = 0; a < b->anchors_count; ++a) b->labels[a * b->candidates_count + b->positives[a]] = 1;
+    pair_spans_(b);
+}
+
+static uform_batch_t batch_cpu_(host_batch_t const *b) {
+    int pairs = b->anchors_count > 0;
+    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions},
+                           .targets = pairs ? NULL : b->targets,
+                           .anchors = pairs ? b->anchors : NULL,
+                           .anchors_count = b->anchors_count,
+                           .candidates = pairs ? b->candidates : NULL,
+                           .candidates_count = b->candidates_count,
+                           .labels = pairs ? b->labels : NULL};
+}
+
+/* Fills a GPU slot's pinned batch; the slot must be idle (waited on). `capacity`: the step's
+ * segments (pair objectives; 0 with masked bytes), spans past the batch's own get length 0. */
+static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b, size_t capacity, size_t t) {
     uform_cuda_batch_t view = uform_cuda_step_batch(step, slot);
     memcpy(view.values, b->values, b->cells * 4);
     memcpy(view.targets, b->targets, b->cells * 4);
     memcpy(view.positions, b->positions, 3 * b->cells * 4);
     memcpy(view.segment_of, b->segment_of, b->cells * 4);
     memcpy(view.spans, b->spans, 2 * b->segments * 4);
+    if (capacity > b->segments) memset(view.spans + 2 * b->segments, 0, 2 * (capacity - b->segments) * 4);
+    if (b->anchors_count) {
+        memcpy(view.anchors, b->anchors, b->anchors_count * 4);
+        memcpy(view.candidates, b->candidates, b->candidates_count * 4);
+        memcpy(view.labels, b->labels, b->anchors_count * b->candidates_count);
+        view.counts[0] = (uint32_t)b->anchors_count, view.counts[1] = (uint32_t)b->candidates_count;
+        view.counts[2] = (uint32_t)b->texts;
+    }
     uform_cuda_batch_finish(step, slot, learning_rate_, t);
 }
 
@@ -231,8 +411,14 @@ static double relative_error_(float const *got, float const *expected, size_t co
     return sqrt(difference / norm);
 }
 
+static int all_zero_(float const *values, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+        if (values[i] != 0) return 0;
+    return 1;
+}
+
 /* ---------------------------------------------------------------------------------------------
- * The bounds
+ * The bounds: masked bytes
  *
  * What is derived. The CPU trainer is Float32 throughout (its weights are the same BF16 values
  * widened exactly), so the reference's own error is Float32 roundoff, negligible here. The GPU
@@ -272,17 +458,92 @@ static double relative_error_(float const *got, float const *expected, size_t co
  * itself (it moves by at most 2 max|dz|; logits are O(1) and the loss near ln 258).
  * ------------------------------------------------------------------------------------------- */
 
-static size_t forward_points_(size_t depth) { return 8 * depth + 2; }
+/* ---------------------------------------------------------------------------------------------
+ * The bounds: contrastive and rerank (with and without TCR and Lipschitz)
+ *
+ * What is derived, as above, from step.c, pool.cu and objectives.cu. The encoder's points are the
+ * same; the heads differ. The pool's scores and weights, pool.proj's output (the embeddings),
+ * SigLIP, rerank.proj's raw rows, their normalization, MaxSim and the spectral terms (Float64) all
+ * stay Float32 or wider. The BF16 stores:
+ *   contrastive, forward: the encoder's 8 L, h (entering the pool), the pooled rows (entering
+ *     pool.proj): F = 8 L + 2. Backward: d_embeddings rounded before pool.proj's two products (1),
+ *     which SigLIP's and the spectral terms' gradients both pass; the pool's backward into dL/dh is
+ *     Float32; then the final norm and the blocks as with masked bytes (e = 2 + 9 (L - 1 - l)).
+ *   rerank, forward: the encoder's 8 L and h (entering rerank.proj): F = 8 L + 1. Backward: d_colbert
+ *     rounded before rerank.proj's two products (1), then as above.
+ *   rerank with TCR or Lipschitz: both heads read h; the pool adds the pooled rows (F = 8 L + 2) and
+ *     d_embeddings (a second head point, so e = 3 + 9 (L - 1 - l) for the blocks).
+ *   A head tensor counts the points on its own path: pool.proj and pool.query 8 L + 2 + 1;
+ *   rerank.proj 8 L + 1 + 1; siglip.scale and siglip.bias, which the objective sums from its
+ *   Float32 inputs, the forward points of what it reads: 8 L + 2 (SigLIP), 8 L + 1 (MaxSim);
+ *   final_norm F plus the head points; the blocks and embed.bytes as with masked bytes from there.
+ *   (L = 2, contrastive: 19 for pool.proj, pool.query and final_norm, 18 for the scalars, 20..37 in
+ *   the encoder; rerank: 18 for rerank.proj and final_norm, 17 for the scalars, 19..36; rerank with
+ *   the spectral terms: 20 for final_norm, 21..38 in the encoder, the heads as before.)
+ * What is assumed: the same two assumptions (conditioning allowance 1, independent roundings in
+ * quadrature), and one more for rerank: MaxSim's gradient follows each query cell's best document
+ * cell, a choice, not a smooth function. Where two unlike document cells come within rounding of
+ * each other the GPU may pick the other one and move that query cell's share of the gradient to
+ * a different cell: no rounding bound covers it. Text-like documents tie constantly (a byte that
+ * recurs, or one a document lacks, leaves cells close to the best), so rerank's documents hold the
+ * space and each letter once, with distinct other bytes (document_()), and the queries are letters
+ * and spaces: every query cell has one same-byte cell in every document. The check then verifies
+ * the choice is stable: each unit ColBERT row is off by at most e = sqrt(8 L + 1) u, a similarity by
+ * at most 2 e, a best-minus-runner-up margin by 4 e; the CPU's own rows of every batch at the start
+ * weights must show margins above 4 e (maxsim_margins_()).
+ * Calibration, not proof: the emulation of these points (PyTorch in float64, its exact run within
+ * 1e-6 of the CPU trainer's gradients) on this program's start and batch 0 (d = 128) put every
+ * honest error at <= 0.34 of sqrt(N) u (the SigLIP scalars the largest; rerank <= 0.31), and the
+ * control's block tensors at 1.1..5 (contrastive, 9 of 12 out) and 1.7..30 (rerank, 8 of 12 out;
+ * block 1's down, gate_up and mlp_norm come before any planted term). With text-like rerank
+ * documents a handful of best cells moved to unlike cells and put the encoder's gradients at
+ * several times the bound (docs/cuda.md), which is why the documents above.
+ *
+ * The loss, from test_uform_base_cuda.py's derivation of the first GPU loss: each row the loss reads
+ * (an embedding, a ColBERT row) is off by at most e = sqrt(F') u relative, F' its forward points
+ * (8 L + 2 or 8 L + 1). A cosine of two unit rows moves only by the part of each row's error along
+ * the other; assumed isotropic, by at most 2 e / sqrt(m) (m: the narrowest Matryoshka width, or the
+ * ColBERT width 128; MaxSim's mean of maxima moves no more, the max being 1-Lipschitz). With
+ * z = s c + b, s = exp(siglip.scale), each term log(1 + exp(-y z)) moves by at most itself times
+ * |dz|, so the head's loss relatively by at most 2 s e / sqrt(m). Lipschitz (lambda sigma, the power
+ * iteration taken as converged): |d| <= lambda 2 sqrt(sigma) e. TCR (-lambda/2 log det(I + a Z^T Z),
+ * a = m / (N 0.5), m = E here): |d| <= lambda sqrt(2 m min(N, m)) e / 2. The total within the sum.
+ * ------------------------------------------------------------------------------------------- */
 
-/* N of the derivation above for one tensor; 0 for a name it does not know. */
-static size_t points_(char const *name, size_t depth) {
-    size_t forward = forward_points_(depth);
-    if (!strcmp(name, "mlm.head") || !strcmp(name, "final_norm")) return forward + 1;
-    if (!strcmp(name, "embed.bytes")) return forward + 2 + 9 * (depth - 1) + 8;
+static char const *const heads_[] = {"mlm.head",    "pool.query",   "pool.proj",
+                                     "rerank.proj", "siglip.scale", "siglip.bias"};
+enum { heads_count_k = sizeof(heads_) / sizeof(heads_[0]) };
+
+/* F: the forward points the loss reads. */
+static size_t forward_points_(variant_t const *v, size_t depth) {
+    return 8 * depth + (rerank_(v) && !spectral_(v) ? 1 : 2);
+}
+
+/* The backward points where the heads' gradients enter dL/dh: d_logits, d_embeddings, d_colbert. */
+static size_t head_points_(variant_t const *v) { return rerank_(v) && spectral_(v) ? 2 : 1; }
+
+/* N for a head tensor the objective trains; 0 for one it does not. */
+static size_t head_tensor_points_(char const *name, variant_t const *v, size_t depth) {
+    size_t pool = 8 * depth + 2, colbert = 8 * depth + 1;
+    if (!strcmp(name, "mlm.head")) return pairs_(v) ? 0 : forward_points_(v, depth) + 1;
+    if (!strcmp(name, "pool.query") || !strcmp(name, "pool.proj")) return pairs_(v) && pooled_(v) ? pool + 1 : 0;
+    if (!strcmp(name, "rerank.proj")) return rerank_(v) ? colbert + 1 : 0;
+    if (!strcmp(name, "siglip.scale") || !strcmp(name, "siglip.bias"))
+        return !pairs_(v) ? 0 : rerank_(v) ? colbert : pool;
+    return 0;
+}
+
+/* N of the derivations above for one tensor; 0 for a name it does not know. */
+static size_t points_(char const *name, variant_t const *v, size_t depth) {
+    size_t forward = forward_points_(v, depth), head = head_points_(v);
+    for (size_t i = 0; i < heads_count_k; ++i)
+        if (!strcmp(name, heads_[i])) return head_tensor_points_(name, v, depth);
+    if (!strcmp(name, "final_norm")) return forward + head;
+    if (!strcmp(name, "embed.bytes")) return forward + head + 1 + 9 * (depth - 1) + 8;
     unsigned block;
     char part[32];
     if (sscanf(name, "blocks.%u.%31s", &block, part) != 2 || block >= depth) return 0;
-    size_t above = 2 + 9 * (depth - 1 - block);
+    size_t above = head + 1 + 9 * (depth - 1 - block);
     if (!strcmp(part, "down")) return forward + above;
     if (!strcmp(part, "gate_up") || !strcmp(part, "mlp_norm")) return forward + above + 2;
     if (!strcmp(part, "out")) return forward + above + 3;
@@ -290,8 +551,30 @@ static size_t points_(char const *name, size_t depth) {
     return 0;
 }
 
-static double gradient_bound_(char const *name, size_t depth) { return sqrt((double)points_(name, depth)) * bf16_unit_; }
-static double loss_bound_(size_t depth) { return sqrt((double)forward_points_(depth)) * bf16_unit_; }
+static double gradient_bound_(char const *name, variant_t const *v, size_t depth) {
+    return sqrt((double)points_(name, v, depth)) * bf16_unit_;
+}
+
+typedef struct loss_bounds_t {
+    double head, tcr, lipschitz, total; /* absolute */
+} loss_bounds_t;
+
+/* The loss bounds above from the CPU's loss in parts, s = exp(siglip.scale) and the batch's texts (N). */
+static loss_bounds_t loss_bounds_(variant_t const *v, uform_config_t const *config, size_t depth,
+                                  uform_losses_t const *cpu, double scale, size_t texts) {
+    loss_bounds_t b = {0, 0, 0, 0};
+    double pooled_row = sqrt(8.0 * depth + 2) * bf16_unit_, colbert_row = sqrt(8.0 * depth + 1) * bf16_unit_;
+    if (!pairs_(v)) b.head = sqrt((double)forward_points_(v, depth)) * bf16_unit_ * cpu->total;
+    else if (rerank_(v)) b.head = 2 * scale * colbert_row / sqrt((double)config->colbert_width) * cpu->rerank;
+    else b.head = 2 * scale * pooled_row / sqrt((double)config->embedding_widths[0]) * cpu->siglip;
+    double m = (double)config->embedding_widths[config->embedding_widths_count - 1];
+    double smaller = (double)texts < m ? (double)texts : m;
+    if (v->lipschitz_lambda > 0)
+        b.lipschitz = v->lipschitz_lambda * 2 * sqrt(fabs(cpu->lipschitz) / v->lipschitz_lambda) * pooled_row;
+    if (v->tcr_lambda > 0) b.tcr = v->tcr_lambda * sqrt(2 * m * smaller) / 2 * pooled_row;
+    b.total = b.head + b.tcr + b.lipschitz;
+    return b;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * JSON
@@ -304,29 +587,253 @@ static void json_number_(double value) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One run: recompute 0 or 1
+ * One objective's setup and CPU reference
  * ------------------------------------------------------------------------------------------- */
-
-typedef struct reference_t { /* what the CPU computed once, from the start */
-    double loss0;
-    float **gradients;   /* on batch 0 */
-    double *losses;      /* [steps + 1], 1-based: step t's loss on batch t, before its update */
-    double *progress;    /* [steps + 1]: sum of |change| of batch 0's loss over the updates before step t */
-} reference_t;
 
 typedef struct setup_t {
     size_t width, depth, rows, columns, steps;
+    variant_t const *variant;
+    uform_config_t config;
+    uform_model_t *model;
+    uform_trainer_t *trainer;
     uform_train_options_t options;
     tensor_list_t list;
     float **start;
-    host_batch_t *batches; /* [steps + 1]: 0 for the gradient check, t for step t */
+    host_batch_t *batches;                /* [steps + 1]: 0 for the gradient check, t for step t */
+    size_t anchors, candidates, segments; /* the pair step's capacities */
 } setup_t;
 
+typedef struct reference_t { /* what the CPU computed once, from the start */
+    double loss0;
+    uform_losses_t parts0; /* batch 0's loss in parts */
+    float **gradients;     /* on batch 0 */
+    double *losses;        /* [steps + 1], 1-based: step t's loss on batch t, before its update */
+    uform_losses_t *parts; /* [steps + 1]: the same in parts */
+    double *scales;        /* [steps + 1]: exp(siglip.scale) before step t; [0] at the start */
+    double *progress;      /* [steps + 1]: sum of |change| of batch 0's loss over the updates before step t */
+    size_t untrained_count;
+    char const *untrained[heads_count_k]; /* the CPU's heads the step does not hold */
+    int untrained_zero[heads_count_k];    /* whether the CPU's gradient of each is exactly 0 */
+} reference_t;
+
+/* The CPU side of one objective: a WIDTHxDEPTH model from the fixed seed, its trainer at a constant
+ * rate, and the batches; pair capacities one above the largest batch's, so every step has dead slots. */
+static void setup_cpu_(setup_t *s, variant_t const *variant) {
+    s->variant = variant;
+    char tier[32];
+    snprintf(tier, sizeof(tier), "%zux%zu", s->width, s->depth);
+    UFORM_OK(uform_config_from_tier(tier, &s->config));
+    UFORM_OK(uform_model_init(&s->config, model_seed_, &s->model));
+    uform_train_options_default(&s->options);
+    s->options.objective = variant->objective;
+    s->options.learning_rate = learning_rate_;
+    s->options.warmup_steps = 0, s->options.total_steps = 0;
+    s->options.tcr_lambda = variant->tcr_lambda, s->options.lipschitz_lambda = variant->lipschitz_lambda;
+    size_t cells = s->rows * s->columns;
+    UFORM_OK(uform_trainer_create(s->model, &s->options, cells, &s->trainer));
+    if (!(s->batches = calloc(s->steps + 1, sizeof(host_batch_t)))) exit(1);
+    s->anchors = s->candidates = s->segments = 0;
+    for (size_t t = 0; t <= s->steps; ++t) {
+        host_batch_t *b = &s->batches[t];
+        batch_alloc_(b, s->rows, s->columns);
+        if (!pairs_(variant)) {
+            batch_make_(b, t);
+            continue;
+        }
+        pair_batch_make_(b, t, rerank_(variant));
+        if (!b->anchors_count) {
+            fprintf(stderr, "step_parity: rows of %zu cells hold no pair record; use --columns 64 or more\n",
+                    s->columns);
+            exit(2);
+        }
+        s->anchors = b->anchors_count + 1 > s->anchors ? b->anchors_count + 1 : s->anchors;
+        s->candidates = b->candidates_count + 1 > s->candidates ? b->candidates_count + 1 : s->candidates;
+    }
+    if (!pairs_(variant)) return;
+    s->anchors = s->anchors < cells ? s->anchors : cells, s->candidates = s->candidates < cells ? s->candidates : cells;
+    s->segments = s->anchors + s->candidates + s->rows < cells ? s->anchors + s->candidates + s->rows : cells;
+}
+
+static void setup_close_(setup_t *s) {
+    free_all_(s->start, s->list.count);
+    for (size_t t = 0; s->batches && t <= s->steps; ++t) batch_free_(&s->batches[t]);
+    free(s->batches);
+    free(s->list.names), free(s->list.elements), free(s->list.is_matrix);
+    uform_trainer_close(s->trainer);
+    uform_model_close(s->model);
+    s->start = NULL, s->batches = NULL, s->trainer = NULL, s->model = NULL;
+    s->list = (tensor_list_t){0, NULL, NULL, NULL};
+}
+
+/* The step's configuration for this objective, as tools/uform_base_cuda.c fills it. */
+static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, int plant) {
+    variant_t const *v = s->variant;
+    uform_cuda_step_config_t c = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
+                                  .recompute = recompute, .tune = 0, .plant = plant,
+                                  .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
+                                  .weight_decay = s->options.weight_decay};
+    if (!pairs_(v)) return c;
+    c.objective = rerank_(v) ? uform_cuda_rerank_k : uform_cuda_contrastive_k;
+    c.segments = s->segments, c.anchors = s->anchors, c.candidates = s->candidates;
+    if (pooled_(v)) c.embedding_width = s->config.embedding_widths[s->config.embedding_widths_count - 1];
+    if (rerank_(v)) c.colbert_width = s->config.colbert_width;
+    else {
+        c.widths_count = s->config.embedding_widths_count;
+        for (size_t w = 0; w < c.widths_count; ++w) c.widths[w] = s->config.embedding_widths[w];
+    }
+    c.tcr_lambda = s->options.tcr_lambda, c.lipschitz_lambda = s->options.lipschitz_lambda;
+    c.lipschitz_iterations = s->options.lipschitz_iterations;
+    return c;
+}
+
+/* The step's tensor names and shapes (from a first step), each with a rounding-point count. */
+static void tensor_list_(setup_t *s) {
+    uform_cuda_step_config_t config = step_config_(s, 0, 0);
+    uform_cuda_step_t *probe = NULL;
+    char error[256] = "";
+    if (uform_cuda_step_create(&probe, &config, error, sizeof(error))) {
+        fprintf(stderr, "step_parity: %s\n", error);
+        exit(1);
+    }
+    uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(probe, &s->list.count);
+    s->list.names = calloc(s->list.count, sizeof(*s->list.names));
+    s->list.elements = calloc(s->list.count, sizeof(size_t));
+    s->list.is_matrix = calloc(s->list.count, sizeof(int));
+    if (!s->list.names || !s->list.elements || !s->list.is_matrix) exit(1);
+    for (size_t i = 0; i < s->list.count; ++i) {
+        snprintf(s->list.names[i], sizeof(s->list.names[i]), "%s", tensors[i].name);
+        s->list.elements[i] = tensors[i].rows * tensors[i].columns;
+        s->list.is_matrix[i] = tensors[i].is_matrix;
+        if (!points_(tensors[i].name, s->variant, s->depth)) {
+            fprintf(stderr, "step_parity: %s: no rounding-point count for the step's tensor %s; extend points_()\n",
+                    s->variant->name, tensors[i].name);
+            exit(1);
+        }
+    }
+    uform_cuda_step_destroy(probe);
+}
+
+static size_t head_elements_(setup_t const *s, char const *name) {
+    size_t d = s->width, widest = s->config.embedding_widths[s->config.embedding_widths_count - 1];
+    if (!strcmp(name, "mlm.head")) return (size_t)uform_vocabulary_k * d;
+    if (!strcmp(name, "pool.query")) return d;
+    if (!strcmp(name, "pool.proj")) return widest * d;
+    if (!strcmp(name, "rerank.proj")) return s->config.colbert_width * d;
+    return 1;
+}
+
+/* The CPU's heads the step does not hold must get no gradient from this objective: exactly 0. */
+static void untrained_(setup_t const *s, reference_t *cpu) {
+    cpu->untrained_count = 0;
+    for (size_t h = 0; h < heads_count_k; ++h) {
+        int held = 0;
+        for (size_t i = 0; i < s->list.count; ++i) held |= !strcmp(s->list.names[i], heads_[h]);
+        if (held) continue;
+        size_t count = head_elements_(s, heads_[h]);
+        float *gradient = malloc(count * 4);
+        if (!gradient) exit(1);
+        UFORM_OK(uform_trainer_read(s->trainer, heads_[h], uform_slot_gradient_k, gradient, count));
+        cpu->untrained[cpu->untrained_count] = heads_[h];
+        cpu->untrained_zero[cpu->untrained_count++] = all_zero_(gradient, count);
+        free(gradient);
+    }
+}
+
+static double scale_of_(uform_trainer_t const *trainer) {
+    float scale;
+    UFORM_OK(uform_trainer_read(trainer, "siglip.scale", uform_slot_parameter_k, &scale, 1));
+    return exp((double)scale);
+}
+
+/* The CPU reference, once: gradients on batch 0, then the loss curve of `steps` steps. */
+static void reference_(setup_t const *s, reference_t *cpu) {
+    size_t count = s->list.count, steps = s->steps;
+    cpu->gradients = calloc(count, sizeof(float *));
+    cpu->losses = calloc(steps + 1, sizeof(double)), cpu->progress = calloc(steps + 1, sizeof(double));
+    cpu->scales = calloc(steps + 1, sizeof(double)), cpu->parts = calloc(steps + 1, sizeof(uform_losses_t));
+    if (!cpu->gradients || !cpu->losses || !cpu->progress || !cpu->scales || !cpu->parts) exit(1);
+    uform_losses_t losses;
+    uform_batch_t batch = batch_cpu_(&s->batches[0]);
+    cpu->scales[0] = scale_of_(s->trainer);
+    UFORM_OK(uform_trainer_gradients(s->trainer, &batch, &losses));
+    cpu->loss0 = losses.total, cpu->parts0 = losses;
+    for (size_t i = 0; i < count; ++i) {
+        if (!(cpu->gradients[i] = malloc(s->list.elements[i] * 4))) exit(1);
+        UFORM_OK(uform_trainer_read(s->trainer, s->list.names[i], uform_slot_gradient_k, cpu->gradients[i],
+                                    s->list.elements[i]));
+    }
+    untrained_(s, cpu);
+    /* Batch 0's loss after each update measures what the updates did, free of batch-to-batch noise. */
+    double fixed = cpu->loss0;
+    uform_batch_t fixed_batch = batch_cpu_(&s->batches[0]);
+    for (size_t t = 1; t <= steps; ++t) {
+        batch = batch_cpu_(&s->batches[t]);
+        cpu->scales[t] = scale_of_(s->trainer);
+        UFORM_OK(uform_trainer_step(s->trainer, &batch, &losses));
+        cpu->losses[t] = losses.total, cpu->parts[t] = losses;
+        if (t == steps) break;
+        UFORM_OK(uform_trainer_gradients(s->trainer, &fixed_batch, &losses));
+        cpu->progress[t + 1] = cpu->progress[t] + fabs(losses.total - fixed);
+        fixed = losses.total;
+    }
+}
+
+/* The smallest gap, over a batch's anchors, candidates and query cells, between a query cell's best
+ * document cell and the runner-up, on `colbert` (normalized rows by grid cell). */
+static double batch_margin_(host_batch_t const *b, float const *colbert, size_t width) {
+    double smallest = INFINITY;
+    for (size_t a = 0; a < b->anchors_count; ++a) {
+        uint32_t const *query = &b->spans[2 * b->anchors[a]];
+        for (size_t c = 0; c < b->candidates_count; ++c) {
+            uint32_t const *document = &b->spans[2 * b->candidates[c]];
+            for (size_t i = 0; i < query[1]; ++i) {
+                double best = -INFINITY, second = -INFINITY;
+                float const *q = colbert + (query[0] + i) * width;
+                for (size_t j = 0; j < document[1]; ++j) {
+                    float const *cell = colbert + (document[0] + j) * width;
+                    double dot = 0;
+                    for (size_t k = 0; k < width; ++k) dot += (double)q[k] * cell[k];
+                    if (dot > best) second = best, best = dot;
+                    else if (dot > second) second = dot;
+                }
+                smallest = best - second < smallest ? best - second : smallest;
+            }
+        }
+    }
+    return smallest;
+}
+
+/* MaxSim's margins on the CPU's own ColBERT rows at the start weights (uform_forward at Float32, the
+ * trainer's arithmetic): margins[0] batch 0's, margins[1] the smallest over every batch. */
+static void maxsim_margins_(setup_t const *s, double margins[2]) {
+    size_t width = s->config.colbert_width;
+    float *colbert = malloc(s->rows * s->columns * width * 4);
+    if (!colbert) exit(1);
+    UFORM_OK(uform_model_set_precision(s->model, uform_precision_f32_k));
+    margins[1] = INFINITY;
+    for (size_t t = 0; t <= s->steps; ++t) {
+        uform_outputs_t outputs = {.colbert = colbert};
+        uform_batch_t batch = batch_cpu_(&s->batches[t]);
+        UFORM_OK(uform_forward(s->model, &batch.grid, &outputs));
+        double margin = batch_margin_(&s->batches[t], colbert, width);
+        if (!t) margins[0] = margin;
+        margins[1] = margin < margins[1] ? margin : margins[1];
+    }
+    UFORM_OK(uform_model_set_precision(s->model, uform_precision_bf16_k));
+    free(colbert);
+}
+
+static void reference_free_(reference_t *cpu, size_t count) {
+    free_all_(cpu->gradients, count);
+    free(cpu->losses), free(cpu->progress), free(cpu->scales), free(cpu->parts);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * One run: recompute 0 or 1
+ * ------------------------------------------------------------------------------------------- */
+
 static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plant) {
-    uform_cuda_step_config_t config = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
-                                       .recompute = recompute, .tune = 0, .plant = plant,
-                                       .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
-                                       .weight_decay = s->options.weight_decay};
+    uform_cuda_step_config_t config = step_config_(s, recompute, plant);
     uform_cuda_step_t *step = NULL;
     char error[256] = "";
     if (uform_cuda_step_create(&step, &config, error, sizeof(error))) {
@@ -349,11 +856,12 @@ static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plan
     return step;
 }
 
-/* Forward and backward of batch 0 on the GPU: the loss, and every gradient downloaded. */
-static float **gpu_gradients_(uform_cuda_step_t *step, setup_t const *s, float *loss) {
-    batch_gpu_(step, 0, &s->batches[0], 1);
+/* Forward and backward of batch 0 on the GPU: the loss in parts, and every gradient downloaded. */
+static float **gpu_gradients_(uform_cuda_step_t *step, setup_t const *s, float parts[4]) {
+    batch_gpu_(step, 0, &s->batches[0], s->segments, 1);
     CUDA_OK(uform_cuda_step_gradients(step, 0));
-    CUDA_OK(uform_cuda_step_wait(step, 0, loss));
+    CUDA_OK(uform_cuda_step_wait(step, 0, NULL));
+    uform_cuda_step_losses(step, 0, parts);
     return download_gradients_(step, &s->list);
 }
 
@@ -363,13 +871,15 @@ static size_t gradient_table_(setup_t const *s, float *const *gpu, reference_t c
     printf("  %-22s %6s %10s %10s %8s  %s\n", "tensor", "points", "rel.error", "bound", "ratio", "result");
     for (size_t i = 0; i < s->list.count; ++i) {
         char const *name = s->list.names[i];
+        size_t points = points_(name, s->variant, s->depth);
         double error = relative_error_(gpu[i], cpu->gradients[i], s->list.elements[i]);
-        double bound = gradient_bound_(name, s->depth), ratio = error / bound;
-        int pass = points_(name, s->depth) > 0 && error <= bound;
+        double bound = gradient_bound_(name, s->variant, s->depth), ratio = error / bound;
+        int pass = points > 0 && error <= bound;
+        int zero = pass && all_zero_(cpu->gradients[i], s->list.elements[i]); /* then the GPU's is exactly 0 too */
         errors[i] = error;
         if (!pass && (!blocks_only || !strncmp(name, "blocks.", 7))) failed++;
-        printf("  %-22s %6zu %10.3e %10.3e %8.3f  %s\n", name, points_(name, s->depth), error, bound, ratio,
-               pass ? "pass" : "FAIL");
+        printf("  %-22s %6zu %10.3e %10.3e %8.3f  %s\n", name, points, error, bound, ratio,
+               zero ? "pass (0 on both)" : pass ? "pass" : "FAIL");
     }
     return failed;
 }
@@ -379,7 +889,7 @@ static void gpu_trajectory_(uform_cuda_step_t *step, setup_t const *s, float *lo
     for (size_t t = 1; t <= s->steps; ++t) {
         int slot = (int)((t - 1) & 1);
         CUDA_OK(uform_cuda_step_wait(step, slot, t > 2 ? &losses[t - 2] : NULL)); /* the slot's last step, t - 2 */
-        batch_gpu_(step, slot, &s->batches[t], t);
+        batch_gpu_(step, slot, &s->batches[t], s->segments, t);
         CUDA_OK(uform_cuda_step_run(step, slot));
     }
     for (size_t t = s->steps > 1 ? s->steps - 1 : 1; t <= s->steps; ++t)
@@ -391,35 +901,75 @@ typedef struct run_result_t {
     float *losses;
 } run_result_t;
 
+static void json_loss_(char const *key, double cpu, double gpu, double error, double bound) {
+    fprintf(json_, "\"%s\": {\"cpu\": ", key), json_number_(cpu);
+    fprintf(json_, ", \"gpu\": "), json_number_(gpu);
+    fprintf(json_, ", \"error\": "), json_number_(error);
+    fprintf(json_, ", \"bound\": "), json_number_(bound);
+    fprintf(json_, "}");
+}
+
+/* Masked bytes: batch 0's loss by relative error within sqrt(F) u. */
+static void loss_check_mlm_(setup_t const *s, reference_t const *cpu, float const gpu[4]) {
+    size_t forward = forward_points_(s->variant, s->depth);
+    double error = fabs((double)gpu[0] - cpu->loss0) / cpu->loss0, bound = sqrt((double)forward) * bf16_unit_;
+    printf("  %-22s %6zu %10.3e %10.3e %8.3f  %s   (cpu %.6f, gpu %.6f)\n", "loss", forward, error, bound,
+           error / bound, error <= bound ? "pass" : "FAIL", cpu->loss0, (double)gpu[0]);
+    CHECK(error <= bound);
+    if (json_) fprintf(json_, ", "), json_loss_("loss", cpu->loss0, gpu[0], error, bound);
+}
+
+/* Pair objectives: batch 0's loss and each part by absolute error within the derived bounds. */
+static void loss_check_pairs_(setup_t const *s, reference_t const *cpu, float const gpu[4]) {
+    variant_t const *v = s->variant;
+    loss_bounds_t b = loss_bounds_(v, &s->config, s->depth, &cpu->parts0, cpu->scales[0], s->batches[0].texts);
+    struct { char const *name; double cpu, gpu, bound; int on; } parts[4] = {
+        {rerank_(v) ? "loss.rerank" : "loss.siglip", rerank_(v) ? cpu->parts0.rerank : cpu->parts0.siglip, gpu[1],
+         b.head, 1},
+        {"loss.tcr", cpu->parts0.tcr, gpu[2], b.tcr, v->tcr_lambda > 0},
+        {"loss.lipschitz", cpu->parts0.lipschitz, gpu[3], b.lipschitz, v->lipschitz_lambda > 0},
+        {"loss", cpu->loss0, gpu[0], b.total, 1}};
+    printf("  %-22s %6s %10s %10s %8s  %s\n", "loss (absolute)", "", "error", "bound", "ratio", "result");
+    for (size_t p = 0; p < 4; ++p) {
+        if (!parts[p].on) continue;
+        double error = fabs(parts[p].gpu - parts[p].cpu);
+        printf("  %-22s %6s %10.3e %10.3e %8.3f  %s   (cpu %.6f, gpu %.6f)\n", parts[p].name, "", error, parts[p].bound,
+               error / parts[p].bound, error <= parts[p].bound ? "pass" : "FAIL", parts[p].cpu, parts[p].gpu);
+        CHECK(error <= parts[p].bound);
+        if (json_) fprintf(json_, ", "), json_loss_(parts[p].name, parts[p].cpu, parts[p].gpu, error, parts[p].bound);
+    }
+}
+
+/* Step t's trajectory bound: the loss bound at step t plus 2 e_g times batch 0's progress before it. */
+static double trajectory_bound_(setup_t const *s, reference_t const *cpu, size_t t, double largest_gradient_bound) {
+    loss_bounds_t b =
+        loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts[t], cpu->scales[t], s->batches[t].texts);
+    return b.total + 2 * largest_gradient_bound * cpu->progress[t];
+}
+
 static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_result_t *result) {
-    size_t count = s->list.count, depth = s->depth;
-    printf("\n== recompute %d ==\n", recompute);
+    size_t count = s->list.count;
+    printf("\n== %s, recompute %d ==\n", s->variant->name, recompute);
     if (json_) fprintf(json_, "%s{\"recompute\": %d", recompute ? ", " : "", recompute);
     int failures_before = failed_;
 
     /* 1. Gradient parity on batch 0. */
     uform_cuda_step_t *step = step_create_(s, recompute, 0);
-    float loss0;
-    float **gradients = gpu_gradients_(step, s, &loss0);
+    float loss0[4];
+    float **gradients = gpu_gradients_(step, s, loss0);
     double *errors = calloc(count, sizeof(double));
     if (!errors) exit(1);
     printf("gradients on one batch (bound sqrt(points) x 2^-8, see the derivation in the source):\n");
     size_t failed = gradient_table_(s, gradients, cpu, errors, 0);
     CHECK(failed == 0);
-    double loss_error = fabs((double)loss0 - cpu->loss0) / cpu->loss0, loss_bound = loss_bound_(depth);
-    printf("  %-22s %6zu %10.3e %10.3e %8.3f  %s   (cpu %.6f, gpu %.6f)\n", "loss", forward_points_(depth), loss_error,
-           loss_bound, loss_error / loss_bound, loss_error <= loss_bound ? "pass" : "FAIL", cpu->loss0, (double)loss0);
-    CHECK(loss_error <= loss_bound);
+    if (pairs_(s->variant)) loss_check_pairs_(s, cpu, loss0);
+    else loss_check_mlm_(s, cpu, loss0);
     if (json_) {
-        fprintf(json_, ", \"loss\": {\"cpu\": "), json_number_(cpu->loss0);
-        fprintf(json_, ", \"gpu\": "), json_number_(loss0);
-        fprintf(json_, ", \"error\": "), json_number_(loss_error);
-        fprintf(json_, ", \"bound\": "), json_number_(loss_bound);
-        fprintf(json_, "}, \"gradients\": [");
+        fprintf(json_, ", \"gradients\": [");
         for (size_t i = 0; i < count; ++i) {
-            double bound = gradient_bound_(s->list.names[i], depth);
+            double bound = gradient_bound_(s->list.names[i], s->variant, s->depth);
             fprintf(json_, "%s{\"tensor\": \"%s\", \"points\": %zu, \"error\": ", i ? ", " : "", s->list.names[i],
-                    points_(s->list.names[i], depth));
+                    points_(s->list.names[i], s->variant, s->depth));
             json_number_(errors[i]);
             fprintf(json_, ", \"bound\": "), json_number_(bound);
             fprintf(json_, ", \"pass\": %s}", errors[i] <= bound ? "true" : "false");
@@ -436,26 +986,28 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
      * by at most the same fraction of the loss change the update makes, measured on the CPU as
      * batch 0's loss before and after each update, E_j (a fixed batch, so no batch-to-batch noise);
      * (b) no compounding over these few steps (first order). With e_g the largest gradient bound and
-     * e_L the loss bound above, step k's bound (k - 1 updates behind it) is
-     *     |L_gpu(k) - L_cpu(k)| <= e_L L_cpu(k) + 2 e_g sum_(j = 1..k-1) |E_j - E_(j-1)|.
-     * The same emulation: honest steps at <= 0.007 of it; a doubled learning rate reaches 3.7, M's
-     * bias correction dropped 11 (both within the first three steps). */
+     * B_k the loss bound above at step k (e_L L_cpu(k) with masked bytes, e_L = sqrt(F) u; the
+     * parts' bounds with the pair objectives), step k's bound (k - 1 updates behind it) is
+     *     |L_gpu(k) - L_cpu(k)| <= B_k + 2 e_g sum_(j = 1..k-1) |E_j - E_(j-1)|.
+     * The same emulation (masked bytes): honest steps at <= 0.007 of it; a doubled learning rate
+     * reaches 3.7, M's bias correction dropped 11 (both within the first three steps). Rerank's
+     * later steps rest on MaxSim's margins, checked on every batch at the start weights. */
     double largest_gradient_bound = 0;
     for (size_t i = 0; i < count; ++i) {
-        double bound = gradient_bound_(s->list.names[i], depth);
+        double bound = gradient_bound_(s->list.names[i], s->variant, s->depth);
         largest_gradient_bound = bound > largest_gradient_bound ? bound : largest_gradient_bound;
     }
     float *losses = calloc(s->steps + 1, sizeof(float));
     if (!losses) exit(1);
     gpu_trajectory_(step, s, losses);
-    printf("trajectory (%zu Adafactor steps, learning rate %g; bound e_L L + 2 e_g sum |dE|, e_L = %.4f, e_g = %.4f):\n",
-           s->steps, learning_rate_, loss_bound, largest_gradient_bound);
+    printf("trajectory (%zu Adafactor steps, learning rate %g; bound B_k + 2 e_g sum |dE|, e_g = %.4f):\n", s->steps,
+           learning_rate_, largest_gradient_bound);
     printf("  %4s %10s %10s %10s %10s %8s  %s\n", "step", "cpu", "gpu", "|diff|", "bound", "ratio", "result");
     size_t trajectory_failed = 0;
     if (json_) fprintf(json_, ", \"trajectory\": [");
     for (size_t t = 1; t <= s->steps; ++t) {
         double difference = fabs((double)losses[t] - cpu->losses[t]);
-        double bound = loss_bound * cpu->losses[t] + 2 * largest_gradient_bound * cpu->progress[t];
+        double bound = trajectory_bound_(s, cpu, t, largest_gradient_bound);
         int pass = difference <= bound;
         trajectory_failed += !pass;
         printf("  %4zu %10.6f %10.6f %10.3e %10.3e %8.3f  %s\n", t, cpu->losses[t], (double)losses[t], difference, bound,
@@ -501,8 +1053,8 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
 
     /* 4. The planted control: the same gradient check must reject a dropped RMSNorm term. */
     uform_cuda_step_t *planted = step_create_(s, recompute, 1);
-    float planted_loss;
-    float **planted_gradients = gpu_gradients_(planted, s, &planted_loss);
+    float planted_loss[4];
+    float **planted_gradients = gpu_gradients_(planted, s, planted_loss);
     double *planted_errors = calloc(count, sizeof(double));
     if (!planted_errors) exit(1);
     printf("planted control (every block's RMSNorm backward without its shared-scale term; FAIL expected):\n");
@@ -523,14 +1075,15 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
     free_all_(planted_gradients, count);
     free(planted_errors), free(errors);
 
-    /* Not a requirement: recomputation replays the same kernels on the same inputs, so it should repeat bitwise. */
+    /* Recomputation replays the same kernels on the same inputs, so it must repeat bitwise. */
     if (result->gradients) {
         size_t differ = 0;
         for (size_t i = 0; i < count; ++i)
             differ += memcmp(result->gradients[i], gradients[i], s->list.elements[i] * 4) != 0;
         int same = !differ && !memcmp(result->losses + 1, losses + 1, s->steps * sizeof(float));
-        printf("(information) gradients and losses %s those without recomputation\n",
-               same ? "bitwise equal" : "differ from");
+        printf("recompute: gradients and losses %s those without recomputation\n",
+               same ? "bitwise equal to" : "DIFFER from");
+        CHECK(same);
         if (json_) fprintf(json_, ", \"bitwise_equal_to_recompute_0\": %s", same ? "true" : "false");
         free_all_(result->gradients, count);
         free(result->losses);
@@ -541,9 +1094,90 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
     return ok;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * One objective: setup, reference, both recompute modes
+ * ------------------------------------------------------------------------------------------- */
+
+static void describe_batch_(setup_t const *s) {
+    host_batch_t const *b = &s->batches[0];
+    if (!pairs_(s->variant)) {
+        printf("batch 0's segments:");
+        for (size_t i = 0; i < b->segments; ++i) printf(" %u", b->spans[2 * i + 1]);
+        printf("\n");
+        return;
+    }
+    printf("batch 0: %zu anchors, %zu candidates, %zu padding runs (capacities: %zu anchors, %zu candidates, %zu "
+           "segments); text lengths:", b->anchors_count, b->candidates_count, b->segments - b->texts, s->anchors,
+           s->candidates, s->segments);
+    for (size_t i = 0; i < b->texts; ++i) printf(" %u", b->spans[2 * i + 1]);
+    printf("\n");
+}
+
+/* The CPU's heads that the step does not hold: each must have an exactly zero CPU gradient. */
+static void untrained_report_(reference_t const *cpu) {
+    for (size_t u = 0; u < cpu->untrained_count; ++u) {
+        printf("  %-22s not trained by this objective: CPU gradient %s\n", cpu->untrained[u],
+               cpu->untrained_zero[u] ? "exactly 0, the step holds no such tensor" : "NONZERO, but the step lacks it");
+        CHECK(cpu->untrained_zero[u]);
+    }
+    if (!json_) return;
+    fprintf(json_, "\"untrained\": [");
+    for (size_t u = 0; u < cpu->untrained_count; ++u)
+        fprintf(json_, "%s{\"tensor\": \"%s\", \"cpu_gradient_zero\": %s}", u ? ", " : "", cpu->untrained[u],
+                cpu->untrained_zero[u] ? "true" : "false");
+    fprintf(json_, "]");
+}
+
+static int objective_run_(setup_t *s, variant_t const *variant) {
+    int failures_before = failed_;
+    setup_cpu_(s, variant);
+    tensor_list_(s);
+    s->start = snapshot_(s->trainer, &s->list);
+    printf("\n==== %s: %zu tensors", variant->name, s->list.count);
+    if (spectral_(variant))
+        printf(", TCR lambda %g, Lipschitz lambda %g (%zu power steps)", variant->tcr_lambda, variant->lipschitz_lambda,
+               s->options.lipschitz_iterations);
+    printf(" ====\n");
+    describe_batch_(s);
+    double margins[2] = {INFINITY, INFINITY}, required = 4 * sqrt(8.0 * s->depth + 1) * bf16_unit_;
+    if (rerank_(variant)) { /* before the reference moves the weights */
+        maxsim_margins_(s, margins);
+        printf("MaxSim's margins (best minus runner-up document cell, CPU ColBERT rows at the start): batch 0 %.4f, "
+               "all batches %.4f; over 4 e = %.4f no rounding can change a choice: %s\n", margins[0], margins[1],
+               required, margins[1] > required ? "pass" : "FAIL");
+        CHECK(margins[1] > required);
+    }
+    reference_t cpu = {0};
+    reference_(s, &cpu);
+    if (json_ && pairs_(variant)) {
+        fprintf(json_, ", \"%s\": {\"tcr_lambda\": %g, \"lipschitz_lambda\": %g, \"lipschitz_iterations\": %zu, "
+                       "\"anchors\": %zu, \"candidates\": %zu, \"segments\": %zu, ",
+                variant->name, variant->tcr_lambda, variant->lipschitz_lambda, s->options.lipschitz_iterations,
+                s->anchors, s->candidates, s->segments);
+        if (rerank_(variant)) {
+            fprintf(json_, "\"maxsim_margin\": {\"batch_0\": "), json_number_(margins[0]);
+            fprintf(json_, ", \"all_batches\": "), json_number_(margins[1]);
+            fprintf(json_, ", \"required\": "), json_number_(required);
+            fprintf(json_, "}, ");
+        }
+    } else if (json_) fprintf(json_, ", ");
+    untrained_report_(&cpu);
+    if (json_) fprintf(json_, ", \"runs\": [");
+    run_result_t kept = {0};
+    int ok = 1;
+    for (int recompute = 0; recompute <= 1; ++recompute) ok &= run_(s, &cpu, recompute, &kept);
+    ok &= failed_ == failures_before;
+    if (json_) fprintf(json_, pairs_(variant) ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
+    free_all_(kept.gradients, s->list.count);
+    free(kept.losses);
+    reference_free_(&cpu, s->list.count);
+    setup_close_(s);
+    return ok;
+}
+
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* tables interleave with stderr's messages in the order they happened */
-    char const *json_path = NULL;
+    char const *json_path = NULL, *objective = "all";
     setup_t s = {.width = 128, .depth = 2, .rows = 4, .columns = 256, .steps = 20};
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
@@ -554,19 +1188,26 @@ int main(int argc, char **argv) {
         char const *value = argv[++i];
         size_t number = strtoull(value, NULL, 10);
         if (!strcmp(flag, "--json")) json_path = value;
+        else if (!strcmp(flag, "--objective")) objective = value;
         else if (!strcmp(flag, "--width")) s.width = number;
         else if (!strcmp(flag, "--depth")) s.depth = number;
         else if (!strcmp(flag, "--rows")) s.rows = number;
         else if (!strcmp(flag, "--columns")) s.columns = number;
         else if (!strcmp(flag, "--steps")) s.steps = number;
         else {
-            fprintf(stderr, "step_parity: unknown flag %s (--json, --width, --depth, --rows, --columns, --steps)\n", flag);
+            fprintf(stderr, "step_parity: unknown flag %s (--json, --objective, --width, --depth, --rows, --columns, "
+                            "--steps)\n", flag);
             return 2;
         }
     }
     if (!s.width || s.width % 64 || !s.depth || !s.rows || !s.columns || !s.steps) {
         fprintf(stderr, "step_parity: need a width that is a positive multiple of 64, and positive depth, rows, columns "
                         "and steps\n");
+        return 2;
+    }
+    int all = !strcmp(objective, "all");
+    if (!all && strcmp(objective, "mlm") && strcmp(objective, "contrastive") && strcmp(objective, "rerank")) {
+        fprintf(stderr, "step_parity: --objective takes mlm, contrastive, rerank or all, not %s\n", objective);
         return 2;
     }
     int devices = 0;
@@ -576,85 +1217,8 @@ int main(int argc, char **argv) {
     }
     struct cudaDeviceProp properties;
     CUDA_OK(cudaGetDeviceProperties(&properties, 0));
-    size_t cells = s.rows * s.columns;
-
-    /* The CPU side: a WIDTHxDEPTH model from a fixed seed and an MLM trainer at a constant rate. */
-    char tier[32];
-    snprintf(tier, sizeof(tier), "%zux%zu", s.width, s.depth);
-    uform_config_t config;
-    UFORM_OK(uform_config_from_tier(tier, &config));
-    uform_model_t *model = NULL;
-    UFORM_OK(uform_model_init(&config, model_seed_, &model));
-    uform_train_options_default(&s.options);
-    s.options.objective = uform_objective_mlm_k;
-    s.options.learning_rate = learning_rate_;
-    s.options.warmup_steps = 0, s.options.total_steps = 0;
-    uform_trainer_t *trainer = NULL;
-    UFORM_OK(uform_trainer_create(model, &s.options, cells, &trainer));
-
-    /* The step's tensor names (from a first step), and the CPU's start values under them. */
-    uform_cuda_step_config_t probe_config = {.width = s.width, .depth = s.depth, .cells = cells, .beta1 = s.options.beta1,
-                                             .beta2 = s.options.beta2, .clip = s.options.clip};
-    uform_cuda_step_t *probe = NULL;
-    char error[256] = "";
-    if (uform_cuda_step_create(&probe, &probe_config, error, sizeof(error))) {
-        fprintf(stderr, "step_parity: %s\n", error);
-        return 1;
-    }
-    uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(probe, &s.list.count);
-    s.list.names = calloc(s.list.count, sizeof(*s.list.names));
-    s.list.elements = calloc(s.list.count, sizeof(size_t));
-    s.list.is_matrix = calloc(s.list.count, sizeof(int));
-    if (!s.list.names || !s.list.elements || !s.list.is_matrix) return 1;
-    for (size_t i = 0; i < s.list.count; ++i) {
-        snprintf(s.list.names[i], sizeof(s.list.names[i]), "%s", tensors[i].name);
-        s.list.elements[i] = tensors[i].rows * tensors[i].columns;
-        s.list.is_matrix[i] = tensors[i].is_matrix;
-        if (!points_(tensors[i].name, s.depth)) {
-            fprintf(stderr, "step_parity: no rounding-point count for the step's tensor %s; extend points_()\n",
-                    tensors[i].name);
-            return 1;
-        }
-    }
-    uform_cuda_step_destroy(probe);
-    s.start = snapshot_(trainer, &s.list);
-
-    s.batches = calloc(s.steps + 1, sizeof(host_batch_t));
-    if (!s.batches) return 1;
-    for (size_t t = 0; t <= s.steps; ++t) batch_alloc_(&s.batches[t], s.rows, s.columns), batch_make_(&s.batches[t], t);
-
-    printf("step parity on %s: width %zu, depth %zu, %zu x %zu cells, %zu tensors; u = 2^-8\nbatch 0's segments:",
-           properties.name, s.width, s.depth, s.rows, s.columns, s.list.count);
-    for (size_t i = 0; i < s.batches[0].segments; ++i) printf(" %u", s.batches[0].spans[2 * i + 1]);
-    printf("\n");
-
-    /* The CPU reference, once: gradients on batch 0, then the loss curve of `steps` steps. */
-    reference_t cpu = {0};
-    cpu.gradients = calloc(s.list.count, sizeof(float *));
-    cpu.losses = calloc(s.steps + 1, sizeof(double));
-    cpu.progress = calloc(s.steps + 1, sizeof(double));
-    if (!cpu.gradients || !cpu.losses || !cpu.progress) return 1;
-    uform_losses_t losses;
-    uform_batch_t batch = batch_cpu_(&s.batches[0]);
-    UFORM_OK(uform_trainer_gradients(trainer, &batch, &losses));
-    cpu.loss0 = losses.total;
-    for (size_t i = 0; i < s.list.count; ++i) {
-        if (!(cpu.gradients[i] = malloc(s.list.elements[i] * 4))) return 1;
-        UFORM_OK(uform_trainer_read(trainer, s.list.names[i], uform_slot_gradient_k, cpu.gradients[i], s.list.elements[i]));
-    }
-    /* Batch 0's loss after each update measures what the updates did, free of batch-to-batch noise. */
-    double fixed = cpu.loss0;
-    uform_batch_t fixed_batch = batch_cpu_(&s.batches[0]);
-    for (size_t t = 1; t <= s.steps; ++t) {
-        batch = batch_cpu_(&s.batches[t]);
-        UFORM_OK(uform_trainer_step(trainer, &batch, &losses));
-        cpu.losses[t] = losses.total;
-        if (t == s.steps) break;
-        UFORM_OK(uform_trainer_gradients(trainer, &fixed_batch, &losses));
-        cpu.progress[t + 1] = cpu.progress[t] + fabs(losses.total - fixed);
-        fixed = losses.total;
-    }
-
+    printf("step parity on %s: width %zu, depth %zu, %zu x %zu cells, objective %s; u = 2^-8\n", properties.name,
+           s.width, s.depth, s.rows, s.columns, objective);
     if (json_path && !(json_ = fopen(json_path, "w"))) {
         fprintf(stderr, "step_parity: cannot write %s\n", json_path);
         return 1;
@@ -662,26 +1226,17 @@ int main(int argc, char **argv) {
     if (json_)
         fprintf(json_,
                 "{\"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, \"steps\": %zu, "
-                "\"learning_rate\": %g, \"unit_roundoff\": %.9g, \"runs\": [",
-                properties.name, s.width, s.depth, s.rows, s.columns, s.steps, learning_rate_, bf16_unit_);
-    run_result_t kept = {0};
+                "\"learning_rate\": %g, \"unit_roundoff\": %.9g, \"objective\": \"%s\"",
+                properties.name, s.width, s.depth, s.rows, s.columns, s.steps, learning_rate_, bf16_unit_, objective);
     int ok = 1;
-    for (int recompute = 0; recompute <= 1; ++recompute) ok &= run_(&s, &cpu, recompute, &kept);
+    for (size_t v = 0; v < sizeof(variants_) / sizeof(variants_[0]); ++v) {
+        static char const *const objective_names[] = {"mlm", "contrastive", "rerank"};
+        if (all || !strcmp(objective, objective_names[variants_[v].objective])) ok &= objective_run_(&s, &variants_[v]);
+    }
     if (json_) {
-        fprintf(json_, "], \"passed\": %s}\n", ok ? "true" : "false");
+        fprintf(json_, ", \"passed\": %s}\n", ok ? "true" : "false");
         fclose(json_);
     }
     printf("\nstep parity: %s\n", ok ? "all checks passed, controls caught" : "FAILED");
-
-    free_all_(kept.gradients, s.list.count);
-    free(kept.losses);
-    free_all_(cpu.gradients, s.list.count);
-    free(cpu.losses), free(cpu.progress);
-    free_all_(s.start, s.list.count);
-    for (size_t t = 0; t <= s.steps; ++t) batch_free_(&s.batches[t]);
-    free(s.batches);
-    free(s.list.names), free(s.list.elements), free(s.list.is_matrix);
-    uform_trainer_close(trainer);
-    uform_model_close(model);
     return check_report();
 }
