@@ -10,10 +10,11 @@
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
  *                             [--pairs 0] [--text 128] [--recompute 0|1] [--cudnn 0|1] [--steps 20] [--ceiling]
- *                             [--deterministic 1] [--profile]
+ *                             [--deterministic 1] [--profile] [--trace]
  *
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
  *  --profile brackets the last step with cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
+ *  --trace prints every step's loss to stderr as it lands (a run that ends in NaN shows where it began).
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_profiler_api.h>
@@ -126,11 +127,12 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
-    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1;
+    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
         if (!strcmp(flag, "--profile")) { profile = 1; continue; }
+        if (!strcmp(flag, "--trace")) { trace = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "train_cuda: %s needs a value\n", flag); return 2; }
         size_t value = strtoull(argv[++i], NULL, 10);
         if (!strcmp(flag, "--width")) width = value;
@@ -196,6 +198,7 @@ int main(int argc, char **argv) {
         int slot = (int)(t & 1);
         CHECK(uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
         if (t == 2) first_loss = loss;
+        if (trace && t >= 2) fprintf(stderr, "train_cuda: step %zu loss %.6f\n", t - 1, loss);
         if (pairs) fill_pairs_(step, slot, rows, columns, text, pairs, t + 1);
         else fill_(step, slot, rows, columns, segment, t + 1);
         if (t == warmup) { /* time from here: drain the warm-up steps first */

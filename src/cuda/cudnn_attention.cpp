@@ -72,15 +72,14 @@ static std::shared_ptr<fe::graph::Tensor_attributes> integers(fe::graph::Graph &
                             .set_data_type(fe::DataType_t::INT32));
 }
 
-/* Plans the graph: cuDNN's heuristic choice, or with `tune` every plan that builds (the rest stay
- * unbuilt and fail when timed, which skips them). The workspace fits the largest built plan. */
+/* Plans the graph: cuDNN's heuristic choice, or with `tune` every plan of its heuristic list that
+ * builds (the rest stay unbuilt and fail when timed, which skips them). The workspace fits the
+ * largest built plan. */
 static fe::error_t build(std::shared_ptr<fe::graph::Graph> const &graph, cudnnHandle_t handle, bool tune, pass_t *pass,
                          int64_t *workspace) {
     fe::error_t status = graph->validate();
     if (status.is_good()) status = graph->build_operation_graph(handle);
-    if (status.is_good())
-        status = graph->create_execution_plans(tune ? std::vector<fe::HeurMode_t>{fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}
-                                                    : std::vector<fe::HeurMode_t>{fe::HeurMode_t::A});
+    if (status.is_good()) status = graph->create_execution_plans({fe::HeurMode_t::A});
     if (status.is_good()) status = graph->check_support(handle);
     if (status.is_good())
         status = graph->build_plans(handle, tune ? fe::BuildPlanPolicy_t::ALL : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE);
