@@ -8,6 +8,8 @@
 # and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 # `tests` builds the tools there too and runs the Python tests that train and infer on the GPU.
+# `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
+# PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
 # and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments.
 set -uo pipefail
@@ -15,7 +17,7 @@ what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc; do
@@ -40,6 +42,13 @@ if [ "$what" = parity ] || [ "$what" = tests ]; then
     -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
     -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
     > "$out/configure-parity.log" 2>&1 || { tail -30 "$out/configure-parity.log"; exit 1; }
+  if [ "$what" = encode ]; then
+    cmake --build build-parity -j 16 --target uform uform_cli uform_bench_encode > "$out/build-encode.log" 2>&1 ||
+      { tail -40 "$out/build-encode.log"; exit 1; }
+    python3 bench/encode.py --device cuda --build build-parity --peers third_party/peers \
+      --output "$out/encode_cuda.json" "$@" 2>&1 | tee "$out/encode.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-tests.log" 2>&1 ||
       { tail -40 "$out/build-tests.log"; exit 1; }

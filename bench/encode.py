@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-# encode_cpu.py: encode throughput of `uform_encode` on this CPU beside the PyTorch peer
+# encode.py: encode throughput of `uform_encode` on this CPU or GPU beside the PyTorch peer
 # (../shared/peers/torch_encode.py) on the same checkpoint, in the same run. Prints a table and
-# writes JSON (bench/out/encode_cpu.json). The peer runs in Float32 and BFloat16, eager and
-# compiled, and the ratio is taken against its best.
+# writes JSON (bench/out/encode_cpu.json or encode_cuda.json). On the CPU the peer runs in Float32
+# and BFloat16, eager and compiled; on the GPU in BFloat16, eager and compiled; the ratio is taken
+# against its best.
 #
-#   python3 bench/encode_cpu.py [--tier tiny] [--bytes 128,2048] [--seconds 5] [--threads N]
-#                               [--peer-configs float32,bfloat16,bfloat16+compile] [--build build]
+#   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
+#                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
+#                           [--build build] [--peers DIR] [--output FILE]
 import argparse
 import json
 import os
@@ -33,17 +35,32 @@ def cpu_name():
     return platform.processor()
 
 
+def gpu_name():
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                              text=True).stdout.strip().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--tier", default="tiny")
     parser.add_argument("--bytes", default="128,2048")
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--peer-configs", default="float32,bfloat16,bfloat16+compile")
+    parser.add_argument("--batch-bytes", type=int, default=None, help="bytes a call (default 8192 CPU, 1 MiB GPU)")
+    parser.add_argument("--peer-configs", default=None,
+                        help="default float32,bfloat16,bfloat16+compile (CPU) or bfloat16,bfloat16+compile (GPU)")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
-    parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "encode_cpu.json"))
+    parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
     args = parser.parse_args()
+    gpu = args.device == "cuda"
+    batch_bytes = args.batch_bytes or (1 << 20 if gpu else 8192)
+    args.peer_configs = args.peer_configs or ("bfloat16,bfloat16+compile" if gpu else "float32,bfloat16,bfloat16+compile")
+    args.output = args.output or str(ROOT / "bench" / "out" / f"encode_{args.device}.json")
 
     build = pathlib.Path(args.build)
     checkpoint = ROOT / "bench" / "out" / f"{args.tier}-random"
@@ -51,17 +68,20 @@ def main():
         subprocess.run([build / "uform", "init", "--tier", args.tier, "--seed", "0", "--output", checkpoint], check=True)
 
     rows = {}  # text_bytes -> {system: bytes/s}
-    print(f"uform: {args.tier}, {args.threads} threads ...", file=sys.stderr)
+    print(f"uform: {args.tier} on {args.device}, {args.threads} threads ...", file=sys.stderr)
     for line in run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
-                           "--seconds", str(args.seconds), "--threads", str(args.threads)]):
+                           "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
+                           "--batch-bytes", str(batch_bytes)]):
         rows.setdefault(line["text_bytes"], {})["uform bf16"] = line["bytes_per_s"]
+        print(json.dumps(line), file=sys.stderr, flush=True)  # seen even if a peer later runs out of time
 
     peer = pathlib.Path(args.peers) / "torch_encode.py"
     peer_version, peer_error = None, None
     for config in args.peer_configs.split(","):
         dtype, _, compiled = config.partition("+")
-        command = [sys.executable, peer, checkpoint, "--device", "cpu", "--dtype", dtype, "--threads",
-                   str(args.threads), "--bytes", args.bytes, "--seconds", str(args.seconds)]
+        command = [sys.executable, peer, checkpoint, "--device", args.device, "--dtype", dtype, "--threads",
+                   str(args.threads), "--bytes", args.bytes, "--seconds", str(args.seconds), "--batch-bytes",
+                   str(batch_bytes)]
         if compiled:
             command.append("--compile")
         print(f"peer: torch {config} ...", file=sys.stderr)
@@ -69,6 +89,7 @@ def main():
             for line in run_lines(command):
                 peer_version = line.get("torch")
                 rows.setdefault(line["text_bytes"], {})[f"torch {config}"] = line["bytes_per_s"]
+                print(json.dumps(line), file=sys.stderr, flush=True)
         except (RuntimeError, FileNotFoundError) as error:
             peer_error = str(error).splitlines()[-1]
             print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
@@ -94,8 +115,8 @@ def main():
     for row in table:
         print("| " + " | ".join(cell(v).rjust(w) for v, w in zip(row, widths)) + " |")
 
-    report = {"benchmark": "encode_cpu", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(),
-              "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
+    report = {"benchmark": f"encode_{args.device}", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(),
+              "gpu": gpu_name() if gpu else None, "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
               "rows": [dict(zip(header, row)) for row in table]}
     output = pathlib.Path(args.output)
