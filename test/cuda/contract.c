@@ -8,6 +8,7 @@
  *      uform_contract [--json FILE]
  */
 #include "contract.h"
+#include "attention_reference.h"
 #include "cuda/cudnn_attention.h"
 
 typedef struct {
@@ -20,28 +21,6 @@ static check_t checks_[256];
 static size_t checks_count_;
 static FILE *json_;
 
-static uint64_t seed_ = 1;
-double uniform_(void) {
-    uint64_t z = (seed_ += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return ((double)(z >> 11) + 0.5) / 9007199254740992.0 * 2.0 - 1.0;
-}
-
-float bf16_to_f32_(uint16_t value) {
-    uint32_t bits = (uint32_t)value << 16;
-    float result;
-    memcpy(&result, &bits, 4);
-    return result;
-}
-
-uint16_t f32_to_bf16_(float value) {
-    uint32_t bits;
-    memcpy(&bits, &value, 4);
-    return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-}
-
 void *device_(size_t bytes) {
     void *pointer;
     CUDA_OK(cudaMalloc(&pointer, bytes));
@@ -51,28 +30,12 @@ void *device_(size_t bytes) {
 void upload_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyHostToDevice)); }
 void download_(void *target, void const *source, size_t bytes) { CUDA_OK(cudaMemcpy(target, source, bytes, cudaMemcpyDeviceToHost)); }
 
-void compare_(double *worst, double got, double expected, double bound) {
-    double error = fabs(got - expected), ratio;
-    if (isnan(got) || isnan(expected)) ratio = INFINITY;
-    else if (bound <= 0) ratio = error > 0 ? INFINITY : 0;
-    else ratio = error / bound;
-    if (ratio > *worst) *worst = ratio;
-}
-
 void record_(char const *name, double worst, int plant) {
     check_t *check = &checks_[checks_count_++];
     snprintf(check->name, sizeof(check->name), "%s", name);
     check->worst = worst;
     check->plant = plant;
     check->passed = plant ? worst > 1.0 : worst <= 1.0; /* a control passes when the check rejects it */
-}
-
-void fill_bf16_(uint16_t *values, size_t count, double scale) {
-    for (size_t i = 0; i < count; ++i) values[i] = f32_to_bf16_((float)(scale * uniform_()));
-}
-
-void fill_f32_(float *values, size_t count, double scale) {
-    for (size_t i = 0; i < count; ++i) values[i] = (float)(scale * uniform_());
 }
 
 /* --- embedding: forward is an exact widening (bound 0); backward sums value v's n_v terms in
@@ -249,75 +212,50 @@ static void check_rope_(int plant) {
     free(qkv), free(out), free(positions), cudaFree(d_qkv), cudaFree(d_positions), cudaFree(d_table);
 }
 
-/* --- Attention within segments (heads of 64) on tensor cores. Model of a tensor-core product
- *     (as for cuBLASLt below): BF16 products exact, each accumulated term errs by one ulp,
- *     g(n) = 2 n u / (1 - 2 n u) of the sum of magnitudes; a row visits T key tiles of 64.
- *     Weights are ex2.approx (2 ulp, 4u) of base-2 arguments: scaling by 0.125 log2(e) (itself
- *     rounded), the subtraction and each rescale err by u of |argument|, so with S the largest
- *     |score| of the row a weight carries an extra (6 + 2T) u S relative.
- *     Forward: a score within ds = g(64) sum |q k| / 8; each weight p = exp(s - m) carries
- *     a = ds + (5T + 6) u + (6 + 2T) u S (one rescale and product per tile); the weights enter P V
- *     rounded to BF16 (2^-8), the numerator accumulates L + 4T terms, the Float32 row sum
- *     16T + 2 serial terms, so |O - O*| <= 2^-8 |O*| + (1 + 2^-8) E, with
- *     E = (2^-8 + 2 a_max + g(L + 4T) + (17T + 3) u) sum_j w_j |v_j|;
- *     |lse - lse*| <= 2 ds_max + (22T + 8) u + 2 u (|lse*| + |log l*|) + 3 u S (the return to base e).
- *     Backward, given the forward's O and lse: p = exp(s/8 - lse) within
- *     e_p = ds + 6u + 3u (|s/8| + |lse|) (the argument's three roundings, ex2, the product);
- *     dP = dO.v within g(64) sum |dO v|; D = dO.O (serial) within 66 u sum |dO O|; dS = p (dP - D) / 8
- *     within E = p (e_p + 2u) |dP - D| / 8 + p (1 + e_p) (g(64) sum |dO v| + 66 u sum |dO O|) / 8, and
- *     rounded to BF16 before its product: |dq - dq*| <= sum_j (E_j + 2^-8 (|dS_j| + E_j)) |k_j|
- *     + g(L + 4T) sum_j (|dS_j| + E_j) |k_j|, then 2^-8 for the stored result (dk alike over
- *     queries); |dv - dv*| <= sum_i p_i (e_p + 2^-8 (1 + e_p) + g(L + 4T) (1 + e_p)(1 + 2^-8)) |dO_i|,
- *     then the store. The segments (lengths up to 260, 699 cells) straddle tiles and end mid-tile,
- *     and some tiles lie wholly inside one segment (the kernels' unmasked path). */
-static double tensor_gamma_(double terms) { return 2 * terms * unit_ / (1 - 2 * terms * unit_); }
-
-/* `cudnn`: the same check of cuDNN's fused attention (cudnn_attention.cpp), whose control is a
- * segment given one cell too many (a leaking mask), planted in its input. */
-static void attention_run_(int plant, int cudnn) {
-    size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 260, 5, 80}, segments = 10, cells = 0, longest = 260;
-    for (size_t s = 0; s < segments; ++s) cells += lengths[s];
-    double tiles = (double)((cells + 63) / 64 + 1); /* an upper bound on the tiles a row visits */
-    uint32_t *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
-    for (size_t s = 0, first = 0; s < segments; first += lengths[s], ++s) {
-        spans[2 * s] = (uint32_t)first, spans[2 * s + 1] = (uint32_t)lengths[s];
-        for (size_t c = first; c < first + lengths[s]; ++c) segment_of[c] = (uint32_t)s;
+#if defined(UFORM_HAVE_CUDNN)
+/* cuDNN's forward and backward (deterministic, its first-choice plans) on device operands; its stats
+ * [segment, head, position] come back as our lse [cell, head] over the true `spans` (host). */
+static void cudnn_attention_run_(uint16_t const *g_qkv, uint16_t *g_out, uint16_t const *g_d_out, uint16_t *g_d_qkv,
+                                 uint32_t const *g_spans, uint32_t const *spans, size_t segments, size_t longest,
+                                 size_t width, float *lse) {
+    uform_cudnn_attention_t *attention;
+    char error[512];
+    if (uform_cudnn_attention_create(&attention, segments, longest, width, 1, 0, error, sizeof(error))) {
+        fprintf(stderr, "%s\n", error);
+        exit(1);
     }
-    size_t stride = 3 * width;
-    uint16_t *qkv = malloc(cells * stride * 2), *out = malloc(cells * width * 2), *d_qkv = malloc(cells * stride * 2);
-    uint16_t *d_out = malloc(cells * width * 2);
-    float *lse = malloc(cells * heads * 4);
-    fill_bf16_(qkv, cells * stride, 2.0), fill_bf16_(d_out, cells * width, 1.0);
+    size_t heads = width / 64, floats = uform_cudnn_attention_stats_floats(attention);
+    float *stats = device_(floats * 4), *host_stats = malloc(floats * 4);
+    CUDA_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
+    CUDA_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
+    CUDA_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
+    download_(host_stats, stats, floats * 4);
+    for (size_t seg = 0; seg < segments; ++seg)
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t i = 0; i < spans[2 * seg + 1]; ++i)
+                lse[(spans[2 * seg] + i) * heads + h] = host_stats[(seg * heads + h) * longest + i];
+    free(host_stats), cudaFree(stats), uform_cudnn_attention_destroy(attention);
+}
+#endif
+
+/* Runs our attention (with its plants) or cuDNN's on host operands and brings back O, lse and the
+ * gradients, which start as NaN on the device so a row left unwritten shows. `given` [count] are
+ * the spans the kernel is given (perhaps planted), `spans` [segments] the true ones. */
+static void attention_device_(int cudnn, uint16_t const *qkv, uint16_t const *d_out, size_t cells, size_t width,
+                              uint32_t const *given, size_t count, uint32_t const *segment_of, uint32_t const *spans,
+                              size_t segments, size_t longest, int plant, uint16_t *out, uint16_t *d_qkv, float *lse) {
+    size_t heads = width / 64, stride = 3 * width;
     uint16_t *g_qkv = device_(cells * stride * 2), *g_out = device_(cells * width * 2), *g_d_qkv = device_(cells * stride * 2);
     uint16_t *g_d_out = device_(cells * width * 2);
-    uint32_t *g_spans = device_(segments * 8), *g_segment_of = device_(cells * 4);
+    uint32_t *g_spans = device_(count * 8), *g_segment_of = device_(cells * 4);
     float *g_lse = device_(cells * heads * 4), *g_deltas = device_(cells * heads * 4);
-    upload_(g_qkv, qkv, cells * stride * 2), upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4);
-    upload_(g_d_out, d_out, cells * width * 2);
+    upload_(g_qkv, qkv, cells * stride * 2), upload_(g_d_out, d_out, cells * width * 2);
+    upload_(g_spans, given, count * 8), upload_(g_segment_of, segment_of, cells * 4);
+    CUDA_OK(cudaMemset(g_out, 0xff, cells * width * 2));
+    CUDA_OK(cudaMemset(g_d_qkv, 0xff, cells * stride * 2));
     if (cudnn) {
 #if defined(UFORM_HAVE_CUDNN)
-        uform_cudnn_attention_t *attention;
-        char error[512];
-        if (uform_cudnn_attention_create(&attention, segments, longest, width, 1, 0, error, sizeof(error))) {
-            fprintf(stderr, "%s\n", error);
-            exit(1);
-        }
-        if (plant == 1) { /* planted: segment 3 one cell longer, so its rows see the next segment's first key */
-            uint32_t leaky[20];
-            memcpy(leaky, spans, sizeof(leaky));
-            leaky[7] += 1;
-            upload_(g_spans, leaky, segments * 8);
-        }
-        float *stats = device_(uform_cudnn_attention_stats_floats(attention) * 4), *host_stats = malloc(uform_cudnn_attention_stats_floats(attention) * 4);
-        CUDA_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
-        CUDA_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
-        CUDA_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
-        download_(host_stats, stats, uform_cudnn_attention_stats_floats(attention) * 4);
-        for (size_t seg = 0; seg < segments; ++seg) /* cuDNN's [segment, head, position] to ours [cell, head] */
-            for (size_t h = 0; h < heads; ++h)
-                for (size_t i = 0; i < lengths[seg]; ++i)
-                    lse[(spans[2 * seg] + i) * heads + h] = host_stats[(seg * heads + h) * longest + i];
-        free(host_stats), cudaFree(stats), uform_cudnn_attention_destroy(attention);
+        cudnn_attention_run_(g_qkv, g_out, g_d_out, g_d_qkv, g_spans, spans, segments, longest, width, lse);
 #endif
     } else {
         CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
@@ -326,93 +264,51 @@ static void attention_run_(int plant, int cudnn) {
         download_(lse, g_lse, cells * heads * 4);
     }
     download_(out, g_out, cells * width * 2), download_(d_qkv, g_d_qkv, cells * stride * 2);
-    double worst_forward = 0, worst_backward = 0, g64 = tensor_gamma_(64);
-#define Q(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + (h) * 64 + (d)]))
-#define K(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + width + (h) * 64 + (d)]))
-#define V(c, h, d) ((double)bf16_to_f32_(qkv[(c) * stride + 2 * width + (h) * 64 + (d)]))
-#define G(c, h, d) ((double)bf16_to_f32_(d_out[(c) * width + (h) * 64 + (d)]))
-#define O(c, h, d) ((double)bf16_to_f32_(out[(c) * width + (h) * 64 + (d)]))
-    double *score = malloc(longest * 8), *spread = malloc(longest * 8);
-    for (size_t s = 0; s < segments; ++s) {
-        size_t first = spans[2 * s], length = lengths[s];
-        double g_long = tensor_gamma_((double)length + 4 * tiles);
-        for (size_t h = 0; h < heads; ++h)
-            for (size_t i = first; i < first + length; ++i) {
-                /* Forward of query i. */
-                double largest = -INFINITY, total = 0, ds = 0, biggest = 0;
-                for (size_t j = 0; j < length; ++j) {
-                    double dot = 0, magnitude = 0;
-                    for (size_t d = 0; d < 64; ++d) dot += Q(i, h, d) * K(first + j, h, d), magnitude += fabs(Q(i, h, d) * K(first + j, h, d));
-                    score[j] = dot / 8, spread[j] = g64 * magnitude / 8;
-                    largest = fmax(largest, score[j]), ds = fmax(ds, spread[j]), biggest = fmax(biggest, fabs(score[j]));
-                }
-                for (size_t j = 0; j < length; ++j) total += exp(score[j] - largest);
-                double log_sum = largest + log(total), a_max = ds + (5 * tiles + 6) * unit_ + (6 + 2 * tiles) * unit_ * biggest;
-                double e = bf16_unit_ + 2 * a_max + g_long + (17 * tiles + 3) * unit_;
-                compare_(&worst_forward, lse[i * heads + h], log_sum,
-                         2 * ds + (22 * tiles + 8) * unit_ + 2 * unit_ * (fabs(log_sum) + fabs(log(total))) + 3 * unit_ * biggest);
-                for (size_t d = 0; d < 64; ++d) {
-                    double o = 0, weighted = 0;
-                    for (size_t j = 0; j < length; ++j) {
-                        double w = exp(score[j] - log_sum);
-                        o += w * V(first + j, h, d), weighted += w * fabs(V(first + j, h, d));
-                    }
-                    compare_(&worst_forward, O(i, h, d), o, bf16_unit_ * fabs(o) + (1 + bf16_unit_) * e * weighted + 1e-300);
-                }
-            }
-        if (plant == 1) continue;
-        /* Backward, from the kernel's own O and lse: each (query i, key j) pair once, both sides. */
-        double *dq = calloc(length * heads * 64, 8), *dq_bound = calloc(length * heads * 64, 8);
-        double *dk = calloc(length * heads * 64, 8), *dk_bound = calloc(length * heads * 64, 8);
-        double *dv = calloc(length * heads * 64, 8), *dv_bound = calloc(length * heads * 64, 8);
-        for (size_t h = 0; h < heads; ++h)
-            for (size_t i = first; i < first + length; ++i) {
-                double delta = 0, delta_magnitude = 0, l = lse[i * heads + h];
-                for (size_t d = 0; d < 64; ++d) delta += G(i, h, d) * O(i, h, d), delta_magnitude += fabs(G(i, h, d) * O(i, h, d));
-                for (size_t j = first; j < first + length; ++j) {
-                    double dot = 0, magnitude = 0, dp = 0, dp_magnitude = 0;
-                    for (size_t d = 0; d < 64; ++d) {
-                        dot += Q(i, h, d) * K(j, h, d), magnitude += fabs(Q(i, h, d) * K(j, h, d));
-                        dp += G(i, h, d) * V(j, h, d), dp_magnitude += fabs(G(i, h, d) * V(j, h, d));
-                    }
-                    double p = exp(dot / 8 - l), e_p = g64 * magnitude / 8 + 6 * unit_ + 3 * unit_ * (fabs(dot / 8) + fabs(l));
-                    double d_score = p * (dp - delta) / 8;
-                    double error = p * (e_p + 2 * unit_) * fabs(dp - delta) / 8 +
-                                   p * (1 + e_p) * (g64 * dp_magnitude + 66 * unit_ * delta_magnitude) / 8;
-                    double carried = error + bf16_unit_ * (fabs(d_score) + error) + g_long * (fabs(d_score) + error);
-                    size_t qi = ((i - first) * heads + h) * 64, kj = ((j - first) * heads + h) * 64;
-                    for (size_t d = 0; d < 64; ++d) {
-                        dq[qi + d] += d_score * K(j, h, d), dq_bound[qi + d] += carried * fabs(K(j, h, d));
-                        dk[kj + d] += d_score * Q(i, h, d), dk_bound[kj + d] += carried * fabs(Q(i, h, d));
-                        dv[kj + d] += p * G(i, h, d);
-                        dv_bound[kj + d] += p * (e_p + bf16_unit_ * (1 + e_p) + g_long * (1 + e_p) * (1 + bf16_unit_)) * fabs(G(i, h, d));
-                    }
-                }
-            }
-        for (size_t h = 0; h < heads; ++h)
-            for (size_t c = first; c < first + length; ++c)
-                for (size_t d = 0; d < 64; ++d) {
-                    size_t x = ((c - first) * heads + h) * 64 + d;
-                    double const *values[3] = {dq, dk, dv}, *bounds[3] = {dq_bound, dk_bound, dv_bound};
-                    for (size_t part = 0; part < 3; ++part) {
-                        double got = bf16_to_f32_(d_qkv[c * stride + part * width + h * 64 + d]);
-                        double bound = bounds[part][x] + bf16_unit_ * (fabs(values[part][x]) + bounds[part][x]) + 1e-300;
-                        compare_(&worst_backward, got, values[part][x], bound);
-                    }
-                }
-        free(dq), free(dq_bound), free(dk), free(dk_bound), free(dv), free(dv_bound);
-    }
-#undef Q
-#undef K
-#undef V
-#undef G
-#undef O
-    if (plant != 2) record_(cudnn ? "attention_forward (cuDNN)" : "attention_forward", worst_forward, plant);
-    if (plant != 1) record_(cudnn ? "attention_backward (cuDNN)" : "attention_backward", worst_backward, plant);
-    free(score), free(spread);
-    free(spans), free(segment_of), free(qkv), free(out), free(d_qkv), free(lse), free(d_out);
     cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_d_qkv), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse);
     cudaFree(g_d_out), cudaFree(g_deltas);
+}
+
+/* Random operands for `cells` cells of `width`: qkv in (-2, 2), dO in (-1, 1); the outputs' room. */
+typedef struct attention_host_t {
+    uint16_t *qkv, *d_out, *out, *d_qkv;
+    float *lse;
+} attention_host_t;
+
+static attention_host_t attention_host_(size_t cells, size_t width) {
+    attention_host_t h = {malloc(cells * 3 * width * 2), malloc(cells * width * 2), malloc(cells * width * 2),
+                          malloc(cells * 3 * width * 2), malloc(cells * (width / 64) * 4)};
+    fill_bf16_(h.qkv, cells * 3 * width, 2.0), fill_bf16_(h.d_out, cells * width, 1.0);
+    return h;
+}
+
+static void attention_host_free_(attention_host_t *h) { free(h->qkv), free(h->d_out), free(h->out), free(h->d_qkv), free(h->lse); }
+
+/* --- Attention within segments (heads of 64): the float64 reference and the bounds derived from
+ *     the kernels' arithmetic are in attention_reference.c (tested on the host by
+ *     attention_reference_test.c). The segments here (lengths up to 260, 699 cells) straddle tiles
+ *     and end mid-tile, and some tiles lie wholly inside one segment (the kernels' unmasked path).
+ *     `cudnn`: the same check of cuDNN's fused attention (cudnn_attention.cpp), whose control is a
+ *     segment given one cell too many (a leaking mask), planted in its input. */
+static void attention_run_(int plant, int cudnn) {
+    size_t width = 128, heads = 2, lengths[] = {1, 7, 64, 150, 33, 2, 97, 260, 5, 80}, segments = 10, cells = 0, longest = 260;
+    for (size_t s = 0; s < segments; ++s) cells += lengths[s];
+    double tiles = (double)((cells + 63) / 64 + 1); /* an upper bound on the tiles a row visits */
+    uint32_t spans[20], given[20], *segment_of = malloc(cells * 4);
+    for (size_t s = 0, first = 0; s < segments; first += lengths[s], ++s) {
+        spans[2 * s] = (uint32_t)first, spans[2 * s + 1] = (uint32_t)lengths[s];
+        for (size_t c = first; c < first + lengths[s]; ++c) segment_of[c] = (uint32_t)s;
+    }
+    memcpy(given, spans, sizeof(spans));
+    if (cudnn && plant == 1) given[7] += 1; /* planted: segment 3 one cell longer, so its rows see the next segment's first key */
+    attention_host_t h = attention_host_(cells, width);
+    attention_device_(cudnn, h.qkv, h.d_out, cells, width, given, segments, segment_of, spans, segments, longest,
+                      cudnn ? 0 : plant, h.out, h.d_qkv, h.lse);
+    attention_view_t view = {h.qkv, h.out, h.d_out, h.d_qkv, h.lse, width, heads};
+    double worst_forward = 0, worst_backward = 0;
+    attention_check_full(&view, spans, segments, tiles, plant == 1, &worst_forward, &worst_backward);
+    if (plant != 2) record_(cudnn ? "attention_forward (cuDNN)" : "attention_forward", worst_forward, plant);
+    if (plant != 1) record_(cudnn ? "attention_backward (cuDNN)" : "attention_backward", worst_backward, plant);
+    free(segment_of), attention_host_free_(&h);
 }
 
 static void check_attention_(int plant) { attention_run_(plant, 0); }
@@ -420,6 +316,40 @@ static void check_attention_(int plant) { attention_run_(plant, 0); }
 #if defined(UFORM_HAVE_CUDNN)
 static void check_cudnn_attention_(int plant) { attention_run_(plant, 1); }
 #endif
+
+/* --- Attention at the benchmark's shape (attention_reference.c says how it is checked). Control:
+ *     segment 3 cut to half its length (cuDNN) or split in two (ours), so its rows see other keys
+ *     than the reference's. */
+static void attention_shape_run_(int plant, int cudnn, size_t segments, size_t length) {
+    size_t width = 512, heads = 8, cells = segments * length, count = segments;
+    uint32_t *spans = malloc((segments + 1) * 8), *given = malloc((segments + 1) * 8), *segment_of = malloc(cells * 4);
+    for (size_t s = 0; s < segments; ++s) spans[2 * s] = (uint32_t)(s * length), spans[2 * s + 1] = (uint32_t)length;
+    memcpy(given, spans, segments * 8);
+    if (plant && cudnn) given[7] = (uint32_t)(length / 2); /* planted: segment 3 cut to half its length */
+    if (plant && !cudnn) { /* planted: segment 3 split in two */
+        memmove(given + 8, given + 6, (segments - 3) * 8);
+        given[7] = given[9] = (uint32_t)(length / 2), given[8] = (uint32_t)(3 * length + length / 2);
+        count = segments + 1;
+    }
+    for (size_t s = 0; s < count; ++s)
+        for (size_t c = given[2 * s]; c < given[2 * s] + given[2 * s + 1]; ++c) segment_of[c] = (uint32_t)s;
+    attention_host_t h = attention_host_(cells, width);
+    attention_device_(cudnn, h.qkv, h.d_out, cells, width, given, count, segment_of, spans, segments, length, 0, h.out,
+                      h.d_qkv, h.lse);
+    attention_view_t view = {h.qkv, h.out, h.d_out, h.d_qkv, h.lse, width, heads};
+    double worst = attention_check_sampled(&view, segments, length);
+    char name[64];
+    snprintf(name, sizeof(name), "attention at %zu x %zu, sampled%s", segments, length, cudnn ? " (cuDNN)" : "");
+    record_(name, worst, plant);
+    free(spans), free(given), free(segment_of), attention_host_free_(&h);
+}
+
+static void check_attention_shape_(int plant) {
+    attention_shape_run_(plant, 0, 16, 4096);
+#if defined(UFORM_HAVE_CUDNN)
+    attention_shape_run_(plant, 1, 16, 4096);
+#endif
+}
 
 /* --- The attention pool, one block per (segment, head). Scores are 64-term dot products within
  *     ds = 66 u sum |q h| / 8; the softmax's max and sum are block reductions of T/128 serial terms
@@ -768,7 +698,7 @@ static double gemm_form_(int plant, int transpose_a, int transpose_b, int add, i
     CUDA_OK(uform_cuda_gemm(gemm, transpose_a, transpose_b, m, n, k, g_a, lda, g_b, ldb, add ? g_c : NULL, g_d, n, d_is_f32,
                             NULL, plant));
     download_(d_is_f32 ? (void *)d32 : (void *)d16, g_d, m * n * (d_is_f32 ? 4 : 2));
-    double gamma = 2.0 * (double)k * unit_ / (1 - 2.0 * (double)k * unit_), worst = 0;
+    double gamma = tensor_gamma_((double)k), worst = 0;
     for (size_t i = 0; i < m; ++i)
         for (size_t j = 0; j < n; ++j) {
             double sum = add ? c[i * n + j] : 0, magnitude = 0;
@@ -812,6 +742,7 @@ int main(int argc, char **argv) {
 #if defined(UFORM_HAVE_CUDNN)
         {check_cudnn_attention_, 1, {"a segment one cell too long (the mask leaks)"}},
 #endif
+        {check_attention_shape_, 1, {"segment 3 split in two (ours) or cut to half its length (cuDNN)"}},
         {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
