@@ -192,12 +192,13 @@ int main(int argc, char **argv) {
         free(host);
     }
     float first_loss = 0, loss = 0;
-    size_t warmup = 3, total_steps = warmup + steps;
+    size_t warmup = 3, total_steps = warmup + steps, first_bad = 0; /* the first step whose loss is not finite */
     double start = 0;
     for (size_t t = 0; t < total_steps; ++t) {
         int slot = (int)(t & 1);
         CHECK(uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
         if (t == 2) first_loss = loss;
+        if (t >= 2 && !first_bad && !isfinite(loss)) first_bad = t - 1;
         if (trace && t >= 2) fprintf(stderr, "train_cuda: step %zu loss %.6f\n", t - 1, loss);
         if (pairs) fill_pairs_(step, slot, rows, columns, text, pairs, t + 1);
         else fill_(step, slot, rows, columns, segment, t + 1);
@@ -234,5 +235,7 @@ int main(int argc, char **argv) {
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss, uform_cuda_step_attention_plans(step));
     uform_cuda_step_destroy(step);
-    return isfinite(loss) ? 0 : 1;
+    if (!first_bad && !isfinite(loss)) first_bad = total_steps;
+    if (first_bad) fprintf(stderr, "train_cuda: the loss is not finite from step %zu of %zu on\n", first_bad, total_steps);
+    return first_bad ? 1 : 0;
 }
