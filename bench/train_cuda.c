@@ -10,11 +10,15 @@
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
  *                             [--pairs 0] [--text 128] [--recompute 0|1] [--cudnn 0|1] [--steps 20] [--ceiling]
- *                             [--deterministic 1] [--profile] [--trace]
+ *                             [--deterministic 1] [--tune 2] [--profile] [--trace]
  *
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
+ *  --tune times candidates on the first step: 1 cuBLASLt's, 2 cuDNN's (the default), 3 both; 0 runs their
+ *  first choices. Runs that timed cuBLASLt's candidates sometimes ended in NaN losses (docs/cuda.md).
  *  --profile brackets the last step with cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
- *  --trace prints every step's loss to stderr as it lands (a run that ends in NaN shows where it began).
+ *  --trace prints every step's loss to stderr as it lands (a run that ends in NaN shows where it began);
+ *  after each warm-up step (the first 3, untimed) the tensors whose parameters or gradients are not
+ *  finite and the largest gradient; and at the end cuBLASLt's chosen algorithm for every product shape.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_profiler_api.h>
@@ -83,6 +87,35 @@ static double ceiling_(void) {
     return 20 * 2.0 * (double)n * n * n / (ms / 1e3) / 1e12;
 }
 
+/* For --trace: after a step, every tensor's parameter and gradient on the host, naming those that hold a
+ * value that is not finite and the one whose gradient is largest; so a NaN run shows where it began. */
+static void finite_(uform_cuda_step_t *step, size_t t) {
+    size_t count, bad = 0, largest_at = 0;
+    double largest = 0;
+    uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
+    CHECK(cudaDeviceSynchronize());
+    for (size_t i = 0; i < count; ++i) {
+        size_t elements = tensors[i].rows * tensors[i].columns, parameter_bad = 0, gradient_bad = 0;
+        float *host = malloc(elements * 4);
+        CHECK(cudaMemcpy(host, tensors[i].gradient, elements * 4, cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < elements; ++e) {
+            gradient_bad += !isfinite(host[e]);
+            if (isfinite(host[e]) && fabs(host[e]) > largest) largest = fabs(host[e]), largest_at = i;
+        }
+        CHECK(cudaMemcpy(host, tensors[i].parameter, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyDeviceToHost));
+        for (size_t e = 0; e < elements; ++e) {
+            uint32_t bits = tensors[i].is_matrix ? (uint32_t)((uint16_t *)host)[e] << 16 : ((uint32_t *)host)[e];
+            parameter_bad += (bits & 0x7f800000u) == 0x7f800000u;
+        }
+        free(host);
+        if (gradient_bad || parameter_bad)
+            fprintf(stderr, "train_cuda: after step %zu %s: %zu of %zu gradients and %zu parameters not finite\n", t,
+                    tensors[i].name, gradient_bad, elements, parameter_bad), bad++;
+    }
+    fprintf(stderr, "train_cuda: after step %zu: %zu tensors with values not finite; largest gradient %.3g in %s\n", t, bad,
+            largest, count ? tensors[largest_at].name : "");
+}
+
 /* One random batch, as the peer draws it: bytes uniform in 0..255, each cell masked with p = 0.15. */
 static void fill_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns, size_t segment, size_t t) {
     uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
@@ -127,7 +160,7 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
-    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0;
+    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
@@ -144,6 +177,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--cudnn")) cudnn = (int)value;
         else if (!strcmp(flag, "--deterministic")) deterministic = (int)value;
         else if (!strcmp(flag, "--steps")) steps = value;
+        else if (!strcmp(flag, "--tune")) tune = (int)value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
         else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
@@ -162,7 +196,7 @@ int main(int argc, char **argv) {
         segment = text;
     }
     uform_cuda_step_config_t config = {.width = width, .depth = depth, .cells = rows * columns, .recompute = recompute,
-                                       .tune = 1, .beta1 = 0.9, .beta2 = 0.999, .clip = 1.0};
+                                       .tune = tune, .beta1 = 0.9, .beta2 = 0.999, .clip = 1.0};
     config.cudnn_attention = cudnn, config.nondeterministic = !deterministic, config.longest = segment < columns ? segment : columns;
     config.segments = rows * ((columns + segment - 1) / segment);
     if (pairs) {
@@ -212,6 +246,7 @@ int main(int argc, char **argv) {
             CHECK(cudaProfilerStart());
         }
         CHECK(uform_cuda_step_run(step, slot));
+        if (trace && t < warmup) finite_(step, t + 1); /* the warm-up steps, where NaN runs went wrong */
         if (profile && last) {
             CHECK(uform_cuda_step_wait(step, slot, NULL));
             CHECK(cudaProfilerStop());
@@ -234,6 +269,11 @@ int main(int argc, char **argv) {
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss, uform_cuda_step_attention_plans(step));
+    if (trace) { /* which algorithms cuBLASLt runs: tuning may choose differently from run to run */
+        char plans[8192];
+        size_t split = uform_cuda_step_gemm_plans(step, plans, sizeof(plans));
+        fprintf(stderr, "train_cuda: cuBLASLt plans (%zu split K): %s\n", split, plans);
+    }
     uform_cuda_step_destroy(step);
     if (!first_bad && !isfinite(loss)) first_bad = total_steps;
     if (first_bad) fprintf(stderr, "train_cuda: the loss is not finite from step %zu of %zu on\n", first_bad, total_steps);

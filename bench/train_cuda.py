@@ -32,9 +32,12 @@ PAIRS_PLAN = ["tiny:1024:128:0", "tiny:1024:256:1", "small:1024:256:1"]
 def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=()):
     """Our step with cuDNN's attention where the build has it, else with attention.cu's kernels."""
     width, depth = TIERS[tier]
+    # cuDNN's candidates are timed on the first step, cuBLASLt's are not (--tune 2): every run that ended in
+    # NaN losses had timed cuBLASLt's, which gained under 1% (docs/cuda.md).
+    tune = 2
     command = [os.path.join(build, "uform_bench_train_cuda"), "--width", str(width), "--depth", str(depth),
                "--rows", str(rows), "--columns", str(columns), "--segment", str(segment),
-               "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else []) + list(extra)
+               "--recompute", str(int(recompute)), "--steps", str(steps), "--tune", str(tune)] + (["--ceiling"] if ceiling else []) + list(extra)
     cudnn_error = None
     for attempt in range(2):  # a second try tells a passing fault from a lasting one
         done = subprocess.run(command + ["--cudnn", "1"], capture_output=True, text=True)
@@ -47,6 +50,7 @@ def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=(
     if done.returncode:
         return dict(error=(done.stderr or done.stdout)[-400:].strip(), cudnn_error=cudnn_error)
     result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["tune"] = tune
     if cudnn_error:
         result["cudnn_error"] = cudnn_error
     return result

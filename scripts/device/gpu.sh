@@ -10,8 +10,9 @@
 # `tests` builds the tools there too and runs the Python tests that train and infer on the GPU.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
-# `trace` runs our step with cuDNN's attention at 4096-cell segments three times per tier with every
-# step's loss printed (where a NaN begins), then one step under compute-sanitizer's memcheck.
+# `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
+# (where a NaN begins) and cuBLASLt's chosen algorithms, tuning cuBLASLt's products, cuDNN's
+# attention, or neither.
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
 # and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments.
 set -uo pipefail
@@ -79,18 +80,14 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   else python3 bench/train_cuda.py --build build-gpu --no-peer --out "$out" "$@"; fi
 fi
 if [ "$what" = trace ]; then
-  for width in 512 1024; do
-    for run in 1 2 3; do
-      ./build-gpu/uform_bench_train_cuda --width "$width" --segment 4096 --cudnn 1 --trace "$@" \
-        >> "$out/trace.jsonl" 2> "$out/run.txt"
-      echo "width $width run $run: exit $? $(grep -c nan "$out/run.txt") NaN losses" | tee -a "$out/trace.txt"
-      cat "$out/run.txt" >> "$out/trace.txt"
-    done
+  # Tuning (--tune: 1 cuBLASLt's candidates, 2 cuDNN's, 3 both, 0 none) is what the NaN runs had in common.
+  for tune in ${TRACE_TUNES:-3 3 3 1 1 1 2 2 2 0}; do
+    ./build-gpu/uform_bench_train_cuda --segment 4096 --cudnn 1 --steps 5 --trace --tune "$tune" "$@" \
+      >> "$out/trace.jsonl" 2> "$out/run.txt"
+    echo "tune $tune: exit $? $(grep -c nan "$out/run.txt") NaN losses" | tee -a "$out/trace.txt"
+    grep -v " loss " "$out/run.txt" >> "$out/trace.txt"
   done
   rm -f "$out/run.txt"
-  command -v compute-sanitizer > /dev/null && compute-sanitizer --tool memcheck --print-limit 10 \
-    ./build-gpu/uform_bench_train_cuda --segment 4096 --cudnn 1 --steps 1 > "$out/memcheck.txt" 2>&1
-  tail -5 "$out/memcheck.txt" 2> /dev/null
 fi
 if [ "$what" = profile ]; then
   for segment in 4096 512; do

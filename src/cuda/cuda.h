@@ -125,6 +125,9 @@ int uform_cuda_gemm_create(uform_cuda_gemm_t **gemm, size_t workspace_bytes);
  *  candidates on its own operands and keeps the fastest (results then repeat within the process,
  *  not necessarily across processes); off (the default), the heuristic's first choice. */
 void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled);
+/** Describes every cached plan (transposes, m x n x k, cuBLASLt's algorithm, tile, split-K count and
+ *  reduction scheme) into `text`; returns how many split K. */
+size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_t size);
 void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm);
 int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
                        size_t n, size_t k, void *stream, int plant);

@@ -3,6 +3,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,7 +37,10 @@ int uform_cuda_gemm_create(uform_cuda_gemm_t **result, size_t workspace_bytes) {
         return (int)cudaErrorUnknown;
     }
     gemm->workspace_bytes = workspace_bytes;
-    if (workspace_bytes && cudaMalloc(&gemm->workspace, workspace_bytes) != cudaSuccess) {
+    /* Zeroed once, so that nothing cuBLASLt reads there depends on what the memory held before. */
+    if (workspace_bytes && (cudaMalloc(&gemm->workspace, workspace_bytes) != cudaSuccess ||
+                            cudaMemset(gemm->workspace, 0, workspace_bytes) != cudaSuccess)) {
+        cudaFree(gemm->workspace);
         cublasLtDestroy(gemm->handle);
         free(gemm);
         return (int)cudaErrorMemoryAllocation;
@@ -104,8 +108,9 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
                                              d, layout_d, &candidates[i].algo, gemm->workspace, gemm->workspace_bytes,
                                              (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS;
                 cudaEventRecord(stop, (cudaStream_t)stream);
-                cudaEventSynchronize(stop);
-                cudaEventElapsedTime(&ms, start, stop);
+                /* A candidate whose kernels failed to launch would time as fast as nothing: skip it, clear its error. */
+                failed |= cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess;
+                failed |= cudaGetLastError() != cudaSuccess;
                 if (!failed && ms < fastest) fastest = ms, best = i;
             }
             cudaEventDestroy(start), cudaEventDestroy(stop);
@@ -128,6 +133,28 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
     if (layout_b) cublasLtMatrixLayoutDestroy(layout_b);
     if (operation) cublasLtMatmulDescDestroy(operation);
     return status;
+}
+
+size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_t size) {
+    size_t used = 0, split = 0;
+    if (size) text[0] = 0;
+    for (size_t i = 0; i < gemm->plans_count; ++i) {
+        uform_gemm_plan_t const *plan = &gemm->plans[i];
+        int32_t id = 0;
+        uint32_t tile = 0, splits = 1, reduction = 0;
+        size_t written;
+        cublasLtMatmulAlgoConfigGetAttribute(&plan->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&plan->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&plan->algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits), &written);
+        cublasLtMatmulAlgoConfigGetAttribute(&plan->algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &reduction,
+                                             sizeof(reduction), &written);
+        split += splits > 1;
+        int n = snprintf(text + used, used < size ? size - used : 0, "%s%zu%zu %zux%zux%zu%s: algo %d tile %u split %u reduction %u",
+                         i ? "; " : "", plan->key[0], plan->key[1], plan->key[2], plan->key[3], plan->key[4],
+                         plan->key[8] & 1 ? " f32" : "", (int)id, tile, splits, reduction);
+        if (n > 0) used += (size_t)n;
+    }
+    return split;
 }
 
 int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,

@@ -450,7 +450,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
         if (!config->segments || !config->longest)
             return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: cuDNN attention needs segments and longest");
         int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width,
-                                                   !config->nondeterministic, config->tune, error, error_size);
+                                                   !config->nondeterministic, (config->tune & 2) != 0, error, error_size);
         if (planned) return planned;
 #else
         return fail_(error, error_size, cudaErrorNotSupported,
@@ -467,7 +467,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     step->workspace_bytes = 64u << 20;
     if ((status = uform_cuda_gemm_create(&step->gemm, step->workspace_bytes)))
         return fail_(error, error_size, status, "uform_cuda_step_create: cuBLASLt: %s", cudaGetErrorString((cudaError_t)status));
-    uform_cuda_gemm_tune(step->gemm, config->tune);
+    uform_cuda_gemm_tune(step->gemm, config->tune & 1);
     for (int slot = 0; slot < 2 && !status; ++slot) {
         status = (int)cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
         if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], 4 * sizeof(float));
@@ -575,6 +575,10 @@ void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losse
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count) {
     *count = step->tensors_count;
     return step->tensors;
+}
+
+size_t uform_cuda_step_gemm_plans(uform_cuda_step_t const *step, char *text, size_t size) {
+    return uform_cuda_gemm_describe(step->gemm, text, size);
 }
 
 char const *uform_cuda_step_attention_plans(uform_cuda_step_t *step) {

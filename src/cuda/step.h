@@ -42,7 +42,7 @@ typedef struct uform_cuda_step_config_t {
     double tcr_lambda, lipschitz_lambda;
     size_t lipschitz_iterations;
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
-    int tune;            /* 1: time cuBLASLt's candidates per shape on the first (eager) step */
+    int tune;            /* on the first (eager) step, time the candidates of 1: cuBLASLt per shape, 2: cuDNN's attention, 3: both */
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
     int cudnn_attention; /* 1: cuDNN's fused attention (needs `segments` and `longest`; a UFORM_HAVE_CUDNN build) */
     size_t longest;      /* the longest segment, for cuDNN's plan */
@@ -102,6 +102,8 @@ uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *co
 size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step);
 /** With cuDNN's attention, one line naming the plans it runs (timed ones after the first step); "" without. */
 char const *uform_cuda_step_attention_plans(uform_cuda_step_t *step);
+/** cuBLASLt's plans as uform_cuda_gemm_describe; returns how many split K. */
+size_t uform_cuda_step_gemm_plans(uform_cuda_step_t const *step, char *text, size_t size);
 /** Forward and backward only (no optimizer, no graph), eagerly on `slot`; for parity checks. */
 int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot);
 
