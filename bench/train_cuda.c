@@ -9,9 +9,11 @@
  *  SigLIP over the attention pool at every power-of-two width from 64 to d.
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--pairs 0] [--text 128] [--recompute 0|1] [--cudnn 0|1] [--steps 20] [--ceiling]
+ *                             [--pairs 0] [--text 128] [--recompute 0|1] [--kept 0] [--cudnn 0|1] [--steps 20] [--ceiling]
  *                             [--deterministic 1] [--tune 2] [--profile] [--trace]
  *
+ *  --kept K: with --recompute 1, the last K blocks keep their activations and are not replayed (step.h's
+ *  kept_blocks); where the memory is short, fewer are kept (the JSON says how many).
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
  *  --tune times candidates on the first step: 1 cuBLASLt's, 2 cuDNN's (the default), 3 both; 0 runs their
  *  first choices. Runs that timed cuBLASLt's candidates sometimes ended in NaN losses (docs/cuda.md).
@@ -159,7 +161,7 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 }
 
 int main(int argc, char **argv) {
-    size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128;
+    size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128, kept = 0;
     int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
@@ -178,6 +180,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--deterministic")) deterministic = (int)value;
         else if (!strcmp(flag, "--steps")) steps = value;
         else if (!strcmp(flag, "--tune")) tune = (int)value;
+        else if (!strcmp(flag, "--kept")) kept = value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
         else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
@@ -206,7 +209,14 @@ int main(int argc, char **argv) {
     }
     uform_cuda_step_t *step;
     char error[256];
-    if (uform_cuda_step_create(&step, &config, error, sizeof(error))) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }
+    config.kept_blocks = recompute ? kept : 0;
+    while (uform_cuda_step_create(&step, &config, error, sizeof(error))) { /* fewer kept blocks while memory is short */
+        uform_cuda_step_destroy(step);
+        cudaGetLastError(); /* the failed allocation's error, cleared */
+        if (!config.kept_blocks) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }
+        fprintf(stderr, "train_cuda: %zu kept blocks: %s; trying %zu\n", config.kept_blocks, error, config.kept_blocks - 1);
+        config.kept_blocks--;
+    }
     size_t count;
     uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
     size_t parameters = 0;
@@ -262,10 +272,10 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp properties;
     CHECK(cudaGetDeviceProperties(&properties, 0));
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
-           "\"segment\": %zu, \"recompute\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
+           "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %.4f, \"loss_last\": %.4f, \"attention_plans\": \"%s\"}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
            loss, uform_cuda_step_attention_plans(step));

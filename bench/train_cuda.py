@@ -10,7 +10,8 @@ pairs, text lengths and recomputation, and prints pairs/s side by side. Writes e
 OUT/train_cuda.json.
 
     python3 bench/train_cuda.py --build build-gpu [--peer PATH | --no-peer] [--plan tiny:16:4096:4096 ...]
-                                [--pairs-plan tiny:1024:128:0 ...] [--steps 20] [--no-atomic]
+                                [--pairs-plan tiny:1024:128:0 ...] [--kept small:1024:256:1=2 ...]
+                                [--steps 20] [--no-atomic]
                                 [--compile-cache DIR]
 
 The peers' compiled kernels are cached in BUILD/inductor-cache (--compile-cache), so a second run
@@ -27,6 +28,9 @@ import time
 TIERS = {"tiny": (512, 12), "small": (1024, 12), "medium": (1024, 24)}
 PLAN = ["tiny:16:4096:4096", "tiny:16:4096:512", "small:16:4096:4096", "small:16:4096:512"]
 PAIRS_PLAN = ["tiny:1024:128:0", "tiny:1024:256:1", "small:1024:256:1"]
+# Rows run with recomputation where our step has memory to spare: the last K blocks keep their
+# activations and are not replayed (step.h's kept_blocks; about 20 GiB a block for small at 524k cells).
+KEPT = ["small:1024:256:1=2"]
 
 
 def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=()):
@@ -76,6 +80,8 @@ def main():
     parser.add_argument("--no-peer", action="store_true", help="time our step only")
     parser.add_argument("--plan", nargs="*", default=PLAN, help="tier:rows:columns:segment_bytes")
     parser.add_argument("--pairs-plan", nargs="*", default=PAIRS_PLAN, help="tier:pairs:text_bytes:recompute(0/1)")
+    parser.add_argument("--kept", nargs="*", default=KEPT,
+                        help="pairs-plan item=K: with recomputation, our last K blocks keep their activations")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
     parser.add_argument("--no-atomic", action="store_true", help="skip the rows with cuDNN's atomic-dQ backward")
     parser.add_argument("--compile-cache", default=None,
@@ -135,23 +141,24 @@ def main():
     walls["pairs_peer_s"] = round(time.time() - started) - walls["mlm_peer_s"] - walls["mlm_ours_s"]
     for index, item in enumerate(args.pairs_plan):
         tier, pairs, text, recompute = item.split(":")
+        kept = dict(k.split("=") for k in args.kept).get(item, "0")
         mine = ours(args.build, tier, 0, 4096, int(text), bool(int(recompute)), False, args.steps,
-                    ["--pairs", pairs, "--text", text])
+                    ["--pairs", pairs, "--text", text, "--kept", kept])
         theirs = pairs_peer[index] if isinstance(pairs_peer, list) and index < len(pairs_peer) else {}
         pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
         save()
     walls["total_s"] = round(time.time() - started)
     save()
     if pairs_table:
-        print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB |")
-        print("|---|---|---|---|---|---|---|---|")
+        print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB | our kept blocks |")
+        print("|---|---|---|---|---|---|---|---|---|")
     for row in pairs_table:
         p, o = row["peer"], row["ours"]
         tier, _, text, recompute = row["plan"].split(":")
         ratio = o.get("pairs_per_s", 0) / p["pairs_per_s"] if p.get("pairs_per_s") else float("nan")
         print(f"| {tier} | {text} | {recompute} | {p.get('pairs_per_s', p.get('error', 'n/a'))} "
               f"| {o.get('pairs_per_s', o.get('error', 'n/a'))}{'' if o.get('cudnn', 1) else ' (no cuDNN)'} | {ratio:.2f} | {p.get('peak_GiB', 'n/a')} "
-              f"| {o.get('peak_GiB', 'n/a')} |")
+              f"| {o.get('peak_GiB', 'n/a')} | {o.get('kept_blocks', 0)} |")
 
 
 if __name__ == "__main__":

@@ -99,6 +99,7 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
             cudaEvent_t start, stop;
             float fastest = INFINITY;
             cudaEventCreate(&start), cudaEventCreate(&stop);
+            cudaGetLastError(); /* an earlier call's error must not count against the first candidate */
             for (int i = 0; i < found; ++i) {
                 float ms = 0;
                 int failed = 0;

@@ -136,7 +136,7 @@ __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float
         float mean = lane_tree_sum<Chunks>(dots) * scale / (float)width;
         if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
         float2 *out = reinterpret_cast<float2 *>(dx + cell * width);
-        uint32_t *rounded = reinterpret_cast<uint32_t *>(dx_rounded + cell * width);
+        uint32_t *rounded = dx_rounded ? reinterpret_cast<uint32_t *>(dx_rounded + cell * width) : nullptr;
 #pragma unroll
         for (int j = 0; j < Chunks; ++j) {
             if (j >= (int)chunks) break;

@@ -152,7 +152,7 @@ static void layout_(uform_cuda_step_t *step) {
         step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
     }
     step->x = take_(step, (depth + 1) * n * d * 4);
-    size_t kept = c->recompute ? 1 : depth;
+    size_t kept = c->recompute ? 1 + c->kept_blocks : depth;
     for (size_t l = 0; l < kept; ++l) {
         activations_t *a = &step->layers[l];
         a->normed1 = take_(step, n * d * 2), a->qkv = take_(step, n * 3 * d * 2), a->attended = take_(step, n * d * 2);
@@ -200,6 +200,15 @@ static uform_cuda_tensor_t *tensor_(uform_cuda_step_t *step, size_t block, size_
     return &step->tensors[1 + 6 * block + part];
 }
 
+/* Block l's activations: its own, or with recomputation the shared set (layers[0]) unless it is one
+ * of the last kept_blocks, which keep theirs in layers[1..]. */
+static activations_t *activations_(uform_cuda_step_t *step, size_t l) {
+    uform_cuda_step_config_t const *c = &step->config;
+    if (!c->recompute) return &step->layers[l];
+    size_t first_kept = c->depth - c->kept_blocks;
+    return &step->layers[l < first_kept ? 0 : 1 + l - first_kept];
+}
+
 /* One block's forward into `a`; the down projection (into the next block's input) only when `complete`. */
 static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a, int complete) {
     size_t n = step->config.cells, d = step->config.width;
@@ -230,7 +239,7 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     float const *x = step->x + l * n * d;
     uform_cuda_tensor_t *attn_norm = tensor_(step, l, 0), *qkv = tensor_(step, l, 1), *out = tensor_(step, l, 2);
     uform_cuda_tensor_t *mlp_norm = tensor_(step, l, 3), *gate_up = tensor_(step, l, 4), *down = tensor_(step, l, 5);
-    if (step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
+    if (a == &step->layers[0] && step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
     /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
     TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 0, s, 0));
@@ -371,7 +380,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
     TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
-    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[c->recompute ? 0 : l], 1));
+    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, activations_(step, l), 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
     TRY(c->objective == uform_cuda_mlm_k           ? mlm_head_(step, b)
@@ -381,7 +390,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
                                     step->dy, step->gain_partials, s, 0));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
-    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[c->recompute ? 0 : l]));
+    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, activations_(step, l)));
     TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s,
                                   0));
     TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
@@ -436,6 +445,8 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     uform_cuda_step_t *step = calloc(1, sizeof(*step));
     if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
     step->config = *config;
+    if (!config->recompute || config->kept_blocks >= config->depth) /* every block kept: no recomputation */
+        step->config.recompute = 0, step->config.kept_blocks = 0;
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */

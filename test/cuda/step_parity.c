@@ -4,8 +4,9 @@
  *  the pair objectives also with the opt-in TCR and Lipschitz terms: every tensor's gradient on one
  *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
  *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
- *  check must reject. Runs with and without recomputation. Exits 77 (skipped) without a CUDA
- *  device; nonzero when a check fails or a control is missed.
+ *  check must reject. Runs without recomputation, with it, and with it but the last block kept (all
+ *  three bitwise equal). Exits 77 (skipped) without a CUDA device; nonzero when a check fails or a
+ *  control is missed.
  *
  *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|all] [--width 128] [--depth 2]
  *                        [--rows 4] [--columns 256] [--steps 20]
@@ -669,7 +670,7 @@ static void setup_close_(setup_t *s) {
 static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, int plant) {
     variant_t const *v = s->variant;
     uform_cuda_step_config_t c = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
-                                  .recompute = recompute, .tune = 0, .plant = plant,
+                                  .recompute = recompute != 0, .kept_blocks = recompute == 2, .tune = 0, .plant = plant,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
                                   .weight_decay = s->options.weight_decay};
     if (!pairs_(v)) return c;
@@ -829,7 +830,7 @@ static void reference_free_(reference_t *cpu, size_t count) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One run: recompute 0 or 1
+ * One run: recompute 0 (off), 1 (on) or 2 (on, the last block keeping its activations)
  * ------------------------------------------------------------------------------------------- */
 
 static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plant) {
@@ -949,7 +950,7 @@ static double trajectory_bound_(setup_t const *s, reference_t const *cpu, size_t
 
 static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_result_t *result) {
     size_t count = s->list.count;
-    printf("\n== %s, recompute %d ==\n", s->variant->name, recompute);
+    printf("\n== %s, recompute %d%s ==\n", s->variant->name, recompute, recompute == 2 ? " (the last block kept)" : "");
     if (json_) fprintf(json_, "%s{\"recompute\": %d", recompute ? ", " : "", recompute);
     int failures_before = failed_;
 
@@ -1081,10 +1082,10 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
         for (size_t i = 0; i < count; ++i)
             differ += memcmp(result->gradients[i], gradients[i], s->list.elements[i] * 4) != 0;
         int same = !differ && !memcmp(result->losses + 1, losses + 1, s->steps * sizeof(float));
-        printf("recompute: gradients and losses %s those without recomputation\n",
-               same ? "bitwise equal to" : "DIFFER from");
+        printf("recompute: gradients and losses %s those of recompute %d\n", same ? "bitwise equal to" : "DIFFER from",
+               recompute - 1);
         CHECK(same);
-        if (json_) fprintf(json_, ", \"bitwise_equal_to_recompute_0\": %s", same ? "true" : "false");
+        if (json_) fprintf(json_, ", \"bitwise_equal_to_recompute_%d\": %s", recompute - 1, same ? "true" : "false");
         free_all_(result->gradients, count);
         free(result->losses);
     }
@@ -1095,7 +1096,7 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One objective: setup, reference, both recompute modes
+ * One objective: setup, reference, the three recompute modes
  * ------------------------------------------------------------------------------------------- */
 
 static void describe_batch_(setup_t const *s) {
@@ -1165,7 +1166,7 @@ static int objective_run_(setup_t *s, variant_t const *variant) {
     if (json_) fprintf(json_, ", \"runs\": [");
     run_result_t kept = {0};
     int ok = 1;
-    for (int recompute = 0; recompute <= 1; ++recompute) ok &= run_(s, &cpu, recompute, &kept);
+    for (int recompute = 0; recompute <= 2; ++recompute) ok &= run_(s, &cpu, recompute, &kept);
     ok &= failed_ == failures_before;
     if (json_) fprintf(json_, pairs_(variant) ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
     free_all_(kept.gradients, s->list.count);
