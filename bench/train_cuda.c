@@ -9,11 +9,13 @@
  *  SigLIP over the attention pool at every power-of-two width from 64 to d.
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--pairs 0] [--text 128] [--recompute 0|1] [--kept 0] [--cudnn 0|1] [--steps 20] [--ceiling]
+ *                             [--pairs 0] [--text 128] [--recompute 0|1] [--kept 0] [--keep-attention 0|1]
+ *                             [--cudnn 0|1] [--steps 20] [--ceiling]
  *                             [--deterministic 1] [--tune 2] [--profile] [--trace]
  *
  *  --kept K: with --recompute 1, the last K blocks keep their activations and are not replayed (step.h's
- *  kept_blocks); where the memory is short, fewer are kept (the JSON says how many).
+ *  kept_blocks); where the memory is short, fewer are kept (the JSON says how many). --keep-attention 1:
+ *  with --recompute 1, replayed blocks keep their attention outputs, so the replay skips attention.
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
  *  --tune times candidates on the first step: 1 cuBLASLt's, 2 cuDNN's (the default), 3 both; 0 runs their
  *  first choices. Runs that timed cuBLASLt's candidates sometimes ended in NaN losses (docs/cuda.md).
@@ -55,6 +57,13 @@ static uint16_t bf16_(float value) {
     uint32_t bits;
     memcpy(&bits, &value, 4);
     return (uint16_t)((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+
+/* A loss for the JSON line: JSON has no NaN, so a loss that is not finite is null. */
+static char const *json_number_(float value, char text[32]) {
+    if (isfinite(value)) snprintf(text, 32, "%.4f", value);
+    else snprintf(text, 32, "null");
+    return text;
 }
 
 static double seconds_(void) {
@@ -162,7 +171,7 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t c
 
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128, kept = 0;
-    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2;
+    int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2, keep_attention = 0;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
@@ -181,6 +190,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--steps")) steps = value;
         else if (!strcmp(flag, "--tune")) tune = (int)value;
         else if (!strcmp(flag, "--kept")) kept = value;
+        else if (!strcmp(flag, "--keep-attention")) keep_attention = (int)value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
         else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
@@ -209,7 +219,7 @@ int main(int argc, char **argv) {
     }
     uform_cuda_step_t *step;
     char error[256];
-    config.kept_blocks = recompute ? kept : 0;
+    config.kept_blocks = recompute ? kept : 0, config.keep_attention = recompute && keep_attention;
     while (uform_cuda_step_create(&step, &config, error, sizeof(error))) { /* fewer kept blocks while memory is short */
         uform_cuda_step_destroy(step);
         cudaGetLastError(); /* the failed allocation's error, cleared */
@@ -271,14 +281,15 @@ int main(int argc, char **argv) {
     double tflops = (6.0 * (double)parameters + attention_flops) * bytes_per_s / 1e12;
     struct cudaDeviceProp properties;
     CHECK(cudaGetDeviceProperties(&properties, 0));
+    char first_text[32], last_text[32];
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
-           "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
+           "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"keep_attention\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
-           "\"loss_step3\": %.4f, \"loss_last\": %.4f, \"attention_plans\": \"%s\"}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           "\"loss_step3\": %s, \"loss_last\": %s, \"attention_plans\": \"%s\"}\n",
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, config.keep_attention, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
-           uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0, first_loss,
-           loss, uform_cuda_step_attention_plans(step));
+           uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0,
+           json_number_(first_loss, first_text), json_number_(loss, last_text), uform_cuda_step_attention_plans(step));
     if (trace) { /* which algorithms cuBLASLt runs: tuning may choose differently from run to run */
         char plans[8192];
         size_t split = uform_cuda_step_gemm_plans(step, plans, sizeof(plans));

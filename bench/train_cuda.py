@@ -28,8 +28,9 @@ import time
 TIERS = {"tiny": (512, 12), "small": (1024, 12), "medium": (1024, 24)}
 PLAN = ["tiny:16:4096:4096", "tiny:16:4096:512", "small:16:4096:4096", "small:16:4096:512"]
 PAIRS_PLAN = ["tiny:1024:128:0", "tiny:1024:256:1", "small:1024:256:1"]
-# Rows run with recomputation where our step has memory to spare: the last K blocks keep their
-# activations and are not replayed (step.h's kept_blocks; about 20 GiB a block for small at 524k cells).
+# Rows run with recomputation where our step has memory to spare: the replayed blocks keep their
+# attention outputs (1 GiB a block for small at 524k cells) and the last K blocks keep everything and
+# are not replayed (step.h's keep_attention and kept_blocks; about 20 GiB a block there).
 KEPT = ["small:1024:256:1=2"]
 
 
@@ -81,7 +82,8 @@ def main():
     parser.add_argument("--plan", nargs="*", default=PLAN, help="tier:rows:columns:segment_bytes")
     parser.add_argument("--pairs-plan", nargs="*", default=PAIRS_PLAN, help="tier:pairs:text_bytes:recompute(0/1)")
     parser.add_argument("--kept", nargs="*", default=KEPT,
-                        help="pairs-plan item=K: with recomputation, our last K blocks keep their activations")
+                        help="pairs-plan item=K: with recomputation, our last K blocks keep their activations "
+                             "and the others their attention outputs")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
     parser.add_argument("--no-atomic", action="store_true", help="skip the rows with cuDNN's atomic-dQ backward")
     parser.add_argument("--compile-cache", default=None,
@@ -143,7 +145,7 @@ def main():
         tier, pairs, text, recompute = item.split(":")
         kept = dict(k.split("=") for k in args.kept).get(item, "0")
         mine = ours(args.build, tier, 0, 4096, int(text), bool(int(recompute)), False, args.steps,
-                    ["--pairs", pairs, "--text", text, "--kept", kept])
+                    ["--pairs", pairs, "--text", text, "--kept", kept, "--keep-attention", "1" if kept != "0" else "0"])
         theirs = pairs_peer[index] if isinstance(pairs_peer, list) and index < len(pairs_peer) else {}
         pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
         save()
@@ -158,7 +160,7 @@ def main():
         ratio = o.get("pairs_per_s", 0) / p["pairs_per_s"] if p.get("pairs_per_s") else float("nan")
         print(f"| {tier} | {text} | {recompute} | {p.get('pairs_per_s', p.get('error', 'n/a'))} "
               f"| {o.get('pairs_per_s', o.get('error', 'n/a'))}{'' if o.get('cudnn', 1) else ' (no cuDNN)'} | {ratio:.2f} | {p.get('peak_GiB', 'n/a')} "
-              f"| {o.get('peak_GiB', 'n/a')} | {o.get('kept_blocks', 0)} |")
+              f"| {o.get('peak_GiB', 'n/a')} | {o.get('kept_blocks', 0)}{' + attention' if o.get('keep_attention') else ''} |")
 
 
 if __name__ == "__main__":

@@ -16,9 +16,13 @@
 
 enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
 
+/* One block's activations. With recomputation a replayed block shares one set with the others
+ * (the first replayed block's), except its attention output and log-sums under keep_attention. */
 typedef struct activations_t {
     uint16_t *normed1, *qkv, *attended, *normed2, *gate_up, *hidden;
     float *scales1, *log_sums, *middle, *scales2;
+    int replayed;       /* 1: the backward replays this block's forward first */
+    int attention_kept; /* 1: that replay skips attention, whose output and log-sums this block kept */
 } activations_t;
 
 typedef struct batch_device_t {
@@ -47,7 +51,7 @@ struct uform_cuda_step_t {
     batch_device_t batch[2];
     float *loss_host[2];
     float *x;               /* [(L + 1), cells, d]: every block's input, then the final stream */
-    activations_t *layers;  /* one per block, or one shared with recomputation */
+    activations_t *layers;  /* one per block; replayed blocks share most buffers */
     uint16_t *h, *logits, *d_logits, *dy, *d_gate_up, *d_attended, *d_qkv;
     uint16_t *d_hidden;
     float *final_scales, *losses, *loss, *d_stream, *d_normed, *deltas;
@@ -152,16 +156,24 @@ static void layout_(uform_cuda_step_t *step) {
         step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
     }
     step->x = take_(step, (depth + 1) * n * d * 4);
-    size_t kept = c->recompute ? 1 + c->kept_blocks : depth;
-    for (size_t l = 0; l < kept; ++l) {
+    size_t log_sums = n * step->heads;
+    if (step->cudnn && uform_cudnn_attention_stats_floats(step->cudnn) > log_sums)
+        log_sums = uform_cudnn_attention_stats_floats(step->cudnn);
+    activations_t const *shared = NULL; /* the replayed blocks' set */
+    for (size_t l = 0; l < depth; ++l) {
         activations_t *a = &step->layers[l];
-        a->normed1 = take_(step, n * d * 2), a->qkv = take_(step, n * 3 * d * 2), a->attended = take_(step, n * d * 2);
-        a->normed2 = take_(step, n * d * 2), a->gate_up = take_(step, n * 8 * d * 2), a->hidden = take_(step, n * 4 * d * 2);
-        size_t log_sums = n * step->heads;
-        if (step->cudnn && uform_cudnn_attention_stats_floats(step->cudnn) > log_sums)
-            log_sums = uform_cudnn_attention_stats_floats(step->cudnn);
-        a->scales1 = take_(step, n * 4), a->log_sums = take_(step, log_sums * 4), a->middle = take_(step, n * d * 4);
-        a->scales2 = take_(step, n * 4);
+        int replayed = c->recompute && l < depth - c->kept_blocks;
+        if (replayed && shared) {
+            *a = *shared;
+            if (c->keep_attention) a->attended = take_(step, n * d * 2), a->log_sums = take_(step, log_sums * 4);
+        } else {
+            a->normed1 = take_(step, n * d * 2), a->qkv = take_(step, n * 3 * d * 2), a->attended = take_(step, n * d * 2);
+            a->normed2 = take_(step, n * d * 2), a->gate_up = take_(step, n * 8 * d * 2), a->hidden = take_(step, n * 4 * d * 2);
+            a->scales1 = take_(step, n * 4), a->log_sums = take_(step, log_sums * 4), a->middle = take_(step, n * d * 4);
+            a->scales2 = take_(step, n * 4);
+            if (replayed) shared = a;
+        }
+        a->replayed = replayed, a->attention_kept = replayed && c->keep_attention;
     }
     step->h = take_(step, n * d * 2), step->final_scales = take_(step, n * 4);
     if (c->objective == uform_cuda_mlm_k) {
@@ -200,15 +212,6 @@ static uform_cuda_tensor_t *tensor_(uform_cuda_step_t *step, size_t block, size_
     return &step->tensors[1 + 6 * block + part];
 }
 
-/* Block l's activations: its own, or with recomputation the shared set (layers[0]) unless it is one
- * of the last kept_blocks, which keep theirs in layers[1..]. */
-static activations_t *activations_(uform_cuda_step_t *step, size_t l) {
-    uform_cuda_step_config_t const *c = &step->config;
-    if (!c->recompute) return &step->layers[l];
-    size_t first_kept = c->depth - c->kept_blocks;
-    return &step->layers[l < first_kept ? 0 : 1 + l - first_kept];
-}
-
 /* One block's forward into `a`; the down projection (into the next block's input) only when `complete`. */
 static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a, int complete) {
     size_t n = step->config.cells, d = step->config.width;
@@ -219,8 +222,10 @@ static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size
     TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, l, 0)->parameter, n, d, a->normed1, a->scales1, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 3 * d, d, a->normed1, d, qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
     TRY(uform_cuda_rope(a->qkv, step->rotations, n, d, 1, s));
-    if (step->cudnn) TRY(uform_cudnn_attention_forward(step->cudnn, a->qkv, a->attended, a->log_sums, s));
-    else TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
+    if (complete || !a->attention_kept) {
+        if (step->cudnn) TRY(uform_cudnn_attention_forward(step->cudnn, a->qkv, a->attended, a->log_sums, s));
+        else TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
+    }
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, d, a->attended, d, out, d, x, a->middle, d, 1, s, 0));
     TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, l, 3)->parameter, n, d, a->normed2, a->scales2, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 8 * d, d, a->normed2, d, gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
@@ -239,7 +244,7 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     float const *x = step->x + l * n * d;
     uform_cuda_tensor_t *attn_norm = tensor_(step, l, 0), *qkv = tensor_(step, l, 1), *out = tensor_(step, l, 2);
     uform_cuda_tensor_t *mlp_norm = tensor_(step, l, 3), *gate_up = tensor_(step, l, 4), *down = tensor_(step, l, 5);
-    if (a == &step->layers[0] && step->config.recompute) TRY(block_forward_(step, b, l, a, 0));
+    if (a->replayed) TRY(block_forward_(step, b, l, a, 0));
     /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
     TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
     TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 0, s, 0));
@@ -380,7 +385,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
     TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
-    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, activations_(step, l), 1));
+    for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[l], 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
     TRY(c->objective == uform_cuda_mlm_k           ? mlm_head_(step, b)
@@ -390,7 +395,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
                                     step->dy, step->gain_partials, s, 0));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
-    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, activations_(step, l)));
+    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
     TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s,
                                   0));
     TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
@@ -446,7 +451,7 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
     step->config = *config;
     if (!config->recompute || config->kept_blocks >= config->depth) /* every block kept: no recomputation */
-        step->config.recompute = 0, step->config.kept_blocks = 0;
+        step->config.recompute = 0, step->config.kept_blocks = 0, step->config.keep_attention = 0;
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */

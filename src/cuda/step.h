@@ -44,6 +44,8 @@ typedef struct uform_cuda_step_config_t {
     int recompute;       /* 1: blocks keep only their input; backward replays the forward */
     size_t kept_blocks;  /* with recompute: the last this many blocks keep their activations and are not
                           * replayed (memory to spare traded for time); depth or more is recompute = 0 */
+    int keep_attention;  /* with recompute, 1: replayed blocks keep their attention output and log-sums, so
+                          * the replay skips attention (2 bytes per cell and width, a block) */
     int tune;            /* on the first (eager) step, time the candidates of 1: cuBLASLt per shape, 2: cuDNN's attention, 3: both */
     int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
     int cudnn_attention; /* 1: cuDNN's fused attention (needs `segments` and `longest`; a UFORM_HAVE_CUDNN build) */

@@ -4,8 +4,8 @@
  *  the pair objectives also with the opt-in TCR and Lipschitz terms: every tensor's gradient on one
  *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
  *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
- *  check must reject. Runs without recomputation, with it, and with it but the last block kept (all
- *  three bitwise equal). Exits 77 (skipped) without a CUDA device; nonzero when a check fails or a
+ *  check must reject. Runs without recomputation, with it, and with it but the last block kept and
+ *  the others' attention outputs kept (all three bitwise equal). Exits 77 (skipped) without a CUDA device; nonzero when a check fails or a
  *  control is missed.
  *
  *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|all] [--width 128] [--depth 2]
@@ -670,7 +670,8 @@ static void setup_close_(setup_t *s) {
 static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, int plant) {
     variant_t const *v = s->variant;
     uform_cuda_step_config_t c = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
-                                  .recompute = recompute != 0, .kept_blocks = recompute == 2, .tune = 0, .plant = plant,
+                                  .recompute = recompute != 0, .kept_blocks = recompute == 2,
+                                  .keep_attention = recompute == 2, .tune = 0, .plant = plant,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
                                   .weight_decay = s->options.weight_decay};
     if (!pairs_(v)) return c;
@@ -830,7 +831,8 @@ static void reference_free_(reference_t *cpu, size_t count) {
 }
 
 /* ---------------------------------------------------------------------------------------------
- * One run: recompute 0 (off), 1 (on) or 2 (on, the last block keeping its activations)
+ * One run: recompute 0 (off), 1 (on) or 2 (on, the last block keeping its activations and the replayed
+ * ones their attention outputs)
  * ------------------------------------------------------------------------------------------- */
 
 static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plant) {
@@ -950,7 +952,7 @@ static double trajectory_bound_(setup_t const *s, reference_t const *cpu, size_t
 
 static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_result_t *result) {
     size_t count = s->list.count;
-    printf("\n== %s, recompute %d%s ==\n", s->variant->name, recompute, recompute == 2 ? " (the last block kept)" : "");
+    printf("\n== %s, recompute %d%s ==\n", s->variant->name, recompute, recompute == 2 ? " (the last block kept, attention kept)" : "");
     if (json_) fprintf(json_, "%s{\"recompute\": %d", recompute ? ", " : "", recompute);
     int failures_before = failed_;
 
