@@ -42,8 +42,10 @@ static char const *const uform_base_usage_ =
     "  --device cpu|cuda        where the steps run (default cpu); cuda trains every objective, with\n"
     "                           --tcr-lambda and --lipschitz-lambda too except for mlm; its checkpoints\n"
     "                           resume on either device\n"
-    "  --recompute 0|1          cuda: replay each block's forward in the backward pass instead of\n"
-    "                           keeping its activations (default 1: less device memory, one more forward)\n"
+    "  --recompute 0|1|2        cuda: 1 (default) replays each block's forward in the backward pass instead\n"
+    "                           of keeping its activations (less device memory, one more forward); 2 also\n"
+    "                           keeps each block's attention output, so the replay skips attention (2 bytes\n"
+    "                           per cell and width a block more); 0 keeps every activation\n"
     "  --quiet                  no progress line\n";
 
 typedef struct {
@@ -167,8 +169,8 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
         fprintf(stderr, "uform_base: --device is cpu or cuda, not '%s'\n", options->device);
         return 0;
     }
-    if (options->recompute > 1) {
-        fprintf(stderr, "uform_base: --recompute is 0 or 1, not %llu\n", options->recompute);
+    if (options->recompute > 2) {
+        fprintf(stderr, "uform_base: --recompute is 0, 1 or 2, not %llu\n", options->recompute);
         return 0;
     }
     return 1;

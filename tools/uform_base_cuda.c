@@ -114,7 +114,7 @@ uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, siz
                                             .objective = rerank  ? uform_cuda_rerank_k
                                                          : pairs ? uform_cuda_contrastive_k
                                                                  : uform_cuda_mlm_k,
-                                            .recompute = recompute, .beta1 = options->beta1, .beta2 = options->beta2,
+                                            .recompute = recompute != 0, .keep_attention = recompute == 2, .beta1 = options->beta1, .beta2 = options->beta2,
                                             .clip = options->clip, .weight_decay = options->weight_decay};
     if (pairs) {
         /* The batcher's bounds: every text of a pair batch is an anchor or a candidate, each at least

@@ -9,7 +9,8 @@
 
 typedef struct uform_base_cuda_t uform_base_cuda_t;
 uform_status_t uform_base_cuda_available(char *device, size_t capacity);
-/* `anchors` and `candidates`: the batcher's capacities (uform_batcher_stats), which size the contrastive and rerank steps. */
+/* `anchors` and `candidates`: the batcher's capacities (uform_batcher_stats), which size the contrastive and rerank steps;
+ * `recompute` as --recompute: 0 keeps every activation, 1 replays each block, 2 replays each block but its attention. */
 uform_status_t uform_base_cuda_create(uform_trainer_t *trainer, size_t rows, size_t columns, size_t anchors,
                                       size_t candidates, int recompute, uform_base_cuda_t **result);
 /* Launches the batch as the next step; `finished` tells whether the step before it ended, with `losses`

@@ -1,11 +1,11 @@
 # test_uform_base_cuda.py: `uform_base --device cuda` as far as a machine without a GPU can check it:
-# the help lists --device and --recompute, a run (mlm; contrastive and rerank, each with and without
+# the help lists --device and --recompute (0, 1, 2), a run (mlm; contrastive and rerank, each with and without
 # TCR and Lipschitz) fails with one clear line and writes nothing when there is no GPU (CUDA build)
 # or no CUDA backend (CPU-only build), and what runs on the CPU only so far (TCR and Lipschitz with
 # mlm) is refused by name before any GPU is asked for. Where a GPU is present: mlm, contrastive and
 # rerank (the latter two with and without TCR and Lipschitz) train, the first contrastive and rerank
-# losses agree with the CPU's within derived bounds, and every objective resumes bit for bit from a
-# checkpoint.
+# losses agree with the CPU's within derived bounds, every objective resumes bit for bit from a
+# checkpoint, and the three --recompute forms give bitwise the same weights and losses.
 
 import json
 import math
@@ -66,7 +66,7 @@ def log_of(output):
 def test_help_lists_device_flags(build_dir):
     run = subprocess.run([str(build_dir / "uform_base"), "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0
-    assert "--device cpu|cuda" in run.stdout and "--recompute 0|1" in run.stdout
+    assert "--device cpu|cuda" in run.stdout and "--recompute 0|1|2" in run.stdout
 
 
 @pytest.mark.parametrize("objective, extra", [("mlm", []), ("contrastive", []), ("contrastive", SPECTRAL), ("rerank", []),
@@ -98,7 +98,7 @@ def test_cpu_only_parts_are_refused(build_dir, corpus, tmp_path, objective, extr
 
 @pytest.mark.parametrize("flag, value, message", [
     ("--device", "gpu", "--device is cpu or cuda, not 'gpu'"),
-    ("--recompute", "2", "--recompute is 0 or 1"),
+    ("--recompute", "3", "--recompute is 0, 1 or 2"),
 ])
 def test_bad_values_are_refused(build_dir, corpus, tmp_path, flag, value, message):
     run = uform_base(build_dir, *common(corpus), flag, value, "--output", tmp_path / "run")
@@ -278,3 +278,25 @@ def test_gpu_run_resumes_exactly(build_dir, corpus, tmp_path, objective, extra):
     # The resumed run appends steps 4..6 to the halves' log: the same losses as the straight run's.
     resumed = [(entry["step"], entry["loss"]) for entry in log_of(halves)[-3:]]
     assert resumed == [(entry["step"], entry["loss"]) for entry in log_of(straight)[3:]]
+
+
+@pytest.mark.parametrize("objective", ["mlm", "varied"], ids=["mlm", "contrastive"])
+def test_gpu_recompute_forms_agree_bitwise(build_dir, corpus, tmp_path, objective):
+    # Keeping every activation, replaying every block, and replaying all but attention run the same
+    # kernels on the same inputs: the checkpoints and losses after 3 steps are bitwise equal.
+    needs_gpu(build_dir)
+    from test_uform_base import tensors
+    runs = {}
+    for recompute in ("0", "1", "2"):
+        output = tmp_path / f"recompute-{recompute}"
+        run = uform_base(build_dir, *common(corpus, objective), "--steps", "3", "--device", "cuda",
+                         "--recompute", recompute, "--output", output)
+        assert run.returncode == 0, run.stderr
+        runs[recompute] = (tensors(output / "latest" / "model.safetensors"),
+                           [entry["loss"] for entry in log_of(output)])
+    weights, losses = runs["1"]
+    for recompute in ("0", "2"):
+        other, other_losses = runs[recompute]
+        assert other.keys() == weights.keys(), recompute
+        assert [k for k in weights if weights[k] != other[k]] == [], recompute
+        assert other_losses == losses, (recompute, other_losses, losses)
