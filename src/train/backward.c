@@ -83,43 +83,52 @@ typedef struct uform_attention_job_t {
     float *d_qkv;       /* backward: [N, 3d] */
 } uform_attention_job_t;
 
+/* One (segment, head) task's operands: q, k, v in the block's qkv rows, and the softmax of its scores
+ * recomputed into the thread's probabilities. */
+typedef struct uform_attention_head_t {
+    size_t d, length, stride, start, column; /* start: the segment's first cell; column: the head's first */
+    float const *q, *k, *v;
+    float *p;
+} uform_attention_head_t;
+
+static uform_attention_head_t uform_attention_head_(uform_attention_job_t const *job, size_t index, size_t thread) {
+    uform_trainer_t *trainer = job->trainer;
+    size_t d = trainer->model->config.width, heads = trainer->model->config.heads, hw = 64;
+    uform_span_t const *segment = &trainer->spans[index / heads];
+    uform_attention_head_t h = {d, segment->length, 3 * d, segment->start, index % heads * hw, NULL, NULL, NULL,
+                                trainer->attention[thread].probabilities};
+    h.q = job->qkv + h.start * h.stride + h.column, h.k = h.q + d, h.v = h.q + 2 * d;
+    uform_gemm_f32(0, 1, h.length, h.length, hw, h.q, h.stride, h.k, h.stride, 0.0f, h.p, h.length);
+    for (size_t i = 0; i < h.length * h.length; ++i) h.p[i] *= 0.125f;
+    uform_softmax_rows(h.p, h.length, h.length, h.length);
+    return h;
+}
+
 static void uform_attention_forward_task_(void *context, size_t index, size_t thread) {
     uform_attention_job_t const *job = context;
-    uform_trainer_t *trainer = job->trainer;
-    size_t d = trainer->model->config.width, heads = trainer->model->config.heads, head = index % heads, hw = 64;
-    uform_span_t const *segment = &trainer->spans[index / heads];
-    size_t length = segment->length, stride = 3 * d;
-    float const *q = job->qkv + segment->start * stride + head * hw, *k = q + d, *v = q + 2 * d;
-    float *p = trainer->attention[thread].probabilities;
-    uform_gemm_f32(0, 1, length, length, hw, q, stride, k, stride, 0.0f, p, length);
-    for (size_t i = 0; i < length * length; ++i) p[i] *= 0.125f;
-    uform_softmax_rows(p, length, length, length);
-    uform_gemm_f32(0, 0, length, hw, length, p, length, v, stride, 0.0f, job->attended + segment->start * d + head * hw, d);
+    uform_attention_head_t h = uform_attention_head_(job, index, thread);
+    uform_gemm_f32(0, 0, h.length, 64, h.length, h.p, h.length, h.v, h.stride, 0.0f,
+                   job->attended + h.start * h.d + h.column, h.d);
 }
 
 static void uform_attention_backward_task_(void *context, size_t index, size_t thread) {
     uform_attention_job_t const *job = context;
-    uform_trainer_t *trainer = job->trainer;
-    size_t d = trainer->model->config.width, heads = trainer->model->config.heads, head = index % heads, hw = 64;
-    uform_span_t const *segment = &trainer->spans[index / heads];
-    size_t length = segment->length, stride = 3 * d;
-    float const *q = job->qkv + segment->start * stride + head * hw, *k = q + d, *v = q + 2 * d;
-    float const *d_out = job->d_attended + segment->start * d + head * hw;
-    float *dq = job->d_qkv + segment->start * stride + head * hw, *dk = dq + d, *dv = dq + 2 * d;
-    float *p = trainer->attention[thread].probabilities, *dp = trainer->attention[thread].gradient;
-    uform_gemm_f32(0, 1, length, length, hw, q, stride, k, stride, 0.0f, p, length);
-    for (size_t i = 0; i < length * length; ++i) p[i] *= 0.125f;
-    uform_softmax_rows(p, length, length, length);
-    uform_gemm_f32(0, 1, length, length, hw, d_out, d, v, stride, 0.0f, dp, length); /* dP = dO V^T */
-    uform_gemm_f32(1, 0, length, hw, length, p, length, d_out, d, 0.0f, dv, stride);  /* dV = P^T dO */
+    uform_attention_head_t h = uform_attention_head_(job, index, thread);
+    size_t d = h.d, length = h.length, stride = h.stride, hw = 64;
+    float const *p = h.p, *d_out = job->d_attended + h.start * d + h.column;
+    float *dq = job->d_qkv + h.start * stride + h.column, *dk = dq + d, *dv = dq + 2 * d;
+    float *dp = job->trainer->attention[thread].gradient;
+    uform_gemm_f32(0, 1, length, length, hw, d_out, d, h.v, stride, 0.0f, dp, length); /* dP = dO V^T */
+    uform_gemm_f32(1, 0, length, hw, length, p, length, d_out, d, 0.0f, dv, stride);    /* dV = P^T dO */
     for (size_t r = 0; r < length; ++r) {
-        float *row = dp + r * length, *probabilities = p + r * length;
+        float *gradient = dp + r * length;
+        float const *probabilities = p + r * length;
         double dot = 0;
-        for (size_t j = 0; j < length; ++j) dot += (double)row[j] * probabilities[j];
-        for (size_t j = 0; j < length; ++j) row[j] = (float)(probabilities[j] * (row[j] - dot) * 0.125);
+        for (size_t j = 0; j < length; ++j) dot += (double)gradient[j] * probabilities[j];
+        for (size_t j = 0; j < length; ++j) gradient[j] = (float)(probabilities[j] * (gradient[j] - dot) * 0.125);
     }
-    uform_gemm_f32(0, 0, length, hw, length, dp, length, k, stride, 0.0f, dq, stride); /* dQ = dS K / 8 */
-    uform_gemm_f32(1, 0, length, hw, length, dp, length, q, stride, 0.0f, dk, stride); /* dK = dS^T Q / 8 */
+    uform_gemm_f32(0, 0, length, hw, length, dp, length, h.k, stride, 0.0f, dq, stride); /* dQ = dS K / 8 */
+    uform_gemm_f32(1, 0, length, hw, length, dp, length, h.q, stride, 0.0f, dk, stride); /* dK = dS^T Q / 8 */
 }
 
 /* The attention pool's forward over every segment: weights, pooled rows, and e = pooled proj^T. */
