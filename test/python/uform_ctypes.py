@@ -270,8 +270,10 @@ class Library:
         return options
 
 
-class ModelHandle:
-    """An open uform_model_t; close() frees it (also on leaving a `with` block)."""
+class _Handle:
+    """An open C object; close() frees it with `closer` (also on leaving a `with` block)."""
+
+    closer = None
 
     def __init__(self, library, handle):
         self.library = library
@@ -285,11 +287,17 @@ class ModelHandle:
 
     def close(self):
         if self.handle:
-            self.library.dll.uform_model_close(self.handle)
+            getattr(self.library.dll, self.closer)(self.handle)
             self.handle = None
 
     def _call(self, name, *arguments):
         return self.library.call(name, self.handle, *arguments)
+
+
+class ModelHandle(_Handle):
+    """An open uform_model_t."""
+
+    closer = "uform_model_close"
 
     def save(self, directory, command=None):
         self._call("uform_model_save", str(directory).encode(), command.encode() if command else None)
@@ -419,28 +427,14 @@ class TrainBatch:
         return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels)
 
 
-class TrainerHandle:
-    """An open uform_trainer_t; close() frees it (also on leaving a `with` block). The model it
-    trains must stay open longer."""
+class TrainerHandle(_Handle):
+    """An open uform_trainer_t. The model it trains must stay open longer."""
+
+    closer = "uform_trainer_close"
 
     def __init__(self, model, handle):
+        super().__init__(model.library, handle)
         self.model = model
-        self.library = model.library
-        self.handle = handle
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exception):
-        self.close()
-
-    def close(self):
-        if self.handle:
-            self.library.dll.uform_trainer_close(self.handle)
-            self.handle = None
-
-    def _call(self, name, *arguments):
-        return self.library.call(name, self.handle, *arguments)
 
     def gradients(self, batch):
         """uform_trainer_gradients: the losses as a dict (total, mlm, siglip, rerank, tcr, lipschitz, scored)."""
