@@ -243,9 +243,12 @@ static int uform_encode_(uform_options_t const *options) {
     size_t count = 0, truncated = 0;
     uform_status_t status;
     int result = uform_open_and_read_(options, "encode", &model, &buffer, &texts, &count);
-    uform_config_t config;
-    uform_model_config(model, &config);
-    size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
+    size_t width = options->width;
+    if (!result && !width) { /* the model's full width; read only from a model that opened */
+        uform_config_t config;
+        uform_model_config(model, &config);
+        width = config.embedding_widths[config.embedding_widths_count - 1];
+    }
     enum { batch_k = 256 };
     float *embeddings = result ? NULL : malloc(batch_k * width * sizeof(float));
     for (size_t first = 0; !result && first < count; first += batch_k) {
