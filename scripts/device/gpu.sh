@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|parity|tests|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|encode|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
@@ -13,12 +13,28 @@
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
 # (where a NaN begins) and cuBLASLt's chosen algorithms, tuning cuBLASLt's products, cuDNN's
 # attention, or neither.
+# `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
+# mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
 # and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments.
 set -uo pipefail
 what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
 mkdir -p "$out"
+if [ "$what" = check ]; then  # every check in one call, each mode's files in one archive (8 files come back)
+  status=0
+  for mode in contract trace parity tests; do
+    mkdir -p "$out/check/$mode"
+    OUT="$out/check/$mode" TRACE_TUNES="${TRACE_TUNES:-3 3 3 3 2 2}" bash "$0" "$mode" > "$out/check/$mode/console.txt" 2>&1
+    code=$?
+    echo "$mode: exit $code" | tee -a "$out/check.txt"
+    [ "$code" -eq 0 ] || status=1
+  done
+  tail -n 3 "$out/check/contract/contract.txt" "$out/check/parity/parity.txt" "$out/check/tests/tests.txt" 2> /dev/null | tee -a "$out/check.txt"
+  grep -v " loss " "$out/check/trace/trace.txt" 2> /dev/null | cut -c1-300 | tee -a "$out/check.txt"
+  tar czf "$out/check.tgz" -C "$out" check && rm -rf "$out/check"
+  exit "$status"
+fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ]; then
   usr="$PWD/third_party/device-libs/usr"
