@@ -16,7 +16,8 @@
 # `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
 # mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
-# and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments.
+# and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments,
+# and ours for small's contrastive row.
 set -uo pipefail
 what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
@@ -112,6 +113,11 @@ if [ "$what" = profile ]; then
     echo "ours tiny 16x4096 segment $segment:"
     python3 scripts/device/kernel_times.py "$out/ncu-$segment.csv" | tee "$out/ours-$segment.txt"
   done
+  # The contrastive row short of its target: small, 1024 pairs of 256-byte texts, recomputation on.
+  ncu --csv --clock-control none --metrics gpu__time_duration.sum --profile-from-start off ./build-gpu/uform_bench_train_cuda \
+    --width 1024 --pairs 1024 --text 256 --recompute 1 --cudnn 1 --steps 1 --profile > "$out/ncu-pairs.csv" 2> "$out/ncu-pairs.err"
+  echo "ours small contrastive, 1024 pairs of 256 bytes, recomputation on:"
+  python3 scripts/device/kernel_times.py "$out/ncu-pairs.csv" | tee "$out/ours-pairs.txt"
   [ -f third_party/peers/torch_mlm_step.py ] && python3 bench/profile_peer.py --peer third_party/peers/torch_mlm_step.py --out "$out"
 fi
 exit "$status"
