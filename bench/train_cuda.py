@@ -37,25 +37,25 @@ KEPT = ["small:1024:256:1=2"]
 def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=()):
     """Our step with cuDNN's attention where the build has it, else with attention.cu's kernels."""
     width, depth = TIERS[tier]
-    # cuDNN's candidates are timed on the first step, cuBLASLt's are not (--tune 2): every run that ended in
-    # NaN losses had timed cuBLASLt's, which gained under 1% (docs/cuda.md).
-    tune = 2
     command = [os.path.join(build, "uform_bench_train_cuda"), "--width", str(width), "--depth", str(depth),
                "--rows", str(rows), "--columns", str(columns), "--segment", str(segment),
-               "--recompute", str(int(recompute)), "--steps", str(steps), "--tune", str(tune)] + (["--ceiling"] if ceiling else []) + list(extra)
+               "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else []) + list(extra)
     cudnn_error = None
-    for attempt in range(2):  # a second try tells a passing fault from a lasting one
-        done = subprocess.run(command + ["--cudnn", "1"], capture_output=True, text=True)
+    # The first try times cuDNN's plans on the first step, not cuBLASLt's (--tune 2): NaN losses came
+    # only in runs that timed both, and cuBLASLt's timing gained under 1% (docs/cuda.md). A second
+    # try times nothing, which also tells a passing fault from a lasting one.
+    for tune in (2, 0):
+        done = subprocess.run(command + ["--cudnn", "1", "--tune", str(tune)], capture_output=True, text=True)
         if not done.returncode:
             break
         cudnn_error = (done.stderr or done.stdout)[-400:].strip()
-        sys.stderr.write(f"ours with cuDNN's attention failed (try {attempt + 1}): {cudnn_error}\n")
+        sys.stderr.write(f"ours with cuDNN's attention failed (--tune {tune}): {cudnn_error}\n")
     if done.returncode:  # without cuDNN: attention.cu's kernels, and the row says so
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode:
         return dict(error=(done.stderr or done.stdout)[-400:].strip(), cudnn_error=cudnn_error)
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    result["tune"] = tune
+    result["tune"] = tune if result.get("cudnn") else None
     if cudnn_error:
         result["cudnn_error"] = cudnn_error
     return result
