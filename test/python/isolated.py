@@ -42,6 +42,17 @@ class Outcome:
         return f"status {self.status}, message {self.message!r}, exit {self.returncode}, stderr {self.stderr[-500:]!r}"
 
 
+def assert_refused(case, outcome, statuses, words):
+    """The call failed cleanly: no crash, a status in `statuses`, and a message naming the problem
+    (one of `words`, lower case)."""
+    assert outcome.status is not None, f"{case}: the library crashed: {outcome}"
+    assert outcome.status != 0, f"{case}: the call was accepted"
+    message = outcome.message.lower()
+    assert message.strip(), f"{case}: no message"
+    assert any(word in message for word in words), f"{case}: the message does not say the problem ({words}): {outcome.message!r}"
+    assert outcome.status in statuses, f"{case}: status {outcome.status} not in {statuses}: {outcome.message!r}"
+
+
 def run(library_path, code, model_directory=None, timeout=60):
     """Runs `code` with `library` (a Library), `model` (opened from model_directory, or None) and
     `row(kind, value, segment, columns, rows)` to build a uniform grid."""

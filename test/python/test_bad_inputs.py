@@ -264,13 +264,7 @@ CALL_CASES = {
 @pytest.mark.parametrize("case", list(CALL_CASES))
 def test_misused_call_is_refused(library, good_model, case):
     code, statuses, words = CALL_CASES[case]
-    outcome = isolated.run(library.path, code, good_model)
-    assert outcome.status is not None, f"{case}: the library crashed: {outcome}"
-    assert outcome.status != 0, f"{case}: the call was accepted"
-    message = outcome.message.lower()
-    assert message.strip(), f"{case}: no message"
-    assert any(word in message for word in words), f"{case}: the message does not say the problem ({words}): {outcome.message!r}"
-    assert outcome.status in statuses, f"{case}: status {outcome.status} not in {statuses}: {outcome.message!r}"
+    isolated.assert_refused(case, isolated.run(library.path, code, good_model), statuses, words)
 
 
 def test_cli_encode_on_missing_directory(cli, tmp_path):

@@ -50,15 +50,6 @@ def run(library, code, directory):
     return isolated.run(library.path, PREAMBLE + code, directory)
 
 
-def assert_refused(case, outcome, statuses, words):
-    assert outcome.status is not None, f"{case}: the library crashed: {outcome}"
-    assert outcome.status != 0, f"{case}: the call was accepted"
-    message = outcome.message.lower()
-    assert message.strip(), f"{case}: no message"
-    assert any(word in message for word in words), f"{case}: the message does not say the problem ({words}): {outcome.message!r}"
-    assert outcome.status in statuses, f"{case}: status {outcome.status} not in {statuses}: {outcome.message!r}"
-
-
 def test_good_batches_are_accepted(library, good_model):
     """The preamble's batches are valid: otherwise the cases below would prove nothing."""
     code = ("t = trainer(0); t.gradients(mlm()); t.apply(); t.close()\n"
@@ -108,7 +99,7 @@ BATCH_CASES = {
 @pytest.mark.parametrize("case", list(BATCH_CASES))
 def test_wrong_batch_is_refused(library, good_model, case):
     code, statuses, words = BATCH_CASES[case]
-    assert_refused(case, run(library, code, good_model), statuses, words)
+    isolated.assert_refused(case, run(library, code, good_model), statuses, words)
 
 
 # (head dropped, code, words): the trainer may refuse at create or at the first gradients call.
@@ -124,7 +115,7 @@ HEAD_CASES = {
 @pytest.mark.parametrize("case", list(HEAD_CASES))
 def test_objective_without_its_head_is_missing(library, headless_models, case):
     head, code, words = HEAD_CASES[case]
-    assert_refused(case, run(library, code, headless_models[head]), {MISSING}, words)
+    isolated.assert_refused(case, run(library, code, headless_models[head]), {MISSING}, words)
 
 
 def test_objective_without_its_head_runs_where_not_needed(library, headless_models):
@@ -158,4 +149,4 @@ CALL_CASES = {
 @pytest.mark.parametrize("case", list(CALL_CASES))
 def test_misused_trainer_call_is_refused(library, good_model, case):
     code, statuses, words = CALL_CASES[case]
-    assert_refused(case, run(library, code, good_model), statuses, words)
+    isolated.assert_refused(case, run(library, code, good_model), statuses, words)
