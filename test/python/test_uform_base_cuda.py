@@ -63,6 +63,18 @@ def log_of(output):
     return [json.loads(line) for line in (output / "log.jsonl").read_text().splitlines()]
 
 
+def check_pair_log(log, head, idle, extra):
+    """8 logged steps of a pair objective: every part finite, the head's loss positive, the idle heads'
+    0, the total their sum; off terms report 0, on, TCR subtracts lambda R (R > 0) and Lipschitz adds
+    lambda sigma_max > 0."""
+    assert [entry["step"] for entry in log] == list(range(1, 9))
+    for entry in log:
+        parts = entry[head] + entry["tcr"] + entry["lipschitz"]
+        assert all(math.isfinite(entry[key]) for key in ("loss", head, "tcr", "lipschitz")), entry
+        assert entry[head] > 0 and all(entry[key] == 0 for key in idle) and abs(entry["loss"] - parts) <= 1e-5, entry
+        assert (entry["tcr"] < 0 and entry["lipschitz"] > 0) if extra else (entry["tcr"] == entry["lipschitz"] == 0), entry
+
+
 def test_help_lists_device_flags(build_dir):
     run = subprocess.run([str(build_dir / "uform_base"), "--help"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0
@@ -127,13 +139,7 @@ def test_contrastive_trains_on_gpu(build_dir, corpus, tmp_path, extra):
                      *extra, "--output", output)
     assert run.returncode == 0, run.stderr
     log = log_of(output)
-    assert [entry["step"] for entry in log] == list(range(1, 9))
-    for entry in log:
-        parts = entry["siglip"] + entry["tcr"] + entry["lipschitz"]
-        assert all(math.isfinite(entry[key]) for key in ("loss", "siglip", "tcr", "lipschitz")), entry
-        assert entry["siglip"] > 0 and entry["mlm"] == 0 and abs(entry["loss"] - parts) <= 1e-5, entry
-        # Off terms report 0; on, TCR subtracts lambda R (R > 0) and Lipschitz adds lambda sigma_max > 0.
-        assert (entry["tcr"] < 0 and entry["lipschitz"] > 0) if extra else (entry["tcr"] == entry["lipschitz"] == 0), entry
+    check_pair_log(log, "siglip", ("mlm",), extra)
     first, last = log[0]["loss"], sum(entry["loss"] for entry in log[-3:]) / 3
     assert last <= first, [entry["loss"] for entry in log]  # falls, or at worst holds
     state = json.loads((output / "latest" / "trainer.json").read_text())
@@ -212,12 +218,7 @@ def test_rerank_trains_on_gpu(build_dir, corpus, tmp_path, extra):
                      "2e-3", "--device", "cuda", *extra, "--output", output)
     assert run.returncode == 0, run.stderr
     log = log_of(output)
-    assert [entry["step"] for entry in log] == list(range(1, 9))
-    for entry in log:
-        parts = entry["rerank"] + entry["tcr"] + entry["lipschitz"]
-        assert all(math.isfinite(entry[key]) for key in ("loss", "rerank", "tcr", "lipschitz")), entry
-        assert entry["rerank"] > 0 and entry["mlm"] == entry["siglip"] == 0 and abs(entry["loss"] - parts) <= 1e-5, entry
-        assert (entry["tcr"] < 0 and entry["lipschitz"] > 0) if extra else (entry["tcr"] == entry["lipschitz"] == 0), entry
+    check_pair_log(log, "rerank", ("mlm", "siglip"), extra)
     middle, last = tensors(output / "step-00000004" / "model.safetensors"), tensors(output / "step-00000008" / "model.safetensors")
     for name in ("rerank.proj", "siglip.scale", "siglip.bias", "final_norm", "blocks.0.qkv"):
         assert middle[name] != last[name], name
