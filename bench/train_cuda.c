@@ -18,7 +18,7 @@
  *  with --recompute 1, replayed blocks keep their attention outputs, so the replay skips attention.
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
  *  --tune times candidates on the first step: 1 cuBLASLt's, 2 cuDNN's (the default), 3 both; 0 runs their
- *  first choices. Runs that timed cuBLASLt's candidates sometimes ended in NaN losses (docs/cuda.md).
+ *  first choices. Runs that timed both sometimes ended in NaN losses (docs/cuda.md).
  *  --profile brackets the last step with cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
  *  --trace prints every step's loss to stderr as it lands (a run that ends in NaN shows where it began);
  *  after each warm-up step (the first 3, untimed) the tensors whose parameters or gradients are not
