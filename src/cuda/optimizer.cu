@@ -59,10 +59,13 @@ __global__ void row_mean_kernel(float const *row_moment, size_t rows, float *scr
     if (threadIdx.x == 0) scratch[0] = sum / (float)rows;
 }
 
+/* U = G / sqrt(V) with V's row and column factors rooted apart: R C for a row and a column that saw
+ * only zeros is about 1e-66, which Float32 flushes to 0, and 0 rsqrt(0) is NaN. Planted (2): that product. */
 __device__ __forceinline__ float update_of(float const *gradient, float const *row_moment, float const *column_moment,
-                                           float row_mean, float correction2, size_t columns, size_t index) {
-    float v = row_moment[index / columns] * column_moment[index % columns] / row_mean / correction2;
-    return gradient[index] * rsqrtf(v);
+                                           float row_mean, float correction2, size_t columns, size_t index, int plant) {
+    float row = row_moment[index / columns], column = column_moment[index % columns];
+    if (plant == 2) return gradient[index] * rsqrtf(row * column / row_mean / correction2);
+    return gradient[index] * rsqrtf(row / row_mean) * rsqrtf(column / correction2);
 }
 
 /* Per-block partial sums of U^2 into scratch[2 + block]. */
@@ -71,7 +74,7 @@ __global__ void update_squares_kernel(float const *gradient, float const *row_mo
     __shared__ float shared[threads];
     float sum = 0, correction2 = plant == 1 ? 1.0f : schedule[2]; /* planted: no bias correction of V */
     for (size_t index = blockIdx.x * (size_t)threads + threadIdx.x; index < count; index += (size_t)gridDim.x * threads) {
-        float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index);
+        float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index, plant);
         sum += u * u;
     }
     sum = uform_block_reduce(sum, shared, 0);
@@ -95,7 +98,7 @@ __global__ void apply_kernel(uint16_t *weights, float const *gradient, float con
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= count) return;
     float rate = schedule[0], correction1 = schedule[1], correction2 = plant == 1 ? 1.0f : schedule[2];
-    float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index) / scratch[1];
+    float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index, plant) / scratch[1];
     float m = beta1 * first_moment[index] + complement1 * u;
     first_moment[index] = m;
     float w = uform_bf16_to_f32(weights[index]);
