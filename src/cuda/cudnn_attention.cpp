@@ -93,8 +93,19 @@ static fe::error_t build(std::shared_ptr<fe::graph::Graph> const &graph, cudnnHa
     return tune ? fe::error_t{} : status;
 }
 
+/* One execution of plan `index` (-1: the heuristic's) on a copy of the caller's map: the frontend emplaces
+ * pointers to its own call's copies of the scalars (the attention scale) into the map it is given, and
+ * emplace keeps an earlier call's entry, which by then points at freed memory. */
+static bool execute(uform_cudnn_attention_t *a, pass_t const *pass, std::unordered_map<int64_t, void *> const &pack,
+                    int64_t index) {
+    std::unordered_map<int64_t, void *> fresh = pack;
+    return index < 0 ? pass->graph->execute(a->handle, fresh, a->workspace).is_good()
+                     : pass->graph->execute_plan_at_index(a->handle, fresh, a->workspace, index).is_good();
+}
+
 /* Runs the pass; the first call outside a capture with tuning times each plan (best of three) and keeps the fastest. */
-static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int64_t, void *> &pack, cudaStream_t stream) {
+static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int64_t, void *> const &pack,
+               cudaStream_t stream) {
     if (!pass->tuned) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         cudaStreamIsCapturing(stream, &capturing);
@@ -105,7 +116,7 @@ static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int6
             float best = 0;
             for (int repeat = 0; repeat < 3; ++repeat) {
                 cudaEventRecord(start, stream);
-                if (pass->graph->execute_plan_at_index(a->handle, pack, a->workspace, i).is_bad()) {
+                if (!execute(a, pass, pack, i)) {
                     best = 0;
                     break;
                 }
@@ -123,9 +134,7 @@ static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int6
         if (pass->chosen < 0) return (int)cudaErrorNotSupported;
         pass->tuned = true;
     }
-    if (pass->chosen < 0) return pass->graph->execute(a->handle, pack, a->workspace).is_good() ? 0 : (int)cudaErrorUnknown;
-    return pass->graph->execute_plan_at_index(a->handle, pack, a->workspace, pass->chosen).is_good() ? 0
-                                                                                                      : (int)cudaErrorUnknown;
+    return execute(a, pass, pack, pass->chosen) ? 0 : (int)cudaErrorUnknown;
 }
 
 extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments, size_t longest,
