@@ -18,11 +18,12 @@
  *  with --recompute 1, replayed blocks keep their attention outputs, so the replay skips attention.
  *  --deterministic 0 lets cuDNN's attention backward add dQ up with atomics (step.h's nondeterministic).
  *  --tune times candidates on the first step: 1 cuBLASLt's, 2 cuDNN's (the default), 3 both; 0 runs their
- *  first choices. Runs that timed both sometimes ended in NaN losses (docs/cuda.md).
+ *  first choices.
  *  --profile brackets the last step with cudaProfilerStart/Stop, for `ncu --profile-from-start off`.
  *  --trace prints every step's loss to stderr as it lands (a run that ends in NaN shows where it began);
  *  after each warm-up step (the first 3, untimed) the tensors whose parameters or gradients are not
- *  finite and the largest gradient; and at the end cuBLASLt's chosen algorithm for every product shape.
+ *  finite and the largest gradient, after step 1 each tensor's largest gradient; and at the end
+ *  cuBLASLt's chosen algorithm for every product shape.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda_profiler_api.h>
@@ -105,13 +106,21 @@ static void finite_(uform_cuda_step_t *step, size_t t) {
     double largest = 0;
     uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
     CHECK(cudaDeviceSynchronize());
+    char largest_each[8192] = "";
+    size_t written = 0;
     for (size_t i = 0; i < count; ++i) {
         size_t elements = tensors[i].rows * tensors[i].columns, parameter_bad = 0, gradient_bad = 0;
+        double tensor_largest = 0;
         float *host = malloc(elements * 4);
         CHECK(cudaMemcpy(host, tensors[i].gradient, elements * 4, cudaMemcpyDeviceToHost));
         for (size_t e = 0; e < elements; ++e) {
             gradient_bad += !isfinite(host[e]);
-            if (isfinite(host[e]) && fabs(host[e]) > largest) largest = fabs(host[e]), largest_at = i;
+            if (isfinite(host[e]) && fabs(host[e]) > tensor_largest) tensor_largest = fabs(host[e]);
+        }
+        if (tensor_largest > largest) largest = tensor_largest, largest_at = i;
+        if (written < sizeof(largest_each)) { /* a run gone wrong shows where the signal died */
+            int n = snprintf(largest_each + written, sizeof(largest_each) - written, " %s %.2g", tensors[i].name, tensor_largest);
+            if (n > 0) written += (size_t)n;
         }
         CHECK(cudaMemcpy(host, tensors[i].parameter, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyDeviceToHost));
         for (size_t e = 0; e < elements; ++e) {
@@ -125,6 +134,7 @@ static void finite_(uform_cuda_step_t *step, size_t t) {
     }
     fprintf(stderr, "train_cuda: after step %zu: %zu tensors with values not finite; largest gradient %.3g in %s\n", t, bad,
             largest, count ? tensors[largest_at].name : "");
+    if (t == 1) fprintf(stderr, "train_cuda: after step 1, each tensor's largest |gradient|:%s\n", largest_each);
 }
 
 /* One random batch, as the peer draws it: bytes uniform in 0..255, each cell masked with p = 0.15. */

@@ -41,9 +41,8 @@ def ours(build, tier, rows, columns, segment, recompute, ceiling, steps, extra=(
                "--rows", str(rows), "--columns", str(columns), "--segment", str(segment),
                "--recompute", str(int(recompute)), "--steps", str(steps)] + (["--ceiling"] if ceiling else []) + list(extra)
     cudnn_error = None
-    # The first try times cuDNN's plans on the first step, not cuBLASLt's (--tune 2): NaN losses came
-    # only in runs that timed both, and cuBLASLt's timing gained under 1% (docs/cuda.md). A second
-    # try times nothing, which also tells a passing fault from a lasting one.
+    # The first try times cuDNN's plans on the first step, not cuBLASLt's (--tune 2: cuBLASLt's timing
+    # gained under 1%, docs/cuda.md). A second try times nothing, which tells a passing fault from a lasting one.
     for tune in (2, 0):
         done = subprocess.run(command + ["--cudnn", "1", "--tune", str(tune)], capture_output=True, text=True)
         if not done.returncode:
@@ -98,11 +97,11 @@ def main():
     peer_rows = {(r.get("tier"), r.get("T"), r.get("doc_len")): r for r in peer_result.get("rows", [])}
     table, ceiling, pairs_peer, pairs_table = [], 0, [], []
 
-    def save():  # after every row, so a run cut short keeps what it measured
+    def save(row=True):  # after every row, so a run cut short keeps what it measured
         with open(os.path.join(args.out, "train_cuda.json"), "w") as file:
             json.dump(dict(ceiling_tflops=ceiling, peer=peer_result, rows=table, pairs_peer=pairs_peer,
                            pairs=pairs_table, wall=walls), file, indent=1)
-        if table or pairs_table:
+        if row and (table or pairs_table):
             print(json.dumps((table + pairs_table)[-1]), file=sys.stderr, flush=True)
 
     for index, item in enumerate(args.plan):
@@ -150,7 +149,7 @@ def main():
         pairs_table.append(dict(plan=item, peer=theirs, ours=mine))
         save()
     walls["total_s"] = round(time.time() - started)
-    save()
+    save(row=False)
     if pairs_table:
         print("\n| tier | text bytes | recompute | peer pairs/s | ours pairs/s | ratio | peer GiB | ours GiB | our kept blocks |")
         print("|---|---|---|---|---|---|---|---|---|")

@@ -11,8 +11,9 @@
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
-# (where a NaN begins) and cuBLASLt's chosen algorithms, tuning cuBLASLt's products, cuDNN's
-# attention, or neither.
+# (where a NaN begins), each tensor's largest gradient after step 1, the first step's loss per run
+# (runs that disagree there went wrong in it) and cuBLASLt's chosen algorithms, tuning cuBLASLt's
+# products, cuDNN's attention, or neither.
 # `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
 # mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -97,11 +98,13 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
   else python3 bench/train_cuda.py --build build-gpu --no-peer --out "$out" "$@"; fi
 fi
 if [ "$what" = trace ]; then
-  # Tuning (--tune: 1 cuBLASLt's candidates, 2 cuDNN's, 3 both, 0 none) is what the NaN runs had in common.
+  # --tune: 1 times cuBLASLt's candidates, 2 cuDNN's plans, 3 both, 0 none (the NaN runs, since fixed, had tuned).
   for tune in ${TRACE_TUNES:-3 3 3 1 1 1 2 2 2 0}; do
     ./build-gpu/uform_bench_train_cuda --segment 4096 --cudnn 1 --steps 5 --trace --tune "$tune" "$@" \
       >> "$out/trace.jsonl" 2> "$out/run.txt"
-    echo "tune $tune: exit $? $(grep -c nan "$out/run.txt") NaN losses" | tee -a "$out/trace.txt"
+    code=$?  # the first step's loss: runs of one setting that disagree there went wrong in their first step
+    echo "tune $tune: exit $code $(grep -c nan "$out/run.txt") NaN losses, first $(grep -m1 " loss " "$out/run.txt" | cut -d' ' -f5)" |
+      tee -a "$out/trace.txt"
     grep -v " loss " "$out/run.txt" >> "$out/trace.txt"
   done
   rm -f "$out/run.txt"
