@@ -14,11 +14,7 @@
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
 
-enum {
-    vocabulary_k = 258,
-    logits_stride_k = 264, /* rows 16-byte aligned for the products */
-    lanes_k = 4,           /* the optimizer's tensors run in this many parallel branches of the graph */
-};
+enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
 
 /* One block's activations. With recomputation a replayed block shares one set with the others
  * (the first replayed block's), except its attention output and log-sums under keep_attention. */
@@ -49,9 +45,7 @@ struct uform_cuda_step_t {
     int captured[2], warmed;
     cudaEvent_t uploaded[2], done[2];
     uform_cuda_tensor_t *tensors;
-    float *scratch[lanes_k], *gain_partials, *embed_partials, *rotations;
-    cudaStream_t lanes[lanes_k - 1]; /* the optimizer's branches besides `stream`, forked and joined by events */
-    cudaEvent_t fork, joins[lanes_k - 1];
+    float *scratch, *gain_partials, *embed_partials, *rotations;
     size_t batch_bytes;
     unsigned char *staging[2], *batch_memory[2];
     batch_device_t batch[2];
@@ -146,7 +140,7 @@ static void layout_(uform_cuda_step_t *step) {
         size_t needed = uform_cuda_adafactor_scratch(tensor->rows, tensor->columns);
         if (needed > scratch) scratch = needed;
     }
-    for (int lane = 0; lane < lanes_k; ++lane) step->scratch[lane] = take_(step, scratch * 4);
+    step->scratch = take_(step, scratch * 4);
     step->gain_partials = take_(step, uform_cuda_rmsnorm_partials(n, d) * 4);
     step->embed_partials = take_(step, uform_cuda_embed_partials(n, d) * 4);
     step->rotations = take_(step, n * 32 * 2 * 4);
@@ -406,26 +400,15 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
                                   0));
     TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return 0;
-    /* Each tensor's update is a chain of small kernels that cannot fill the card: tensors go round-robin
-     * to lanes_k branches, each with its own scratch, so the chains overlap; each tensor's arithmetic is
-     * unchanged, so the result is too. */
-    TRY((int)cudaEventRecord(step->fork, step->stream));
-    for (int lane = 1; lane < lanes_k; ++lane) TRY((int)cudaStreamWaitEvent(step->lanes[lane - 1], step->fork, 0));
     for (size_t i = 0; i < step->tensors_count; ++i) {
         uform_cuda_tensor_t *t = &step->tensors[i];
-        int lane = (int)(i % lanes_k);
-        void *branch = lane ? (void *)step->lanes[lane - 1] : s;
         if (t->is_matrix)
             TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, t->row_moment, t->column_moment, t->first_moment,
                                             t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2, c->clip,
-                                            c->weight_decay, step->scratch[lane], branch, 0));
+                                            c->weight_decay, step->scratch, s, 0));
         else
             TRY(uform_cuda_adafactor_vector(t->parameter, t->gradient, t->row_moment, t->first_moment, t->rows,
-                                            &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, branch, 0));
-    }
-    for (int lane = 1; lane < lanes_k; ++lane) {
-        TRY((int)cudaEventRecord(step->joins[lane - 1], step->lanes[lane - 1]));
-        TRY((int)cudaStreamWaitEvent(step->stream, step->joins[lane - 1], 0));
+                                            &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, s, 0));
     }
     return 0;
 }
@@ -509,11 +492,6 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     }
     if (!status) status = (int)cudaStreamCreateWithFlags(&step->stream, cudaStreamNonBlocking);
     if (!status) status = (int)cudaStreamCreateWithFlags(&step->copy_stream, cudaStreamNonBlocking);
-    if (!status) status = (int)cudaEventCreateWithFlags(&step->fork, cudaEventDisableTiming);
-    for (int lane = 0; lane < lanes_k - 1 && !status; ++lane) {
-        status = (int)cudaStreamCreateWithFlags(&step->lanes[lane], cudaStreamNonBlocking);
-        if (!status) status = (int)cudaEventCreateWithFlags(&step->joins[lane], cudaEventDisableTiming);
-    }
     if (!status) status = (int)cudaMemset(step->arena, 0, step->arena_bytes); /* moments start at zero */
     if (status) return fail_(error, error_size, status, "uform_cuda_step_create: %s", cudaGetErrorString((cudaError_t)status));
     for (int slot = 0; slot < 2; ++slot) memset(step->staging[slot], 0, step->batch_bytes);
@@ -532,11 +510,6 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step) {
     }
     if (step->stream) cudaStreamDestroy(step->stream);
     if (step->copy_stream) cudaStreamDestroy(step->copy_stream);
-    for (int lane = 0; lane < lanes_k - 1; ++lane) {
-        if (step->lanes[lane]) cudaStreamDestroy(step->lanes[lane]);
-        if (step->joins[lane]) cudaEventDestroy(step->joins[lane]);
-    }
-    if (step->fork) cudaEventDestroy(step->fork);
     uform_cuda_gemm_destroy(step->gemm);
 #if defined(UFORM_HAVE_CUDNN)
     uform_cudnn_attention_destroy(step->cudnn);
