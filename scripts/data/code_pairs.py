@@ -269,16 +269,7 @@ def build(groups_per_language, seed, dev_fraction, test_fraction):
         group_counts[language] = collections.Counter(split_of.values())
         for group in sorted(groups):
             records[split_of[group]].extend(groups[group])
-    duplicates = {}
-    for split in debian_archive.SPLITS:
-        seen, kept = set(), []
-        for record in records[split]:
-            keys = debian_archive.pair_keys(record)
-            if not any(key in seen for key in keys):
-                kept.append(record)
-            seen.update(keys)
-        duplicates[split] = len(records[split]) - len(kept)
-        records[split] = kept
+    duplicates = debian_archive.deduped_splits(records, debian_archive.dedupe_every_key)
     leaks = debian_archive.remove_leaks(records)
     return records, group_counts, duplicates, leaks
 

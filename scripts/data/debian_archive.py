@@ -215,6 +215,43 @@ def dedupe(records, keys=pair_keys):
     return kept
 
 
+def dedupe_every_key(records, keys=pair_keys):
+    """Keeps a record only if none of its keys (query and positives) came before, kept or not."""
+    seen, kept = set(), []
+    for record in records:
+        record_keys = keys(record)
+        if not any(key in seen for key in record_keys):
+            kept.append(record)
+        seen.update(record_keys)
+    return kept
+
+
+def deduped_splits(records, dedupe_split):
+    """Applies dedupe_split to each split of {split: [record]} in place; {split: records dropped}."""
+    duplicates = {}
+    for split in SPLITS:
+        before = len(records[split])
+        records[split] = dedupe_split(records[split])
+        duplicates[split] = before - len(records[split])
+    return duplicates
+
+
+def split_records(groups, split_of):
+    """{split: [record]} from {group: [record]} and {group: split}, groups in sorted order."""
+    records = {split: [] for split in SPLITS}
+    for group in sorted(groups):
+        records[split_of[group]].extend(groups[group])
+    return records
+
+
+def split_and_dedupe(groups, seed, dev_fraction, test_fraction, keys=pair_keys):
+    """Splits {group: [record]} by whole groups (split_groups) and dedupes each split by its first key
+    (dedupe): {split: [record]}, {split: records dropped} and {group: split}."""
+    split_of = split_groups(groups, seed, dev_fraction, test_fraction)
+    records = split_records(groups, split_of)
+    return records, deduped_splits(records, lambda records_of_split: dedupe(records_of_split, keys)), split_of
+
+
 def write_corpus(output, name, script, records, seed, manifest_extra, texts=None, text_limit=None):
     """Writes output/{train,dev,test}.jsonl (records shuffled by the seed), optional text.jsonl (a
     seeded sample of train texts for masked modelling) and manifest.json; returns the manifest."""

@@ -135,11 +135,9 @@ def build(source_of, english, translated):
     return synopses, translations, dropped
 
 
-def split_records(groups, split_of):
-    records = {split: [] for split in debian_archive.SPLITS}
-    for group in sorted(groups):
-        records[split_of[group]].extend(groups[group])
-    return records
+def language_keys(record):
+    """pair_keys within the record's language: a text may recur across languages, not within one."""
+    return [record["lang"] + "\0" + key for key in debian_archive.pair_keys(record)]
 
 
 def main(argv=None):
@@ -177,17 +175,9 @@ def main(argv=None):
     summaries = []
     for name, output, grouped in (("descriptions", arguments.output, synopses),
                                   ("description-translations", arguments.translations_output, translations)):
-        records = split_records(grouped, split_of)
-        duplicates = {}
-        for split in debian_archive.SPLITS:
-            seen, kept = set(), []
-            for record in records[split]:
-                keys = [record["lang"] + "\0" + key for key in debian_archive.pair_keys(record)]
-                if not any(key in seen for key in keys):
-                    kept.append(record)
-                seen.update(keys)
-            duplicates[split] = len(records[split]) - len(kept)
-            records[split] = kept
+        records = debian_archive.split_records(grouped, split_of)
+        duplicates = debian_archive.deduped_splits(
+            records, lambda records_of_split: debian_archive.dedupe_every_key(records_of_split, language_keys))
         # An English text of train may not be a dev or test query in any language.
         leaks = debian_archive.remove_leaks(records)
         texts = [text for record in records["train"] for text in (record["query"], *record["positives"])]

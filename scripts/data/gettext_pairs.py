@@ -147,6 +147,20 @@ def keep(english, translation):
     return None
 
 
+def kept_pairs(raw, cleaner, dropped):
+    """The (english, translation) pairs of a catalogue's raw pairs, each side cleaned by `cleaner`
+    (given the other side), that `keep` keeps; counts the reasons of the rest in `dropped`."""
+    kept = []
+    for msgid, msgstr in raw:
+        english, translation = cleaner(msgid, msgstr), cleaner(msgstr, msgid)
+        reason = keep(english, translation)
+        if reason:
+            dropped[reason] += 1
+        else:
+            kept.append((english, translation))
+    return kept
+
+
 def catalogue_group(path):
     """What a split keeps together: one catalogue (domain) in every language, its version dropped
     so that "psql-15" and a later "psql-16" stay one catalogue."""
@@ -258,21 +272,13 @@ def main(argv=None):
     pairs_of = {}
     group_of = {}
     for language, locale, path in catalogues:
-        kept = []
         try:
             raw = read_mo(path)
         except ValueError as error:
             print(f"gettext_pairs: skipping {error}", file=sys.stderr)
             dropped["unreadable catalogue"] += 1
             continue
-        for msgid, msgstr in raw:
-            english, translation = clean(msgid, msgstr), clean(msgstr, msgid)
-            reason = keep(english, translation)
-            if reason:
-                dropped[reason] += 1
-            else:
-                kept.append((english, translation))
-        pairs_of[path] = kept
+        pairs_of[path] = kept_pairs(raw, clean, dropped)
         group_of[path] = catalogue_group(path)
     sizes = collections.Counter()
     for path, kept in pairs_of.items():

@@ -23,7 +23,7 @@ import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
-from gettext_pairs import DEFAULT_LANGUAGES, catalogue_group, clean, keep, read_mo  # noqa: E402
+from gettext_pairs import DEFAULT_LANGUAGES, catalogue_group, clean, keep, kept_pairs, read_mo  # noqa: E402
 
 SPLITS = debian_archive.SPLITS
 # UForm language -> the suffix of Debian's package names where it differs.
@@ -214,14 +214,7 @@ def main(argv=None):
                 print(f"libreoffice_pairs: skipping {error}", file=sys.stderr)
                 dropped["unreadable catalogue"] += 1
                 continue
-            kept = []
-            for msgid, msgstr in raw:
-                english, translation = lo_clean(msgid, msgstr), lo_clean(msgstr, msgid)
-                reason = keep(english, translation)
-                if reason:
-                    dropped[reason] += 1
-                else:
-                    kept.append((english, translation))
+            kept = kept_pairs(raw, lo_clean, dropped)
             pairs_of[(language, path.stem)] = pairs_of.get((language, path.stem), []) + kept
             group_of[path.stem] = group
     if helps:

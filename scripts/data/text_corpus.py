@@ -157,15 +157,8 @@ def main(argv=None):
         groups.update(fortune_records(package, language, root))
     if not groups:
         sys.exit("text_corpus: no text found")
-    split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
-    records = {split: [] for split in debian_archive.SPLITS}
-    for group in sorted(groups):
-        records[split_of[group]].extend(groups[group])
-    duplicates = {}
-    for split in debian_archive.SPLITS:
-        before = len(records[split])
-        records[split] = debian_archive.dedupe(records[split], debian_archive.text_keys)
-        duplicates[split] = before - len(records[split])
+    records, duplicates, split_of = debian_archive.split_and_dedupe(groups, arguments.seed, arguments.dev_fraction,
+                                                                   arguments.test_fraction, debian_archive.text_keys)
     leaks = debian_archive.remove_leaks(records, debian_archive.text_keys)
     kinds = collections.Counter(group.split(":")[0] for group in groups)
     manifest = debian_archive.write_corpus(

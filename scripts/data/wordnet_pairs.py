@@ -92,15 +92,8 @@ def main(argv=None):
     except (OSError, ValueError) as error:
         sys.exit(f"wordnet_pairs: {error}")
     groups = records_by_group(synsets)
-    split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
-    records = {split: [] for split in debian_archive.SPLITS}
-    for group in sorted(groups):
-        records[split_of[group]].extend(groups[group])
-    duplicates = {}
-    for split in debian_archive.SPLITS:
-        before = len(records[split])
-        records[split] = debian_archive.dedupe(records[split])
-        duplicates[split] = before - len(records[split])
+    records, duplicates, split_of = debian_archive.split_and_dedupe(groups, arguments.seed, arguments.dev_fraction,
+                                                                   arguments.test_fraction)
     leaks = debian_archive.remove_leaks(records)
     # Masked modelling: "words: definition" and the example sentences of train synsets only.
     train_queries = {record["query"] for record in records["train"]}
