@@ -19,10 +19,10 @@ typedef struct uform_context_t {
 } uform_context_t;
 
 /* C [rows, matrix->rows] = A [rows, matrix->columns] W^T in the model's precision. */
-static void uform_linear_(uform_model_t const *model, uform_matrix_t const *matrix, float const *a, size_t a_stride,
+static void uform_linear_(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
                           size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     if (model->precision == uform_precision_f32_k) {
-        uform_gemm_f32_nt(a, a_stride, matrix->f32, matrix->columns, c, c_stride, rows, matrix->rows, matrix->columns);
+        uform_gemm_f32_nt(a, a_stride, matrix->widened, matrix->columns, c, c_stride, rows, matrix->rows, matrix->columns);
         return;
     }
     uform_kernels_t const *kernels = uform_kernels();
@@ -45,7 +45,7 @@ static void uform_embed_task_(void *context_pointer, size_t index, size_t thread
     uform_model_t *model = context->model;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
-        uform_f32_from_bf16_array(model->embed.bf16 + (size_t)context->pass->values[c] * d,
+        uform_f32_from_bf16_array(model->embed->bf16 + (size_t)context->pass->values[c] * d,
                                   model->workspace.residual + c * d, d);
 }
 
@@ -56,8 +56,8 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     uform_workspace_t *workspace = &model->workspace;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
-        uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm, workspace->normed + c * d, d);
-    uform_linear_(model, &context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
+        uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
+    uform_linear_(model, context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
                   3 * d, &workspace->scratch[thread]);
     for (size_t c = first; c < first + count; ++c)
         uform_rope(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d, 1);
@@ -117,22 +117,22 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     uform_block_t const *block = context->block;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
-    uform_linear_(model, &block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
+    uform_linear_(model, block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm(x + r * d, block->mlp_norm, normed + r * d, d);
-    uform_linear_(model, &block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
+    uform_linear_(model, block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
     if (model->precision == uform_precision_bf16_k) {
         /* SwiGLU writes the down product's BF16 inputs directly. */
         uform_kernels_t const *kernels = uform_kernels();
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
-        kernels->gemm(scratch->inputs_bf16, 4 * d, block->down.packed, scratch->product, d, count, d, 4 * d);
+        kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
     } else {
         for (size_t r = 0; r < count; ++r) {
             float const *gate = scratch->gate_up + r * 8 * d, *up = gate + 4 * d;
             float *hidden = scratch->hidden + r * 4 * d;
             for (size_t i = 0; i < 4 * d; ++i) hidden[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
         }
-        uform_linear_(model, &block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
+        uform_linear_(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     }
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
 }
@@ -150,13 +150,13 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
     uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
     float *h = workspace->normed + first * d;
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm(workspace->residual + (first + r) * d, model->final_norm, h + r * d, d);
+    for (size_t r = 0; r < count; ++r) uform_rmsnorm(workspace->residual + (first + r) * d, model->final_norm->f32, h + r * d, d);
     if (pass->hidden)
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));
     if (pass->colbert) {
-        size_t width = model->rerank_proj.rows;
-        uform_linear_(model, &model->rerank_proj, h, d, count, scratch->gate_up, width, scratch);
+        size_t width = model->rerank_proj->rows;
+        uform_linear_(model, model->rerank_proj, h, d, count, scratch->gate_up, width, scratch);
         for (size_t r = 0; r < count; ++r) {
             float const *vector = scratch->gate_up + r * width;
             double norm = 0;
@@ -167,7 +167,7 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
         }
     }
     if (pass->logits) {
-        uform_linear_(model, &model->mlm_head, h, d, count, scratch->gate_up, uform_vocabulary_k, scratch);
+        uform_linear_(model, model->mlm_head, h, d, count, scratch->gate_up, uform_vocabulary_k, scratch);
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->logits + uform_destination_(pass, first + r) * uform_vocabulary_k,
                    scratch->gate_up + r * uform_vocabulary_k, uform_vocabulary_k * sizeof(float));
@@ -185,7 +185,7 @@ static void uform_pool_task_(void *context_pointer, size_t index, size_t thread)
     float *pooled = workspace->pooled + index * d;
     memset(pooled, 0, d * sizeof(float));
     for (size_t head = 0; head < model->config.heads; ++head) {
-        float const *query = model->pool_query + head * hw;
+        float const *query = model->pool_query->f32 + head * hw;
         for (size_t t = 0; t < segment->length; ++t) {
             float const *h = workspace->normed + (segment->start + t) * d + head * hw;
             float dot = 0;
@@ -203,9 +203,9 @@ static void uform_pool_task_(void *context_pointer, size_t index, size_t thread)
 static void uform_project_task_(void *context_pointer, size_t index, size_t thread) {
     uform_context_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    size_t d = model->config.width, widest = model->pool_proj.rows, first;
+    size_t d = model->config.width, widest = model->pool_proj->rows, first;
     size_t count = uform_tile_(index, context->pass->segments_count, &first);
-    uform_linear_(model, &model->pool_proj, model->workspace.pooled + first * d, d, count,
+    uform_linear_(model, model->pool_proj, model->workspace.pooled + first * d, d, count,
                   context->pass->pooled + first * widest, widest, &model->workspace.scratch[thread]);
 }
 

@@ -33,6 +33,7 @@ struct uform_cuda_forward_t {
     /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
     size_t width, depth, widest, colbert_width;
     unsigned char *weights;
+    void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head;
     float *final_norm, *pool_query;
@@ -86,24 +87,26 @@ static void *take_(layout_t *layout, size_t bytes) {
 
 static size_t embeddings_stride_(uform_cuda_forward_t const *context) { return (context->widest + 3) / 4 * 4; }
 
+/* Every tensor the model carries, in the table's order, then the named views the passes read. */
 static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *model, layout_t *layout) {
-    size_t d = context->width;
-    context->embed = take_(layout, vocabulary_k * d * 2);
+    for (size_t i = 0; i < model->tensors_count; ++i) {
+        uform_tensor_info_t const *info = &model->tensors[i];
+        int carried = uform_model_carries(model, info->part);
+        context->tensors[i] = carried ? take_(layout, info->rows * info->columns * (info->matrix ? 2 : 4)) : NULL;
+    }
+    uform_config_t const *config = &model->config;
+#define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
+    context->embed = AT_(uform_tensor_embed_bytes_k, 0);
     for (size_t i = 0; i < context->depth; ++i) {
         block_weights_t *block = &context->blocks[i];
-        block->attn_norm = take_(layout, d * 4);
-        block->qkv = take_(layout, 3 * d * d * 2);
-        block->out = take_(layout, d * d * 2);
-        block->mlp_norm = take_(layout, d * 4);
-        block->gate_up = take_(layout, 8 * d * d * 2);
-        block->down = take_(layout, d * 4 * d * 2);
+        block->attn_norm = AT_(uform_tensor_attn_norm_k, i), block->qkv = AT_(uform_tensor_qkv_k, i);
+        block->out = AT_(uform_tensor_out_k, i), block->mlp_norm = AT_(uform_tensor_mlp_norm_k, i);
+        block->gate_up = AT_(uform_tensor_gate_up_k, i), block->down = AT_(uform_tensor_down_k, i);
     }
-    context->final_norm = take_(layout, d * 4);
-    int pool = model->pool_query && model->pool_proj.rows;
-    context->pool_query = pool ? take_(layout, d * 4) : NULL;
-    context->pool_proj = pool ? take_(layout, model->pool_proj.rows * d * 2) : NULL;
-    context->rerank_proj = model->rerank_proj.rows ? take_(layout, model->rerank_proj.rows * d * 2) : NULL;
-    context->mlm_head = model->mlm_head.rows ? take_(layout, vocabulary_k * d * 2) : NULL;
+    context->final_norm = AT_(uform_tensor_final_norm_k, 0);
+    context->pool_query = AT_(uform_tensor_pool_query_k, 0), context->pool_proj = AT_(uform_tensor_pool_proj_k, 0);
+    context->rerank_proj = AT_(uform_tensor_rerank_proj_k, 0), context->mlm_head = AT_(uform_tensor_mlm_head_k, 0);
+#undef AT_
 }
 
 static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t n) {
@@ -157,6 +160,7 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     uform_cuda_gemm_destroy(context->gemm);
     if (context->stream) cudaStreamDestroy(context->stream);
     free(context->blocks);
+    free(context->tensors);
     free(context->staging);
     free(context);
 }
@@ -177,14 +181,10 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     }
     context->width = d, context->depth = model->config.depth;
     context->widest = widest, context->colbert_width = model->config.colbert_width;
+    free(context->tensors);
     context->blocks = calloc(context->depth, sizeof(*context->blocks));
-    if (!context->blocks) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU block table");
-    if (model->pool_query && model->pool_proj.rows && model->pool_proj.rows != widest)
-        return fail_(error, error_size, uform_shape_k, "pool.proj has %zu rows, the widest embedding is %zu",
-                     model->pool_proj.rows, widest);
-    if (model->rerank_proj.rows && model->rerank_proj.rows != context->colbert_width)
-        return fail_(error, error_size, uform_shape_k, "rerank.proj has %zu rows, colbert_width is %zu",
-                     model->rerank_proj.rows, context->colbert_width);
+    context->tensors = calloc(model->tensors_count, sizeof(*context->tensors));
+    if (!context->blocks || !context->tensors) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU weight table");
     layout_t layout = {NULL, 0};
     weights_layout_(context, model, &layout);
     int code = (int)cudaMalloc((void **)&context->weights, layout.used);
@@ -198,27 +198,14 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     weights_layout_(context, model, &layout);
     cudaStream_t s = context->stream;
     enum cudaMemcpyKind up = cudaMemcpyHostToDevice;
-    CHECK(cudaMemcpyAsync(context->embed, model->embed.bf16, vocabulary_k * d * 2, up, s), "uploading embed.bytes");
-    for (size_t i = 0; i < context->depth; ++i) {
-        uform_block_t const *source = &model->blocks[i];
-        block_weights_t const *target = &context->blocks[i];
-        CHECK(cudaMemcpyAsync(target->attn_norm, source->attn_norm, d * 4, up, s), "uploading attn_norm");
-        CHECK(cudaMemcpyAsync(target->qkv, source->qkv.bf16, 3 * d * d * 2, up, s), "uploading qkv");
-        CHECK(cudaMemcpyAsync(target->out, source->out.bf16, d * d * 2, up, s), "uploading out");
-        CHECK(cudaMemcpyAsync(target->mlp_norm, source->mlp_norm, d * 4, up, s), "uploading mlp_norm");
-        CHECK(cudaMemcpyAsync(target->gate_up, source->gate_up.bf16, 8 * d * d * 2, up, s), "uploading gate_up");
-        CHECK(cudaMemcpyAsync(target->down, source->down.bf16, d * 4 * d * 2, up, s), "uploading down");
+    for (size_t i = 0; i < model->tensors_count; ++i) {
+        uform_tensor_info_t const *info = &model->tensors[i];
+        if (!context->tensors[i]) continue;
+        void const *host = info->matrix ? (void const *)model->weights[i].bf16 : model->weights[i].f32;
+        char what[96];
+        snprintf(what, sizeof(what), "uploading %s", info->name);
+        CHECK(cudaMemcpyAsync(context->tensors[i], host, info->rows * info->columns * (info->matrix ? 2 : 4), up, s), what);
     }
-    CHECK(cudaMemcpyAsync(context->final_norm, model->final_norm, d * 4, up, s), "uploading final_norm");
-    if (context->pool_query) {
-        CHECK(cudaMemcpyAsync(context->pool_query, model->pool_query, d * 4, up, s), "uploading pool.query");
-        CHECK(cudaMemcpyAsync(context->pool_proj, model->pool_proj.bf16, widest * d * 2, up, s), "uploading pool.proj");
-    }
-    if (context->rerank_proj)
-        CHECK(cudaMemcpyAsync(context->rerank_proj, model->rerank_proj.bf16, context->colbert_width * d * 2, up, s),
-              "uploading rerank.proj");
-    if (context->mlm_head)
-        CHECK(cudaMemcpyAsync(context->mlm_head, model->mlm_head.bf16, vocabulary_k * d * 2, up, s), "uploading mlm.head");
     CHECK(cudaStreamSynchronize(s), "uploading the weights");
     return uform_ok_k;
 }

@@ -13,6 +13,7 @@
 
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
+#include "model/tensors.h"
 
 enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
 
@@ -44,7 +45,9 @@ struct uform_cuda_step_t {
     cudaGraphExec_t graphs[2];
     int captured[2], warmed;
     cudaEvent_t uploaded[2], done[2];
-    uform_cuda_tensor_t *tensors;
+    uform_cuda_tensor_t *tensors;  /* the objective's parts of the table (model/tensors.h), in its order */
+    uform_tensor_info_t *infos;    /* [tensors_count] their table entries */
+    uform_cuda_tensor_t **slots;   /* [depth * uform_tensor_kinds_k]: each (block, kind)'s tensor, NULL if untrained */
     float *scratch, *gain_partials, *embed_partials, *rotations;
     size_t batch_bytes;
     unsigned char *staging[2], *batch_memory[2];
@@ -90,46 +93,16 @@ static void layout_(uform_cuda_step_t *step) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, depth = c->depth;
     step->used = 0;
-    char const *block_names[6] = {"attn_norm", "qkv", "out", "mlp_norm", "gate_up", "down"};
-    size_t block_rows[6] = {d, 3 * d, d, d, 8 * d, d}, block_columns[6] = {1, d, d, 1, d, 4 * d};
-    /* After the blocks: final_norm, then the objective's heads (name, rows, columns). */
-    struct { char const *name; size_t rows, columns; } heads[6] = {{"final_norm", d, 1}, {"mlm.head", vocabulary_k, d}};
-    size_t heads_count = 2;
-    if (c->objective == uform_cuda_contrastive_k) {
-        heads[1].name = "pool.query", heads[1].rows = d, heads[1].columns = 1;
-        heads[2].name = "pool.proj", heads[2].rows = c->embedding_width, heads[2].columns = d;
-        heads[3].name = "siglip.scale", heads[3].rows = 1, heads[3].columns = 1;
-        heads[4].name = "siglip.bias", heads[4].rows = 1, heads[4].columns = 1;
-        heads_count = 5;
-    } else if (c->objective == uform_cuda_rerank_k) { /* the CPU trainer's order: pool, rerank, scalars */
-        heads_count = 1;
-        if (step->spectral) {
-            heads[heads_count].name = "pool.query", heads[heads_count].rows = d, heads[heads_count++].columns = 1;
-            heads[heads_count].name = "pool.proj", heads[heads_count].rows = c->embedding_width, heads[heads_count++].columns = d;
-        }
-        heads[heads_count].name = "rerank.proj", heads[heads_count].rows = c->colbert_width, heads[heads_count++].columns = d;
-        heads[heads_count].name = "siglip.scale", heads[heads_count].rows = 1, heads[heads_count++].columns = 1;
-        heads[heads_count].name = "siglip.bias", heads[heads_count].rows = 1, heads[heads_count++].columns = 1;
-    }
-    size_t count = 1 + 6 * depth + heads_count;
+    size_t count = step->tensors_count;
     for (size_t t = 0; t < count; ++t) {
         uform_cuda_tensor_t *tensor = &step->tensors[t];
-        if (t == 0) snprintf(tensor->name, sizeof(tensor->name), "embed.bytes"), tensor->rows = vocabulary_k, tensor->columns = d;
-        else if (t > 6 * depth) {
-            size_t head = t - 1 - 6 * depth;
-            snprintf(tensor->name, sizeof(tensor->name), "%s", heads[head].name);
-            tensor->rows = heads[head].rows, tensor->columns = heads[head].columns;
-        } else {
-            size_t block = (t - 1) / 6, part = (t - 1) % 6;
-            snprintf(tensor->name, sizeof(tensor->name), "blocks.%zu.%s", block, block_names[part]);
-            tensor->rows = block_rows[part], tensor->columns = block_columns[part];
-        }
-        tensor->is_matrix = tensor->columns > 1;
+        uform_tensor_info_t const *info = &step->infos[t];
+        snprintf(tensor->name, sizeof(tensor->name), "%s", info->name);
+        tensor->rows = info->rows, tensor->columns = info->columns, tensor->is_matrix = info->matrix;
         tensor->parameter = take_(step, tensor->rows * tensor->columns * (tensor->is_matrix ? 2 : 4));
     }
     /* Gradients after all parameters, contiguous for one memset per step. */
     for (size_t t = 0; t < count; ++t) step->tensors[t].gradient = take_(step, step->tensors[t].rows * step->tensors[t].columns * 4);
-    step->tensors_count = count;
     size_t scratch = 0;
     for (size_t i = 0; i < count; ++i) {
         uform_cuda_tensor_t *tensor = &step->tensors[i];
@@ -208,8 +181,9 @@ static void layout_(uform_cuda_step_t *step) {
         if (status_) return status_;                                                                                  \
     } while (0)
 
-static uform_cuda_tensor_t *tensor_(uform_cuda_step_t *step, size_t block, size_t part) {
-    return &step->tensors[1 + 6 * block + part];
+/* The trained tensor of `kind` (of `block` for the per-block kinds). */
+static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_kind_t kind, size_t block) {
+    return step->slots[block * uform_tensor_kinds_k + kind];
 }
 
 /* One block's forward into `a`; the down projection (into the next block's input) only when `complete`. */
@@ -217,9 +191,9 @@ static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
     float const *x = step->x + l * n * d;
-    uint16_t const *qkv = tensor_(step, l, 1)->parameter, *out = tensor_(step, l, 2)->parameter;
-    uint16_t const *gate_up = tensor_(step, l, 4)->parameter, *down = tensor_(step, l, 5)->parameter;
-    TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, l, 0)->parameter, n, d, a->normed1, a->scales1, s, 0));
+    uint16_t const *qkv = tensor_(step, uform_tensor_qkv_k, l)->parameter, *out = tensor_(step, uform_tensor_out_k, l)->parameter;
+    uint16_t const *gate_up = tensor_(step, uform_tensor_gate_up_k, l)->parameter, *down = tensor_(step, uform_tensor_down_k, l)->parameter;
+    TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, uform_tensor_attn_norm_k, l)->parameter, n, d, a->normed1, a->scales1, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 3 * d, d, a->normed1, d, qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
     TRY(uform_cuda_rope(a->qkv, step->rotations, n, d, 1, s));
     if (complete || !a->attention_kept) {
@@ -227,7 +201,7 @@ static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size
         else TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
     }
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, d, a->attended, d, out, d, x, a->middle, d, 1, s, 0));
-    TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, l, 3)->parameter, n, d, a->normed2, a->scales2, s, 0));
+    TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, uform_tensor_mlp_norm_k, l)->parameter, n, d, a->normed2, a->scales2, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 8 * d, d, a->normed2, d, gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
     TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s, 0));
     if (complete)
@@ -242,8 +216,9 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     void *s = step->stream;
     uform_cuda_gemm_t *g = step->gemm;
     float const *x = step->x + l * n * d;
-    uform_cuda_tensor_t *attn_norm = tensor_(step, l, 0), *qkv = tensor_(step, l, 1), *out = tensor_(step, l, 2);
-    uform_cuda_tensor_t *mlp_norm = tensor_(step, l, 3), *gate_up = tensor_(step, l, 4), *down = tensor_(step, l, 5);
+    uform_cuda_tensor_t *attn_norm = tensor_(step, uform_tensor_attn_norm_k, l), *qkv = tensor_(step, uform_tensor_qkv_k, l);
+    uform_cuda_tensor_t *out = tensor_(step, uform_tensor_out_k, l), *mlp_norm = tensor_(step, uform_tensor_mlp_norm_k, l);
+    uform_cuda_tensor_t *gate_up = tensor_(step, uform_tensor_gate_up_k, l), *down = tensor_(step, uform_tensor_down_k, l);
     if (a->replayed) TRY(block_forward_(step, b, l, a, 0));
     /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
     TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
@@ -275,7 +250,7 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
 static int mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
-    uform_cuda_tensor_t *head = &step->tensors[6 * step->config.depth + 2];
+    uform_cuda_tensor_t *head = tensor_(step, uform_tensor_mlm_head_k, 0);
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
                         logits_stride_k, 0, s, 0));
     TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
@@ -292,7 +267,7 @@ static int pool_embed_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t d = c->width, segments = c->segments, e = c->embedding_width;
     void *s = step->stream;
-    uform_cuda_tensor_t *query = &step->tensors[6 * c->depth + 2], *proj = &step->tensors[6 * c->depth + 3];
+    uform_cuda_tensor_t *query = tensor_(step, uform_tensor_pool_query_k, 0), *proj = tensor_(step, uform_tensor_pool_proj_k, 0);
     TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
                         1, s, 0));
@@ -315,7 +290,7 @@ static int pool_backward_(uform_cuda_step_t *step, batch_device_t const *b, int 
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, segments = c->segments, e = c->embedding_width;
     void *s = step->stream;
-    uform_cuda_tensor_t *query = &step->tensors[6 * c->depth + 2], *proj = &step->tensors[6 * c->depth + 3];
+    uform_cuda_tensor_t *query = tensor_(step, uform_tensor_pool_query_k, 0), *proj = tensor_(step, uform_tensor_pool_proj_k, 0);
     TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s, 0));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, e, d, segments, step->d_embeddings16, e, step->pooled, d, NULL, proj->gradient, d,
                         1, s, 0));
@@ -331,7 +306,7 @@ static int pool_backward_(uform_cuda_step_t *step, batch_device_t const *b, int 
  * Spans past the batch's own have length 0: their pooled rows are zero and nothing scores them. */
 static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
-    uform_cuda_tensor_t *scale = &step->tensors[6 * c->depth + 4], *bias = &step->tensors[6 * c->depth + 5];
+    uform_cuda_tensor_t *scale = tensor_(step, uform_tensor_siglip_scale_k, 0), *bias = tensor_(step, uform_tensor_siglip_bias_k, 0);
     TRY(pool_embed_(step, b));
     /* Without the spectral terms SigLIP's loss is the total; with them the parts sum into it. */
     TRY(uform_cuda_siglip(step->embeddings, c->embedding_width, b->anchors, b->candidates, b->counts, c->anchors,
@@ -349,9 +324,10 @@ static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
  * anchors and candidates (padding, unscored spans) get ColBERT rows that nothing reads: gradient 0. */
 static int rerank_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
-    size_t n = c->cells, d = c->width, w = c->colbert_width, head = 6 * c->depth + 2 + (step->spectral ? 2 : 0);
+    size_t n = c->cells, d = c->width, w = c->colbert_width;
     void *s = step->stream;
-    uform_cuda_tensor_t *proj = &step->tensors[head], *scale = &step->tensors[head + 1], *bias = &step->tensors[head + 2];
+    uform_cuda_tensor_t *proj = tensor_(step, uform_tensor_rerank_proj_k, 0), *scale = tensor_(step, uform_tensor_siglip_scale_k, 0);
+    uform_cuda_tensor_t *bias = tensor_(step, uform_tensor_siglip_bias_k, 0);
     /* The raw rows (Float32) pass through d_colbert, which is zeroed for the gradient once they are normalized. */
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, w, d, step->h, d, proj->parameter, d, NULL, step->d_colbert, w, 1, s, 0));
     TRY(uform_cuda_normalize_rows_forward(step->d_colbert, n, w, step->colbert, step->inverse_norms, s, 0));
@@ -377,7 +353,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     size_t n = c->cells, d = c->width, depth = c->depth;
     void *s = step->stream;
     batch_device_t const *b = &step->batch[slot];
-    uform_cuda_tensor_t *embed = &step->tensors[0], *final_norm = &step->tensors[6 * depth + 1];
+    uform_cuda_tensor_t *embed = tensor_(step, uform_tensor_embed_bytes_k, 0), *final_norm = tensor_(step, uform_tensor_final_norm_k, 0);
     uform_cuda_tensor_t *last_tensor = &step->tensors[step->tensors_count - 1];
     char *gradients = (char *)step->tensors[0].gradient;
     size_t gradient_bytes = (size_t)((char *)last_tensor->gradient - gradients) + last_tensor->rows * last_tensor->columns * 4;
@@ -455,12 +431,25 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */
-    size_t tensors = 6 * config->depth + 7; /* embed.bytes, the blocks', final_norm and at most 5 heads */
-    step->tensors = calloc(tensors, sizeof(*step->tensors));
+    /* The objective's parts of the table: the bytes frontend, the encoder and the heads it trains. */
+    unsigned parts = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k);
+    if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k);
+    else parts |= UFORM_PART(uform_part_siglip_k) | (config->objective == uform_cuda_rerank_k ? UFORM_PART(uform_part_rerank_k) : 0);
+    if (config->objective == uform_cuda_contrastive_k || spectral) parts |= UFORM_PART(uform_part_pool_k);
+    uform_config_t shape = {.width = config->width, .depth = config->depth, .heads = config->width / 64,
+                            .embedding_widths = {config->embedding_width}, .embedding_widths_count = 1,
+                            .colbert_width = config->colbert_width};
+    step->tensors_count = uform_tensor_list(&shape, parts, NULL);
+    step->tensors = calloc(step->tensors_count, sizeof(*step->tensors));
+    step->infos = calloc(step->tensors_count, sizeof(*step->infos));
+    step->slots = calloc(config->depth * uform_tensor_kinds_k, sizeof(*step->slots));
     step->layers = calloc(config->depth, sizeof(*step->layers));
     *result = step;
-    if (!step->tensors || !step->layers)
+    if (!step->tensors || !step->infos || !step->slots || !step->layers)
         return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+    uform_tensor_list(&shape, parts, step->infos);
+    for (size_t t = 0; t < step->tensors_count; ++t)
+        step->slots[step->infos[t].block * uform_tensor_kinds_k + step->infos[t].kind] = &step->tensors[t];
     if (config->cudnn_attention) {
 #if defined(UFORM_HAVE_CUDNN)
         if (!config->segments || !config->longest)
@@ -515,7 +504,7 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step) {
     uform_cudnn_attention_destroy(step->cudnn);
 #endif
     cudaFree(step->arena);
-    free(step->tensors), free(step->layers);
+    free(step->tensors), free(step->infos), free(step->slots), free(step->layers);
     free(step);
 }
 

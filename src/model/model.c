@@ -24,55 +24,53 @@
 #define UFORM_COMMIT "unknown"
 #endif
 
-static void uform_matrix_free_(uform_matrix_t *matrix) {
-    free(matrix->bf16);
-    free(matrix->packed);
-    free(matrix->f32);
-    memset(matrix, 0, sizeof(*matrix));
+static void uform_weight_free_(uform_weight_t *weight) {
+    free(weight->bf16), free(weight->f32), free(weight->packed), free(weight->widened);
+    weight->bf16 = weight->packed = NULL, weight->f32 = weight->widened = NULL;
 }
 
-static uform_status_t uform_matrix_alloc_(uform_matrix_t *matrix, size_t rows, size_t columns) {
-    matrix->rows = rows;
-    matrix->columns = columns;
-    matrix->bf16 = malloc(rows * columns * sizeof(uint16_t));
-    if (!matrix->bf16) return uform_fail(uform_out_of_memory_k, "cannot allocate a %zux%zu matrix", rows, columns);
+static uform_status_t uform_weight_alloc_(uform_weight_t *weight, uform_tensor_info_t const *info) {
+    size_t count = info->rows * info->columns;
+    if (info->matrix ? weight->bf16 != NULL : weight->f32 != NULL) return uform_ok_k;
+    if (info->matrix) weight->bf16 = malloc(count * sizeof(uint16_t));
+    else weight->f32 = malloc(count * sizeof(float));
+    if (!weight->bf16 && !weight->f32) return uform_fail(uform_out_of_memory_k, "cannot allocate '%s' (%zu x %zu)", info->name, info->rows, info->columns);
     return uform_ok_k;
 }
 
-/* Builds what the products of the current precision need: a packed copy or a widened one. */
-static uform_status_t uform_matrix_prepare_(uform_matrix_t *matrix, uform_precision_t precision) {
-    if (!matrix->rows) return uform_ok_k;
-    free(matrix->packed);
-    free(matrix->f32);
-    matrix->packed = NULL;
-    matrix->f32 = NULL;
+/* Builds what the products of the current precision need of a matrix: a packed copy or a widened one. */
+static uform_status_t uform_weight_prepare_(uform_weight_t *weight, uform_precision_t precision) {
+    if (!weight->bf16) return uform_ok_k;
+    free(weight->packed);
+    free(weight->widened);
+    weight->packed = NULL;
+    weight->widened = NULL;
     if (precision == uform_precision_bf16_k) {
-        matrix->packed = aligned_alloc(64, (uform_packed_size(matrix->rows, matrix->columns) + 63) & ~(size_t)63);
-        if (!matrix->packed) return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix", matrix->rows, matrix->columns);
-        uform_pack_bf16(matrix->bf16, matrix->rows, matrix->columns, matrix->columns, 1, matrix->packed);
+        weight->packed = aligned_alloc(64, (uform_packed_size(weight->rows, weight->columns) + 63) & ~(size_t)63);
+        if (!weight->packed) return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix", weight->rows, weight->columns);
+        uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
     } else {
-        matrix->f32 = malloc(matrix->rows * matrix->columns * sizeof(float));
-        if (!matrix->f32) return uform_fail(uform_out_of_memory_k, "cannot widen a %zux%zu matrix", matrix->rows, matrix->columns);
-        uform_f32_from_bf16_array(matrix->bf16, matrix->f32, matrix->rows * matrix->columns);
+        weight->widened = malloc(weight->rows * weight->columns * sizeof(float));
+        if (!weight->widened) return uform_fail(uform_out_of_memory_k, "cannot widen a %zux%zu matrix", weight->rows, weight->columns);
+        uform_f32_from_bf16_array(weight->bf16, weight->widened, weight->rows * weight->columns);
     }
     return uform_ok_k;
 }
 
-static void uform_matrix_refresh_(uform_matrix_t *matrix) {
-    if (matrix->packed) uform_pack_bf16(matrix->bf16, matrix->rows, matrix->columns, matrix->columns, 1, matrix->packed);
-    if (matrix->f32) uform_f32_from_bf16_array(matrix->bf16, matrix->f32, matrix->rows * matrix->columns);
+uform_weight_t *uform_model_weight(uform_model_t const *model, uform_tensor_kind_t kind, size_t block) {
+    return &model->weights[uform_tensor_index(&model->config, kind, block)];
+}
+
+int uform_model_carries(uform_model_t const *model, uform_part_t part) {
+    return part < uform_parts_k && (model->parts & UFORM_PART(part)) != 0;
 }
 
 void uform_model_refresh(uform_model_t *model) {
-    for (size_t i = 0; i < model->config.depth; ++i) {
-        uform_matrix_refresh_(&model->blocks[i].qkv);
-        uform_matrix_refresh_(&model->blocks[i].out);
-        uform_matrix_refresh_(&model->blocks[i].gate_up);
-        uform_matrix_refresh_(&model->blocks[i].down);
+    for (size_t i = 0; i < model->tensors_count; ++i) {
+        uform_weight_t *weight = &model->weights[i];
+        if (weight->packed) uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
+        if (weight->widened) uform_f32_from_bf16_array(weight->bf16, weight->widened, weight->rows * weight->columns);
     }
-    uform_matrix_refresh_(&model->pool_proj);
-    uform_matrix_refresh_(&model->rerank_proj);
-    uform_matrix_refresh_(&model->mlm_head);
     model->stale = 0;
     model->cuda_stale = 1; /* the GPU's copy, if any, follows before its next pass */
 }
@@ -82,22 +80,10 @@ void uform_model_close(uform_model_t *model) {
 #if defined(UFORM_HAVE_CUDA)
     uform_cuda_forward_destroy(model->cuda);
 #endif
-    uform_matrix_free_(&model->embed);
-    for (size_t i = 0; model->blocks && i < model->config.depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        free(block->attn_norm);
-        free(block->mlp_norm);
-        uform_matrix_free_(&block->qkv);
-        uform_matrix_free_(&block->out);
-        uform_matrix_free_(&block->gate_up);
-        uform_matrix_free_(&block->down);
-    }
+    for (size_t i = 0; model->weights && i < model->tensors_count; ++i) uform_weight_free_(&model->weights[i]);
+    free(model->weights);
+    free(model->tensors);
     free(model->blocks);
-    free(model->final_norm);
-    free(model->pool_query);
-    uform_matrix_free_(&model->pool_proj);
-    uform_matrix_free_(&model->rerank_proj);
-    uform_matrix_free_(&model->mlm_head);
     uform_pool_destroy(model->pool);
     uform_arena_destroy(&model->workspace.arena);
     free(model->workspace.scratch);
@@ -124,32 +110,51 @@ static uform_status_t uform_model_finish_(uform_model_t *model) {
     return uform_workspace_reserve(model, 2 * model->config.columns);
 }
 
-static uform_status_t uform_model_skeleton_(uform_config_t const *config, uform_model_t **result) {
+/* Gives every tensor of `part` its storage, and marks the part carried. */
+static uform_status_t uform_model_attach_(uform_model_t *model, uform_part_t part) {
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (model->tensors[i].part == part) UFORM_TRY(uform_weight_alloc_(&model->weights[i], &model->tensors[i]));
+    model->parts |= UFORM_PART(part);
+    return uform_ok_k;
+}
+
+/* Frees every tensor of `part`, and marks it not carried. */
+static void uform_model_detach_(uform_model_t *model, uform_part_t part) {
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (model->tensors[i].part == part) uform_weight_free_(&model->weights[i]);
+    model->parts &= ~UFORM_PART(part);
+}
+
+/* The table resolved for `config`, storage for the `parts` carried, and the named views. */
+static uform_status_t uform_model_skeleton_(uform_config_t const *config, unsigned parts, uform_model_t **result) {
     uform_model_t *model = calloc(1, sizeof(*model));
     if (!model) return uform_fail(uform_out_of_memory_k, "cannot allocate a model");
     model->config = *config;
+    model->tensors_count = uform_tensor_count(config);
+    model->tensors = calloc(model->tensors_count, sizeof(uform_tensor_info_t));
+    model->weights = calloc(model->tensors_count, sizeof(uform_weight_t));
     model->blocks = calloc(config->depth, sizeof(uform_block_t));
-    size_t d = config->width, widest = config->embedding_widths[config->embedding_widths_count - 1];
-    uform_status_t status = model->blocks ? uform_ok_k : uform_fail(uform_out_of_memory_k, "cannot allocate blocks");
-    if (status == uform_ok_k) status = uform_matrix_alloc_(&model->embed, uform_vocabulary_k, d);
-    for (size_t i = 0; status == uform_ok_k && i < config->depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        block->attn_norm = malloc(d * sizeof(float));
-        block->mlp_norm = malloc(d * sizeof(float));
-        if (!block->attn_norm || !block->mlp_norm) status = uform_fail(uform_out_of_memory_k, "cannot allocate norms");
-        if (status == uform_ok_k) status = uform_matrix_alloc_(&block->qkv, 3 * d, d);
-        if (status == uform_ok_k) status = uform_matrix_alloc_(&block->out, d, d);
-        if (status == uform_ok_k) status = uform_matrix_alloc_(&block->gate_up, 8 * d, d);
-        if (status == uform_ok_k) status = uform_matrix_alloc_(&block->down, d, 4 * d);
-    }
+    uform_status_t status = model->tensors && model->weights && model->blocks
+                                ? uform_ok_k
+                                : uform_fail(uform_out_of_memory_k, "cannot allocate the tensor table");
     if (status == uform_ok_k) {
-        model->final_norm = malloc(d * sizeof(float));
-        model->pool_query = malloc(d * sizeof(float));
-        if (!model->final_norm || !model->pool_query) status = uform_fail(uform_out_of_memory_k, "cannot allocate heads");
+        uform_tensor_list(config, ~0u, model->tensors);
+        for (size_t i = 0; i < model->tensors_count; ++i)
+            model->weights[i].rows = model->tensors[i].rows, model->weights[i].columns = model->tensors[i].columns;
+        model->embed = uform_model_weight(model, uform_tensor_embed_bytes_k, 0);
+        model->final_norm = uform_model_weight(model, uform_tensor_final_norm_k, 0);
+        model->pool_query = uform_model_weight(model, uform_tensor_pool_query_k, 0);
+        model->pool_proj = uform_model_weight(model, uform_tensor_pool_proj_k, 0);
+        model->rerank_proj = uform_model_weight(model, uform_tensor_rerank_proj_k, 0);
+        model->mlm_head = uform_model_weight(model, uform_tensor_mlm_head_k, 0);
+        model->siglip_scale = uform_model_weight(model, uform_tensor_siglip_scale_k, 0);
+        model->siglip_bias = uform_model_weight(model, uform_tensor_siglip_bias_k, 0);
+        for (size_t i = 0; i < config->depth; ++i)
+            for (size_t k = 0; k < uform_block_kinds_k; ++k)
+                model->blocks[i].kinds[k] = uform_model_weight(model, (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k), i);
     }
-    if (status == uform_ok_k) status = uform_matrix_alloc_(&model->pool_proj, widest, d);
-    if (status == uform_ok_k) status = uform_matrix_alloc_(&model->rerank_proj, config->colbert_width, d);
-    if (status == uform_ok_k) status = uform_matrix_alloc_(&model->mlm_head, uform_vocabulary_k, d);
+    for (int part = 0; status == uform_ok_k && part < uform_parts_k; ++part)
+        if (parts & UFORM_PART(part)) status = uform_model_attach_(model, (uform_part_t)part);
     if (status != uform_ok_k) {
         uform_model_close(model);
         return status;
@@ -158,53 +163,41 @@ static uform_status_t uform_model_skeleton_(uform_config_t const *config, uform_
     return uform_ok_k;
 }
 
-static void uform_fill_normal_(uform_matrix_t *matrix, uform_rng_t *rng, double deviation) {
-    for (size_t i = 0; i < matrix->rows * matrix->columns; ++i)
-        matrix->bf16[i] = uform_f32_to_bf16((float)(deviation * uform_rng_normal(rng)));
-}
-
-static void uform_fill_constant_(float *vector, size_t count, float value) {
-    for (size_t i = 0; i < count; ++i) vector[i] = value;
-}
-
-/* Initializes one head as uform_model_init does (its own RNG stream after the blocks'), and the
- * SigLIP scalars with the pool and rerank heads, since those losses share them. */
-static void uform_fill_heads_(uform_model_t *model, uint64_t seed, char const *head) {
-    double input_deviation = 1.0 / sqrt((double)model->config.width);
-    uint64_t stream = 1 + 4 * model->config.depth + (!strcmp(head, "pool") ? 0 : !strcmp(head, "rerank") ? 1 : 2);
-    uform_rng_t rng = {seed * 0x100000001b3ull + stream};
-    if (!strcmp(head, "pool")) {
-        uform_fill_constant_(model->pool_query, model->config.width, 0.0f);
-        uform_fill_normal_(&model->pool_proj, &rng, input_deviation);
-    } else if (!strcmp(head, "rerank")) uform_fill_normal_(&model->rerank_proj, &rng, input_deviation);
-    else uform_fill_normal_(&model->mlm_head, &rng, input_deviation);
-    if (strcmp(head, "mlm")) {
-        model->siglip_scale = (float)log(10.0);
-        model->siglip_bias = -10.0f;
+/* Initializes every tensor of `part` as its table entry says, each normal one from its own stream. */
+static void uform_fill_part_(uform_model_t *model, uform_part_t part, uint64_t seed) {
+    for (size_t i = 0; i < model->tensors_count; ++i) {
+        uform_tensor_info_t const *info = &model->tensors[i];
+        uform_weight_t *weight = &model->weights[i];
+        if (info->part != part) continue;
+        size_t count = info->rows * info->columns;
+        if (info->init == uform_init_constant_k) {
+            for (size_t e = 0; e < count; ++e) weight->f32[e] = (float)info->value;
+            continue;
+        }
+        double deviation = 1.0;
+        if (info->init == uform_init_normal_k) {
+            deviation = 1.0 / sqrt((double)info->columns);
+            if (info->residual) deviation *= 1.0 / sqrt(2.0 * (double)model->config.depth);
+        }
+        uform_rng_t rng = {seed * 0x100000001b3ull + info->stream};
+        for (size_t e = 0; e < count; ++e) weight->bf16[e] = uform_f32_to_bf16((float)(deviation * uform_rng_normal(&rng)));
     }
 }
 
 uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed) {
     if (!model || !head) return uform_fail(uform_invalid_argument_k, "uform_model_init_head: NULL argument");
-    size_t d = model->config.width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
-    uform_matrix_t *matrix = NULL;
-    if (!strcmp(head, "pool")) {
-        matrix = &model->pool_proj;
-        if (!model->pool_query && !(model->pool_query = malloc(d * sizeof(float))))
-            return uform_fail(uform_out_of_memory_k, "cannot allocate the pool head");
-        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, widest, d));
-    } else if (!strcmp(head, "rerank")) {
-        matrix = &model->rerank_proj;
-        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, model->config.colbert_width, d));
-    } else if (!strcmp(head, "mlm")) {
-        matrix = &model->mlm_head;
-        if (!matrix->rows) UFORM_TRY(uform_matrix_alloc_(matrix, uform_vocabulary_k, d));
-    } else {
-        return uform_fail(uform_invalid_argument_k, "uform_model_init_head: unknown head '%s' (pool, rerank or mlm)", head);
-    }
-    uform_fill_heads_(model, seed, head);
+    uform_part_t part = uform_part_from_name(head);
+    if (part == uform_parts_k || part == uform_part_bytes_k || part == uform_part_encoder_k || part == uform_part_siglip_k)
+        return uform_fail(uform_invalid_argument_k,
+                          "uform_model_init_head: unknown head '%s' (pool, rerank or mlm; or a frontend: vision, video, audio)", head);
+    UFORM_TRY(uform_model_attach_(model, part));
+    uform_fill_part_(model, part, seed);
+    /* The pool's and the reranker's losses share the SigLIP scalars: a new head starts them afresh. */
+    if (part == uform_part_pool_k || part == uform_part_rerank_k) uform_fill_part_(model, uform_part_siglip_k, seed);
     model->cuda_stale = 1;
-    return uform_matrix_prepare_(matrix, model->precision);
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (model->tensors[i].part == part) UFORM_TRY(uform_weight_prepare_(&model->weights[i], model->precision));
+    return uform_ok_k;
 }
 
 uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **result) {
@@ -222,31 +215,12 @@ uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, ufo
             return uform_fail(uform_invalid_argument_k, "uform_model_init: embedding widths must ascend from 1 up to the width %zu", config->width);
     if (!config->colbert_width || config->colbert_width > 4096 || !config->columns || config->columns > 65536)
         return uform_fail(uform_invalid_argument_k, "uform_model_init: colbert_width %zu must be in 1..4096 and columns %zu in 1..65536", config->colbert_width, config->columns);
+    /* A new model carries the text frontend, the encoder and every head; frontends are attached by name. */
+    unsigned parts = UFORM_PARTS_REQUIRED | UFORM_PART(uform_part_pool_k) | UFORM_PART(uform_part_rerank_k) | UFORM_PART(uform_part_mlm_k);
     uform_model_t *model;
-    UFORM_TRY(uform_model_skeleton_(config, &model));
-    size_t d = config->width;
-    double input_deviation = 1.0 / sqrt((double)d), residual_scale = 1.0 / sqrt(2.0 * (double)config->depth);
-    /* One stream per tensor, so that adding a tensor never shifts another's values. */
-    uint64_t stream = 0; /* 0 embedding, then 4 per block, then the heads (uform_fill_heads_) */
-    uform_rng_t rng = {seed * 0x100000001b3ull + stream++};
-    uform_fill_normal_(&model->embed, &rng, 1.0);
-    for (size_t i = 0; i < config->depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        uform_fill_constant_(block->attn_norm, d, 1.0f);
-        uform_fill_constant_(block->mlp_norm, d, 1.0f);
-        rng.state = seed * 0x100000001b3ull + stream++;
-        uform_fill_normal_(&block->qkv, &rng, input_deviation);
-        rng.state = seed * 0x100000001b3ull + stream++;
-        uform_fill_normal_(&block->out, &rng, input_deviation * residual_scale);
-        rng.state = seed * 0x100000001b3ull + stream++;
-        uform_fill_normal_(&block->gate_up, &rng, input_deviation);
-        rng.state = seed * 0x100000001b3ull + stream++;
-        uform_fill_normal_(&block->down, &rng, 0.5 * input_deviation * residual_scale);
-    }
-    uform_fill_constant_(model->final_norm, d, 1.0f);
-    uform_fill_heads_(model, seed, "pool");
-    uform_fill_heads_(model, seed, "rerank");
-    uform_fill_heads_(model, seed, "mlm");
+    UFORM_TRY(uform_model_skeleton_(config, parts, &model));
+    for (int part = 0; part < uform_parts_k; ++part)
+        if (parts & UFORM_PART(part)) uform_fill_part_(model, (uform_part_t)part, seed);
     snprintf(model->recipe, sizeof(model->recipe), "random initialization, seed %llu", (unsigned long long)seed);
     uform_status_t status = uform_model_finish_(model);
     if (status != uform_ok_k) {
@@ -327,76 +301,57 @@ static uform_status_t uform_check_shape_(uform_safetensors_t const *file, uform_
     return uform_fail(uform_shape_k, "%s: tensor '%s' has shape [%s], a scalar is needed", file->path, tensor->name, found);
 }
 
-static uform_status_t uform_load_matrix_(uform_safetensors_t const *file, char const *name, uform_matrix_t *matrix) {
-    uform_tensor_view_t const *tensor = uform_safetensors_find(file, name);
-    if (!tensor) return uform_fail(uform_missing_k, "%s: tensor '%s' is missing", file->path, name);
-    UFORM_TRY(uform_check_shape_(file, tensor, 2, matrix->rows, matrix->columns));
-    size_t count = matrix->rows * matrix->columns;
-    if (tensor->dtype == uform_dtype_bf16_k) memcpy(matrix->bf16, tensor->data, count * sizeof(uint16_t));
-    else {
-        float const *values = tensor->data;
-        for (size_t i = 0; i < count; ++i) matrix->bf16[i] = uform_f32_to_bf16(values[i]);
-    }
+/* Reads one tensor into its weight: BF16 or Float32 in the file, converted to the master's type. */
+static uform_status_t uform_load_tensor_(uform_safetensors_t const *file, uform_tensor_info_t const *info,
+                                         uform_tensor_view_t const *tensor, uform_weight_t *weight) {
+    UFORM_TRY(uform_check_shape_(file, tensor, info->rank, info->rows, info->columns));
+    size_t count = info->rows * info->columns;
+    if (info->matrix) {
+        if (tensor->dtype == uform_dtype_bf16_k) memcpy(weight->bf16, tensor->data, count * sizeof(uint16_t));
+        else
+            for (size_t i = 0; i < count; ++i) weight->bf16[i] = uform_f32_to_bf16(((float const *)tensor->data)[i]);
+    } else if (tensor->dtype == uform_dtype_f32_k) memcpy(weight->f32, tensor->data, count * sizeof(float));
+    else uform_f32_from_bf16_array(tensor->data, weight->f32, count);
     return uform_ok_k;
 }
 
-static uform_status_t uform_load_vector_(uform_safetensors_t const *file, char const *name, size_t count, float *vector) {
-    uform_tensor_view_t const *tensor = uform_safetensors_find(file, name);
-    if (!tensor) return uform_fail(uform_missing_k, "%s: tensor '%s' is missing", file->path, name);
-    UFORM_TRY(uform_check_shape_(file, tensor, count ? 1 : 0, count, 0));
-    if (!count) count = 1;
-    if (tensor->dtype == uform_dtype_f32_k) memcpy(vector, tensor->data, count * sizeof(float));
-    else uform_f32_from_bf16_array(tensor->data, vector, count);
-    return uform_ok_k;
-}
-
+/* Walks the table part by part: required parts must be whole, an optional one is carried when the
+ * file holds any of its tensors and must then be whole, and the SigLIP scalars default when absent. */
 static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform_model_t *model) {
     uform_config_t const *config = &model->config;
-    size_t d = config->width;
-    char name[uform_max_name_k];
     for (size_t i = 0; i < file->count; ++i) {
         unsigned long index;
         if (sscanf(file->tensors[i].name, "blocks.%lu.", &index) == 1 && index >= config->depth)
             return uform_fail(uform_format_k, "%s: tensor '%s' is beyond the config's depth %zu", file->path,
                               file->tensors[i].name, config->depth);
     }
-    UFORM_TRY(uform_load_matrix_(file, "embed.bytes", &model->embed));
-    for (size_t i = 0; i < config->depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        snprintf(name, sizeof(name), "blocks.%zu.attn_norm", i);
-        UFORM_TRY(uform_load_vector_(file, name, d, block->attn_norm));
-        snprintf(name, sizeof(name), "blocks.%zu.mlp_norm", i);
-        UFORM_TRY(uform_load_vector_(file, name, d, block->mlp_norm));
-        snprintf(name, sizeof(name), "blocks.%zu.qkv", i);
-        UFORM_TRY(uform_load_matrix_(file, name, &block->qkv));
-        snprintf(name, sizeof(name), "blocks.%zu.out", i);
-        UFORM_TRY(uform_load_matrix_(file, name, &block->out));
-        snprintf(name, sizeof(name), "blocks.%zu.gate_up", i);
-        UFORM_TRY(uform_load_matrix_(file, name, &block->gate_up));
-        snprintf(name, sizeof(name), "blocks.%zu.down", i);
-        UFORM_TRY(uform_load_matrix_(file, name, &block->down));
+    for (int part = 0; part < uform_parts_k; ++part) {
+        int required = (UFORM_PARTS_REQUIRED & UFORM_PART(part)) && part != uform_part_siglip_k;
+        size_t members = 0, found = 0;
+        char const *present = NULL, *absent = NULL;
+        for (size_t i = 0; i < model->tensors_count; ++i) {
+            if (model->tensors[i].part != (uform_part_t)part) continue;
+            members++;
+            if (uform_safetensors_find(file, model->tensors[i].name)) found++, present = present ? present : model->tensors[i].name;
+            else absent = absent ? absent : model->tensors[i].name;
+        }
+        if (required && absent) return uform_fail(uform_missing_k, "%s: tensor '%s' is missing", file->path, absent);
+        if (part != uform_part_siglip_k && found && found < members)
+            return uform_fail(uform_missing_k, "%s: the %s %s has '%s' but tensor '%s' is missing", file->path,
+                              uform_part_name((uform_part_t)part), part < uform_part_encoder_k ? "frontend" : "head", present, absent);
+        if (!found && part != uform_part_siglip_k) {
+            uform_model_detach_(model, (uform_part_t)part);
+            continue;
+        }
+        UFORM_TRY(uform_model_attach_(model, (uform_part_t)part));
+        for (size_t i = 0; i < model->tensors_count; ++i) {
+            uform_tensor_info_t const *info = &model->tensors[i];
+            if (info->part != (uform_part_t)part) continue;
+            uform_tensor_view_t const *tensor = uform_safetensors_find(file, info->name);
+            if (tensor) UFORM_TRY(uform_load_tensor_(file, info, tensor, &model->weights[i]));
+            else model->weights[i].f32[0] = (float)info->value; /* a SigLIP scalar the file lacks */
+        }
     }
-    UFORM_TRY(uform_load_vector_(file, "final_norm", d, model->final_norm));
-    /* Heads are optional: a checkpoint carries those its variant trained. */
-    int has_query = uform_safetensors_find(file, "pool.query") != NULL, has_proj = uform_safetensors_find(file, "pool.proj") != NULL;
-    if (has_query != has_proj)
-        return uform_fail(uform_missing_k, "%s: the pool head needs both 'pool.query' and 'pool.proj'", file->path);
-    if (has_query) {
-        UFORM_TRY(uform_load_vector_(file, "pool.query", d, model->pool_query));
-        UFORM_TRY(uform_load_matrix_(file, "pool.proj", &model->pool_proj));
-    } else {
-        free(model->pool_query);
-        model->pool_query = NULL;
-        uform_matrix_free_(&model->pool_proj);
-    }
-    if (uform_safetensors_find(file, "rerank.proj")) UFORM_TRY(uform_load_matrix_(file, "rerank.proj", &model->rerank_proj));
-    else uform_matrix_free_(&model->rerank_proj);
-    if (uform_safetensors_find(file, "mlm.head")) UFORM_TRY(uform_load_matrix_(file, "mlm.head", &model->mlm_head));
-    else uform_matrix_free_(&model->mlm_head);
-    model->siglip_scale = (float)log(10.0);
-    model->siglip_bias = -10.0f;
-    if (uform_safetensors_find(file, "siglip.scale")) UFORM_TRY(uform_load_vector_(file, "siglip.scale", 0, &model->siglip_scale));
-    if (uform_safetensors_find(file, "siglip.bias")) UFORM_TRY(uform_load_vector_(file, "siglip.bias", 0, &model->siglip_bias));
     char const *recipe = json_string_value(json_object_get(file->metadata, "recipe"));
     char const *datasets = json_string_value(json_object_get(file->metadata, "datasets"));
     char const *warm_start = json_string_value(json_object_get(file->metadata, "warm_start"));
@@ -419,7 +374,7 @@ uform_status_t uform_model_open(char const *directory, uform_model_t **result) {
     uform_config_t config;
     uform_model_t *model = NULL;
     uform_status_t status = uform_parse_config_(&file, &config);
-    if (status == uform_ok_k) status = uform_model_skeleton_(&config, &model);
+    if (status == uform_ok_k) status = uform_model_skeleton_(&config, 0, &model);
     if (status == uform_ok_k) status = uform_load_weights_(&file, model);
     uform_safetensors_close(&file);
     if (status == uform_ok_k) status = uform_model_finish_(model);
@@ -431,21 +386,24 @@ uform_status_t uform_model_open(char const *directory, uform_model_t **result) {
     return uform_ok_k;
 }
 
-static uform_tensor_view_t uform_view_matrix_(char const *name, uform_matrix_t const *matrix) {
-    uform_tensor_view_t view = {.dtype = uform_dtype_bf16_k, .rank = 2, .shape = {matrix->rows, matrix->columns},
-                                .data = matrix->bf16, .bytes = matrix->rows * matrix->columns * sizeof(uint16_t)};
-    snprintf(view.name, sizeof(view.name), "%s", name);
+static uform_tensor_view_t uform_view_(uform_tensor_info_t const *info, uform_weight_t const *weight) {
+    uform_tensor_view_t view = {.dtype = info->matrix ? uform_dtype_bf16_k : uform_dtype_f32_k, .rank = info->rank,
+                                .shape = {info->rows, info->columns}, .data = info->matrix ? (void const *)weight->bf16 : weight->f32,
+                                .bytes = info->rows * info->columns * (info->matrix ? sizeof(uint16_t) : sizeof(float))};
+    snprintf(view.name, sizeof(view.name), "%s", info->name);
     return view;
 }
 
-static uform_tensor_view_t uform_view_vector_(char const *name, float const *vector, size_t count) {
-    uform_tensor_view_t view = {.dtype = uform_dtype_f32_k, .rank = count ? 1 : 0, .shape = {count},
-                                .data = vector, .bytes = (count ? count : 1) * sizeof(float)};
-    snprintf(view.name, sizeof(view.name), "%s", name);
-    return view;
+/* "text", or "text, image, ..." for the frontends it carries. */
+static void uform_modalities_(uform_model_t const *model, char *text, size_t capacity) {
+    static char const *const names[] = {"text", "image", "video", "audio"};
+    text[0] = 0;
+    for (int part = uform_part_bytes_k; part <= uform_part_audio_k; ++part)
+        if (uform_model_carries(model, (uform_part_t)part))
+            snprintf(text + strlen(text), capacity - strlen(text), "%s%s", text[0] ? ", " : "", names[part]);
 }
 
-static json_t *uform_config_json_(uform_config_t const *config) {
+static json_t *uform_config_json_(uform_config_t const *config, char const *modalities) {
     json_t *widths = json_array();
     for (size_t i = 0; i < config->embedding_widths_count; ++i)
         json_array_append_new(widths, json_integer((json_int_t)config->embedding_widths[i]));
@@ -453,7 +411,7 @@ static json_t *uform_config_json_(uform_config_t const *config) {
                      (json_int_t)config->width, "depth", (json_int_t)config->depth, "heads", (json_int_t)config->heads,
                      "embedding_widths", widths, "colbert_width", (json_int_t)config->colbert_width, "columns",
                      (json_int_t)config->columns, "vocabulary", (json_int_t)uform_vocabulary_k, "learning_rate",
-                     config->learning_rate, "modalities", "text");
+                     config->learning_rate, "modalities", modalities);
 }
 
 static void uform_hardware_(char *text, size_t capacity) {
@@ -496,31 +454,15 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
     if (!model || !directory) return uform_fail(uform_invalid_argument_k, "uform_model_save: NULL argument");
     UFORM_TRY(uform_make_folders_(directory));
     uform_config_t const *config = &model->config;
-    size_t d = config->width, count = 0, capacity = 6 * config->depth + 16;
-    uform_tensor_view_t *views = calloc(capacity, sizeof(*views));
+    size_t count = 0;
+    uform_tensor_view_t *views = calloc(model->tensors_count, sizeof(*views));
     if (!views) return uform_fail(uform_out_of_memory_k, "cannot list tensors to save");
-    char name[uform_max_name_k];
-    views[count++] = uform_view_matrix_("embed.bytes", &model->embed);
-    for (size_t i = 0; i < config->depth; ++i) {
-        uform_block_t const *block = &model->blocks[i];
-        snprintf(name, sizeof(name), "blocks.%zu.attn_norm", i), views[count++] = uform_view_vector_(name, block->attn_norm, d);
-        snprintf(name, sizeof(name), "blocks.%zu.qkv", i), views[count++] = uform_view_matrix_(name, &block->qkv);
-        snprintf(name, sizeof(name), "blocks.%zu.out", i), views[count++] = uform_view_matrix_(name, &block->out);
-        snprintf(name, sizeof(name), "blocks.%zu.mlp_norm", i), views[count++] = uform_view_vector_(name, block->mlp_norm, d);
-        snprintf(name, sizeof(name), "blocks.%zu.gate_up", i), views[count++] = uform_view_matrix_(name, &block->gate_up);
-        snprintf(name, sizeof(name), "blocks.%zu.down", i), views[count++] = uform_view_matrix_(name, &block->down);
-    }
-    views[count++] = uform_view_vector_("final_norm", model->final_norm, d);
-    if (model->pool_query) {
-        views[count++] = uform_view_vector_("pool.query", model->pool_query, d);
-        views[count++] = uform_view_matrix_("pool.proj", &model->pool_proj);
-    }
-    if (model->rerank_proj.rows) views[count++] = uform_view_matrix_("rerank.proj", &model->rerank_proj);
-    if (model->mlm_head.rows) views[count++] = uform_view_matrix_("mlm.head", &model->mlm_head);
-    views[count++] = uform_view_vector_("siglip.scale", &model->siglip_scale, 0);
-    views[count++] = uform_view_vector_("siglip.bias", &model->siglip_bias, 0);
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (uform_model_carries(model, model->tensors[i].part)) views[count++] = uform_view_(&model->tensors[i], &model->weights[i]);
+    char modalities[64];
+    uform_modalities_(model, modalities, sizeof(modalities));
 
-    json_t *config_json = uform_config_json_(config);
+    json_t *config_json = uform_config_json_(config, modalities);
     char *config_text = config_json ? json_dumps(config_json, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
     json_t *metadata = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", "pt", "config", config_text ? config_text : "{}",
                                  "recipe", model->recipe, "datasets", model->datasets, "warm_start", model->warm_start,
@@ -542,7 +484,7 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
                               "# UForm checkpoint\n\n"
                               "| field | value |\n|---|---|\n"
                               "| tier | %s (width %zu, depth %zu, %zu parameters) |\n"
-                              "| modalities | text (bytes) |\n"
+                              "| modalities | %s |\n"
                               "| recipe | %s |\n"
                               "| datasets | %s |\n"
                               "| warm start | %s |\n"
@@ -551,7 +493,7 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
                               "| written | %s |\n"
                               "| config | `%s` |\n\n"
                               "Command:\n\n```\n%s\n```\n",
-                              config->tier, config->width, config->depth, uform_config_parameters(config), model->recipe,
+                              config->tier, config->width, config->depth, uform_config_parameters(config), modalities, model->recipe,
                               model->datasets[0] ? model->datasets : "none", model->warm_start[0] ? model->warm_start : "none",
                               UFORM_COMMIT, hardware, date, config_text, command ? command : "(library call)");
         snprintf(path, sizeof(path), "%s/README.md", directory);
@@ -578,10 +520,7 @@ uform_status_t uform_model_config(uform_model_t const *model, uform_config_t *co
 
 int uform_model_has_head(uform_model_t const *model, char const *head) {
     if (!model || !head) return 0;
-    if (!strcmp(head, "pool")) return model->pool_query != NULL;
-    if (!strcmp(head, "rerank")) return model->rerank_proj.rows != 0;
-    if (!strcmp(head, "mlm")) return model->mlm_head.rows != 0;
-    return 0;
+    return uform_model_carries(model, uform_part_from_name(head));
 }
 
 uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads) {
@@ -603,16 +542,8 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
         return uform_fail(uform_unsupported_k, "uform_model_set_precision: the GPU runs the BF16 precision only; "
                                                "set the device to uform_device_cpu_k first");
     model->precision = precision;
-    for (size_t i = 0; i < model->config.depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        UFORM_TRY(uform_matrix_prepare_(&block->qkv, precision));
-        UFORM_TRY(uform_matrix_prepare_(&block->out, precision));
-        UFORM_TRY(uform_matrix_prepare_(&block->gate_up, precision));
-        UFORM_TRY(uform_matrix_prepare_(&block->down, precision));
-    }
-    UFORM_TRY(uform_matrix_prepare_(&model->pool_proj, precision));
-    UFORM_TRY(uform_matrix_prepare_(&model->rerank_proj, precision));
-    return uform_matrix_prepare_(&model->mlm_head, precision);
+    for (size_t i = 0; i < model->tensors_count; ++i) UFORM_TRY(uform_weight_prepare_(&model->weights[i], precision));
+    return uform_ok_k;
 }
 
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device) {

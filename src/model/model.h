@@ -1,23 +1,31 @@
-/*  model.h (internal): the model's weights, workspace and the tensor names of SPEC.md section 7. */
+/*  model.h (internal): the model's weights (laid out by the table of tensors.h) and workspace. */
 #ifndef UFORM_MODEL_MODEL_H
 #define UFORM_MODEL_MODEL_H
 
 #include "core/arena.h"
 #include "core/threads.h"
+#include "model/tensors.h"
 #include "uform/model.h"
 
-/** A weight matrix [rows, columns] as stored (BF16), plus what the products need of it. */
-typedef struct uform_matrix_t {
-    size_t rows, columns;
-    uint16_t *bf16; /* owned, row-major */
-    uint16_t *packed; /* packed for the BF16 kernels (kernels.h) */
-    float *f32;     /* widened copy, only in Float32 precision */
-} uform_matrix_t;
+/** One parameter as the model holds it; tensors.h's table describes it. Storage exists only for
+ *  the parts the model carries. */
+typedef struct uform_weight_t {
+    size_t rows, columns; /* vectors and scalars: columns 1 */
+    uint16_t *bf16;       /* matrices: the BF16 master, row-major */
+    float *f32;           /* vectors and scalars: the Float32 master */
+    uint16_t *packed;     /* matrices in BF16 precision: packed for the kernels (kernels.h) */
+    float *widened;       /* matrices in Float32 precision: the master widened */
+} uform_weight_t;
 
-typedef struct uform_block_t {
-    float *attn_norm, *mlp_norm; /* Float32 masters */
-    uform_matrix_t qkv, out, gate_up, down;
+/** A block's weights, by name or by kind (views into the model's weights); the names follow the
+ *  table's per-block kinds in order, from uform_tensor_attn_norm_k. */
+typedef union uform_block_t {
+    struct {
+        uform_weight_t *attn_norm, *qkv, *out, *mlp_norm, *gate_up, *down;
+    };
+    uform_weight_t *kinds[uform_block_kinds_k];
 } uform_block_t;
+_Static_assert(uform_tensor_down_k - uform_tensor_attn_norm_k == 5, "uform_block_t names the six per-block kinds in order");
 
 /** Per-thread scratch of a pass; sizes in docs/design.md. */
 typedef struct uform_scratch_t {
@@ -53,12 +61,13 @@ typedef struct uform_workspace_t {
 
 struct uform_model_t {
     uform_config_t config;
-    uform_matrix_t embed; /* [258, d] */
+    unsigned parts;               /* the parts it carries (tensors.h, UFORM_PART bits) */
+    uform_tensor_info_t *tensors; /* the table resolved for every part, in checkpoint order */
+    uform_weight_t *weights;      /* [tensors_count], as `tensors` */
+    size_t tensors_count;
+    /* Named views into `weights` (always set; a part's storage is NULL while it is not carried). */
+    uform_weight_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *siglip_scale, *siglip_bias;
     uform_block_t *blocks;
-    float *final_norm;
-    float *pool_query; /* NULL when the checkpoint has no pool head */
-    uform_matrix_t pool_proj, rerank_proj, mlm_head; /* rows == 0 when absent */
-    float siglip_scale, siglip_bias;
     char recipe[512], datasets[1024], warm_start[512]; /* how the weights came to be, for the README */
     uform_precision_t precision;
     int stale; /* a trainer changed the weights: packed or widened copies need refreshing */
@@ -72,6 +81,11 @@ struct uform_model_t {
 
 /* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
 enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64 };
+
+/** The model's weight of `kind` (of `block` for per-block kinds). */
+uform_weight_t *uform_model_weight(uform_model_t const *model, uform_tensor_kind_t kind, size_t block);
+/** Whether the model carries `part`. */
+int uform_model_carries(uform_model_t const *model, uform_part_t part);
 
 /** Rebuilds the packed or widened copies of every matrix from its BF16 weights, in place. */
 void uform_model_refresh(uform_model_t *model);

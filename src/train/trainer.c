@@ -20,37 +20,32 @@ void uform_train_options_default(uform_train_options_t *options) {
     options->lipschitz_iterations = 8;
 }
 
-static uform_status_t uform_add_tensor_(uform_trainer_t *trainer, char const *name, size_t rows, size_t columns,
-                                        int factored, uint16_t *master_bf16, float *master_f32, uform_tensor_t **result) {
+/* One trained tensor over the model's weight: a Float32 working copy, its gradient and moments. */
+static uform_status_t uform_add_tensor_(uform_trainer_t *trainer, uform_tensor_info_t const *info, uform_weight_t *weight) {
     uform_tensor_t *tensor = &trainer->tensors[trainer->tensors_count++];
-    snprintf(tensor->name, sizeof(tensor->name), "%s", name);
-    tensor->rows = rows;
-    tensor->columns = columns;
-    tensor->factored = factored;
-    tensor->master_bf16 = master_bf16;
-    tensor->master_f32 = master_f32;
-    size_t count = rows * columns;
+    snprintf(tensor->name, sizeof(tensor->name), "%s", info->name);
+    tensor->info = info;
+    tensor->rows = info->rows;
+    tensor->columns = info->columns;
+    tensor->factored = info->matrix;
+    tensor->master_bf16 = info->matrix ? weight->bf16 : NULL;
+    tensor->master_f32 = info->matrix ? NULL : weight->f32;
+    size_t count = info->rows * info->columns, factored = (size_t)info->matrix;
     tensor->parameter = malloc(count * sizeof(float));
     tensor->gradient = calloc(count, sizeof(float));
     tensor->first = calloc(count, sizeof(float));
-    tensor->row = calloc(factored ? rows : count, sizeof(float));
-    tensor->column = factored ? calloc(columns, sizeof(float)) : NULL;
+    tensor->row = calloc(factored ? info->rows : count, sizeof(float));
+    tensor->column = factored ? calloc(info->columns, sizeof(float)) : NULL;
     if (!tensor->parameter || !tensor->gradient || !tensor->first || !tensor->row || (factored && !tensor->column))
-        return uform_fail(uform_out_of_memory_k, "cannot allocate the training state of '%s'", name);
-    if (master_bf16) uform_f32_from_bf16_array(master_bf16, tensor->parameter, count);
-    else memcpy(tensor->parameter, master_f32, count * sizeof(float));
-    if (result) *result = tensor;
+        return uform_fail(uform_out_of_memory_k, "cannot allocate the training state of '%s'", info->name);
+    if (tensor->master_bf16) uform_f32_from_bf16_array(tensor->master_bf16, tensor->parameter, count);
+    else memcpy(tensor->parameter, tensor->master_f32, count * sizeof(float));
     return uform_ok_k;
 }
 
-static uform_status_t uform_add_matrix_(uform_trainer_t *trainer, char const *name, uform_matrix_t *matrix,
-                                        uform_tensor_t **result) {
-    return uform_add_tensor_(trainer, name, matrix->rows, matrix->columns, 1, matrix->bf16, NULL, result);
-}
-
-static uform_status_t uform_add_vector_(uform_trainer_t *trainer, char const *name, float *vector, size_t count,
-                                        uform_tensor_t **result) {
-    return uform_add_tensor_(trainer, name, count, 1, 0, NULL, vector, result);
+/* The trained tensor of `kind` (of `block`), NULL when the model does not carry its part. */
+static uform_tensor_t *uform_trained_(uform_trainer_t *trainer, uform_tensor_kind_t kind, size_t block) {
+    return trainer->by_index[uform_tensor_index(&trainer->model->config, kind, block)];
 }
 
 void uform_trainer_close(uform_trainer_t *trainer) {
@@ -60,6 +55,7 @@ void uform_trainer_close(uform_trainer_t *trainer) {
         free(tensor->parameter), free(tensor->gradient), free(tensor->first), free(tensor->row), free(tensor->column);
     }
     free(trainer->tensors);
+    free(trainer->by_index);
     free(trainer->blocks);
     float *buffers[] = {trainer->inputs,   trainer->scales1,    trainer->scales2,      trainer->qkv,
                         trainer->attended, trainer->middle,     trainer->gate_up,      trainer->hidden,
@@ -109,38 +105,29 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     if (!trainer->options.lipschitz_iterations) trainer->options.lipschitz_iterations = 8;
     uform_config_t const *config = &model->config;
     size_t d = config->width, depth = config->depth, widest = config->embedding_widths[config->embedding_widths_count - 1];
-    trainer->tensors = calloc(6 * depth + 16, sizeof(uform_tensor_t));
+    /* Every tensor the model carries is trained, in the table's order. */
+    trainer->tensors = calloc(model->tensors_count, sizeof(uform_tensor_t));
+    trainer->by_index = calloc(model->tensors_count, sizeof(uform_tensor_t *));
     trainer->blocks = calloc(depth, sizeof(uform_block_tensors_t));
-    uform_status_t status = trainer->tensors && trainer->blocks ? uform_ok_k : uform_fail(uform_out_of_memory_k, "trainer");
-    char name[uform_max_name_k];
-    if (status == uform_ok_k) status = uform_add_matrix_(trainer, "embed.bytes", &model->embed, &trainer->embed);
-    for (size_t i = 0; status == uform_ok_k && i < depth; ++i) {
-        uform_block_t *block = &model->blocks[i];
-        uform_block_tensors_t *tensors = &trainer->blocks[i];
-        snprintf(name, sizeof(name), "blocks.%zu.attn_norm", i);
-        status = uform_add_vector_(trainer, name, block->attn_norm, d, &tensors->attn_norm);
-        snprintf(name, sizeof(name), "blocks.%zu.qkv", i);
-        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->qkv, &tensors->qkv);
-        snprintf(name, sizeof(name), "blocks.%zu.out", i);
-        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->out, &tensors->out);
-        snprintf(name, sizeof(name), "blocks.%zu.mlp_norm", i);
-        if (status == uform_ok_k) status = uform_add_vector_(trainer, name, block->mlp_norm, d, &tensors->mlp_norm);
-        snprintf(name, sizeof(name), "blocks.%zu.gate_up", i);
-        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->gate_up, &tensors->gate_up);
-        snprintf(name, sizeof(name), "blocks.%zu.down", i);
-        if (status == uform_ok_k) status = uform_add_matrix_(trainer, name, &block->down, &tensors->down);
+    uform_status_t status = trainer->tensors && trainer->by_index && trainer->blocks ? uform_ok_k : uform_fail(uform_out_of_memory_k, "trainer");
+    for (size_t i = 0; status == uform_ok_k && i < model->tensors_count; ++i) {
+        if (!uform_model_carries(model, model->tensors[i].part)) continue;
+        trainer->by_index[i] = &trainer->tensors[trainer->tensors_count];
+        status = uform_add_tensor_(trainer, &model->tensors[i], &model->weights[i]);
     }
-    if (status == uform_ok_k) status = uform_add_vector_(trainer, "final_norm", model->final_norm, d, &trainer->final_norm);
-    if (status == uform_ok_k && model->pool_query) {
-        status = uform_add_vector_(trainer, "pool.query", model->pool_query, d, &trainer->pool_query);
-        if (status == uform_ok_k) status = uform_add_matrix_(trainer, "pool.proj", &model->pool_proj, &trainer->pool_proj);
+    if (status == uform_ok_k) {
+        trainer->embed = uform_trained_(trainer, uform_tensor_embed_bytes_k, 0);
+        trainer->final_norm = uform_trained_(trainer, uform_tensor_final_norm_k, 0);
+        trainer->pool_query = uform_trained_(trainer, uform_tensor_pool_query_k, 0);
+        trainer->pool_proj = uform_trained_(trainer, uform_tensor_pool_proj_k, 0);
+        trainer->rerank_proj = uform_trained_(trainer, uform_tensor_rerank_proj_k, 0);
+        trainer->mlm_head = uform_trained_(trainer, uform_tensor_mlm_head_k, 0);
+        trainer->scale = uform_trained_(trainer, uform_tensor_siglip_scale_k, 0);
+        trainer->bias = uform_trained_(trainer, uform_tensor_siglip_bias_k, 0);
+        for (size_t i = 0; i < depth; ++i)
+            for (size_t k = 0; k < uform_block_kinds_k; ++k)
+                trainer->blocks[i].kinds[k] = uform_trained_(trainer, (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k), i);
     }
-    if (status == uform_ok_k && model->rerank_proj.rows)
-        status = uform_add_matrix_(trainer, "rerank.proj", &model->rerank_proj, &trainer->rerank_proj);
-    if (status == uform_ok_k && model->mlm_head.rows)
-        status = uform_add_matrix_(trainer, "mlm.head", &model->mlm_head, &trainer->mlm_head);
-    if (status == uform_ok_k) status = uform_add_vector_(trainer, "siglip.scale", &model->siglip_scale, 1, &trainer->scale);
-    if (status == uform_ok_k) status = uform_add_vector_(trainer, "siglip.bias", &model->siglip_bias, 1, &trainer->bias);
 
     size_t largest = 0;
     for (size_t i = 0; i < trainer->tensors_count; ++i)

@@ -10,6 +10,7 @@
 /** One trained tensor: its Float32 working copy, where its master lives, gradient and moments. */
 typedef struct uform_tensor_t {
     char name[uform_max_name_k];
+    uform_tensor_info_t const *info; /* its entry in the model's table */
     size_t rows, columns; /* vectors are rows x 1 */
     int factored;         /* matrices: R and C; vectors: one unfactored V in `row` */
     float *parameter;     /* what the pass computes with */
@@ -18,8 +19,12 @@ typedef struct uform_tensor_t {
     float *gradient, *first, *row, *column;
 } uform_tensor_t;
 
-typedef struct uform_block_tensors_t {
-    uform_tensor_t *attn_norm, *qkv, *out, *mlp_norm, *gate_up, *down;
+/** A block's trained tensors, by name or by kind (as uform_block_t). */
+typedef union uform_block_tensors_t {
+    struct {
+        uform_tensor_t *attn_norm, *qkv, *out, *mlp_norm, *gate_up, *down;
+    };
+    uform_tensor_t *kinds[uform_block_kinds_k];
 } uform_block_tensors_t;
 
 /** Per-thread scratch of one attention task: probabilities and their gradient. */
@@ -30,8 +35,9 @@ typedef struct uform_attention_scratch_t {
 struct uform_trainer_t {
     uform_model_t *model;
     uform_train_options_t options;
-    uform_tensor_t *tensors;
+    uform_tensor_t *tensors; /* every tensor the model carries, in the table's order */
     size_t tensors_count, steps;
+    uform_tensor_t **by_index; /* [model->tensors_count]: the trained tensor of each table index, NULL if not carried */
     int has_gradients; /* the last uform_trainer_gradients succeeded and no step has used it yet */
     uform_block_tensors_t *blocks;
     uform_tensor_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *scale, *bias;

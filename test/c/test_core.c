@@ -6,12 +6,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/arena.h"
 #include "core/numeric.h"
 #include "core/threads.h"
 #include "model/safetensors.h"
+#include "model/tensors.h"
 #include "uform/uform.h"
 #include "check.h"
 
@@ -149,6 +151,77 @@ static void test_safetensors(void) {
     unlink(path);
 }
 
+/* The parameter table against SPEC.md sections 1, 3 and 7, written out by hand here. */
+static void test_tensor_table(void) {
+    uform_config_t config;
+    CHECK(uform_config_from_tier("128x2", &config) == uform_ok_k);
+    char const *expected[] = {"embed.bytes", "vision.patch", "vision.bias", "video.tube", "video.bias", "audio.frame",
+                              "audio.bias", "blocks.0.attn_norm", "blocks.0.qkv", "blocks.0.out", "blocks.0.mlp_norm",
+                              "blocks.0.gate_up", "blocks.0.down", "blocks.1.attn_norm", "blocks.1.qkv", "blocks.1.out",
+                              "blocks.1.mlp_norm", "blocks.1.gate_up", "blocks.1.down", "final_norm", "pool.query",
+                              "pool.proj", "rerank.proj", "mlm.head", "siglip.scale", "siglip.bias"};
+    size_t const d = 128, shapes[][3] = {/* rows, columns, rank */
+        {258, d, 2}, {d, 1024, 2}, {d, 1, 1}, {d, 1536, 2}, {d, 1, 1}, {d, 320, 2}, {d, 1, 1},
+        {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
+        {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
+        {d, 1, 1}, {d, 1, 1}, {128, d, 2}, {128, d, 2}, {258, d, 2}, {1, 1, 0}, {1, 1, 0}};
+    size_t count = uform_tensor_list(&config, ~0u, NULL);
+    CHECK(count == sizeof(expected) / sizeof(expected[0]) && count == uform_tensor_count(&config));
+    uform_tensor_info_t tensors[32];
+    uform_tensor_list(&config, ~0u, tensors);
+    for (size_t i = 0; i < count && i < 32; ++i) {
+        CHECK(!strcmp(tensors[i].name, expected[i]));
+        CHECK(tensors[i].rows == shapes[i][0] && tensors[i].columns == shapes[i][1] && tensors[i].rank == shapes[i][2]);
+        CHECK(tensors[i].matrix == (shapes[i][2] == 2));
+        CHECK(uform_tensor_index(&config, tensors[i].kind, tensors[i].block) == i);
+        for (size_t j = 0; j < i; ++j) /* every normal tensor draws from a stream of its own */
+            if (tensors[i].init != uform_init_constant_k && tensors[j].init != uform_init_constant_k)
+                CHECK(tensors[i].stream != tensors[j].stream);
+    }
+    /* The parameters SPEC.md counts: the byte frontend, the encoder and the pool head. */
+    unsigned counted = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k) | UFORM_PART(uform_part_pool_k);
+    size_t listed = uform_tensor_list(&config, counted, tensors), elements = 0;
+    for (size_t i = 0; i < listed; ++i) elements += tensors[i].rows * tensors[i].columns;
+    CHECK(elements == uform_config_parameters(&config));
+    CHECK(uform_part_from_name("vision") == uform_part_vision_k && uform_part_from_name("bogus") == uform_parts_k);
+    CHECK(uform_part_of_cell(uform_cell_audio_k) == uform_part_audio_k && uform_part_of_cell(uform_cell_padding_k) == uform_parts_k);
+}
+
+/* A frontend attached by name saves and reopens; a checkpoint holding half of it is refused by name. */
+static void test_frontend_checkpoint(void) {
+    if (!scratch_open("uform_test_frontend")) return;
+    uform_config_t config;
+    uform_model_t *model = NULL, *opened = NULL;
+    CHECK(uform_config_from_tier("64x1", &config) == uform_ok_k && uform_model_init(&config, 3, &model) == uform_ok_k);
+    CHECK(!uform_model_has_head(model, "vision"));
+    CHECK(uform_model_init_head(model, "vision", 3) == uform_ok_k && uform_model_has_head(model, "vision"));
+    CHECK(fails_with(uform_model_init_head(model, "encoder", 3), uform_invalid_argument_k, "encoder", NULL));
+    char directory[512], path[600];
+    snprintf(directory, sizeof(directory), "%s/model", folder_);
+    CHECK(uform_model_save(model, directory, NULL) == uform_ok_k);
+    CHECK(uform_model_open(directory, &opened) == uform_ok_k && uform_model_has_head(opened, "vision") &&
+          !uform_model_has_head(opened, "audio"));
+    uform_model_close(opened);
+    /* Rewrite the file without vision.bias: the frontend is half there. */
+    snprintf(path, sizeof(path), "%s/model.safetensors", directory);
+    uform_safetensors_t file;
+    CHECK(uform_safetensors_open(path, &file) == uform_ok_k);
+    uform_tensor_view_t *kept = calloc(file.count, sizeof(*kept));
+    size_t count = 0;
+    for (size_t i = 0; i < file.count; ++i)
+        if (strcmp(file.tensors[i].name, "vision.bias")) kept[count++] = file.tensors[i];
+    snprintf(path, sizeof(path), "%s/half/model.safetensors", folder_);
+    char half[600];
+    snprintf(half, sizeof(half), "%s/half", folder_);
+    mkdir(half, 0755);
+    CHECK(uform_safetensors_write(path, kept, count, file.metadata) == uform_ok_k);
+    uform_safetensors_close(&file);
+    free(kept);
+    CHECK(fails_with(uform_model_open(half, &opened), uform_missing_k, "vision.bias", "vision.patch"));
+    uform_model_close(model);
+    scratch_close();
+}
+
 int main(void) {
     test_bf16();
     test_arena();
@@ -156,5 +229,7 @@ int main(void) {
     test_rng();
     test_tiers();
     test_safetensors();
+    test_tensor_table();
+    test_frontend_checkpoint();
     return check_report();
 }
