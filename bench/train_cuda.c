@@ -35,6 +35,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/batch.h"
 #include "cuda/cuda.h"
 #include "cuda/step.h"
 
@@ -137,46 +138,75 @@ static void finite_(uform_cuda_step_t *step, size_t t) {
     if (t == 1) fprintf(stderr, "train_cuda: after step 1, each tensor's largest |gradient|:%s\n", largest_each);
 }
 
-/* One random batch, as the peer draws it: bytes uniform in 0..255, each cell masked with p = 0.15. */
-static void fill_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns, size_t segment, size_t t) {
+/* The host side of a batch: the grid and what the objective scores, filled into a slot by the
+ * library's span step (cuda/batch.h), as uform_base fills it. */
+typedef struct host_batch_t {
+    uint8_t *kinds, *labels;
+    uint32_t *values, *anchors, *candidates;
+    int32_t *segments, *positions, *targets;
+    uform_batch_t batch;
+} host_batch_t;
+
+static host_batch_t host_batch_(size_t rows, size_t columns, size_t pairs) {
+    size_t n = rows * columns;
+    host_batch_t h = {.kinds = malloc(n), .labels = calloc(pairs * pairs + 1, 1), .values = malloc(n * 4),
+                      .anchors = malloc((pairs + 1) * 4), .candidates = malloc((pairs + 1) * 4), .segments = malloc(n * 4),
+                      .positions = malloc(3 * n * 4), .targets = malloc(n * 4)};
+    if (!h.kinds || !h.labels || !h.values || !h.anchors || !h.candidates || !h.segments || !h.positions || !h.targets) {
+        fprintf(stderr, "train_cuda: out of host memory for a batch\n");
+        exit(1);
+    }
+    h.batch = (uform_batch_t){.grid = {rows, columns, h.kinds, h.values, h.segments, h.positions}};
+    return h;
+}
+
+static void upload_(uform_cuda_step_t *step, int slot, host_batch_t const *h, size_t t) {
     uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
-    size_t segments = 0;
+    char error[512];
+    if (uform_cuda_batch_fill(&b, uform_cuda_step_config(step), &h->batch, error, sizeof(error)) != uform_ok_k) {
+        fprintf(stderr, "train_cuda: %s\n", error);
+        exit(1);
+    }
+    uform_cuda_batch_finish(step, slot, 1e-4, t);
+}
+
+/* One random batch, as the peer draws it: bytes uniform in 0..255, each cell masked with p = 0.15. */
+static void fill_(uform_cuda_step_t *step, int slot, host_batch_t *h, size_t segment, size_t t) {
+    size_t rows = h->batch.grid.rows, columns = h->batch.grid.columns;
     for (size_t r = 0; r < rows; ++r)
         for (size_t first = 0; first < columns; first += segment) {
             size_t length = columns - first < segment ? columns - first : segment, start = r * columns + first;
-            b.spans[2 * segments] = (uint32_t)start, b.spans[2 * segments + 1] = (uint32_t)length;
             for (size_t i = 0; i < length; ++i) {
                 size_t c = start + i;
                 uint32_t byte = next_() & 255;
                 int masked = uniform_() < 0.15;
-                b.values[c] = masked ? 256 : byte;
-                b.targets[c] = masked ? (int32_t)byte : -1;
-                b.positions[3 * c] = b.positions[3 * c + 1] = b.positions[3 * c + 2] = (int32_t)i;
-                b.segment_of[c] = (uint32_t)segments;
+                h->kinds[c] = uform_cell_byte_k;
+                h->values[c] = masked ? 256 : byte;
+                h->targets[c] = masked ? (int32_t)byte : -1;
+                h->positions[3 * c] = h->positions[3 * c + 1] = h->positions[3 * c + 2] = (int32_t)i;
+                h->segments[c] = (int32_t)(first / segment);
             }
-            segments++;
         }
-    uform_cuda_batch_finish(step, slot, 1e-4, t);
+    h->batch.targets = h->targets;
+    upload_(step, slot, h, t);
 }
 
 /* Contrastive: segment i < pairs is anchor i, segment pairs + i its positive; random bytes. */
-static void fill_pairs_(uform_cuda_step_t *step, int slot, size_t rows, size_t columns, size_t text, size_t pairs, size_t t) {
-    uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
-    size_t segments = 0;
-    for (size_t c = 0; c < rows * columns; ++c) {
-        size_t i = c % text;
-        if (!i) b.spans[2 * segments] = (uint32_t)c, b.spans[2 * segments + 1] = (uint32_t)text, segments++;
-        b.values[c] = next_() & 255;
-        b.targets[c] = -1;
-        b.positions[3 * c] = b.positions[3 * c + 1] = b.positions[3 * c + 2] = (int32_t)i;
-        b.segment_of[c] = (uint32_t)(segments - 1);
+static void fill_pairs_(uform_cuda_step_t *step, int slot, host_batch_t *h, size_t text, size_t pairs, size_t t) {
+    size_t cells = h->batch.grid.rows * h->batch.grid.columns, columns = h->batch.grid.columns;
+    for (size_t c = 0; c < cells; ++c) {
+        h->kinds[c] = uform_cell_byte_k;
+        h->values[c] = next_() & 255;
+        h->positions[3 * c] = h->positions[3 * c + 1] = h->positions[3 * c + 2] = (int32_t)(c % text);
+        h->segments[c] = (int32_t)(c % columns / text);
     }
     for (size_t i = 0; i < pairs; ++i) {
-        b.anchors[i] = (uint32_t)i, b.candidates[i] = (uint32_t)(pairs + i);
-        for (size_t j = 0; j < pairs; ++j) b.labels[i * pairs + j] = i == j;
+        h->anchors[i] = (uint32_t)i, h->candidates[i] = (uint32_t)(pairs + i);
+        for (size_t j = 0; j < pairs; ++j) h->labels[i * pairs + j] = i == j;
     }
-    b.counts[0] = b.counts[1] = (uint32_t)pairs, b.counts[2] = (uint32_t)segments; /* live segments: what TCR and Lipschitz read */
-    uform_cuda_batch_finish(step, slot, 1e-4, t);
+    h->batch.anchors = h->anchors, h->batch.candidates = h->candidates, h->batch.labels = h->labels;
+    h->batch.anchors_count = h->batch.candidates_count = pairs;
+    upload_(step, slot, h, t);
 }
 
 int main(int argc, char **argv) {
@@ -255,6 +285,7 @@ int main(int argc, char **argv) {
         CHECK(cudaMemcpy(tensors[i].parameter, host, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyHostToDevice));
         free(host);
     }
+    host_batch_t host = host_batch_(rows, columns, pairs);
     float first_loss = 0, loss = 0;
     size_t warmup = 3, total_steps = warmup + steps, first_bad = 0; /* the first step whose loss is not finite */
     double start = 0;
@@ -264,8 +295,8 @@ int main(int argc, char **argv) {
         if (t == 2) first_loss = loss;
         if (t >= 2 && !first_bad && !isfinite(loss)) first_bad = t - 1;
         if (trace && t >= 2) fprintf(stderr, "train_cuda: step %zu loss %.6f\n", t - 1, loss);
-        if (pairs) fill_pairs_(step, slot, rows, columns, text, pairs, t + 1);
-        else fill_(step, slot, rows, columns, segment, t + 1);
+        if (pairs) fill_pairs_(step, slot, &host, text, pairs, t + 1);
+        else fill_(step, slot, &host, segment, t + 1);
         if (t == warmup) { /* time from here: drain the warm-up steps first */
             CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
             start = seconds_();

@@ -8,7 +8,7 @@
 
 #include "core/status.h"
 #include "cpu/forward.h"
-#include "cpu/grid.h"
+#include "model/grid.h"
 #if defined(UFORM_HAVE_CUDA)
 #include "cuda/forward.h"
 #endif
@@ -228,7 +228,7 @@ uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_
 uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs) {
     if (!model || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     size_t widest_row = 0;
-    UFORM_TRY(uform_grid_check(grid, "uform_forward", &widest_row));
+    UFORM_TRY(uform_grid_check(grid, model->parts, UFORM_PART(uform_part_bytes_k), "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
     if (outputs->logits) UFORM_TRY(uform_need_head_(model, "mlm", "uform_forward"));

@@ -1,5 +1,5 @@
 /*  uform_base.c: the trainer command. Trains a model on a mixture with one objective on the CPU
- *  (or on one GPU: uform_base_cuda.c), with a live progress line, a JSONL log, atomic checkpoints
+ *  (or on one GPU, through train.h), with a live progress line, a JSONL log, atomic checkpoints
  *  and exact resume. */
 #include <errno.h>
 #include <jansson.h>
@@ -55,9 +55,6 @@ typedef struct {
     int warmup_set, quiet, cuda;
 } uform_base_options_t;
 
-#ifdef UFORM_HAVE_CUDA
-#include "uform_base_cuda.h"
-#endif
 
 static int uform_base_fail_(uform_status_t status) {
     fprintf(stderr, "uform_base: %s error: %s\n", uform_status_name(status), uform_last_error());
@@ -80,14 +77,9 @@ static int uform_base_check_device_(uform_base_options_t const *options, uform_o
                         "rerank with or without TCR and Lipschitz\n", cpu_only);
         return 2;
     }
-#ifdef UFORM_HAVE_CUDA
-    uform_status_t status = uform_base_cuda_available(device, capacity);
-    return status == uform_ok_k ? 0 : uform_base_fail_(status);
-#else
-    fprintf(stderr, "uform_base: --device cuda: this build has no CUDA backend (configure where nvcc is found, with "
-                    "-DUFORM_CUDA=ON)\n");
+    if (uform_device_name(uform_device_cuda_k, device, capacity) == uform_ok_k) return 0;
+    fprintf(stderr, "uform_base: --device cuda: %s\n", uform_last_error());
     return 2;
-#endif
 }
 
 static int uform_base_parse_(int argc, char **argv, uform_base_options_t *options) {
@@ -282,6 +274,12 @@ static void uform_duration_(double seconds, char *text, size_t capacity) {
     else snprintf(text, capacity, "%dh%02dm", (int)(seconds / 3600), (int)fmod(seconds / 60, 60));
 }
 
+/* What a submitted step is reported with once it ends. */
+typedef struct uform_base_launch_t {
+    size_t cells;
+    double rate;
+} uform_base_launch_t;
+
 /* What the log and the progress line carry from step to step. */
 typedef struct uform_base_progress_t {
     FILE *log;
@@ -290,8 +288,7 @@ typedef struct uform_base_progress_t {
     size_t first_step;
     double start, reported, cells_done; /* clocks at the start and at the last report; cells trained */
     uform_losses_t losses;              /* of the last step reported */
-    size_t launched_step, launched_cells; /* --device cuda: the step in flight, reported when it ends */
-    double launched_rate;
+    uform_base_launch_t launched[2];    /* the steps submitted and not yet reported, by step parity */
 } uform_base_progress_t;
 
 /* One finished step (`step` counted from 1) into the JSONL log and onto the progress line. */
@@ -318,22 +315,20 @@ static void uform_base_report_(uform_base_progress_t *progress, size_t step, siz
                 rate_bytes, eta);
 }
 
-#ifdef UFORM_HAVE_CUDA
-/* The step in flight has ended with `losses`; its time runs from the last report. */
-static void uform_base_report_cuda_(uform_base_progress_t *progress, uform_losses_t const *losses) {
-    uform_base_report_(progress, progress->launched_step, progress->launched_cells, progress->launched_rate,
-                       uform_clock_() - progress->reported, losses);
+/* A submitted step has ended with `losses`: it is reported with what was recorded when it went in. */
+static void uform_base_finished_(uform_base_progress_t *progress, uform_losses_t const *losses) {
+    uform_base_launch_t const *launch = &progress->launched[losses->step % 2];
+    uform_base_report_(progress, losses->step, launch->cells, launch->rate, uform_clock_() - progress->reported, losses);
 }
 
-/* Before a save: ends (and reports) the step in flight and brings the weights down into the model. */
-static uform_status_t uform_base_settle_(uform_base_cuda_t *cuda, uform_base_progress_t *progress) {
+/* Before a save: ends (and reports) the step in flight, and brings the weights back into the model. */
+static uform_status_t uform_base_settle_(uform_trainer_t *trainer, uform_base_progress_t *progress) {
     int finished = 0;
     uform_losses_t losses = {0};
-    uform_status_t status = uform_base_cuda_drain(cuda, &finished, &losses);
-    if (status == uform_ok_k && finished) uform_base_report_cuda_(progress, &losses);
-    return status == uform_ok_k ? uform_base_cuda_download(cuda) : status;
+    uform_status_t status = uform_trainer_sync(trainer, &finished, &losses);
+    if (status == uform_ok_k && finished) uform_base_finished_(progress, &losses);
+    return status;
 }
-#endif
 
 static char *uform_command_line_(int argc, char **argv) {
     size_t length = 1;
@@ -417,22 +412,22 @@ int main(int argc, char **argv) {
     uform_trainer_t *trainer = NULL;
     uform_batcher_t *batcher = NULL;
     uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed};
-    /* On the GPU the trainer only holds the weights' names and masters: no CPU activations. */
-    status = uform_trainer_create(model, &train, options.cuda ? 1 : (size_t)options.rows * mixture.columns, &trainer);
-    if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
-    if (status == uform_ok_k) status = uform_batcher_create(&mixture, &batching, &batcher);
+    status = uform_batcher_create(&mixture, &batching, &batcher);
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
     uform_batcher_stats_t capacities = {0}; /* before the prefetcher's thread owns the batcher */
     if (status == uform_ok_k) uform_batcher_stats(batcher, &capacities);
+    /* The device: the GPU's step is made for the batcher's shape and capacities. */
+    if (options.cuda) {
+        train.device = uform_device_cuda_k;
+        train.rows = (size_t)options.rows;
+        train.anchors = capacities.anchors_capacity, train.candidates = capacities.candidates_capacity;
+        train.recompute = (int)options.recompute;
+    }
+    if (status == uform_ok_k) status = uform_trainer_create(model, &train, (size_t)options.rows * mixture.columns, &trainer);
+    if (status == uform_ok_k && options.resume) status = uform_trainer_load_state(trainer, optimizer_path);
     /* The next batch is packed on a thread of its own while the current one trains. */
     uform_prefetcher_t *prefetcher = NULL;
     if (status == uform_ok_k) status = uform_prefetcher_create(batcher, 2, &prefetcher);
-#ifdef UFORM_HAVE_CUDA
-    uform_base_cuda_t *cuda = NULL;
-    if (status == uform_ok_k && options.cuda)
-        status = uform_base_cuda_create(trainer, (size_t)options.rows, mixture.columns, capacities.anchors_capacity,
-                                        capacities.candidates_capacity, (int)options.recompute, &cuda);
-#endif
     if (status != uform_ok_k) return uform_base_fail_(status);
 
     /* Where the weights come from, for the checkpoint README. */
@@ -475,34 +470,23 @@ int main(int argc, char **argv) {
     progress.reported = progress.start;
     for (size_t step = first_step; step < options.steps; ++step) {
         uform_batch_t batch;
-        double step_start = uform_clock_();
         double rate = uform_trainer_learning_rate(trainer);
         status = uform_prefetcher_next(prefetcher, &batch);
         size_t cells = 0;
         for (size_t i = 0; status == uform_ok_k && i < batch.grid.rows * batch.grid.columns; ++i)
             cells += batch.grid.segments[i] != -1;
-#ifdef UFORM_HAVE_CUDA
-        if (cuda) { /* the step before this one is reported once this one is under way */
-            int finished = 0;
-            uform_losses_t losses = {0};
-            if (status == uform_ok_k) status = uform_base_cuda_step(cuda, &batch, rate, &finished, &losses);
-            if (status == uform_ok_k && finished) uform_base_report_cuda_(&progress, &losses);
-            progress.launched_step = step + 1, progress.launched_cells = cells, progress.launched_rate = rate;
-        } else
-#endif
-        {
-            uform_losses_t losses = {0};
-            if (status == uform_ok_k) status = uform_trainer_step(trainer, &batch, &losses);
-            if (status == uform_ok_k) uform_base_report_(&progress, step + 1, cells, rate, uform_clock_() - step_start, &losses);
-        }
+        /* On the GPU a step is reported once the next one is under way; on the CPU at once. */
+        progress.launched[(step + 1) % 2] = (uform_base_launch_t){cells, rate};
+        int finished = 0;
+        uform_losses_t losses = {0};
+        if (status == uform_ok_k) status = uform_trainer_submit(trainer, &batch, &finished, &losses);
+        if (status == uform_ok_k && finished) uform_base_finished_(&progress, &losses);
         if (status != uform_ok_k) {
             if (interactive) fputc('\n', stderr);
             return uform_base_fail_(status);
         }
         if (options.save_every && (step + 1) % options.save_every == 0 && step + 1 < options.steps) {
-#ifdef UFORM_HAVE_CUDA
-            if (cuda && (status = uform_base_settle_(cuda, &progress)) != uform_ok_k) return uform_base_fail_(status);
-#endif
+            if ((status = uform_base_settle_(trainer, &progress)) != uform_ok_k) return uform_base_fail_(status);
             uform_prefetcher_save(prefetcher, &batcher_state);
             char *state = uform_state_json_(&batcher_state, step + 1, &options);
             status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
@@ -512,12 +496,10 @@ int main(int argc, char **argv) {
             progress.reported = uform_clock_();
         }
     }
-#ifdef UFORM_HAVE_CUDA
-    if (cuda && (status = uform_base_settle_(cuda, &progress)) != uform_ok_k) {
+    if ((status = uform_base_settle_(trainer, &progress)) != uform_ok_k) {
         if (interactive) fputc('\n', stderr);
         return uform_base_fail_(status);
     }
-#endif
     if (interactive) fputc('\n', stderr);
     if (saved_step != (size_t)options.steps || first_step == (size_t)options.steps) {
         uform_prefetcher_save(prefetcher, &batcher_state);
@@ -531,9 +513,6 @@ int main(int argc, char **argv) {
                 log_path);
     fclose(log);
     uform_prefetcher_close(prefetcher);
-#ifdef UFORM_HAVE_CUDA
-    uform_base_cuda_close(cuda);
-#endif
     uform_batcher_close(batcher);
     uform_trainer_close(trainer);
     uform_model_close(model);

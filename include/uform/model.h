@@ -61,6 +61,9 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
  *  uform_unsupported_k, leaving the model on the CPU, in a build without the CUDA backend or where
  *  no GPU is usable. */
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
+/** Names the device that `device` means here ("a CPU of N cores", the GPU's name) into `name`.
+ *  uform_unsupported_k, with the reason, in a build without the CUDA backend or where no GPU is usable. */
+uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity);
 /** Grows the workspace to hold `cells` cells per pass (default: two rows). Allocates here only. */
 uform_status_t uform_model_reserve(uform_model_t *model, size_t cells);
 

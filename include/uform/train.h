@@ -1,7 +1,9 @@
-/*  train.h: training on the CPU in Float32 (SPEC.md sections 4 and 5). A trainer wraps a model:
- *  it computes the loss and every parameter's gradient for a batch, and applies Adafactor with a
- *  first moment, updating the model's weights in place (BF16 matrices, Float32 norm scales and
- *  vectors). Gradients and optimizer state are readable by tensor name, for tests and tools.
+/*  train.h: training (SPEC.md sections 4 and 5) on the CPU in Float32, or on one GPU as CUDA
+ *  graphs. A trainer wraps a model: it computes the loss and every parameter's gradient for a
+ *  batch, and applies Adafactor with a first moment, updating the model's weights in place (BF16
+ *  matrices, Float32 norm scales and vectors). Gradients and optimizer state are readable by
+ *  tensor name, for tests and tools. On the GPU the weights and moments live on the device between
+ *  uform_trainer_sync calls, which bring them back into the model and the trainer.
  */
 #ifndef UFORM_TRAIN_H
 #define UFORM_TRAIN_H
@@ -29,9 +31,16 @@ typedef struct uform_train_options_t {
     double tcr_lambda;       /* total coding rate weight, 0 = off */
     double lipschitz_lambda; /* spectral penalty weight, 0 = off */
     size_t lipschitz_iterations; /* power-iteration steps, 8 */
+    /* Where the steps run. CUDA: the calling thread's current GPU, one CUDA graph a step over a fixed
+     * batch shape; the CPU's activations are not taken. */
+    uform_device_t device;       /* uform_device_cpu_k (the default) or uform_device_cuda_k */
+    size_t rows;                 /* cuda: rows per batch; each holds cells / rows columns */
+    size_t anchors, candidates;  /* cuda, contrastive and rerank: the most anchors and candidates a batch lists */
+    int recompute;               /* cuda: 0 keeps every activation, 1 (default) replays each block's forward in the
+                                  * backward pass, 2 replays it but keeps its attention output */
 } uform_train_options_t;
 
-/** Fills the SPEC.md defaults (objective MLM, the tier's learning rate, no warm-up or decay). */
+/** Fills the defaults: SPEC.md's (objective MLM, the tier's learning rate, no warm-up or decay), the CPU. */
 void uform_train_options_default(uform_train_options_t *options);
 
 /** A training batch: a grid plus what the objective scores, all caller-owned.
@@ -59,23 +68,37 @@ typedef struct uform_losses_t {
     double rerank;       /* ranked sigmoid */
     double tcr;          /* -lambda R */
     double lipschitz;    /* lambda sigma_max */
-    size_t scored;       /* masked cells (MLM) or anchors (pairs) */
+    size_t scored;       /* masked cells (MLM) or anchors (pairs); CPU steps only */
+    size_t step;         /* the optimizer step (1-based) they are of; 0 for uform_trainer_gradients */
 } uform_losses_t;
 
 typedef struct uform_trainer_t uform_trainer_t;
 
 /** Creates a trainer over `model` (which it uses, not owns; keep the model open longer).
- *  Takes the memory a batch of `cells` cells needs. */
+ *  Takes the memory a batch of `cells` cells needs, on the options' device: for CUDA the step
+ *  (rows x cells / rows cells), a copy of the weights and of the optimizer state on the GPU.
+ *  uform_unsupported_k in a build without the CUDA backend, where no GPU is usable, or for what the
+ *  GPU step lacks (TCR or Lipschitz with the MLM objective). */
 uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
                                     uform_trainer_t **trainer);
 void uform_trainer_close(uform_trainer_t *trainer);
 
-/** Loss and every parameter's gradient (Float32) for the batch; the weights do not change. */
+/** Loss and every parameter's gradient (Float32) for the batch; the weights do not change. CPU only. */
 uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
-/** One Adafactor step with the gradients of the last `uform_trainer_gradients` call. */
+/** One Adafactor step with the gradients of the last `uform_trainer_gradients` call. CPU only. */
 uform_status_t uform_trainer_apply(uform_trainer_t *trainer);
-/** Both: gradients, then the step. */
+/** Both: gradients, then the step; the losses of this batch. On CUDA: uform_trainer_submit, then
+ *  uform_trainer_sync (which waits for the step and brings the weights back: slower than submitting). */
 uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+/** Starts a step on the batch. CUDA: the step runs on the GPU while the caller prepares the next
+ *  batch, and `finished` is 1 when the step submitted before it has ended, with that step's losses
+ *  (their `step` says which). CPU: the step runs now; `finished` is 1 with its own losses. */
+uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t const *batch, int *finished,
+                                    uform_losses_t *losses);
+/** Waits for the step in flight (`finished` 1 with its losses if there was one) and brings the GPU's
+ *  weights and optimizer state back into the model and the trainer, so that they can be read, saved
+ *  or run. A no-op on the CPU (finished 0). Reading or saving a GPU trainer's state before it fails. */
+uform_status_t uform_trainer_sync(uform_trainer_t *trainer, int *finished, uform_losses_t *losses);
 /** Steps taken so far, and the learning rate the next step will use. */
 size_t uform_trainer_steps(uform_trainer_t const *trainer);
 double uform_trainer_learning_rate(uform_trainer_t const *trainer);

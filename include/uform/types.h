@@ -21,6 +21,7 @@ typedef enum uform_status_t {
     uform_missing_k = 5,          /* a required tensor or head is absent from the checkpoint */
     uform_out_of_memory_k = 6,    /* an allocation failed */
     uform_unsupported_k = 7,      /* valid input that this build does not handle yet */
+    uform_device_k = 8,           /* a device call failed (CUDA, cuBLASLt, cuDNN, NCCL): the message names the call and the step */
 } uform_status_t;
 
 /** Short name of a status ("ok", "format", ...). Never NULL. */
@@ -52,24 +53,43 @@ uform_status_t uform_config_from_tier(char const *tier, uform_config_t *config);
 /** Parameters counted as SPEC.md counts them: blocks, byte embedding and pool head. */
 size_t uform_config_parameters(uform_config_t const *config);
 
-/** What a cell of the grid holds. Only bytes and padding run in this build. */
+/** What a cell of the grid holds (SPEC.md section 1). */
 typedef enum uform_cell_kind_t {
-    uform_cell_byte_k = 0,
-    uform_cell_image_k = 1,
-    uform_cell_video_k = 2,
-    uform_cell_audio_k = 3,
-    uform_cell_padding_k = 4,
+    uform_cell_byte_k = 0,    /* value: a byte id 0..257 */
+    uform_cell_image_k = 1,   /* value: a row of the image patches, [n, 1024] (16x16 RGBA, values / 255) */
+    uform_cell_video_k = 2,   /* value: a row of the video tubes, [n, 1536] (16x16x2 RGB) */
+    uform_cell_audio_k = 3,   /* value: a row of the audio frames, [n, 320] (20 ms of 16 kHz mono in [-1, 1]) */
+    uform_cell_padding_k = 4, /* value ignored; segment -1 */
 } uform_cell_kind_t;
+
+/** How media vectors are stored. */
+typedef enum uform_media_dtype_t {
+    uform_media_f32_k = 0,
+    uform_media_bf16_k = 1,
+} uform_media_dtype_t;
+
+/** The vectors that one kind's media cells index: `count` rows of that kind's width, row-major. */
+typedef struct uform_media_t {
+    void const *data;          /* NULL when the grid has no cells of this kind */
+    size_t count;              /* rows */
+    uform_media_dtype_t dtype;
+} uform_media_t;
+
+/** The media of a grid, one buffer per media kind. */
+enum { uform_media_kinds_k = 3 }; /* image, video, audio: media[kind - uform_cell_image_k] */
 
 /** A batch as `rows x columns` cells, structure of arrays, all caller-owned.
  *  A segment is a contiguous run of cells in one row sharing a segment id (>= 0); padding has
- *  segment -1. Segments are numbered for outputs in order of their first cell, row by row. */
+ *  segment -1. Segments are numbered for outputs in order of their first cell, row by row.
+ *  A media cell's value is a row of `media[kind - uform_cell_image_k]`; a grid of bytes alone
+ *  leaves `media` zeroed. A cell kind the model has no frontend for is refused. */
 typedef struct uform_grid_t {
     size_t rows, columns;
     uint8_t const *kinds;     /* [rows * columns] uform_cell_kind_t */
-    uint32_t const *values;   /* [rows * columns] byte id 0..257 for byte cells */
+    uint32_t const *values;   /* [rows * columns] byte id 0..257, or a media row */
     int32_t const *segments;  /* [rows * columns] segment id within the row, -1 for padding */
     int32_t const *positions; /* [rows * columns * 3] (t, h, w) for M-RoPE */
+    uform_media_t media[uform_media_kinds_k];
 } uform_grid_t;
 
 #ifdef __cplusplus

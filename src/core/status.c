@@ -16,6 +16,7 @@ char const *uform_status_name(uform_status_t status) {
     case uform_missing_k: return "missing";
     case uform_out_of_memory_k: return "out of memory";
     case uform_unsupported_k: return "unsupported";
+    case uform_device_k: return "device";
     }
     return "unknown";
 }

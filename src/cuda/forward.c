@@ -7,12 +7,12 @@
 #include "cuda/forward.h"
 
 #include <cuda_runtime.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda/cuda.h"
+#include "cuda/error.h"
 
 enum {
     vocabulary_k = 258,
@@ -51,20 +51,10 @@ struct uform_cuda_forward_t {
     size_t staging_bytes;
 };
 
-static uform_status_t fail_(char *error, size_t size, uform_status_t status, char const *format, ...) {
-    if (error && size) {
-        va_list arguments;
-        va_start(arguments, format);
-        vsnprintf(error, size, format, arguments);
-        va_end(arguments);
-    }
-    return status;
-}
-
-/* A failed CUDA call: out of memory as such, anything else as a device that cannot serve. */
+/* A failed CUDA call: out of memory as such, anything else a device failure naming the call and the step. */
 static uform_status_t cuda_fail_(char *error, size_t size, int code, char const *what) {
-    return fail_(error, size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
-                 "CUDA: %s failed: %s (%d)", what, cudaGetErrorString((cudaError_t)code), code);
+    return uform_cuda_fail(error, size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k,
+                           "CUDA: %s failed: %s (%d)", what, cudaGetErrorString((cudaError_t)code), code);
 }
 
 #define CHECK(call, what)                                                                                             \
@@ -139,15 +129,29 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     int count = 0, code = (int)cudaGetDeviceCount(&count);
     if (code || count < 1) {
         cudaGetLastError(); /* clears the error, so that later calls in the process start clean */
-        return fail_(error, error_size, uform_unsupported_k, "no CUDA device (%s)",
+        return uform_cuda_fail(error, error_size, uform_unsupported_k, "no CUDA device (%s)",
                      code ? cudaGetErrorString((cudaError_t)code) : "the driver lists none");
     }
     uform_cuda_forward_t *context = calloc(1, sizeof(*context));
-    if (!context) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate a GPU context");
+    if (!context) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate a GPU context");
     *result = context;
     CHECK(cudaGetDevice(&context->device), "cudaGetDevice");
     CHECK(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
+    return uform_ok_k;
+}
+
+uform_status_t uform_cuda_device_name(char *name, size_t capacity, char *error, size_t error_size) {
+    int count = 0, device = 0, code = (int)cudaGetDeviceCount(&count);
+    if (code || count < 1) {
+        cudaGetLastError(); /* clears the error, so that later calls in the process start clean */
+        return uform_cuda_fail(error, error_size, uform_unsupported_k, "no CUDA device (%s)",
+                     code ? cudaGetErrorString((cudaError_t)code) : "the driver lists none");
+    }
+    struct cudaDeviceProp properties;
+    CHECK(cudaGetDevice(&device), "cudaGetDevice");
+    CHECK(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+    snprintf(name, capacity, "%s", properties.name);
     return uform_ok_k;
 }
 
@@ -184,13 +188,13 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     free(context->tensors);
     context->blocks = calloc(context->depth, sizeof(*context->blocks));
     context->tensors = calloc(model->tensors_count, sizeof(*context->tensors));
-    if (!context->blocks || !context->tensors) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU weight table");
+    if (!context->blocks || !context->tensors) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU weight table");
     layout_t layout = {NULL, 0};
     weights_layout_(context, model, &layout);
     int code = (int)cudaMalloc((void **)&context->weights, layout.used);
     if (code) {
         context->weights = NULL;
-        return fail_(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+        return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
                      "CUDA: cannot take %.3f GiB of device memory for the weights: %s", layout.used / 1073741824.0,
                      cudaGetErrorString((cudaError_t)code));
     }
@@ -228,7 +232,7 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
         int code = (int)cudaMalloc((void **)&context->activations, layout.used);
         if (code) {
             context->activations = NULL;
-            return fail_(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
                          "CUDA: cannot take %.3f GiB of device memory for a pass of %zu cells: %s",
                          layout.used / 1073741824.0, cells, cudaGetErrorString((cudaError_t)code));
         }
@@ -238,7 +242,7 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
     }
     if (context->capacity * row_bytes > context->staging_bytes) {
         void *staging = malloc(context->capacity * row_bytes);
-        if (!staging) return fail_(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
+        if (!staging) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
                                    context->capacity * row_bytes);
         free(context->staging);
         context->staging = staging;
@@ -292,9 +296,9 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     size_t n = pass->cells, segments = pass->segments_count, d = context->width, cw = context->colbert_width;
     if (!n) return uform_ok_k;
     if ((pass->pooled && !context->pool_proj) || (pass->colbert && !context->rerank_proj) || (pass->logits && !context->mlm_head))
-        return fail_(error, error_size, uform_missing_k, "the GPU's copy of the weights lacks a head this pass needs");
+        return uform_cuda_fail(error, error_size, uform_missing_k, "the GPU's copy of the weights lacks a head this pass needs");
     if (!segments || segments > n)
-        return fail_(error, error_size, uform_invalid_argument_k, "a pass of %zu cells with %zu segments", n, segments);
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a pass of %zu cells with %zu segments", n, segments);
     CHECK(cudaSetDevice(context->device), "cudaSetDevice");
     uform_status_t status = reserve_(context, n, error, error_size);
     if (status != uform_ok_k) return status;
@@ -308,14 +312,14 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     for (size_t segment = 0; segment < segments; ++segment) {
         uform_span_t const *span = &pass->segments[segment];
         if (span->start != covered || !span->length || span->start + span->length > n)
-            return fail_(error, error_size, uform_invalid_argument_k, "segment %zu (cells %zu..+%zu) is not the next run of cells",
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segment %zu (cells %zu..+%zu) is not the next run of cells",
                          segment, span->start, span->length);
         spans[2 * segment] = (uint32_t)span->start;
         spans[2 * segment + 1] = (uint32_t)span->length;
         for (size_t t = 0; t < span->length; ++t) segment_of[span->start + t] = (uint32_t)segment;
         covered += span->length;
     }
-    if (covered != n) return fail_(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
+    if (covered != n) return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
     CHECK(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
     CHECK(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
     CHECK(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");

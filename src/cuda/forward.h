@@ -26,6 +26,8 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
  *  Synchronous: the outputs are written when it returns. */
 uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_t const *pass, char *error,
                                       size_t error_size);
+/** The calling thread's current GPU's name; uform_unsupported_k, with why in `error`, where none is usable. */
+uform_status_t uform_cuda_device_name(char *name, size_t capacity, char *error, size_t error_size);
 /** Frees the device copies and buffers. NULL is allowed. */
 void uform_cuda_forward_destroy(uform_cuda_forward_t *context);
 

@@ -577,6 +577,8 @@ void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losse
     if (!step->spectral) losses[1] = losses[0], losses[2] = losses[3] = 0; /* the head's loss was written as the total */
 }
 
+uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step) { return &step->config; }
+
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count) {
     *count = step->tensors_count;
     return step->tensors;

@@ -89,6 +89,8 @@ int uform_cuda_step_create(uform_cuda_step_t **step, uform_cuda_step_config_t co
                            size_t error_size);
 void uform_cuda_step_destroy(uform_cuda_step_t *step);
 uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot);
+/** The configuration the step runs, as uform_cuda_step_create settled it (batch.h fills slots by it). */
+uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step);
 /** Counts sort for the embedding backward and the per-step scalars, for optimizer step t (1-based). */
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t);
 /** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs. */

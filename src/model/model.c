@@ -583,6 +583,24 @@ uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t devic
 #endif
 }
 
+uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity) {
+    if (!name || !capacity) return uform_fail(uform_invalid_argument_k, "uform_device_name: NULL name");
+    if (device == uform_device_cpu_k) {
+        uform_hardware_(name, capacity);
+        return uform_ok_k;
+    }
+    if (device != uform_device_cuda_k)
+        return uform_fail(uform_invalid_argument_k, "uform_device_name: unknown device %d (cpu %d or cuda %d)", (int)device,
+                          (int)uform_device_cpu_k, (int)uform_device_cuda_k);
+#if defined(UFORM_HAVE_CUDA)
+    char error[512] = "";
+    uform_status_t status = uform_cuda_device_name(name, capacity, error, sizeof(error));
+    return status == uform_ok_k ? status : uform_fail(status, "%s", error);
+#else
+    return uform_fail(uform_unsupported_k, "this build has no CUDA backend (it is built where CMake finds nvcc, with UFORM_CUDA=ON)");
+#endif
+}
+
 uform_status_t uform_model_reserve(uform_model_t *model, size_t cells) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_reserve: NULL model");
     if (!cells || cells > uform_max_cells_k)

@@ -4,6 +4,7 @@
 
 #include "core/arena.h"
 #include "core/threads.h"
+#include "model/grid.h"
 #include "model/tensors.h"
 #include "uform/model.h"
 
@@ -36,12 +37,6 @@ typedef struct uform_scratch_t {
     uint16_t *queries, *probabilities;
     uint16_t *keys_packed, *values_packed;
 } uform_scratch_t;
-
-/** One segment of a pass: its cells, and the cells of the row it was packed into. */
-typedef struct uform_span_t {
-    size_t start, length;
-    size_t row_start, row_length;
-} uform_span_t;
 
 typedef struct uform_workspace_t {
     size_t cells;          /* capacity in cells */

@@ -49,6 +49,9 @@ static void uform_prune_steps_(char const *directory, size_t keep) {
 uform_status_t uform_checkpoint_save(uform_model_t const *model, uform_trainer_t const *trainer, char const *directory,
                                      char const *command, char const *state_json, size_t keep) {
     if (!model || !trainer || !directory) return uform_fail(uform_invalid_argument_k, "uform_checkpoint_save: NULL argument");
+    if (trainer->device_ahead)
+        return uform_fail(uform_invalid_argument_k, "uform_checkpoint_save: the GPU holds newer weights and moments than "
+                                                    "the host: call uform_trainer_sync first");
     char step_name[64], step_path[4096], path[4200];
     snprintf(step_name, sizeof(step_name), "step-%08zu", trainer->steps);
     if (snprintf(step_path, sizeof(step_path), "%s/%s", directory, step_name) >= (int)sizeof(step_path))

@@ -9,7 +9,10 @@
 
 #include "core/numeric.h"
 #include "core/status.h"
-#include "cpu/grid.h"
+#include "model/grid.h"
+#if defined(UFORM_HAVE_CUDA)
+#include "train/cuda.h"
+#endif
 
 void uform_train_options_default(uform_train_options_t *options) {
     memset(options, 0, sizeof(*options));
@@ -18,6 +21,8 @@ void uform_train_options_default(uform_train_options_t *options) {
     options->beta2 = 0.999;
     options->clip = 1.0;
     options->lipschitz_iterations = 8;
+    options->device = uform_device_cpu_k;
+    options->recompute = 1;
 }
 
 /* One trained tensor over the model's weight: a Float32 working copy, its gradient and moments. */
@@ -50,6 +55,9 @@ static uform_tensor_t *uform_trained_(uform_trainer_t *trainer, uform_tensor_kin
 
 void uform_trainer_close(uform_trainer_t *trainer) {
     if (!trainer) return;
+#if defined(UFORM_HAVE_CUDA)
+    uform_train_cuda_close(trainer->cuda);
+#endif
     for (size_t i = 0; trainer->tensors && i < trainer->tensors_count; ++i) {
         uform_tensor_t *tensor = &trainer->tensors[i];
         free(tensor->parameter), free(tensor->gradient), free(tensor->first), free(tensor->row), free(tensor->column);
@@ -87,6 +95,14 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
         options->learning_rate < 0 || options->tcr_lambda < 0 || options->lipschitz_lambda < 0)
         return uform_fail(uform_invalid_argument_k,
                           "uform_trainer_create: need 0 <= beta1 < 1, 0 < beta2 < 1, clip > 0, learning rate and lambdas >= 0");
+    if (options->device != uform_device_cpu_k && options->device != uform_device_cuda_k)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_create: unknown device %d (cpu %d or cuda %d)",
+                          (int)options->device, (int)uform_device_cpu_k, (int)uform_device_cuda_k);
+#if !defined(UFORM_HAVE_CUDA)
+    if (options->device == uform_device_cuda_k)
+        return uform_fail(uform_unsupported_k, "uform_trainer_create: this build has no CUDA backend (it is built where "
+                                               "CMake finds nvcc, with UFORM_CUDA=ON)");
+#endif
     if (options->total_steps && options->total_steps <= options->warmup_steps)
         return uform_fail(uform_invalid_argument_k, "uform_trainer_create: total steps %zu must exceed warm-up %zu",
                           options->total_steps, options->warmup_steps);
@@ -132,6 +148,10 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     size_t largest = 0;
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         if (trainer->tensors[i].rows * trainer->tensors[i].columns > largest) largest = trainer->tensors[i].rows * trainer->tensors[i].columns;
+    /* On the GPU the host keeps the masters and moments only: activations for one cell. */
+    int host = options->device == uform_device_cpu_k;
+    size_t gpu_cells = cells;
+    if (!host) cells = 1;
     trainer->cells = cells;
     size_t heads = config->heads, colbert = config->colbert_width;
 #define UFORM_TAKE_(field, count)                                                                                   \
@@ -172,6 +192,11 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     UFORM_TAKE_(destinations, cells)
     UFORM_TAKE_(spans, cells)
 #undef UFORM_TAKE_
+#if defined(UFORM_HAVE_CUDA)
+    if (status == uform_ok_k && !host) status = uform_train_cuda_create(trainer, gpu_cells, &trainer->cuda);
+#else
+    (void)gpu_cells;
+#endif
     if (status != uform_ok_k) {
         uform_trainer_close(trainer);
         return status;
@@ -207,7 +232,7 @@ static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t 
 static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
     char const *verb = "uform_trainer_gradients";
     size_t widest_row = 0;
-    UFORM_TRY(uform_grid_check(&batch->grid, verb, &widest_row));
+    UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, UFORM_PART(uform_part_bytes_k), verb, &widest_row));
     size_t active = 0;
     for (size_t i = 0; i < batch->grid.rows * batch->grid.columns; ++i) active += batch->grid.segments[i] != -1;
     if (active > trainer->cells)
@@ -249,8 +274,24 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
     return uform_ok_k;
 }
 
+/* Verbs that need the host's state: refused on a GPU trainer, or while the GPU holds newer state. */
+static uform_status_t uform_host_only_(uform_trainer_t const *trainer, char const *verb) {
+    if (trainer->options.device != uform_device_cpu_k)
+        return uform_fail(uform_unsupported_k, "%s runs on a CPU trainer; a CUDA trainer takes whole steps "
+                                               "(uform_trainer_step, uform_trainer_submit)", verb);
+    return uform_ok_k;
+}
+
+static uform_status_t uform_host_current_(uform_trainer_t const *trainer, char const *verb) {
+    if (trainer->device_ahead)
+        return uform_fail(uform_invalid_argument_k, "%s: the GPU holds newer weights and moments than the host: call "
+                                                    "uform_trainer_sync first", verb);
+    return uform_ok_k;
+}
+
 uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
     if (!trainer || !batch || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_gradients: NULL argument");
+    UFORM_TRY(uform_host_only_(trainer, "uform_trainer_gradients"));
     UFORM_TRY(uform_check_batch_(trainer, batch));
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         memset(trainer->tensors[i].gradient, 0, trainer->tensors[i].rows * trainer->tensors[i].columns * sizeof(float));
@@ -323,6 +364,7 @@ static void uform_adafactor_(uform_tensor_t *tensor, uform_train_options_t const
 
 uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
     if (!trainer) return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: NULL trainer");
+    UFORM_TRY(uform_host_only_(trainer, "uform_trainer_apply"));
     if (!trainer->has_gradients)
         return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: no gradients: call uform_trainer_gradients first");
     double rate = uform_trainer_learning_rate(trainer), t = (double)(trainer->steps + 1);
@@ -335,8 +377,54 @@ uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
 }
 
 uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
-    UFORM_TRY(uform_trainer_gradients(trainer, batch, losses));
-    return uform_trainer_apply(trainer);
+    if (!trainer || !batch || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_step: NULL argument");
+    if (trainer->options.device == uform_device_cpu_k) {
+        size_t step = trainer->steps + 1;
+        UFORM_TRY(uform_trainer_gradients(trainer, batch, losses));
+        UFORM_TRY(uform_trainer_apply(trainer));
+        losses->step = step;
+        return uform_ok_k;
+    }
+    if (trainer->in_flight)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_step: a submitted step is in flight: call uform_trainer_sync first");
+    int finished = 0;
+    UFORM_TRY(uform_trainer_submit(trainer, batch, &finished, losses));
+    return uform_trainer_sync(trainer, &finished, losses);
+}
+
+uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t const *batch, int *finished,
+                                    uform_losses_t *losses) {
+    if (!trainer || !batch || !finished || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_submit: NULL argument");
+    *finished = 0;
+    if (trainer->options.device == uform_device_cpu_k) {
+        UFORM_TRY(uform_trainer_step(trainer, batch, losses));
+        *finished = 1;
+        return uform_ok_k;
+    }
+#if defined(UFORM_HAVE_CUDA)
+    double rate = uform_trainer_learning_rate(trainer);
+    size_t step = trainer->steps + 1;
+    memset(losses, 0, sizeof(*losses));
+    UFORM_TRY(uform_train_cuda_submit(trainer->cuda, batch, rate, step, finished, losses));
+    trainer->steps = step; /* so that uform_trainer_learning_rate gives the next step's rate */
+    trainer->in_flight = trainer->device_ahead = 1;
+    trainer->model->cuda_stale = 1;
+    return uform_ok_k;
+#else
+    return uform_fail(uform_unsupported_k, "uform_trainer_submit: this build has no CUDA backend");
+#endif
+}
+
+uform_status_t uform_trainer_sync(uform_trainer_t *trainer, int *finished, uform_losses_t *losses) {
+    if (!trainer || !finished || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_sync: NULL argument");
+    *finished = 0;
+#if defined(UFORM_HAVE_CUDA)
+    if (trainer->cuda && trainer->device_ahead) {
+        UFORM_TRY(uform_train_cuda_sync(trainer->cuda, finished, losses));
+        trainer->in_flight = trainer->device_ahead = 0;
+    }
+#endif
+    return uform_ok_k;
 }
 
 static uform_tensor_t *uform_find_tensor_(uform_trainer_t const *trainer, char const *name) {
@@ -348,6 +436,7 @@ static uform_tensor_t *uform_find_tensor_(uform_trainer_t const *trainer, char c
 uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *name, uform_slot_t slot, float *values,
                                   size_t count) {
     if (!trainer || !name || !values) return uform_fail(uform_invalid_argument_k, "uform_trainer_read: NULL argument");
+    UFORM_TRY(uform_host_current_(trainer, "uform_trainer_read"));
     uform_tensor_t const *tensor = uform_find_tensor_(trainer, name);
     if (!tensor) return uform_fail(uform_missing_k, "uform_trainer_read: no trained tensor '%s'", name);
     size_t elements = tensor->rows * tensor->columns;
@@ -375,6 +464,7 @@ uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *na
  * "{name}.column", all F32; the step count and objective in __metadata__. */
 uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path) {
     if (!trainer || !path) return uform_fail(uform_invalid_argument_k, "uform_trainer_save_state: NULL argument");
+    UFORM_TRY(uform_host_current_(trainer, "uform_trainer_save_state"));
     uform_tensor_view_t *views = calloc(3 * trainer->tensors_count, sizeof(uform_tensor_view_t));
     if (!views) return uform_fail(uform_out_of_memory_k, "cannot list the optimizer state");
     size_t count = 0;
@@ -414,6 +504,8 @@ uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char con
 
 uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path) {
     if (!trainer || !path) return uform_fail(uform_invalid_argument_k, "uform_trainer_load_state: NULL argument");
+    if (trainer->in_flight)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_load_state: a submitted step is in flight: call uform_trainer_sync first");
     uform_safetensors_t file;
     UFORM_TRY(uform_safetensors_open(path, &file));
     uform_status_t status = uform_ok_k;
@@ -442,5 +534,8 @@ uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *pa
     }
     if (status == uform_ok_k) trainer->steps = (size_t)step_count;
     uform_safetensors_close(&file);
+#if defined(UFORM_HAVE_CUDA)
+    if (status == uform_ok_k && trainer->cuda) status = uform_train_cuda_upload(trainer->cuda); /* the GPU resumes too */
+#endif
     return status;
 }

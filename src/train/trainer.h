@@ -39,6 +39,9 @@ struct uform_trainer_t {
     size_t tensors_count, steps;
     uform_tensor_t **by_index; /* [model->tensors_count]: the trained tensor of each table index, NULL if not carried */
     int has_gradients; /* the last uform_trainer_gradients succeeded and no step has used it yet */
+    struct uform_train_cuda_t *cuda; /* the GPU's side (train/cuda.h) when options.device is CUDA, else NULL */
+    int in_flight;     /* CUDA: a submitted step has not been reported by a sync */
+    int device_ahead;  /* CUDA: the GPU's weights and moments are newer than the host's */
     uform_block_tensors_t *blocks;
     uform_tensor_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *scale, *bias;
 

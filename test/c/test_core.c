@@ -222,6 +222,31 @@ static void test_frontend_checkpoint(void) {
     scratch_close();
 }
 
+/* Media cells: refused by name where the model lacks the frontend, where the media row is not there,
+ * and (until the media issues add their stages) where the frontend stage runs bytes only. */
+static void test_media_cells(void) {
+    uform_config_t config;
+    uform_model_t *model = NULL;
+    CHECK(uform_config_from_tier("64x1", &config) == uform_ok_k && uform_model_init(&config, 5, &model) == uform_ok_k);
+    uint8_t kinds[4] = {uform_cell_byte_k, uform_cell_image_k, uform_cell_image_k, uform_cell_padding_k};
+    uint32_t values[4] = {'a', 0, 1, uform_pad_k};
+    int32_t segments[4] = {0, 1, 1, -1}, positions[12] = {0};
+    float patches[2 * 1024] = {0};
+    uform_grid_t grid = {.rows = 1, .columns = 4, .kinds = kinds, .values = values, .segments = segments, .positions = positions};
+    float hidden[4 * 64];
+    uform_outputs_t outputs = {.hidden = hidden};
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_unsupported_k, "no vision frontend", "column 1"));
+    CHECK(uform_model_init_head(model, "vision", 5) == uform_ok_k);
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_invalid_argument_k, "media buffer of 0 rows", NULL));
+    grid.media[0] = (uform_media_t){.data = patches, .count = 1, .dtype = uform_media_f32_k};
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_invalid_argument_k, "names row 1", "column 2"));
+    grid.media[0].count = 2;
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_unsupported_k, "bytes only", NULL));
+    kinds[1] = kinds[2] = uform_cell_byte_k; /* the same grid as bytes runs */
+    CHECK(uform_forward(model, &grid, &outputs) == uform_ok_k && outputs.segments == 2);
+    uform_model_close(model);
+}
+
 int main(void) {
     test_bf16();
     test_arena();
@@ -231,5 +256,6 @@ int main(void) {
     test_safetensors();
     test_tensor_table();
     test_frontend_checkpoint();
+    test_media_cells();
     return check_report();
 }

@@ -21,6 +21,7 @@
 
 #include "../c/check.h"
 #include "cuda_ok.h"
+#include "cuda/batch.h"
 #include "cuda/step.h"
 #include "uform/uform.h"
 
@@ -80,7 +81,7 @@ static double uniform_(void) { return (double)(next_() >> 11) / 9007199254740992
 
 /* One batch as both sides take it: the grid of uform_batch_t and the GPU slot's cell lists. A pair
  * batch also lists anchors, candidates and labels, and its spans are the texts in uform_forward's
- * numbering, then the padding runs, as tools/uform_base_cuda.c lays them out. */
+ * numbering, then the padding runs, as src/cuda/batch.c lays them out (which batch_gpu_ checks). */
 typedef struct host_batch_t {
     size_t rows, columns, cells, segments; /* segments: the spans the GPU gets */
     size_t texts, anchors_count, candidates_count;
@@ -170,8 +171,8 @@ static void padding_write_(host_batch_t *b, size_t cell, size_t count) {
     }
 }
 
-/* The GPU's spans as tools/uform_base_cuda.c's uform_fill_ makes them: each run of one segment id a
- * span, the texts first (0..texts-1, cell order, the CPU's numbering), then the padding runs. */
+/* The GPU's spans as src/cuda/batch.c should make them, laid out here independently: each run of one
+ * segment id a span, the texts first (0..texts-1, cell order, the CPU's numbering), then the padding runs. */
 static void pair_spans_(host_batch_t *b) {
     size_t next_text = 0, next_padding = b->texts, span = 0;
     for (size_t row = 0; row < b->rows; ++row) {
@@ -294,23 +295,23 @@ static uform_batch_t batch_cpu_(host_batch_t const *b) {
                            .labels = pairs ? b->labels : NULL};
 }
 
-/* Fills a GPU slot's pinned batch; the slot must be idle (waited on). `capacity`: the step's
- * segments (pair objectives; 0 with masked bytes), spans past the batch's own get length 0. */
+/* Fills a GPU slot's pinned batch through the library's span step (cuda/batch.h), as uform_base
+ * does; the slot must be idle (waited on). The spans and each cell's span must be the ones this test
+ * laid out by hand as it wrote the batch: the texts in uform_forward's numbering, then the padding
+ * runs, and with `capacity` (the step's segments) the spans past the batch's own of length 0. */
 static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b, size_t capacity, size_t t) {
     uform_cuda_batch_t view = uform_cuda_step_batch(step, slot);
-    memcpy(view.values, b->values, b->cells * 4);
-    memcpy(view.targets, b->targets, b->cells * 4);
-    memcpy(view.positions, b->positions, 3 * b->cells * 4);
-    memcpy(view.segment_of, b->segment_of, b->cells * 4);
-    memcpy(view.spans, b->spans, 2 * b->segments * 4);
-    if (capacity > b->segments) memset(view.spans + 2 * b->segments, 0, 2 * (capacity - b->segments) * 4);
-    if (b->anchors_count) {
-        memcpy(view.anchors, b->anchors, b->anchors_count * 4);
-        memcpy(view.candidates, b->candidates, b->candidates_count * 4);
-        memcpy(view.labels, b->labels, b->anchors_count * b->candidates_count);
-        view.counts[0] = (uint32_t)b->anchors_count, view.counts[1] = (uint32_t)b->candidates_count;
-        view.counts[2] = (uint32_t)b->texts;
-    }
+    uform_batch_t batch = batch_cpu_(b);
+    char error[512] = "";
+    uform_status_t status = uform_cuda_batch_fill(&view, uform_cuda_step_config(step), &batch, error, sizeof(error));
+    CHECK(status == uform_ok_k);
+    if (status != uform_ok_k) fprintf(stderr, "step_parity: uform_cuda_batch_fill: %s\n", error);
+    CHECK(!memcmp(view.spans, b->spans, 2 * b->segments * 4) && !memcmp(view.segment_of, b->segment_of, b->cells * 4));
+    int rest_empty = 1;
+    for (size_t i = 2 * b->segments; i < 2 * capacity; ++i) rest_empty &= view.spans[i] == 0;
+    CHECK(rest_empty && !memcmp(view.values, b->values, b->cells * 4) && !memcmp(view.positions, b->positions, 3 * b->cells * 4));
+    if (!b->anchors_count) CHECK(!memcmp(view.targets, b->targets, b->cells * 4));
+    else CHECK(view.counts[0] == b->anchors_count && view.counts[1] == b->candidates_count && view.counts[2] == b->texts);
     uform_cuda_batch_finish(step, slot, learning_rate_, t);
 }
 

@@ -33,6 +33,7 @@ STATUS_NAMES = {
     5: "missing",
     6: "out_of_memory",
     7: "unsupported",
+    8: "device",
 }
 
 
@@ -66,6 +67,10 @@ class Text(ctypes.Structure):
     _fields_ = [("data", ctypes.POINTER(ctypes.c_uint8)), ("length", ctypes.c_size_t)]
 
 
+class Media(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_size_t), ("dtype", ctypes.c_int)]
+
+
 class Grid(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_size_t),
@@ -74,6 +79,7 @@ class Grid(ctypes.Structure):
         ("values", ctypes.POINTER(ctypes.c_uint32)),
         ("segments", ctypes.POINTER(ctypes.c_int32)),
         ("positions", ctypes.POINTER(ctypes.c_int32)),
+        ("media", Media * 3),
     ]
 
 
@@ -100,6 +106,11 @@ class TrainOptions(ctypes.Structure):
         ("tcr_lambda", ctypes.c_double),
         ("lipschitz_lambda", ctypes.c_double),
         ("lipschitz_iterations", ctypes.c_size_t),
+        ("device", ctypes.c_int),
+        ("rows", ctypes.c_size_t),
+        ("anchors", ctypes.c_size_t),
+        ("candidates", ctypes.c_size_t),
+        ("recompute", ctypes.c_int),
     ]
 
 
@@ -124,6 +135,7 @@ class LossesStruct(ctypes.Structure):
         ("tcr", ctypes.c_double),
         ("lipschitz", ctypes.c_double),
         ("scored", ctypes.c_size_t),
+        ("step", ctypes.c_size_t),
     ]
 
     def as_dict(self):

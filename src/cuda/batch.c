@@ -1,0 +1,76 @@
+/*  batch.c: a training batch (uform_batch_t) into one slot of the step's cell lists (step.h), its
+ *  spans found by the run walker of model/grid.h, the one grid-to-segments step of every backend.
+ *  Host code only: it writes the slot's pinned memory and calls no device function. */
+#include "cuda/batch.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/error.h"
+#include "model/grid.h"
+
+/* Every run is a span. Masked bytes: spans in cell order. Contrastive and rerank: the texts take
+ * spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose rows TCR
+ * and Lipschitz read), the padding runs the spans after them, and the rest of the capacity length 0;
+ * each span is one run of cells, which is what MaxSim reads as a query's or a document's cells. */
+uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_step_config_t const *config,
+                                     uform_batch_t const *batch, char *error, size_t error_size) {
+    uform_grid_t const *grid = &batch->grid;
+    int pairs = config->objective != uform_cuda_mlm_k;
+    size_t cells = grid->rows * grid->columns;
+    if (cells != config->cells || !grid->kinds || !grid->values || !grid->segments || !grid->positions)
+        return uform_cuda_fail(error, error_size, uform_shape_k, "a batch of %zu x %zu cells, the step was made for %zu cells%s",
+                     grid->rows, grid->columns, config->cells, cells == config->cells ? " (an array of the grid is NULL)" : "");
+    if (!pairs && !batch->targets)
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a masked-byte batch needs targets");
+    size_t live = 0, padding_runs = 0, scored = 0;
+    uform_runs_t runs = uform_runs_begin(grid, 0, grid->rows);
+    for (uform_run_t run; uform_runs_next(&runs, &run);) run.padding ? padding_runs++ : live++;
+    size_t capacity = pairs || config->segments ? config->segments : cells;
+    if (live + padding_runs > capacity || (config->cudnn_attention && live + padding_runs != capacity))
+        return uform_cuda_fail(error, error_size, uform_shape_k,
+                     "the batch packs %zu texts and %zu padding runs; the step holds %s %zu segments%s", live, padding_runs,
+                     config->cudnn_attention ? "exactly" : "at most", capacity, pairs ? " (anchors + candidates + rows)" : "");
+    size_t next_text = 0, next_padding = live, next_span = 0;
+    runs = uform_runs_begin(grid, 0, grid->rows);
+    for (uform_run_t run; uform_runs_next(&runs, &run);) {
+        size_t span = !pairs ? next_span++ : run.padding ? next_padding++ : next_text++;
+        slot->spans[2 * span] = (uint32_t)run.start, slot->spans[2 * span + 1] = (uint32_t)run.length;
+        for (size_t cell = run.start; cell < run.start + run.length; ++cell) {
+            int32_t target = pairs ? -1 : batch->targets[cell];
+            if (!run.padding && (grid->kinds[cell] != uform_cell_byte_k || grid->values[cell] >= uform_vocabulary_k))
+                return uform_cuda_fail(error, error_size, grid->kinds[cell] == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
+                             "cell %zu is not a byte cell with a value in 0..257 (the CUDA step's frontend stage runs bytes only so far)",
+                             cell);
+            if (target < -1 || target > 255 || (run.padding && target >= 0))
+                return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "target %d at cell %zu is not -1..255 on a byte cell",
+                             target, cell);
+            slot->segment_of[cell] = (uint32_t)span;
+            slot->values[cell] = run.padding ? uform_pad_k : grid->values[cell];
+            slot->targets[cell] = target;
+            scored += target >= 0;
+            memcpy(slot->positions + 3 * cell, grid->positions + 3 * cell, 3 * sizeof(int32_t));
+        }
+    }
+    size_t spans = pairs ? next_padding : next_span;
+    for (size_t s = spans; config->segments && s < capacity; ++s) slot->spans[2 * s] = slot->spans[2 * s + 1] = 0;
+    if (!pairs) return scored ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");
+    size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
+    if (!batch->anchors || !anchors || !batch->candidates || !candidates || !batch->labels)
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a pair batch needs anchors, candidates and labels");
+    if (anchors > config->anchors || candidates > config->candidates)
+        return uform_cuda_fail(error, error_size, uform_shape_k,
+                     "the batch has %zu anchors and %zu candidates, the step holds at most %zu and %zu (the batcher's capacities)",
+                     anchors, candidates, config->anchors, config->candidates);
+    for (size_t a = 0; a < anchors; ++a)
+        if (batch->anchors[a] >= live)
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "anchor %zu is segment %u of %zu", a, batch->anchors[a], live);
+    for (size_t c = 0; c < candidates; ++c)
+        if (batch->candidates[c] >= live)
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "candidate %zu is segment %u of %zu", c, batch->candidates[c], live);
+    memcpy(slot->anchors, batch->anchors, anchors * sizeof(uint32_t));
+    memcpy(slot->candidates, batch->candidates, candidates * sizeof(uint32_t));
+    memcpy(slot->labels, batch->labels, anchors * candidates);
+    slot->counts[0] = (uint32_t)anchors, slot->counts[1] = (uint32_t)candidates, slot->counts[2] = (uint32_t)live;
+    return uform_ok_k;
+}

@@ -1,0 +1,107 @@
+/*  test_batch.c: the grid-to-segments step against spans written out by hand: the run walker of
+ *  model/grid.h, the CPU's compaction over it, and the CUDA step's slot filling (src/cuda/batch.c, host
+ *  code that needs no GPU), which must agree with each other on every text. Prints "N passed, M failed". */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda/batch.h"
+#include "model/grid.h"
+#include "check.h"
+
+enum { rows_k = 2, columns_k = 8, cells_k = rows_k * columns_k, capacity_k = 8 };
+
+/* Row 0: segment 0 (3 cells), segment 1 (2), padding (3). Row 1: padding (1), segment 0 (4), segment 5 (3). */
+static int32_t const segments_[cells_k] = {0, 0, 0, 1, 1, -1, -1, -1, -1, 0, 0, 0, 0, 5, 5, 5};
+static uint32_t const texts_[4][2] = {{0, 3}, {3, 2}, {9, 4}, {13, 3}}, padding_[2][2] = {{5, 3}, {8, 1}};
+
+typedef struct slot_t {
+    uint32_t values[cells_k], segment_of[cells_k], spans[2 * cells_k], anchors[4], candidates[4], counts[3];
+    int32_t targets[cells_k], positions[3 * cells_k];
+    uint8_t labels[16];
+} slot_t;
+
+static uform_cuda_batch_t view_(slot_t *slot) {
+    memset(slot, 0xff, sizeof(*slot)); /* whatever the fill leaves alone shows */
+    return (uform_cuda_batch_t){.values = slot->values, .targets = slot->targets, .positions = slot->positions,
+                                .segment_of = slot->segment_of, .spans = slot->spans, .anchors = slot->anchors,
+                                .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels};
+}
+
+int main(void) {
+    uint8_t kinds[cells_k];
+    uint32_t values[cells_k];
+    int32_t positions[3 * cells_k], targets[cells_k];
+    for (size_t c = 0; c < cells_k; ++c) {
+        kinds[c] = segments_[c] < 0 ? uform_cell_padding_k : uform_cell_byte_k;
+        values[c] = segments_[c] < 0 ? uform_pad_k : 'a' + (uint32_t)c;
+        targets[c] = segments_[c] < 0 || c % 3 ? -1 : (int32_t)('a' + c);
+        for (int axis = 0; axis < 3; ++axis) positions[3 * c + axis] = (int32_t)c;
+    }
+    uint32_t anchors[2] = {0, 2}, candidates[2] = {1, 3};
+    uint8_t labels[4] = {1, 0, 0, 1};
+    uform_batch_t batch = {.grid = {rows_k, columns_k, kinds, values, segments_, positions},
+                           .anchors = anchors, .anchors_count = 2, .candidates = candidates, .candidates_count = 2,
+                           .labels = labels};
+
+    /* The walker: runs in cell order, padding marked. */
+    uint32_t const order[6][2] = {{0, 3}, {3, 2}, {5, 3}, {8, 1}, {9, 4}, {13, 3}};
+    uform_runs_t runs = uform_runs_begin(&batch.grid, 0, rows_k);
+    size_t count = 0;
+    for (uform_run_t run; uform_runs_next(&runs, &run); ++count)
+        CHECK(count < 6 && run.start == order[count][0] && run.length == order[count][1] &&
+              run.padding == (count == 2 || count == 3));
+    CHECK(count == 6);
+
+    /* The pair objectives: texts first in uform_forward's numbering, padding runs after, the rest empty. */
+    slot_t slot;
+    uform_cuda_batch_t view = view_(&slot);
+    uform_cuda_step_config_t config = {.cells = cells_k, .objective = uform_cuda_contrastive_k, .segments = capacity_k,
+                                       .anchors = 2, .candidates = 2};
+    char error[256] = "";
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    for (size_t s = 0; s < 4; ++s) CHECK(slot.spans[2 * s] == texts_[s][0] && slot.spans[2 * s + 1] == texts_[s][1]);
+    for (size_t s = 0; s < 2; ++s) CHECK(slot.spans[8 + 2 * s] == padding_[s][0] && slot.spans[9 + 2 * s] == padding_[s][1]);
+    CHECK(slot.spans[12] == 0 && slot.spans[13] == 0 && slot.spans[14] == 0 && slot.spans[15] == 0);
+    uint32_t const span_of[cells_k] = {0, 0, 0, 1, 1, 4, 4, 4, 5, 2, 2, 2, 2, 3, 3, 3};
+    CHECK(!memcmp(slot.segment_of, span_of, sizeof(span_of)));
+    CHECK(slot.values[5] == uform_pad_k && slot.values[9] == 'a' + 9 && slot.targets[0] == -1 && slot.positions[3 * 15] == 15);
+    CHECK(slot.counts[0] == 2 && slot.counts[1] == 2 && slot.counts[2] == 4 && slot.labels[3] == 1);
+
+    /* The CPU's compaction finds the same texts: its spans, through its destinations, are the grid's. */
+    uint32_t compact_values[cells_k];
+    int32_t compact_positions[3 * cells_k];
+    size_t destinations[cells_k], active = 0;
+    uform_span_t spans[cells_k];
+    size_t segments = uform_grid_compact(&batch.grid, 0, rows_k, compact_values, compact_positions, destinations, spans, &active);
+    CHECK(segments == 4 && active == 12);
+    for (size_t s = 0; s < segments && s < 4; ++s)
+        CHECK(destinations[spans[s].start] == texts_[s][0] && spans[s].length == texts_[s][1]);
+    CHECK(spans[3].row_start == 5 && spans[3].row_length == 7 && spans[0].row_length == 5);
+
+    /* Masked bytes: every run a span, in cell order; the targets go up as they are. */
+    view = view_(&slot);
+    config = (uform_cuda_step_config_t){.cells = cells_k, .objective = uform_cuda_mlm_k};
+    batch.targets = targets;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    for (size_t s = 0; s < 6; ++s) CHECK(slot.spans[2 * s] == order[s][0] && slot.spans[2 * s + 1] == order[s][1]);
+    CHECK(!memcmp(slot.targets, targets, sizeof(targets)));
+
+    /* Refused, each with what is wrong. */
+    config = (uform_cuda_step_config_t){.cells = cells_k, .objective = uform_cuda_contrastive_k, .segments = 5,
+                                        .anchors = 2, .candidates = 2};
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_shape_k && strstr(error, "padding runs"));
+    config.segments = capacity_k, config.cells = cells_k - 1;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_shape_k && strstr(error, "cells"));
+    config.cells = cells_k;
+    anchors[1] = 4; /* there are 4 texts: 0..3 */
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "anchor 1"));
+    anchors[1] = 2;
+    kinds[10] = uform_cell_image_k;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_unsupported_k && strstr(error, "cell 10"));
+    kinds[10] = uform_cell_byte_k;
+    config.objective = uform_cuda_mlm_k, config.segments = 0;
+    targets[6] = 'x'; /* a target on padding */
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "cell 6"));
+    return check_report();
+}
