@@ -8,29 +8,8 @@
 
 #include "core/status.h"
 #include "cpu/forward.h"
+#include "model/context.h"
 #include "model/grid.h"
-#if defined(UFORM_HAVE_CUDA)
-#include "cuda/forward.h"
-#endif
-
-/* Runs one pass where the model's device says (uform_model_set_device). On the GPU, weights that
- * changed since the upload (the `stale` flag a trainer sets, cleared by the CPU's refresh, which
- * marks the GPU's copy) are uploaded again first. */
-static uform_status_t uform_run_pass_(uform_model_t *model, uform_pass_t const *pass) {
-#if defined(UFORM_HAVE_CUDA)
-    if (model->device == uform_device_cuda_k) {
-        char error[512] = "";
-        uform_status_t status = uform_ok_k;
-        if (model->stale) uform_model_refresh(model);
-        if (model->cuda_stale && (status = uform_cuda_forward_upload(model->cuda, model, error, sizeof(error))) == uform_ok_k)
-            model->cuda_stale = 0;
-        if (status == uform_ok_k) status = uform_cuda_forward_run(model->cuda, pass, error, sizeof(error));
-        return status == uform_ok_k ? status : uform_fail(status, "GPU pass: %s", error);
-    }
-#endif
-    uform_cpu_forward(model, pass);
-    return uform_ok_k;
-}
 
 static size_t uform_widest_(uform_model_t const *model) {
     return model->config.embedding_widths[model->config.embedding_widths_count - 1];
@@ -43,7 +22,7 @@ static uform_status_t uform_need_head_(uform_model_t const *model, char const *h
 
 /* Appends one text as a segment of the pass being built; starts a new row when it does not fit. */
 typedef struct uform_packer_t {
-    uform_model_t *model;
+    uform_context_t *context;
     size_t cells, segments, row_start;
 } uform_packer_t;
 
@@ -52,12 +31,12 @@ static size_t uform_clip_(uform_model_t const *model, size_t length) {
 }
 
 static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
-    return packer->cells + length <= packer->model->workspace.cells;
+    return packer->cells + length <= packer->context->workspace.cells;
 }
 
 static void uform_packer_add_(uform_packer_t *packer, uint8_t const *bytes, uint16_t const *ids, size_t length) {
-    uform_workspace_t *workspace = &packer->model->workspace;
-    if (packer->cells - packer->row_start + length > packer->model->config.columns) packer->row_start = packer->cells;
+    uform_workspace_t *workspace = &packer->context->workspace;
+    if (packer->cells - packer->row_start + length > packer->context->model->config.columns) packer->row_start = packer->cells;
     for (size_t i = 0; i < length; ++i) {
         size_t cell = packer->cells + i;
         workspace->values[cell] = bytes ? bytes[i] : ids[i];
@@ -69,7 +48,7 @@ static void uform_packer_add_(uform_packer_t *packer, uint8_t const *bytes, uint
 
 /* Fills each span's row length once the pass is complete. */
 static void uform_packer_close_rows_(uform_packer_t *packer) {
-    uform_span_t *spans = packer->model->workspace.spans;
+    uform_span_t *spans = packer->context->workspace.spans;
     for (size_t s = 0; s < packer->segments; ++s) {
         size_t end = packer->cells;
         for (size_t t = s + 1; t < packer->segments; ++t)
@@ -83,15 +62,16 @@ static void uform_packer_close_rows_(uform_packer_t *packer) {
 
 static uform_pass_t uform_packer_pass_(uform_packer_t *packer) {
     uform_packer_close_rows_(packer);
-    uform_workspace_t *workspace = &packer->model->workspace;
+    uform_workspace_t *workspace = &packer->context->workspace;
     return (uform_pass_t){.cells = packer->cells, .values = workspace->values, .positions = workspace->positions,
                           .segments = workspace->spans, .segments_count = packer->segments};
 }
 
 /* Packs texts from `*next` on while they fit one pass; returns the pass and counts cut texts. */
-static uform_pass_t uform_pack_texts_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t *next,
+static uform_pass_t uform_pack_texts_(uform_context_t *context, uform_text_t const *texts, size_t count, size_t *next,
                                       size_t *cut) {
-    uform_packer_t packer = {.model = model};
+    uform_model_t const *model = context->model;
+    uform_packer_t packer = {.context = context};
     for (; *next < count && uform_packer_fits_(&packer, uform_clip_(model, texts[*next].length)); ++*next) {
         size_t length = uform_clip_(model, texts[*next].length);
         *cut += length < texts[*next].length;
@@ -109,10 +89,10 @@ static uform_status_t uform_check_texts_(uform_text_t const *texts, size_t count
 }
 
 /* Writes normalize(e[:width]) of the pass's segments. */
-static void uform_write_embeddings_(uform_model_t const *model, size_t segments, size_t width, float *embeddings) {
-    size_t widest = uform_widest_(model);
+static void uform_write_embeddings_(uform_context_t const *context, size_t segments, size_t width, float *embeddings) {
+    size_t widest = uform_widest_(context->model);
     for (size_t s = 0; s < segments; ++s) {
-        float const *e = model->workspace.embeddings + s * widest;
+        float const *e = context->workspace.embeddings + s * widest;
         double norm = 0;
         for (size_t i = 0; i < width; ++i) norm += (double)e[i] * e[i];
         float scale = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
@@ -120,10 +100,11 @@ static void uform_write_embeddings_(uform_model_t const *model, size_t segments,
     }
 }
 
-uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
-                            float *embeddings, size_t *truncated) {
-    if (!model || !texts || !embeddings || !count)
+uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const *texts, size_t count, size_t width,
+                                    float *embeddings, size_t *truncated) {
+    if (!context || !texts || !embeddings || !count)
         return uform_fail(uform_invalid_argument_k, "uform_encode: model, texts and embeddings are needed, count > 0");
+    uform_model_t *model = context->model;
     UFORM_TRY(uform_need_head_(model, "pool", "uform_encode"));
     if (!width) width = uform_widest_(model);
     int known = 0;
@@ -133,33 +114,35 @@ uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, siz
     size_t cut = 0, done = 0;
     while (done < count) {
         size_t first = done;
-        uform_pass_t pass = uform_pack_texts_(model, texts, count, &done, &cut);
-        pass.pooled = model->workspace.embeddings;
-        UFORM_TRY(uform_run_pass_(model, &pass));
-        uform_write_embeddings_(model, done - first, width, embeddings + first * width);
+        uform_pass_t pass = uform_pack_texts_(context, texts, count, &done, &cut);
+        pass.pooled = context->workspace.embeddings;
+        UFORM_TRY(uform_context_pass(context, &pass));
+        uform_write_embeddings_(context, done - first, width, embeddings + first * width);
     }
     if (truncated) *truncated = cut;
     return uform_ok_k;
 }
 
-uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {
-    if (!model || !vectors) return uform_fail(uform_invalid_argument_k, "uform_colbert: model and vectors are needed");
+uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
+                                     size_t *cells) {
+    if (!context || !vectors) return uform_fail(uform_invalid_argument_k, "uform_colbert: model and vectors are needed");
+    uform_model_t *model = context->model;
     UFORM_TRY(uform_need_head_(model, "rerank", "uform_colbert"));
     UFORM_TRY(uform_check_texts_(&text, 1, "uform_colbert", "text"));
     size_t length = uform_clip_(model, text.length);
     if (capacity < length)
         return uform_fail(uform_shape_k, "uform_colbert: the buffer holds %zu cells, the text needs %zu", capacity, length);
-    uform_packer_t packer = {.model = model};
+    uform_packer_t packer = {.context = context};
     uform_packer_add_(&packer, text.data, NULL, length);
     uform_pass_t pass = uform_packer_pass_(&packer);
     pass.colbert = vectors;
-    UFORM_TRY(uform_run_pass_(model, &pass));
+    UFORM_TRY(uform_context_pass(context, &pass));
     if (cells) *cells = length;
     return uform_ok_k;
 }
 
 typedef struct uform_maxsim_context_t {
-    uform_model_t const *model;
+    uform_context_t const *context;
     float const *query;
     size_t query_cells;
     float *scores;
@@ -168,8 +151,8 @@ typedef struct uform_maxsim_context_t {
 static void uform_maxsim_task_(void *context_pointer, size_t index, size_t thread) {
     (void)thread;
     uform_maxsim_context_t const *context = context_pointer;
-    uform_workspace_t const *workspace = &context->model->workspace;
-    size_t width = context->model->config.colbert_width;
+    uform_workspace_t const *workspace = &context->context->workspace;
+    size_t width = context->context->model->config.colbert_width;
     uform_span_t const *document = &workspace->spans[index];
     double total = 0;
     for (size_t i = 0; i < context->query_cells; ++i) {
@@ -186,53 +169,56 @@ static void uform_maxsim_task_(void *context_pointer, size_t index, size_t threa
     context->scores[index] = (float)total;
 }
 
-uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents, size_t count,
-                            float *scores, size_t *truncated) {
-    if (!model || !documents || !scores || !count)
+uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                    size_t count, float *scores, size_t *truncated) {
+    if (!context || !documents || !scores || !count)
         return uform_fail(uform_invalid_argument_k, "uform_rerank: model, documents and scores are needed, count > 0");
+    uform_model_t *model = context->model;
     UFORM_TRY(uform_need_head_(model, "rerank", "uform_rerank"));
     UFORM_TRY(uform_check_texts_(&query, 1, "uform_rerank", "query"));
     UFORM_TRY(uform_check_texts_(documents, count, "uform_rerank", "document"));
     size_t query_cells;
-    UFORM_TRY(uform_colbert(model, query, model->workspace.query_colbert, model->config.columns, &query_cells));
+    UFORM_TRY(uform_context_colbert(context, query, context->workspace.query_colbert, model->config.columns, &query_cells));
     size_t cut = query_cells < query.length, done = 0;
     while (done < count) {
         size_t first = done;
-        uform_pass_t pass = uform_pack_texts_(model, documents, count, &done, &cut);
-        pass.colbert = model->workspace.colbert;
-        UFORM_TRY(uform_run_pass_(model, &pass));
-        uform_maxsim_context_t context = {model, model->workspace.query_colbert, query_cells, scores + first};
-        uform_pool_for(model->pool, done - first, uform_maxsim_task_, &context);
+        uform_pass_t pass = uform_pack_texts_(context, documents, count, &done, &cut);
+        pass.colbert = context->workspace.colbert;
+        UFORM_TRY(uform_context_pass(context, &pass));
+        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, scores + first};
+        uform_pool_for(context->pool, done - first, uform_maxsim_task_, &maxsim);
     }
     if (truncated) *truncated = cut;
     return uform_ok_k;
 }
 
-uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits) {
-    if (!model || !ids || !logits || !length)
+uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits) {
+    if (!context || !ids || !logits || !length)
         return uform_fail(uform_invalid_argument_k, "uform_mlm_logits: model, ids and logits are needed, length > 0");
+    uform_model_t *model = context->model;
     UFORM_TRY(uform_need_head_(model, "mlm", "uform_mlm_logits"));
     if (length > model->config.columns)
         return uform_fail(uform_shape_k, "uform_mlm_logits: %zu ids exceed a row of %zu", length, model->config.columns);
     for (size_t i = 0; i < length; ++i)
         if (ids[i] >= uform_vocabulary_k)
             return uform_fail(uform_invalid_argument_k, "uform_mlm_logits: id %u at %zu is outside 0..257", ids[i], i);
-    uform_packer_t packer = {.model = model};
+    uform_packer_t packer = {.context = context};
     uform_packer_add_(&packer, NULL, ids, length);
     uform_pass_t pass = uform_packer_pass_(&packer);
     pass.logits = logits;
-    UFORM_TRY(uform_run_pass_(model, &pass));
+    UFORM_TRY(uform_context_pass(context, &pass));
     return uform_ok_k;
 }
 
-uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs) {
-    if (!model || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
+uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs) {
+    if (!context || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
+    uform_model_t *model = context->model;
     size_t widest_row = 0;
     UFORM_TRY(uform_grid_check(grid, model->parts, UFORM_PART(uform_part_bytes_k), "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
     if (outputs->logits) UFORM_TRY(uform_need_head_(model, "mlm", "uform_forward"));
-    if (widest_row > model->workspace.cells) UFORM_TRY(uform_workspace_reserve(model, grid->columns));
+    if (widest_row > context->workspace.cells) UFORM_TRY(uform_workspace_reserve(context, grid->columns));
     size_t widest = uform_widest_(model), segments_done = 0;
     for (size_t first = 0; first < grid->rows;) {
         /* As many whole rows as the workspace holds. */
@@ -244,27 +230,58 @@ uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, ufo
 #if defined(UFORM_PLANT_POOL_PADDING)
             active = grid->columns;
 #endif
-            if (last > first && cells + active > model->workspace.cells) break;
+            if (last > first && cells + active > context->workspace.cells) break;
             cells += active;
             last++;
         }
-        uform_workspace_t *workspace = &model->workspace;
+        uform_workspace_t *workspace = &context->workspace;
         size_t segments = uform_grid_compact(grid, first, last, workspace->values, workspace->positions,
                                              workspace->destinations, workspace->spans, &cells);
         uform_pass_t pass = {.cells = cells,
-                             .values = model->workspace.values,
-                             .positions = model->workspace.positions,
-                             .segments = model->workspace.spans,
+                             .values = workspace->values,
+                             .positions = workspace->positions,
+                             .segments = workspace->spans,
                              .segments_count = segments,
-                             .destinations = model->workspace.destinations,
+                             .destinations = workspace->destinations,
                              .hidden = outputs->hidden,
                              .pooled = outputs->pooled ? outputs->pooled + segments_done * widest : NULL,
                              .colbert = outputs->colbert,
                              .logits = outputs->logits};
-        if (cells) UFORM_TRY(uform_run_pass_(model, &pass));
+        if (cells) UFORM_TRY(uform_context_pass(context, &pass));
         segments_done += segments;
         first = last;
     }
     outputs->segments = segments_done;
     return uform_ok_k;
+}
+
+/* The model-handle verbs: the same, on the model's own context. */
+#define UFORM_NEED_MODEL_(verb)                                                                                      \
+    if (!model) return uform_fail(uform_invalid_argument_k, verb ": NULL model")
+
+uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
+                            float *embeddings, size_t *truncated) {
+    UFORM_NEED_MODEL_("uform_encode");
+    return uform_context_encode(model->context, texts, count, width, embeddings, truncated);
+}
+
+uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {
+    UFORM_NEED_MODEL_("uform_colbert");
+    return uform_context_colbert(model->context, text, vectors, capacity, cells);
+}
+
+uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents, size_t count,
+                            float *scores, size_t *truncated) {
+    UFORM_NEED_MODEL_("uform_rerank");
+    return uform_context_rerank(model->context, query, documents, count, scores, truncated);
+}
+
+uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits) {
+    UFORM_NEED_MODEL_("uform_mlm_logits");
+    return uform_context_mlm_logits(model->context, ids, length, logits);
+}
+
+uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs) {
+    UFORM_NEED_MODEL_("uform_forward");
+    return uform_context_forward(model->context, grid, outputs);
 }

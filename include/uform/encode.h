@@ -49,6 +49,17 @@ typedef struct uform_outputs_t {
 /** Runs the encoder over a caller-built grid (any kinds this build supports, any positions). */
 uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs);
 
+/* The same verbs on a context (model.h): the model's weights, the context's threads, workspace and
+ * device. Contexts of one model may run from several threads at once. */
+uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const *texts, size_t count, size_t width,
+                                    float *embeddings, size_t *truncated);
+uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
+                                     size_t *cells);
+uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                    size_t count, float *scores, size_t *truncated);
+uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
+uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
+
 #ifdef __cplusplus
 }
 #endif

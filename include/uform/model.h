@@ -1,6 +1,9 @@
-/*  model.h: creating, opening, saving and configuring a model. A model is an opaque handle that
- *  owns its weights (BF16 matrices, Float32 norm scales), a thread pool and a workspace taken once,
- *  so that no verb allocates while it runs. One handle is used by one thread at a time.
+/*  model.h: creating, opening, saving and configuring a model, and the contexts that run it. A
+ *  model is an opaque handle that owns its weights (BF16 matrices, Float32 norm scales). A context
+ *  owns what a pass needs besides them: a thread pool and a workspace taken once, so that no verb
+ *  allocates while it runs, and on a GPU the device copy of the weights. Many contexts share one
+ *  model's weights, each used by one thread at a time; the model also has a context of its own,
+ *  which the verbs that take the model handle run on (one thread at a time).
  */
 #ifndef UFORM_MODEL_H
 #define UFORM_MODEL_H
@@ -12,6 +15,7 @@ extern "C" {
 #endif
 
 typedef struct uform_model_t uform_model_t;
+typedef struct uform_context_t uform_context_t;
 
 /** How matrix products round their inputs. BF16 is the fast path; Float32 is for verification. */
 typedef enum uform_precision_t {
@@ -61,6 +65,16 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
  *  uform_unsupported_k, leaving the model on the CPU, in a build without the CUDA backend or where
  *  no GPU is usable. */
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
+/** Creates a context over `model` on `device` with `threads` host threads (0: all cores): CUDA takes
+ *  the calling thread's current GPU and copies the weights up (BF16 only, as uform_model_set_device).
+ *  The model must outlive its contexts. Its weights must not change (a trainer's step, a head
+ *  re-initialized, uform_model_set_precision) while any context runs a pass; each context catches up
+ *  with changed weights before its next pass. */
+uform_status_t uform_context_create(uform_model_t *model, uform_device_t device, size_t threads, uform_context_t **context);
+/** Grows the context's workspace to hold `cells` cells per pass (default: two rows). */
+uform_status_t uform_context_reserve(uform_context_t *context, size_t cells);
+/** Frees the context. NULL is allowed. */
+void uform_context_close(uform_context_t *context);
 /** Names the device that `device` means here ("a CPU of N cores", the GPU's name) into `name`.
  *  uform_unsupported_k, with the reason, in a build without the CUDA backend or where no GPU is usable. */
 uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity);

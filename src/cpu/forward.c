@@ -10,13 +10,16 @@
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
+#include "model/context.h"
 
-typedef struct uform_context_t {
+/* What the tasks of one pass share. */
+typedef struct uform_pass_job_t {
     uform_model_t *model;
+    uform_workspace_t *workspace;
     uform_pass_t const *pass;
     uform_block_t const *block;
     size_t tiles;
-} uform_context_t;
+} uform_pass_job_t;
 
 /* C [rows, matrix->rows] = A [rows, matrix->columns] W^T in the model's precision. */
 static void uform_linear_(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
@@ -41,19 +44,19 @@ static size_t uform_tile_(size_t index, size_t cells, size_t *first) {
 
 static void uform_embed_task_(void *context_pointer, size_t index, size_t thread) {
     (void)thread;
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
         uform_f32_from_bf16_array(model->embed->bf16 + (size_t)context->pass->values[c] * d,
-                                  model->workspace.residual + c * d, d);
+                                  context->workspace->residual + c * d, d);
 }
 
 /* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. */
 static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    uform_workspace_t *workspace = &model->workspace;
+    uform_workspace_t *workspace = context->workspace;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
         uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
@@ -66,9 +69,9 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
 /* Attention of one (segment, head) pair: its queries against the keys it may see. The BF16 path
  * rounds q, k, v and exp(scores - max) to BF16 and divides by the Float32 sum after the product. */
 static void uform_attention_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    uform_workspace_t *workspace = &model->workspace;
+    uform_workspace_t *workspace = context->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
     uform_kernels_t const *kernels = uform_kernels();
     size_t d = model->config.width, heads = model->config.heads, head = index % heads, hw = uform_head_width_k;
@@ -110,9 +113,9 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 
 /* x += attention W_out^T, then the whole MLP of the tile: x += (silu(g) * u) W_down^T. */
 static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    uform_workspace_t *workspace = &model->workspace;
+    uform_workspace_t *workspace = context->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
     uform_block_t const *block = context->block;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
@@ -143,10 +146,10 @@ static size_t uform_destination_(uform_pass_t const *pass, size_t cell) {
 
 /* h = rmsnorm(x, final_norm) and the per-cell heads of the tile. */
 static void uform_final_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
     uform_pass_t const *pass = context->pass;
-    uform_workspace_t *workspace = &model->workspace;
+    uform_workspace_t *workspace = context->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
     float *h = workspace->normed + first * d;
@@ -176,9 +179,9 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
 
 /* The attention pool of one segment: per head, softmax over its cells of query . h / 8. */
 static void uform_pool_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    uform_workspace_t *workspace = &model->workspace;
+    uform_workspace_t *workspace = context->workspace;
     float *weights = workspace->scratch[thread].scores;
     size_t d = model->config.width, hw = uform_head_width_k;
     uform_span_t const *segment = &context->pass->segments[index];
@@ -201,30 +204,31 @@ static void uform_pool_task_(void *context_pointer, size_t index, size_t thread)
 }
 
 static void uform_project_task_(void *context_pointer, size_t index, size_t thread) {
-    uform_context_t const *context = context_pointer;
+    uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
     size_t d = model->config.width, widest = model->pool_proj->rows, first;
     size_t count = uform_tile_(index, context->pass->segments_count, &first);
-    uform_linear_(model, model->pool_proj, model->workspace.pooled + first * d, d, count,
-                  context->pass->pooled + first * widest, widest, &model->workspace.scratch[thread]);
+    uform_linear_(model, model->pool_proj, context->workspace->pooled + first * d, d, count,
+                  context->pass->pooled + first * widest, widest, &context->workspace->scratch[thread]);
 }
 
 static size_t uform_tiles_(size_t rows) { return (rows + uform_tile_rows_k - 1) / uform_tile_rows_k; }
 
-void uform_cpu_forward(uform_model_t *model, uform_pass_t const *pass) {
-    if (model->stale) uform_model_refresh(model);
-    uform_context_t context = {.model = model, .pass = pass};
+void uform_cpu_forward(uform_context_t *run, uform_pass_t const *pass) {
+    uform_model_t *model = run->model;
+    uform_pool_t *pool = run->pool;
+    uform_pass_job_t context = {.model = model, .workspace = &run->workspace, .pass = pass};
     size_t tiles = uform_tiles_(pass->cells);
-    uform_pool_for(model->pool, tiles, uform_embed_task_, &context);
+    uform_pool_for(pool, tiles, uform_embed_task_, &context);
     for (size_t i = 0; i < model->config.depth; ++i) {
         context.block = &model->blocks[i];
-        uform_pool_for(model->pool, tiles, uform_qkv_task_, &context);
-        uform_pool_for(model->pool, pass->segments_count * model->config.heads, uform_attention_task_, &context);
-        uform_pool_for(model->pool, tiles, uform_mlp_task_, &context);
+        uform_pool_for(pool, tiles, uform_qkv_task_, &context);
+        uform_pool_for(pool, pass->segments_count * model->config.heads, uform_attention_task_, &context);
+        uform_pool_for(pool, tiles, uform_mlp_task_, &context);
     }
-    uform_pool_for(model->pool, tiles, uform_final_task_, &context);
+    uform_pool_for(pool, tiles, uform_final_task_, &context);
     if (pass->pooled) {
-        uform_pool_for(model->pool, pass->segments_count, uform_pool_task_, &context);
-        uform_pool_for(model->pool, uform_tiles_(pass->segments_count), uform_project_task_, &context);
+        uform_pool_for(pool, pass->segments_count, uform_pool_task_, &context);
+        uform_pool_for(pool, uform_tiles_(pass->segments_count), uform_project_task_, &context);
     }
 }

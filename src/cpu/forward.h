@@ -18,7 +18,8 @@ typedef struct uform_pass_t {
     float *logits;                 /* [*, 258], or NULL */
 } uform_pass_t;
 
-/** Runs the pass; the caller has checked the inputs and that the needed heads exist. */
-void uform_cpu_forward(uform_model_t *model, uform_pass_t const *pass);
+/** Runs the pass on the context's threads and workspace; the caller has checked the inputs and that
+ *  the needed heads exist, and brought the model's packed copies up to date. */
+void uform_cpu_forward(uform_context_t *context, uform_pass_t const *pass);
 
 #endif

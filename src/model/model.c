@@ -15,9 +15,10 @@
 #include "core/numeric.h"
 #include "core/status.h"
 #include "cpu/kernels.h"
+#include "model/context.h"
 #include "model/safetensors.h"
 #if defined(UFORM_HAVE_CUDA)
-#include "cuda/forward.h"
+#include "cuda/forward.h" /* uform_cuda_device_name */
 #endif
 
 #ifndef UFORM_COMMIT
@@ -65,37 +66,39 @@ int uform_model_carries(uform_model_t const *model, uform_part_t part) {
     return part < uform_parts_k && (model->parts & UFORM_PART(part)) != 0;
 }
 
-void uform_model_refresh(uform_model_t *model) {
-    for (size_t i = 0; i < model->tensors_count; ++i) {
+void uform_model_changed(uform_model_t *model) {
+    pthread_mutex_lock(&model->lock);
+    model->stale = 1;
+    model->version++;
+    pthread_mutex_unlock(&model->lock);
+}
+
+void uform_model_prepare(uform_model_t *model) {
+    pthread_mutex_lock(&model->lock);
+    for (size_t i = 0; model->stale && i < model->tensors_count; ++i) {
         uform_weight_t *weight = &model->weights[i];
         if (weight->packed) uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
         if (weight->widened) uform_f32_from_bf16_array(weight->bf16, weight->widened, weight->rows * weight->columns);
     }
     model->stale = 0;
-    model->cuda_stale = 1; /* the GPU's copy, if any, follows before its next pass */
+    pthread_mutex_unlock(&model->lock);
 }
 
 void uform_model_close(uform_model_t *model) {
     if (!model) return;
-#if defined(UFORM_HAVE_CUDA)
-    uform_cuda_forward_destroy(model->cuda);
-#endif
+    uform_context_close(model->context);
     for (size_t i = 0; model->weights && i < model->tensors_count; ++i) uform_weight_free_(&model->weights[i]);
     free(model->weights);
     free(model->tensors);
     free(model->blocks);
-    uform_pool_destroy(model->pool);
-    uform_arena_destroy(&model->workspace.arena);
-    free(model->workspace.scratch);
     free(model->rope_cos);
     free(model->rope_sin);
+    pthread_mutex_destroy(&model->lock);
     free(model);
 }
 
-/* Everything but the weights' values: the skeleton, the pool, the rotary table, packed weights. */
+/* Everything but the weights' values: the rotary table, packed weights and the model's own context. */
 static uform_status_t uform_model_finish_(uform_model_t *model) {
-    uform_status_t status = uform_pool_create(0, &model->pool);
-    if (status != uform_ok_k) return status;
     model->rope_cos = malloc(sizeof(float) * uform_rope_table_k * uform_rope_slots_k);
     model->rope_sin = malloc(sizeof(float) * uform_rope_table_k * uform_rope_slots_k);
     if (!model->rope_cos || !model->rope_sin) return uform_fail(uform_out_of_memory_k, "cannot allocate the rotary table");
@@ -107,7 +110,7 @@ static uform_status_t uform_model_finish_(uform_model_t *model) {
         }
     model->precision = uform_precision_f32_k; /* so that the call below prepares every matrix */
     UFORM_TRY(uform_model_set_precision(model, uform_precision_bf16_k));
-    return uform_workspace_reserve(model, 2 * model->config.columns);
+    return uform_context_open(model, uform_device_cpu_k, 0, "uform_model_open", &model->context);
 }
 
 /* Gives every tensor of `part` its storage, and marks the part carried. */
@@ -130,6 +133,7 @@ static uform_status_t uform_model_skeleton_(uform_config_t const *config, unsign
     uform_model_t *model = calloc(1, sizeof(*model));
     if (!model) return uform_fail(uform_out_of_memory_k, "cannot allocate a model");
     model->config = *config;
+    pthread_mutex_init(&model->lock, NULL);
     model->tensors_count = uform_tensor_count(config);
     model->tensors = calloc(model->tensors_count, sizeof(uform_tensor_info_t));
     model->weights = calloc(model->tensors_count, sizeof(uform_weight_t));
@@ -194,7 +198,7 @@ uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uin
     uform_fill_part_(model, part, seed);
     /* The pool's and the reranker's losses share the SigLIP scalars: a new head starts them afresh. */
     if (part == uform_part_pool_k || part == uform_part_rerank_k) uform_fill_part_(model, uform_part_siglip_k, seed);
-    model->cuda_stale = 1;
+    uform_model_changed(model);
     for (size_t i = 0; i < model->tensors_count; ++i)
         if (model->tensors[i].part == part) UFORM_TRY(uform_weight_prepare_(&model->weights[i], model->precision));
     return uform_ok_k;
@@ -526,11 +530,7 @@ int uform_model_has_head(uform_model_t const *model, char const *head) {
 uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_set_threads: NULL model");
     if (threads > 1024) return uform_fail(uform_invalid_argument_k, "uform_model_set_threads: %zu threads is too many", threads);
-    uform_pool_t *pool;
-    UFORM_TRY(uform_pool_create(threads, &pool));
-    uform_pool_destroy(model->pool);
-    model->pool = pool;
-    return uform_workspace_reserve(model, model->workspace.cells);
+    return uform_context_threads(model->context, threads);
 }
 
 uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision) {
@@ -538,9 +538,10 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
     if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k)
         return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: unknown precision %d", (int)precision);
     if (precision == model->precision) return uform_ok_k;
-    if (model->device == uform_device_cuda_k)
+    if (model->context && model->context->device == uform_device_cuda_k)
         return uform_fail(uform_unsupported_k, "uform_model_set_precision: the GPU runs the BF16 precision only; "
                                                "set the device to uform_device_cpu_k first");
+    uform_model_prepare(model); /* the copies this replaces are rebuilt from current weights */
     model->precision = precision;
     for (size_t i = 0; i < model->tensors_count; ++i) UFORM_TRY(uform_weight_prepare_(&model->weights[i], precision));
     return uform_ok_k;
@@ -548,39 +549,19 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
 
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_set_device: NULL model");
-    if (device != uform_device_cpu_k && device != uform_device_cuda_k)
-        return uform_fail(uform_invalid_argument_k, "uform_model_set_device: unknown device %d (cpu %d or cuda %d)",
-                          (int)device, (int)uform_device_cpu_k, (int)uform_device_cuda_k);
-    if (device == uform_device_cpu_k) {
-#if defined(UFORM_HAVE_CUDA)
-        uform_cuda_forward_destroy(model->cuda);
-#endif
-        model->cuda = NULL;
-        model->device = uform_device_cpu_k;
-        return uform_ok_k;
-    }
-#if !defined(UFORM_HAVE_CUDA)
-    return uform_fail(uform_unsupported_k, "uform_model_set_device: this libuform was built without the CUDA backend "
-                                           "(it is built where CMake finds nvcc, with UFORM_CUDA=ON)");
-#else
-    if (model->device == uform_device_cuda_k) return uform_ok_k;
-    if (model->precision != uform_precision_bf16_k)
-        return uform_fail(uform_unsupported_k, "uform_model_set_device: the GPU runs the BF16 precision only, "
-                                               "and this model is set to Float32");
-    if (model->stale) uform_model_refresh(model); /* the CPU's copies stay current too */
-    char error[512] = "";
-    uform_cuda_forward_t *context = NULL;
-    uform_status_t status = uform_cuda_forward_create(&context, error, sizeof(error));
-    if (status == uform_ok_k) status = uform_cuda_forward_upload(context, model, error, sizeof(error));
-    if (status != uform_ok_k) {
-        uform_cuda_forward_destroy(context);
-        return uform_fail(status, "uform_model_set_device: %s", error);
-    }
-    model->cuda = context;
-    model->cuda_stale = 0;
-    model->device = uform_device_cuda_k;
-    return uform_ok_k;
-#endif
+    return uform_context_move(model->context, device, "uform_model_set_device");
+}
+
+uform_status_t uform_context_create(uform_model_t *model, uform_device_t device, size_t threads, uform_context_t **context) {
+    if (!model || !context) return uform_fail(uform_invalid_argument_k, "uform_context_create: NULL argument");
+    return uform_context_open(model, device, threads, "uform_context_create", context);
+}
+
+uform_status_t uform_context_reserve(uform_context_t *context, size_t cells) {
+    if (!context) return uform_fail(uform_invalid_argument_k, "uform_context_reserve: NULL context");
+    if (!cells || cells > uform_max_cells_k)
+        return uform_fail(uform_invalid_argument_k, "uform_context_reserve: %zu cells is outside 1..%d", cells, uform_max_cells_k);
+    return uform_workspace_reserve(context, cells);
 }
 
 uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity) {
@@ -605,70 +586,5 @@ uform_status_t uform_model_reserve(uform_model_t *model, size_t cells) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_reserve: NULL model");
     if (!cells || cells > uform_max_cells_k)
         return uform_fail(uform_invalid_argument_k, "uform_model_reserve: %zu cells is outside 1..%d", cells, uform_max_cells_k);
-    return uform_workspace_reserve(model, cells);
-}
-
-uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells) {
-    uform_workspace_t *workspace = &model->workspace;
-    size_t threads = uform_pool_threads(model->pool);
-    if (cells > uform_max_cells_k)
-        return uform_fail(uform_invalid_argument_k, "a pass of %zu cells exceeds the most a workspace holds, %d", cells,
-                          uform_max_cells_k);
-    if (cells < model->config.columns) cells = model->config.columns;
-    if (workspace->arena.base && cells <= workspace->cells && threads == workspace->scratch_threads) return uform_ok_k;
-    if (cells < workspace->cells) cells = workspace->cells;
-    size_t d = model->config.width, span = cells; /* the longest segment is at most all the cells */
-    size_t tile = uform_tile_rows_k, query_tile = uform_query_tile_k, head = uform_head_width_k;
-    size_t vocabulary_columns = uform_vocabulary_k > 8 * d ? uform_vocabulary_k : 8 * d;
-    size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
-    size_t per_thread = 64 * 12 + tile * 4 * d * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
-                        tile * 4 * d * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
-                        query_tile * head * sizeof(uint16_t) +
-                        query_tile * (span + 1) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
-    size_t colbert = model->config.colbert_width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
-    size_t shared = 64 * 16 + cells * d * sizeof(float) * 4 + cells * 3 * d * sizeof(float) +
-                    cells * colbert * sizeof(float) + model->config.columns * colbert * sizeof(float) +
-                    cells * widest * sizeof(float) + cells * (4 * sizeof(uint32_t) + sizeof(size_t) + sizeof(uform_span_t));
-    uform_arena_t arena;
-    if (uform_arena_create(&arena, shared + threads * per_thread) != uform_ok_k)
-        return uform_fail(uform_out_of_memory_k, "cannot allocate a workspace for %zu cells (%zu bytes)", cells,
-                          shared + threads * per_thread);
-    uform_scratch_t *scratch = calloc(threads, sizeof(*scratch));
-    if (!scratch) {
-        uform_arena_destroy(&arena);
-        return uform_fail(uform_out_of_memory_k, "cannot allocate thread scratch");
-    }
-    uform_arena_destroy(&workspace->arena);
-    free(workspace->scratch);
-    workspace->arena = arena;
-    workspace->scratch = scratch;
-    workspace->scratch_threads = threads;
-    workspace->cells = cells;
-    workspace->residual = uform_arena_take(&arena, cells * d * sizeof(float));
-    workspace->normed = uform_arena_take(&arena, cells * d * sizeof(float));
-    workspace->qkv = uform_arena_take(&arena, cells * 3 * d * sizeof(float));
-    workspace->attention = uform_arena_take(&arena, cells * d * sizeof(float));
-    workspace->pooled = uform_arena_take(&arena, cells * d * sizeof(float));
-    workspace->colbert = uform_arena_take(&arena, cells * colbert * sizeof(float));
-    workspace->query_colbert = uform_arena_take(&arena, model->config.columns * colbert * sizeof(float));
-    workspace->embeddings = uform_arena_take(&arena, cells * widest * sizeof(float));
-    workspace->values = uform_arena_take(&arena, cells * sizeof(uint32_t));
-    workspace->positions = uform_arena_take(&arena, cells * 3 * sizeof(int32_t));
-    workspace->destinations = uform_arena_take(&arena, cells * sizeof(size_t));
-    workspace->spans = uform_arena_take(&arena, cells * sizeof(uform_span_t));
-    for (size_t t = 0; t < threads; ++t) {
-        uform_scratch_t *s = &scratch[t];
-        s->inputs_bf16 = uform_arena_take(&arena, tile * 4 * d * sizeof(uint16_t));
-        s->gate_up = uform_arena_take(&arena, tile * vocabulary_columns * sizeof(float));
-        s->hidden = uform_arena_take(&arena, tile * 4 * d * sizeof(float));
-        s->product = uform_arena_take(&arena, tile * d * sizeof(float));
-        s->scores = uform_arena_take(&arena, query_tile * span * sizeof(float));
-        s->queries = uform_arena_take(&arena, query_tile * head * sizeof(uint16_t));
-        s->probabilities = uform_arena_take(&arena, query_tile * (span + 1) * sizeof(uint16_t));
-        s->sums = uform_arena_take(&arena, query_tile * sizeof(float));
-        s->keys_packed = uform_arena_take(&arena, packed_keys);
-        s->values_packed = uform_arena_take(&arena, packed_values);
-    }
-    workspace->arena.used = arena.used;
-    return uform_ok_k;
+    return uform_workspace_reserve(model->context, cells);
 }

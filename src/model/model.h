@@ -1,6 +1,9 @@
-/*  model.h (internal): the model's weights (laid out by the table of tensors.h) and workspace. */
+/*  model.h (internal): the model's weights (laid out by the table of tensors.h), read-only while
+ *  contexts run passes over them, and the workspace a context's host side holds (context.h). */
 #ifndef UFORM_MODEL_MODEL_H
 #define UFORM_MODEL_MODEL_H
+
+#include <pthread.h>
 
 #include "core/arena.h"
 #include "core/threads.h"
@@ -65,12 +68,10 @@ struct uform_model_t {
     uform_block_t *blocks;
     char recipe[512], datasets[1024], warm_start[512]; /* how the weights came to be, for the README */
     uform_precision_t precision;
-    int stale; /* a trainer changed the weights: packed or widened copies need refreshing */
-    uform_device_t device;         /* where passes run (uform_model_set_device) */
-    struct uform_cuda_forward_t *cuda; /* the GPU's copy of the weights (cuda/forward.h), NULL on the CPU */
-    int cuda_stale;                /* the weights changed since that copy was made: upload before the next pass */
-    uform_pool_t *pool;
-    uform_workspace_t workspace;
+    uint64_t version;       /* counts changes of the weights: a GPU context's copy is current when it matches */
+    int stale;              /* the weights changed since the packed or widened copies were made */
+    pthread_mutex_t lock;   /* guards the lazy refresh of those copies, which any context's pass may start */
+    uform_context_t *context; /* the model's own context: what the model-handle verbs run on */
     float *rope_cos, *rope_sin; /* [uform_rope_table_k][32] */
 };
 
@@ -82,10 +83,10 @@ uform_weight_t *uform_model_weight(uform_model_t const *model, uform_tensor_kind
 /** Whether the model carries `part`. */
 int uform_model_carries(uform_model_t const *model, uform_part_t part);
 
-/** Rebuilds the packed or widened copies of every matrix from its BF16 weights, in place. */
-void uform_model_refresh(uform_model_t *model);
-
-/** Makes sure the workspace holds `cells` cells and one scratch per pool thread. */
-uform_status_t uform_workspace_reserve(uform_model_t *model, size_t cells);
+/** Records that the weights changed (a step, a head re-initialized, a download): every context
+ *  catches up before its next pass. Never while a pass runs. */
+void uform_model_changed(uform_model_t *model);
+/** Brings the packed or widened copies up to date where the weights changed; safe from any context. */
+void uform_model_prepare(uform_model_t *model);
 
 #endif

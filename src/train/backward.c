@@ -10,6 +10,8 @@
 #include "cpu/ops.h"
 #include "train/trainer.h"
 
+#include "model/context.h"
+
 enum { uform_chunk_rows_k = 64 };
 
 typedef struct uform_gemm_job_t {
@@ -36,7 +38,7 @@ static void uform_gemm_(uform_trainer_t *trainer, int transpose_a, int transpose
                         size_t c_stride) {
     if (!m || !n) return;
     uform_gemm_job_t job = {transpose_a, transpose_b, m, n, k, a, b, a_stride, b_stride, c_stride, beta, c};
-    uform_pool_for(trainer->model->pool, (m + uform_chunk_rows_k - 1) / uform_chunk_rows_k, uform_gemm_task_, &job);
+    uform_pool_for(trainer->model->context->pool, (m + uform_chunk_rows_k - 1) / uform_chunk_rows_k, uform_gemm_task_, &job);
 }
 
 /* Y [N, out] = X [N, in] W^T */
@@ -224,7 +226,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
         for (size_t c = 0; c < n; ++c) uform_rope(model, trainer->positions + 3 * c, qkv + c * 3 * d, qkv + c * 3 * d + d, 1);
         attention.qkv = qkv;
         attention.attended = attended;
-        uform_pool_for(model->pool, trainer->segments * heads, uform_attention_forward_task_, &attention);
+        uform_pool_for(model->context->pool, trainer->segments * heads, uform_attention_forward_task_, &attention);
         uform_linear_forward_(trainer, block->out, attended, n, middle);
         for (size_t i = 0; i < n * d; ++i) middle[i] += x[i];
         for (size_t c = 0; c < n; ++c)
@@ -327,7 +329,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
         attention.qkv = qkv;
         attention.d_attended = trainer->d_attended;
         attention.d_qkv = trainer->d_qkv;
-        uform_pool_for(model->pool, trainer->segments * heads, uform_attention_backward_task_, &attention);
+        uform_pool_for(model->context->pool, trainer->segments * heads, uform_attention_backward_task_, &attention);
         for (size_t c = 0; c < n; ++c)
             uform_rope(model, trainer->positions + 3 * c, trainer->d_qkv + c * 3 * d, trainer->d_qkv + c * 3 * d + d, -1);
         for (size_t c = 0; c < n; ++c) {

@@ -155,7 +155,7 @@ static uform_status_t uform_copy_(uform_train_cuda_t *cuda, int upload) {
     }
     /* The step runs on streams that do not wait for the legacy one these copies went through. */
     if ((code = (int)cudaDeviceSynchronize())) return uform_cuda_fail_(code, upload ? "uploading the weights" : "downloading the weights");
-    if (!upload) cuda->trainer->model->stale = 1; /* packed copies for inference are rebuilt from the new masters */
+    if (!upload) uform_model_changed(cuda->trainer->model); /* the contexts' copies catch up before their next pass */
     return uform_ok_k;
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/numeric.h"
 #include "core/status.h"
+#include "model/context.h"
 #include "model/grid.h"
 #if defined(UFORM_HAVE_CUDA)
 #include "train/cuda.h"
@@ -207,7 +208,7 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
 
 /* Attention scratch for segments up to `longest` cells on every pool thread; grows between passes. */
 static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t longest) {
-    size_t threads = uform_pool_threads(trainer->model->pool);
+    size_t threads = uform_pool_threads(trainer->model->context->pool);
     if (longest <= trainer->longest && threads == trainer->attention_threads) return uform_ok_k;
     if (longest < trainer->longest) longest = trainer->longest;
     for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
@@ -372,7 +373,7 @@ uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
         uform_adafactor_(&trainer->tensors[i], &trainer->options, rate, t, trainer->update);
     trainer->steps++;
     trainer->has_gradients = 0; /* one step per gradient */
-    trainer->model->stale = 1;
+    uform_model_changed(trainer->model);
     return uform_ok_k;
 }
 
@@ -408,7 +409,6 @@ uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t cons
     UFORM_TRY(uform_train_cuda_submit(trainer->cuda, batch, rate, step, finished, losses));
     trainer->steps = step; /* so that uform_trainer_learning_rate gives the next step's rate */
     trainer->in_flight = trainer->device_ahead = 1;
-    trainer->model->cuda_stale = 1;
     return uform_ok_k;
 #else
     return uform_fail(uform_unsupported_k, "uform_trainer_submit: this build has no CUDA backend");
