@@ -19,22 +19,22 @@ typedef struct uform_text_t {
 
 /** Matryoshka embeddings: `embeddings[count * width]`, each row L2-normalized.
  *  `width` must be one of the model's embedding widths (0: the widest). `truncated` may be NULL. */
-uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
+UFORM_API uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
                             float *embeddings, size_t *truncated);
 
 /** Per-byte ColBERT vectors of one text: `vectors[cells * colbert_width]`, each L2-normalized.
  *  `capacity` is how many cells `vectors` holds; `cells` receives min(length, columns). */
-uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity,
+UFORM_API uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity,
                              size_t *cells);
 
 /** MaxSim of each document against the query: `scores[count]`, the sum over query bytes of the
  *  best cosine among document bytes. `truncated` counts cut texts, the query included; may be NULL. */
-uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
+UFORM_API uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
                             size_t count, float *scores, size_t *truncated);
 
 /** Masked-byte logits of one sequence of ids (0..257, MASK = 256): `logits[length * 258]`.
  *  `length` is at most one row. */
-uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits);
+UFORM_API uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits);
 
 /** Outputs of a pass over a grid; any pointer may be NULL to skip that output.
  *  Per-cell outputs are indexed by cell (row * columns + column); padding cells are left as they are. */
@@ -47,18 +47,18 @@ typedef struct uform_outputs_t {
 } uform_outputs_t;
 
 /** Runs the encoder over a caller-built grid (any kinds this build supports, any positions). */
-uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs);
+UFORM_API uform_status_t uform_forward(uform_model_t *model, uform_grid_t const *grid, uform_outputs_t *outputs);
 
 /* The same verbs on a context (model.h): the model's weights, the context's threads, workspace and
  * device. Contexts of one model may run from several threads at once. */
-uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const *texts, size_t count, size_t width,
+UFORM_API uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const *texts, size_t count, size_t width,
                                     float *embeddings, size_t *truncated);
-uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
+UFORM_API uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
                                      size_t *cells);
-uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                     size_t count, float *scores, size_t *truncated);
-uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
-uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
+UFORM_API uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
+UFORM_API uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
 
 #ifdef __cplusplus
 }

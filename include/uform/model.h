@@ -30,31 +30,31 @@ typedef enum uform_device_t {
 } uform_device_t;
 
 /** Creates a randomly initialized model, deterministic for a seed (see docs/model.md). */
-uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
+UFORM_API uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
 /** Opens a checkpoint directory holding `model.safetensors`; validates header, shapes and config. */
-uform_status_t uform_model_open(char const *directory, uform_model_t **model);
+UFORM_API uform_status_t uform_model_open(char const *directory, uform_model_t **model);
 /** Writes `model.safetensors` and `README.md` into `directory` (created if absent), atomically.
  *  `command` is recorded in the README as the command that made it; it may be NULL. */
-uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command);
+UFORM_API uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command);
 /** (Re)initializes a head, "pool", "rerank" or "mlm", as `uform_model_init` would for `seed`,
  *  adding it when absent; the pool and rerank heads also reset siglip.scale and siglip.bias.
  *  Used to warm-start a new variant from another's checkpoint. */
-uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed);
+UFORM_API uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed);
 /** Records how the weights came to be, for the checkpoint's README.md and metadata: the recipe
  *  (objective, mixture, steps), the data sources, and the warm start; NULL leaves a field as is. */
-uform_status_t uform_model_describe(uform_model_t *model, char const *recipe, char const *datasets,
+UFORM_API uform_status_t uform_model_describe(uform_model_t *model, char const *recipe, char const *datasets,
                                     char const *warm_start);
 /** Frees the model. NULL is allowed. */
-void uform_model_close(uform_model_t *model);
+UFORM_API void uform_model_close(uform_model_t *model);
 
 /** Copies the model's configuration into `config`. */
-uform_status_t uform_model_config(uform_model_t const *model, uform_config_t *config);
+UFORM_API uform_status_t uform_model_config(uform_model_t const *model, uform_config_t *config);
 /** Whether the model carries a head: "pool", "rerank" or "mlm". */
-int uform_model_has_head(uform_model_t const *model, char const *head);
+UFORM_API int uform_model_has_head(uform_model_t const *model, char const *head);
 /** Spreads work over `threads` threads (0: all cores). Takes effect at once. */
-uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
+UFORM_API uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
 /** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call. */
-uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
+UFORM_API uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
 /** Chooses where `uform_forward` and the verbs of encode.h (encode, colbert, rerank, mlm_logits)
  *  run. CUDA: the weights are copied to the GPU at this call (BF16 matrices, Float32 norm gains and
  *  pool.query) and again, before the next pass, whenever they change (a trainer's step, a head
@@ -64,22 +64,22 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
  *  on the host as on the CPU; MaxSim sums run on the host. CPU: frees the GPU's copies. Fails with
  *  uform_unsupported_k, leaving the model on the CPU, in a build without the CUDA backend or where
  *  no GPU is usable. */
-uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
+UFORM_API uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
 /** Creates a context over `model` on `device` with `threads` host threads (0: all cores): CUDA takes
  *  the calling thread's current GPU and copies the weights up (BF16 only, as uform_model_set_device).
  *  The model must outlive its contexts. Its weights must not change (a trainer's step, a head
  *  re-initialized, uform_model_set_precision) while any context runs a pass; each context catches up
  *  with changed weights before its next pass. */
-uform_status_t uform_context_create(uform_model_t *model, uform_device_t device, size_t threads, uform_context_t **context);
+UFORM_API uform_status_t uform_context_create(uform_model_t *model, uform_device_t device, size_t threads, uform_context_t **context);
 /** Grows the context's workspace to hold `cells` cells per pass (default: two rows). */
-uform_status_t uform_context_reserve(uform_context_t *context, size_t cells);
+UFORM_API uform_status_t uform_context_reserve(uform_context_t *context, size_t cells);
 /** Frees the context. NULL is allowed. */
-void uform_context_close(uform_context_t *context);
+UFORM_API void uform_context_close(uform_context_t *context);
 /** Names the device that `device` means here ("a CPU of N cores", the GPU's name) into `name`.
  *  uform_unsupported_k, with the reason, in a build without the CUDA backend or where no GPU is usable. */
-uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity);
+UFORM_API uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity);
 /** Grows the workspace to hold `cells` cells per pass (default: two rows). Allocates here only. */
-uform_status_t uform_model_reserve(uform_model_t *model, size_t cells);
+UFORM_API uform_status_t uform_model_reserve(uform_model_t *model, size_t cells);
 
 #ifdef __cplusplus
 }

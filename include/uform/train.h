@@ -41,7 +41,7 @@ typedef struct uform_train_options_t {
 } uform_train_options_t;
 
 /** Fills the defaults: SPEC.md's (objective MLM, the tier's learning rate, no warm-up or decay), the CPU. */
-void uform_train_options_default(uform_train_options_t *options);
+UFORM_API void uform_train_options_default(uform_train_options_t *options);
 
 /** A training batch: a grid plus what the objective scores, all caller-owned.
  *  - MLM: `targets[cell]` is the original byte id (0..255) at a masked cell, -1 elsewhere; the
@@ -79,29 +79,29 @@ typedef struct uform_trainer_t uform_trainer_t;
  *  (rows x cells / rows cells), a copy of the weights and of the optimizer state on the GPU.
  *  uform_unsupported_k in a build without the CUDA backend, where no GPU is usable, or for what the
  *  GPU step lacks (TCR or Lipschitz with the MLM objective). */
-uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
+UFORM_API uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
                                     uform_trainer_t **trainer);
-void uform_trainer_close(uform_trainer_t *trainer);
+UFORM_API void uform_trainer_close(uform_trainer_t *trainer);
 
 /** Loss and every parameter's gradient (Float32) for the batch; the weights do not change. CPU only. */
-uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+UFORM_API uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
 /** One Adafactor step with the gradients of the last `uform_trainer_gradients` call. CPU only. */
-uform_status_t uform_trainer_apply(uform_trainer_t *trainer);
+UFORM_API uform_status_t uform_trainer_apply(uform_trainer_t *trainer);
 /** Both: gradients, then the step; the losses of this batch. On CUDA: uform_trainer_submit, then
  *  uform_trainer_sync (which waits for the step and brings the weights back: slower than submitting). */
-uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+UFORM_API uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
 /** Starts a step on the batch. CUDA: the step runs on the GPU while the caller prepares the next
  *  batch, and `finished` is 1 when the step submitted before it has ended, with that step's losses
  *  (their `step` says which). CPU: the step runs now; `finished` is 1 with its own losses. */
-uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t const *batch, int *finished,
+UFORM_API uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t const *batch, int *finished,
                                     uform_losses_t *losses);
 /** Waits for the step in flight (`finished` 1 with its losses if there was one) and brings the GPU's
  *  weights and optimizer state back into the model and the trainer, so that they can be read, saved
  *  or run. A no-op on the CPU (finished 0). Reading or saving a GPU trainer's state before it fails. */
-uform_status_t uform_trainer_sync(uform_trainer_t *trainer, int *finished, uform_losses_t *losses);
+UFORM_API uform_status_t uform_trainer_sync(uform_trainer_t *trainer, int *finished, uform_losses_t *losses);
 /** Steps taken so far, and the learning rate the next step will use. */
-size_t uform_trainer_steps(uform_trainer_t const *trainer);
-double uform_trainer_learning_rate(uform_trainer_t const *trainer);
+UFORM_API size_t uform_trainer_steps(uform_trainer_t const *trainer);
+UFORM_API double uform_trainer_learning_rate(uform_trainer_t const *trainer);
 
 typedef enum uform_slot_t {
     uform_slot_parameter_k = 0, /* the weight as the forward pass sees it, widened to Float32 */
@@ -113,22 +113,22 @@ typedef enum uform_slot_t {
 
 /** Copies one tensor's slot by SPEC.md name ("blocks.0.qkv", "siglip.scale", ...) into `values`,
  *  which holds `count` floats: a parameter's or gradient's element count, R's rows, C's columns. */
-uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *name, uform_slot_t slot, float *values,
+UFORM_API uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *name, uform_slot_t slot, float *values,
                                   size_t count);
 
 /** Writes / reads the optimizer state (moments, step) as a SafeTensors file, atomically. */
-uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path);
-uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path);
+UFORM_API uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char const *path);
+UFORM_API uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path);
 
 /** Saves a training checkpoint: `directory/step-NNNNNNNN/` holding model.safetensors, README.md,
  *  optimizer.safetensors and trainer.json (the caller's `state_json`, e.g. the data position),
  *  then points `directory/latest` at it with an atomic rename, and removes older step folders
  *  beyond the newest `keep`. An interrupted save leaves `latest` on the previous whole checkpoint. */
-uform_status_t uform_checkpoint_save(uform_model_t const *model, uform_trainer_t const *trainer, char const *directory,
+UFORM_API uform_status_t uform_checkpoint_save(uform_model_t const *model, uform_trainer_t const *trainer, char const *directory,
                                      char const *command, char const *state_json, size_t keep);
 /** Resolves `directory` (a step folder, a checkpoint folder, or an output folder with `latest`)
  *  to the folder holding model.safetensors. */
-uform_status_t uform_checkpoint_resolve(char const *directory, char *resolved, size_t capacity);
+UFORM_API uform_status_t uform_checkpoint_resolve(char const *directory, char *resolved, size_t capacity);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,13 @@
 extern "C" {
 #endif
 
+/* Marks the library's exported functions: everything else in libuform is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define UFORM_API __attribute__((visibility("default")))
+#else
+#define UFORM_API
+#endif
+
 typedef enum uform_status_t {
     uform_ok_k = 0,
     uform_invalid_argument_k = 1, /* a NULL pointer, a zero count, an out-of-range width */
@@ -25,11 +32,11 @@ typedef enum uform_status_t {
 } uform_status_t;
 
 /** Short name of a status ("ok", "format", ...). Never NULL. */
-char const *uform_status_name(uform_status_t status);
+UFORM_API char const *uform_status_name(uform_status_t status);
 /** The message of the last failure on this thread, naming the file and the problem. Never NULL. */
-char const *uform_last_error(void);
+UFORM_API char const *uform_last_error(void);
 /** Library version as "major.minor.patch". */
-char const *uform_version(void);
+UFORM_API char const *uform_version(void);
 
 /** The byte vocabulary: ids 0..255 are raw bytes, then MASK and PAD. */
 enum { uform_vocabulary_k = 258, uform_mask_k = 256, uform_pad_k = 257 };
@@ -49,9 +56,9 @@ typedef struct uform_config_t {
 } uform_config_t;
 
 /** Fills `config` for a tier name or "WIDTHxDEPTH" (width a multiple of 64, 64..8192; depth 1..256). */
-uform_status_t uform_config_from_tier(char const *tier, uform_config_t *config);
+UFORM_API uform_status_t uform_config_from_tier(char const *tier, uform_config_t *config);
 /** Parameters counted as SPEC.md counts them: blocks, byte embedding and pool head. */
-size_t uform_config_parameters(uform_config_t const *config);
+UFORM_API size_t uform_config_parameters(uform_config_t const *config);
 
 /** What a cell of the grid holds (SPEC.md section 1). */
 typedef enum uform_cell_kind_t {

@@ -14,6 +14,9 @@
 # (where a NaN begins), each tensor's largest gradient after step 1, the first step's loss per run
 # (runs that disagree there went wrong in it) and cuBLASLt's chosen algorithms, tuning cuBLASLt's
 # products, cuDNN's attention, or neither.
+# `ab` times this tree against an earlier one in the same run (bench/ab.py: the training step's rows
+# and GPU encode, alternating): the earlier tree is third_party/baseline (carried; `git archive REV |
+# tar -x -C third_party/baseline`), built like this one.
 # `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
 # mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -38,7 +41,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc; do
@@ -59,10 +62,25 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ]; then
   fi
   # snappy is linked by name (src/data/sources.cmake): its header and library folders by hand;
   # -rpath-link lets programs over libuform.so resolve its libsnappy and libjansson at link time.
-  cmake -S . -B build-parity -DUFORM_CPU=ON -DUFORM_PLANTS=OFF -DUFORM_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
-    > "$out/configure-parity.log" 2>&1 || { tail -30 "$out/configure-parity.log"; exit 1; }
+  configure() {  # configure SOURCE BUILD: the CPU library and the CUDA backend against the carried libraries
+    cmake -S "$1" -B "$2" -DUFORM_CPU=ON -DUFORM_PLANTS=OFF -DUFORM_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
+      -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
+      > "$out/configure-$(basename "$2").log" 2>&1 || { tail -30 "$out/configure-$(basename "$2").log"; exit 1; }
+  }
+  configure . build-parity
+  if [ "$what" = ab ]; then
+    base=third_party/baseline
+    [ -f "$base/CMakeLists.txt" ] || { echo "gpu.sh ab: $base is missing: git archive REV | tar -x -C $base, and carry it"; exit 1; }
+    mkdir -p "$base/third_party" && ln -sfn "$PWD/third_party/cudnn-frontend" "$base/third_party/cudnn-frontend"
+    configure "$base" build-base
+    for build in build-base build-parity; do
+      cmake --build "$build" -j 16 --target uform_cli uform_bench_encode uform_bench_train_cuda > "$out/build-ab-$build.log" 2>&1 ||
+        { tail -40 "$out/build-ab-$build.log"; exit 1; }
+    done
+    python3 bench/ab.py --base build-base --build build-parity --output "$out/ab.json" "$@" 2>&1 | tee "$out/ab.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
   if [ "$what" = encode ]; then
     cmake --build build-parity -j 16 --target uform uform_cli uform_bench_encode > "$out/build-encode.log" 2>&1 ||
       { tail -40 "$out/build-encode.log"; exit 1; }

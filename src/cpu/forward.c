@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/numeric.h"
+#include "cpu/frontend.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/ops.h"
@@ -46,10 +47,8 @@ static void uform_embed_task_(void *context_pointer, size_t index, size_t thread
     (void)thread;
     uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
-    size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
-    for (size_t c = first; c < first + count; ++c)
-        uform_f32_from_bf16_array(model->embed->bf16 + (size_t)context->pass->values[c] * d,
-                                  context->workspace->residual + c * d, d);
+    size_t first, count = uform_tile_(index, context->pass->cells, &first);
+    uform_frontend_forward(model, context->pass->values, first, count, context->workspace->residual);
 }
 
 /* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "cuda/cuda.h"
+#include "cuda/encoder.h"
 #include "cuda/error.h"
 
 enum {
@@ -251,24 +252,16 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
     return uform_ok_k;
 }
 
-/* One block, as step.c's block_forward_ with `complete`: x -> middle -> x. */
+/* One block, as the step runs it (encoder.h): x -> middle -> x; nothing kept, so one buffer serves both norms. */
 static uform_status_t block_forward_(uform_cuda_forward_t *context, size_t l, size_t n, char *error, size_t error_size) {
-    size_t d = context->width;
-    void *s = context->stream;
-    uform_cuda_gemm_t *g = context->gemm;
     block_weights_t const *w = &context->blocks[l];
-    CHECK(uform_cuda_rmsnorm_forward(context->x, w->attn_norm, n, d, context->normed, context->scales, s, 0), "rmsnorm (attn_norm)");
-    CHECK(uform_cuda_gemm(g, 0, 1, n, 3 * d, d, context->normed, d, w->qkv, d, NULL, context->qkv, 3 * d, 0, s, 0), "the qkv product");
-    CHECK(uform_cuda_rope(context->qkv, context->rotations, n, d, 1, s), "M-RoPE");
-    CHECK(uform_cuda_attention_forward(context->qkv, context->spans, context->segment_of, n, d, context->attended,
-                                       context->log_sums, s, 0), "attention");
-    CHECK(uform_cuda_gemm(g, 0, 1, n, d, d, context->attended, d, w->out, d, context->x, context->middle, d, 1, s, 0), "the out product");
-    CHECK(uform_cuda_rmsnorm_forward(context->middle, w->mlp_norm, n, d, context->normed, context->scales, s, 0), "rmsnorm (mlp_norm)");
-    CHECK(uform_cuda_gemm(g, 0, 1, n, 8 * d, d, context->normed, d, w->gate_up, d, NULL, context->gate_up, 8 * d, 0, s, 0),
-          "the gate_up product");
-    CHECK(uform_cuda_swiglu_forward(context->gate_up, n, 4 * d, context->hidden, s, 0), "SwiGLU");
-    CHECK(uform_cuda_gemm(g, 0, 1, n, d, 4 * d, context->hidden, 4 * d, w->down, 4 * d, context->middle, context->x, d, 1, s, 0),
-          "the down product");
+    uform_cuda_block_weights_t const weights = {w->attn_norm, w->mlp_norm, w->qkv, w->out, w->gate_up, w->down};
+    uform_cuda_block_buffers_t const buffers = {context->normed,   context->qkv,    context->attended, context->normed,
+                                                context->gate_up,  context->hidden, context->scales,   context->log_sums,
+                                                context->middle,   context->scales};
+    CHECK(uform_cuda_block_forward(context->gemm, NULL, &weights, &buffers, context->x, context->rotations, context->spans,
+                                   context->segment_of, n, context->width, 0, context->x, context->stream),
+          "a block's forward");
     return uform_ok_k;
 }
 
@@ -327,7 +320,8 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     /* The pageable copies above have left the staging buffer when they return; the stream orders the rest. */
 
     CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s, 0), "the M-RoPE table");
-    CHECK(uform_cuda_embed_forward(context->embed, context->values, n, d, context->x, s, 0), "the byte embedding");
+    uform_cuda_frontend_t const frontend = {.bytes = context->embed};
+    CHECK(uform_cuda_frontend_forward(&frontend, context->values, n, d, context->x, s), "the frontend stage");
     for (size_t l = 0; l < context->depth; ++l) {
         status = block_forward_(context, l, n, error, error_size);
         if (status != uform_ok_k) return status;

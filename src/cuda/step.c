@@ -13,6 +13,7 @@
 
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
+#include "cuda/encoder.h"
 #include "model/tensors.h"
 
 enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
@@ -186,28 +187,19 @@ static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_
     return step->slots[block * uform_tensor_kinds_k + kind];
 }
 
-/* One block's forward into `a`; the down projection (into the next block's input) only when `complete`. */
+/* One block's forward into `a` (encoder.h's, as inference runs it); the down projection (into the
+ * next block's input) only when `complete`. A replay skips attention where the block kept it. */
 static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a, int complete) {
     size_t n = step->config.cells, d = step->config.width;
-    void *s = step->stream;
-    float const *x = step->x + l * n * d;
-    uint16_t const *qkv = tensor_(step, uform_tensor_qkv_k, l)->parameter, *out = tensor_(step, uform_tensor_out_k, l)->parameter;
-    uint16_t const *gate_up = tensor_(step, uform_tensor_gate_up_k, l)->parameter, *down = tensor_(step, uform_tensor_down_k, l)->parameter;
-    TRY(uform_cuda_rmsnorm_forward(x, tensor_(step, uform_tensor_attn_norm_k, l)->parameter, n, d, a->normed1, a->scales1, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 3 * d, d, a->normed1, d, qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
-    TRY(uform_cuda_rope(a->qkv, step->rotations, n, d, 1, s));
-    if (complete || !a->attention_kept) {
-        if (step->cudnn) TRY(uform_cudnn_attention_forward(step->cudnn, a->qkv, a->attended, a->log_sums, s));
-        else TRY(uform_cuda_attention_forward(a->qkv, b->spans, b->segment_of, n, d, a->attended, a->log_sums, s, 0));
-    }
-    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, d, a->attended, d, out, d, x, a->middle, d, 1, s, 0));
-    TRY(uform_cuda_rmsnorm_forward(a->middle, tensor_(step, uform_tensor_mlp_norm_k, l)->parameter, n, d, a->normed2, a->scales2, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, 8 * d, d, a->normed2, d, gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
-    TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s, 0));
-    if (complete)
-        TRY(uform_cuda_gemm(step->gemm, 0, 1, n, d, 4 * d, a->hidden, 4 * d, down, 4 * d, a->middle, step->x + (l + 1) * n * d,
-                            d, 1, s, 0));
-    return 0;
+    uform_cuda_block_weights_t const w = {
+        tensor_(step, uform_tensor_attn_norm_k, l)->parameter, tensor_(step, uform_tensor_mlp_norm_k, l)->parameter,
+        tensor_(step, uform_tensor_qkv_k, l)->parameter,       tensor_(step, uform_tensor_out_k, l)->parameter,
+        tensor_(step, uform_tensor_gate_up_k, l)->parameter,   tensor_(step, uform_tensor_down_k, l)->parameter};
+    uform_cuda_block_buffers_t const buffers = {a->normed1, a->qkv,     a->attended, a->normed2, a->gate_up,
+                                                a->hidden,  a->scales1, a->log_sums, a->middle,  a->scales2};
+    return uform_cuda_block_forward(step->gemm, step->cudnn, &w, &buffers, step->x + l * n * d, step->rotations, b->spans,
+                                    b->segment_of, n, d, !complete && a->attention_kept,
+                                    complete ? step->x + (l + 1) * n * d : NULL, step->stream);
 }
 
 /* d_stream holds dL/d(block output); leaves dL/d(block input) there and the block's weight gradients. */
@@ -360,7 +352,8 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
-    TRY(uform_cuda_embed_forward(embed->parameter, b->values, n, d, step->x, s, 0));
+    uform_cuda_frontend_t const frontend = {.bytes = embed->parameter};
+    TRY(uform_cuda_frontend_forward(&frontend, b->values, n, d, step->x, s));
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[l], 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
@@ -372,8 +365,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
                                     step->dy, step->gain_partials, s, 0));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
-    TRY(uform_cuda_embed_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s,
-                                  0));
+    TRY(uform_cuda_frontend_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s));
     TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return 0;
     for (size_t i = 0; i < step->tensors_count; ++i) {

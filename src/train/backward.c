@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "cpu/frontend.h"
 #include "cpu/gemm.h"
 #include "cpu/ops.h"
 #include "train/trainer.h"
@@ -213,8 +214,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     uform_attention_job_t attention = {.trainer = trainer};
 
     /* Forward. */
-    for (size_t c = 0; c < n; ++c)
-        memcpy(trainer->inputs + c * d, trainer->embed->parameter + (size_t)trainer->values[c] * d, d * sizeof(float));
+    uform_frontend_forward(model, trainer->values, 0, n, trainer->inputs);
     for (size_t l = 0; l < depth; ++l) {
         uform_block_tensors_t const *block = &trainer->blocks[l];
         float *x = trainer->inputs + l * n * d, *qkv = trainer->qkv + l * n * 3 * d;
@@ -341,9 +341,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
             uform_rmsnorm_backward_(x + c * d, trainer->scales1[l * n + c], block->attn_norm->parameter, d_hidden + c * d,
                                     block->attn_norm->gradient, d_stream + c * d, d, 1);
     }
-    for (size_t c = 0; c < n; ++c) {
-        float *row = trainer->embed->gradient + (size_t)trainer->values[c] * d;
-        for (size_t i = 0; i < d; ++i) row[i] += d_stream[c * d + i];
-    }
+    uform_frontend_gradients_t const frontend = {.bytes = trainer->embed->gradient};
+    uform_frontend_backward(model, trainer->values, n, d_stream, &frontend);
     return uform_ok_k;
 }
