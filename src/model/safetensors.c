@@ -1,4 +1,4 @@
-/*  safetensors.c: reading through mmap with every header field checked, writing atomically. */
+/*  safetensors.c: reading from memory or through mmap with every header field checked, writing atomically. */
 #define _GNU_SOURCE
 #include "model/safetensors.h"
 
@@ -82,45 +82,28 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
     return uform_ok_k;
 }
 
-uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file) {
+uform_status_t uform_safetensors_parse(char const *path, void const *bytes, size_t size, uform_safetensors_t *file) {
     memset(file, 0, sizeof(*file));
+    if (!path || (!bytes && size))
+        return uform_fail(uform_invalid_argument_k, "uform_safetensors_parse: NULL path or bytes");
     snprintf(file->path, sizeof(file->path), "%s", path);
-    int descriptor = open(path, O_RDONLY | O_CLOEXEC);
-    if (descriptor < 0) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
-    struct stat status;
-    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode)) {
-        close(descriptor);
-        return uform_fail(uform_io_k, "%s: not a regular file", path);
-    }
-    size_t file_bytes = (size_t)status.st_size;
-    if (file_bytes < 8) {
-        close(descriptor);
-        return uform_fail(uform_format_k, "%s: %zu bytes is too short for a SafeTensors header length", path,
-                          file_bytes);
-    }
-    void *map = mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, descriptor, 0);
-    close(descriptor);
-    if (map == MAP_FAILED) return uform_fail(uform_io_k, "%s: cannot map: %s", path, strerror(errno));
-    file->map = map;
-    file->map_bytes = file_bytes;
-    unsigned char const *bytes = map;
+    if (size < 8)
+        return uform_fail(uform_format_k, "%s: %zu bytes is too short for a SafeTensors header length", path, size);
+    unsigned char const *start = bytes;
     uint64_t header_bytes = 0;
-    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];
-    if (header_bytes > uform_max_header_bytes_k || header_bytes > file_bytes - 8) {
-        uform_safetensors_close(file);
+    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | start[i];
+    if (header_bytes > uform_max_header_bytes_k || header_bytes > size - 8)
         return uform_fail(uform_format_k, "%s: header claims %llu bytes but the file has %zu after the length", path,
-                          (unsigned long long)header_bytes, file_bytes - 8);
-    }
+                          (unsigned long long)header_bytes, size - 8);
     json_error_t error;
-    json_t *header = json_loadb((char const *)bytes + 8, header_bytes, JSON_REJECT_DUPLICATES, &error);
+    json_t *header = json_loadb((char const *)start + 8, header_bytes, JSON_REJECT_DUPLICATES, &error);
     if (!header || !json_is_object(header)) {
         if (header) json_decref(header);
-        uform_safetensors_close(file);
         return uform_fail(uform_format_k, "%s: header is not a JSON object (%s at byte %d)", path,
                           header ? "not an object" : error.text, header ? 0 : error.position);
     }
-    unsigned char const *data = bytes + 8 + header_bytes;
-    size_t data_bytes = file_bytes - 8 - header_bytes;
+    unsigned char const *data = start + 8 + header_bytes;
+    size_t data_bytes = size - 8 - header_bytes;
     size_t capacity = json_object_size(header);
     file->tensors = calloc(capacity ? capacity : 1, sizeof(uform_tensor_view_t));
     uform_status_t status_code = file->tensors ? uform_ok_k : uform_fail(uform_out_of_memory_k, "%s: header", path);
@@ -163,6 +146,31 @@ uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *fil
     }
     if (status_code != uform_ok_k) uform_safetensors_close(file);
     return status_code;
+}
+
+uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file) {
+    memset(file, 0, sizeof(*file));
+    snprintf(file->path, sizeof(file->path), "%s", path);
+    int descriptor = open(path, O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode)) {
+        close(descriptor);
+        return uform_fail(uform_io_k, "%s: not a regular file", path);
+    }
+    size_t file_bytes = (size_t)status.st_size;
+    /* An empty file cannot be mapped; the parse refuses it for its length. */
+    void *map = file_bytes ? mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, descriptor, 0) : NULL;
+    close(descriptor);
+    if (map == MAP_FAILED) return uform_fail(uform_io_k, "%s: cannot map: %s", path, strerror(errno));
+    uform_status_t status_code = uform_safetensors_parse(path, map, file_bytes, file);
+    if (status_code != uform_ok_k) {
+        if (map) munmap(map, file_bytes);
+        return status_code;
+    }
+    file->map = map; /* the views point into it: close unmaps it */
+    file->map_bytes = file_bytes;
+    return uform_ok_k;
 }
 
 uform_tensor_view_t const *uform_safetensors_find(uform_safetensors_t const *file, char const *name) {
