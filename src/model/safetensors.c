@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ size_t uform_tensor_elements(uform_tensor_view_t const *tensor) {
     for (size_t i = 0; i < tensor->rank; ++i) elements *= tensor->shape[i];
     return elements;
 }
+
+/* a * b, or SIZE_MAX where that overflows: no buffer holds SIZE_MAX bytes, so a saturated size never matches. */
+static size_t uform_multiply_saturating_(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
 
 static int uform_compare_offsets_(void const *a, void const *b) {
     uform_tensor_view_t const *x = a, *y = b;
@@ -63,7 +67,7 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
         if (!json_is_integer(extent) || json_integer_value(extent) < 0 || json_integer_value(extent) > (1ll << 40))
             return uform_fail(uform_format_k, "%s: tensor '%s' has a bad extent in its shape", path, name);
         tensor->shape[i] = (size_t)json_integer_value(extent);
-        elements *= tensor->shape[i];
+        elements = uform_multiply_saturating_(elements, tensor->shape[i]); /* four extents of 2^40 would wrap */
     }
     json_t const *begin = json_array_get(offsets, 0), *end = json_array_get(offsets, 1);
     if (!json_is_integer(begin) || !json_is_integer(end) || json_integer_value(begin) < 0 ||
@@ -75,9 +79,12 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
                           "%s: tensor '%s' ends at byte %zu of a %zu-byte data section (file truncated?)", path, name,
                           last, data_bytes);
     tensor->bytes = last - first;
-    if (tensor->bytes != elements * uform_dtype_size(tensor->dtype))
+    size_t const needed = uform_multiply_saturating_(elements, uform_dtype_size(tensor->dtype));
+    if (needed == SIZE_MAX)
+        return uform_fail(uform_format_k, "%s: tensor '%s' has a shape of more bytes than memory holds", path, name);
+    if (tensor->bytes != needed)
         return uform_fail(uform_format_k, "%s: tensor '%s' holds %zu bytes but its shape and dtype need %zu", path,
-                          name, tensor->bytes, elements * uform_dtype_size(tensor->dtype));
+                          name, tensor->bytes, needed);
     tensor->data = data + first;
     return uform_ok_k;
 }

@@ -14,12 +14,16 @@ static int uform_compare_starts_(void const *a, void const *b) {
     return x < y ? -1 : x > y;
 }
 
-/* The product of the extents times the dtype's size, or 0 with *overflow set when it does not fit. */
-static size_t uform_needed_bytes_(uform_tensor_view_t const *tensor, int *overflow) {
-    size_t bytes = uform_dtype_size(tensor->dtype);
+/* Writes the bytes a tensor's shape and dtype need to *bytes; returns 0 where that count overflows a size_t. */
+static int uform_needed_bytes_(uform_tensor_view_t const *tensor, size_t *bytes) {
+    *bytes = 0;
     for (size_t i = 0; i < tensor->rank; ++i)
-        if (__builtin_mul_overflow(bytes, tensor->shape[i], &bytes)) *overflow = 1;
-    return *overflow ? 0 : bytes;
+        if (!tensor->shape[i]) return 1; /* an empty extent empties the tensor, however large the others */
+    size_t product = uform_dtype_size(tensor->dtype);
+    for (size_t i = 0; i < tensor->rank; ++i)
+        if (__builtin_mul_overflow(product, tensor->shape[i], &product)) return 0;
+    *bytes = product;
+    return 1;
 }
 
 int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size);
@@ -42,8 +46,8 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
         if (!memchr(tensor->name, 0, sizeof(tensor->name)) || !strcmp(tensor->name, "__metadata__")) abort();
         if (tensor->dtype != uform_dtype_bf16_k && tensor->dtype != uform_dtype_f32_k) abort();
         if (tensor->rank > uform_max_rank_k) abort();
-        int overflow = 0;
-        if (uform_needed_bytes_(tensor, &overflow) != tensor->bytes || overflow) abort();
+        size_t needed;
+        if (!uform_needed_bytes_(tensor, &needed) || needed != tensor->bytes) abort();
         uint8_t const *begin = tensor->data;
         if (begin < data + data_start || begin > data + size) abort();
         size_t const offset = (size_t)(begin - data);
