@@ -18,10 +18,12 @@ targets=("$@")
 flags=(-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc)
 libraries=(-ljansson -lzstd -lsnappy -lz -lm)
 
-# The parser file whose coverage is printed, the sources a target links, and its longest input.
+# The parser file whose coverage is printed, the sources a target links, and its longest input; where the
+# file also holds what the target cannot reach (file readers, writers), its functions are printed too.
 settings() {
+  functions=yes
   case "$1" in
-    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c); longest=16384 ;;
+    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c); longest=16384; functions=no ;;
     safetensors) parser=src/model/safetensors.c; sources=(src/model/safetensors.c); longest=16384 ;;
     config) parser=src/model/config.c; sources=(src/model/config.c); longest=4096 ;;
     jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c); longest=8192 ;;
@@ -85,3 +87,6 @@ rm -f "$out"/cover-*.profraw
 find "${folders[@]}" -type f -print0 | LLVM_PROFILE_FILE="$out/cover-%p.profraw" xargs -0 "$out/cover"
 llvm-profdata merge -o "$out/cover.profdata" "$out"/cover-*.profraw
 llvm-cov report "$out/cover" -instr-profile="$out/cover.profdata" "$parser" | tail -n 3
+if [ "$functions" = yes ]; then
+  llvm-cov report "$out/cover" -instr-profile="$out/cover.profdata" -show-functions "$parser" | sed -n '2p;4,/^---/{/^---/q;p}'
+fi
