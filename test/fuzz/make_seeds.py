@@ -64,7 +64,7 @@ def safetensors(folder):
     f32 = lambda count: struct.pack(f"<{count}f", *(0.5 * i for i in range(count)))
     config = compact(config_json("64x1", 64, 1, 0.0005))
     files = {
-        "model": safetensors_file([("embed.weight", "BF16", [4, 3], bf16(12)), ("final_norm", "F32", [3], f32(3)),
+        "model": safetensors_file([("embed.bytes", "BF16", [4, 3], bf16(12)), ("final_norm", "F32", [3], f32(3)),
                                    ("blocks.0.attn_norm", "F32", [3], f32(3))],
                                   {"format": "pt", "config": config, "recipe": "seed"}),
         "ranks": safetensors_file([("scalar", "F32", [], f32(1)), ("four", "BF16", [1, 2, 1, 2], bf16(4)),
