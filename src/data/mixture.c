@@ -102,7 +102,8 @@ static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char co
         return uform_fail(uform_io_k, "%s: source %zu: cannot read '%s' (resolved to %s): %s", path, index, file,
                           source->path, strerror(errno));
     struct stat status;
-    if (stat(source->path, &status) == 0 && S_ISDIR(status.st_mode)) /* a folder passes access(); "/" has no file name */
+    /* A folder passes access(), and "/" would leave the source no file name to be named after. */
+    if (stat(source->path, &status) == 0 && S_ISDIR(status.st_mode))
         return uform_fail(uform_io_k, "%s: source %zu: '%s' (resolved to %s) is a folder, not a file", path, index,
                           file, source->path);
     return uform_ok_k;

@@ -46,8 +46,9 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size);
 int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
     uform_corpus_t strict, skipping;
     uform_jsonl_options_t const strict_options = {.skip_malformed = 0}, skipping_options = {.skip_malformed = 1};
-    uform_status_t const strict_status = uform_jsonl_parse("fuzz.jsonl", (char const *)data, size, &strict_options, &strict);
-    if (uform_jsonl_parse("fuzz.jsonl", (char const *)data, size, &skipping_options, &skipping) != uform_ok_k) abort();
+    char const *text = (char const *)data;
+    uform_status_t const strict_status = uform_jsonl_parse("fuzz.jsonl", text, size, &strict_options, &strict);
+    if (uform_jsonl_parse("fuzz.jsonl", text, size, &skipping_options, &skipping) != uform_ok_k) abort();
     uform_check_corpus_(&skipping, size, 1);
     if (strict_status == uform_ok_k) {
         uform_check_corpus_(&strict, size, 0);
@@ -55,7 +56,9 @@ int LLVMFuzzerTestOneInput(uint8_t const *data, size_t size) {
             skipping.bytes_count != strict.bytes_count || memcmp(skipping.bytes, strict.bytes, strict.bytes_count))
             abort();
         uform_corpus_close(&strict);
-    } else if (strict_status != uform_format_k || !skipping.skipped) abort(); /* strict fails only on a line skipping skips */
+    } else if (strict_status != uform_format_k || !skipping.skipped) {
+        abort(); /* the strict read fails only on a line that skipping skips */
+    }
     uform_corpus_close(&skipping);
     return 0;
 }
