@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/status.h"
@@ -100,6 +101,11 @@ static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char co
     if (access(source->path, R_OK) != 0)
         return uform_fail(uform_io_k, "%s: source %zu: cannot read '%s' (resolved to %s): %s", path, index, file,
                           source->path, strerror(errno));
+    struct stat status;
+    /* A folder passes access(), and "/" would leave the source no file name to be named after. */
+    if (stat(source->path, &status) == 0 && S_ISDIR(status.st_mode))
+        return uform_fail(uform_io_k, "%s: source %zu: '%s' (resolved to %s) is a folder, not a file", path, index,
+                          file, source->path);
     return uform_ok_k;
 }
 

@@ -1,10 +1,13 @@
-/*  config.c: the tiers of SPEC.md section 6, custom "WIDTHxDEPTH" sizes and parameter counts. */
+/*  config.c: the tiers of SPEC.md section 6, custom "WIDTHxDEPTH" sizes, parameter counts, and the
+ *  configuration JSON a checkpoint carries, read back field by field. */
+#include "model/config.h"
+
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/status.h"
-#include "uform/types.h"
 
 typedef struct {
     char const *name;
@@ -64,4 +67,54 @@ size_t uform_config_parameters(uform_config_t const *config) {
     size_t d = config->width, widest = config->embedding_widths[config->embedding_widths_count - 1];
     size_t block = 16 * d * d + 2 * d; /* qkv 3d^2, out d^2, gate_up 8d^2, down 4d^2, two norms */
     return config->depth * block + d /* final norm */ + uform_vocabulary_k * d + d + widest * d;
+}
+
+uform_status_t uform_config_parse(char const *origin, char const *text, uform_config_t *config) {
+    json_error_t error;
+    json_t *root = json_loads(text, 0, &error);
+    if (!json_is_object(root)) {
+        if (root) json_decref(root);
+        return uform_fail(uform_format_k, "%s: __metadata__ 'config' is not a JSON object: %s", origin, error.text);
+    }
+    memset(config, 0, sizeof(*config));
+    uform_status_t status = uform_ok_k;
+    char const *tier = json_string_value(json_object_get(root, "tier"));
+    json_t *widths = json_object_get(root, "embedding_widths");
+    json_int_t width = json_integer_value(json_object_get(root, "width"));
+    json_int_t depth = json_integer_value(json_object_get(root, "depth"));
+    json_int_t heads = json_integer_value(json_object_get(root, "heads"));
+    json_int_t colbert = json_integer_value(json_object_get(root, "colbert_width"));
+    json_int_t columns = json_integer_value(json_object_get(root, "columns"));
+    if (!tier || strlen(tier) >= sizeof(config->tier) || !json_is_array(widths))
+        status = uform_fail(uform_format_k, "%s: config needs a 'tier' string and an 'embedding_widths' array", origin);
+    else if (width <= 0 || width % 64 || width > 8192 || depth <= 0 || depth > 256 || heads != width / 64 ||
+             colbert <= 0 || colbert > 4096 || columns <= 0 || columns > 65536)
+        status = uform_fail(uform_format_k,
+                            "%s: config is inconsistent (width %lld must be a multiple of 64, depth %lld in 1..256, "
+                            "heads %lld = width/64, colbert_width %lld, columns %lld)",
+                            origin, (long long)width, (long long)depth, (long long)heads, (long long)colbert,
+                            (long long)columns);
+    else if (!json_array_size(widths) || json_array_size(widths) > uform_max_embedding_widths_k)
+        status = uform_fail(uform_format_k, "%s: config needs 1..%d embedding widths", origin, uform_max_embedding_widths_k);
+    if (status == uform_ok_k) {
+        strcpy(config->tier, tier);
+        config->width = (size_t)width;
+        config->depth = (size_t)depth;
+        config->heads = (size_t)heads;
+        config->colbert_width = (size_t)colbert;
+        config->columns = (size_t)columns;
+        config->embedding_widths_count = json_array_size(widths);
+        for (size_t i = 0; i < config->embedding_widths_count && status == uform_ok_k; ++i) {
+            json_int_t value = json_integer_value(json_array_get(widths, i));
+            size_t previous = i ? config->embedding_widths[i - 1] : 0;
+            if (value <= (json_int_t)previous || value > width)
+                status = uform_fail(uform_format_k, "%s: embedding widths must ascend and not exceed the width %lld",
+                                    origin, (long long)width);
+            config->embedding_widths[i] = (size_t)value;
+        }
+        json_t *rate = json_object_get(root, "learning_rate");
+        config->learning_rate = json_is_number(rate) ? json_number_value(rate) : 5e-4;
+    }
+    json_decref(root);
+    return status;
 }

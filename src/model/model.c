@@ -15,6 +15,7 @@
 #include "core/numeric.h"
 #include "core/status.h"
 #include "cpu/kernels.h"
+#include "model/config.h"
 #include "model/context.h"
 #include "model/safetensors.h"
 #if defined(UFORM_HAVE_CUDA)
@@ -239,53 +240,7 @@ uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, ufo
 static uform_status_t uform_parse_config_(uform_safetensors_t const *file, uform_config_t *config) {
     char const *text = file->metadata ? json_string_value(json_object_get(file->metadata, "config")) : NULL;
     if (!text) return uform_fail(uform_format_k, "%s: __metadata__ has no 'config' (not a UForm checkpoint?)", file->path);
-    json_error_t error;
-    json_t *root = json_loads(text, 0, &error);
-    if (!json_is_object(root)) {
-        if (root) json_decref(root);
-        return uform_fail(uform_format_k, "%s: __metadata__ 'config' is not a JSON object: %s", file->path, error.text);
-    }
-    memset(config, 0, sizeof(*config));
-    uform_status_t status = uform_ok_k;
-    char const *tier = json_string_value(json_object_get(root, "tier"));
-    json_t *widths = json_object_get(root, "embedding_widths");
-    json_int_t width = json_integer_value(json_object_get(root, "width"));
-    json_int_t depth = json_integer_value(json_object_get(root, "depth"));
-    json_int_t heads = json_integer_value(json_object_get(root, "heads"));
-    json_int_t colbert = json_integer_value(json_object_get(root, "colbert_width"));
-    json_int_t columns = json_integer_value(json_object_get(root, "columns"));
-    if (!tier || strlen(tier) >= sizeof(config->tier) || !json_is_array(widths))
-        status = uform_fail(uform_format_k, "%s: config needs a 'tier' string and an 'embedding_widths' array", file->path);
-    else if (width <= 0 || width % 64 || width > 8192 || depth <= 0 || depth > 256 || heads != width / 64 ||
-             colbert <= 0 || colbert > 4096 || columns <= 0 || columns > 65536)
-        status = uform_fail(uform_format_k,
-                            "%s: config is inconsistent (width %lld must be a multiple of 64, depth %lld in 1..256, "
-                            "heads %lld = width/64, colbert_width %lld, columns %lld)",
-                            file->path, (long long)width, (long long)depth, (long long)heads, (long long)colbert,
-                            (long long)columns);
-    else if (!json_array_size(widths) || json_array_size(widths) > uform_max_embedding_widths_k)
-        status = uform_fail(uform_format_k, "%s: config needs 1..%d embedding widths", file->path, uform_max_embedding_widths_k);
-    if (status == uform_ok_k) {
-        strcpy(config->tier, tier);
-        config->width = (size_t)width;
-        config->depth = (size_t)depth;
-        config->heads = (size_t)heads;
-        config->colbert_width = (size_t)colbert;
-        config->columns = (size_t)columns;
-        config->embedding_widths_count = json_array_size(widths);
-        for (size_t i = 0; i < config->embedding_widths_count && status == uform_ok_k; ++i) {
-            json_int_t value = json_integer_value(json_array_get(widths, i));
-            size_t previous = i ? config->embedding_widths[i - 1] : 0;
-            if (value <= (json_int_t)previous || value > width)
-                status = uform_fail(uform_format_k, "%s: embedding widths must ascend and not exceed the width %lld",
-                                    file->path, (long long)width);
-            config->embedding_widths[i] = (size_t)value;
-        }
-        json_t *rate = json_object_get(root, "learning_rate");
-        config->learning_rate = json_is_number(rate) ? json_number_value(rate) : 5e-4;
-    }
-    json_decref(root);
-    return status;
+    return uform_config_parse(file->path, text, config);
 }
 
 static uform_status_t uform_check_shape_(uform_safetensors_t const *file, uform_tensor_view_t const *tensor,

@@ -1,10 +1,11 @@
-/*  safetensors.c: reading through mmap with every header field checked, writing atomically. */
+/*  safetensors.c: reading from memory or through mmap with every header field checked, writing atomically. */
 #define _GNU_SOURCE
 #include "model/safetensors.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,9 @@ size_t uform_tensor_elements(uform_tensor_view_t const *tensor) {
     for (size_t i = 0; i < tensor->rank; ++i) elements *= tensor->shape[i];
     return elements;
 }
+
+/* a * b, or SIZE_MAX where that overflows: no buffer holds SIZE_MAX bytes, so a saturated size never matches. */
+static size_t uform_multiply_saturating_(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
 
 static int uform_compare_offsets_(void const *a, void const *b) {
     uform_tensor_view_t const *x = a, *y = b;
@@ -63,7 +67,7 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
         if (!json_is_integer(extent) || json_integer_value(extent) < 0 || json_integer_value(extent) > (1ll << 40))
             return uform_fail(uform_format_k, "%s: tensor '%s' has a bad extent in its shape", path, name);
         tensor->shape[i] = (size_t)json_integer_value(extent);
-        elements *= tensor->shape[i];
+        elements = uform_multiply_saturating_(elements, tensor->shape[i]); /* four extents of 2^40 would wrap */
     }
     json_t const *begin = json_array_get(offsets, 0), *end = json_array_get(offsets, 1);
     if (!json_is_integer(begin) || !json_is_integer(end) || json_integer_value(begin) < 0 ||
@@ -75,52 +79,38 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
                           "%s: tensor '%s' ends at byte %zu of a %zu-byte data section (file truncated?)", path, name,
                           last, data_bytes);
     tensor->bytes = last - first;
-    if (tensor->bytes != elements * uform_dtype_size(tensor->dtype))
+    size_t const needed = uform_multiply_saturating_(elements, uform_dtype_size(tensor->dtype));
+    if (needed == SIZE_MAX)
+        return uform_fail(uform_format_k, "%s: tensor '%s' has a shape of more bytes than memory holds", path, name);
+    if (tensor->bytes != needed)
         return uform_fail(uform_format_k, "%s: tensor '%s' holds %zu bytes but its shape and dtype need %zu", path,
-                          name, tensor->bytes, elements * uform_dtype_size(tensor->dtype));
+                          name, tensor->bytes, needed);
     tensor->data = data + first;
     return uform_ok_k;
 }
 
-uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file) {
+uform_status_t uform_safetensors_parse(char const *path, void const *bytes, size_t size, uform_safetensors_t *file) {
     memset(file, 0, sizeof(*file));
+    if (!path || (!bytes && size))
+        return uform_fail(uform_invalid_argument_k, "uform_safetensors_parse: NULL path or bytes");
     snprintf(file->path, sizeof(file->path), "%s", path);
-    int descriptor = open(path, O_RDONLY | O_CLOEXEC);
-    if (descriptor < 0) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
-    struct stat status;
-    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode)) {
-        close(descriptor);
-        return uform_fail(uform_io_k, "%s: not a regular file", path);
-    }
-    size_t file_bytes = (size_t)status.st_size;
-    if (file_bytes < 8) {
-        close(descriptor);
-        return uform_fail(uform_format_k, "%s: %zu bytes is too short for a SafeTensors header length", path,
-                          file_bytes);
-    }
-    void *map = mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, descriptor, 0);
-    close(descriptor);
-    if (map == MAP_FAILED) return uform_fail(uform_io_k, "%s: cannot map: %s", path, strerror(errno));
-    file->map = map;
-    file->map_bytes = file_bytes;
-    unsigned char const *bytes = map;
+    if (size < 8)
+        return uform_fail(uform_format_k, "%s: %zu bytes is too short for a SafeTensors header length", path, size);
+    unsigned char const *start = bytes;
     uint64_t header_bytes = 0;
-    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | bytes[i];
-    if (header_bytes > uform_max_header_bytes_k || header_bytes > file_bytes - 8) {
-        uform_safetensors_close(file);
+    for (int i = 7; i >= 0; --i) header_bytes = (header_bytes << 8) | start[i];
+    if (header_bytes > uform_max_header_bytes_k || header_bytes > size - 8)
         return uform_fail(uform_format_k, "%s: header claims %llu bytes but the file has %zu after the length", path,
-                          (unsigned long long)header_bytes, file_bytes - 8);
-    }
+                          (unsigned long long)header_bytes, size - 8);
     json_error_t error;
-    json_t *header = json_loadb((char const *)bytes + 8, header_bytes, JSON_REJECT_DUPLICATES, &error);
+    json_t *header = json_loadb((char const *)start + 8, header_bytes, JSON_REJECT_DUPLICATES, &error);
     if (!header || !json_is_object(header)) {
         if (header) json_decref(header);
-        uform_safetensors_close(file);
         return uform_fail(uform_format_k, "%s: header is not a JSON object (%s at byte %d)", path,
                           header ? "not an object" : error.text, header ? 0 : error.position);
     }
-    unsigned char const *data = bytes + 8 + header_bytes;
-    size_t data_bytes = file_bytes - 8 - header_bytes;
+    unsigned char const *data = start + 8 + header_bytes;
+    size_t data_bytes = size - 8 - header_bytes;
     size_t capacity = json_object_size(header);
     file->tensors = calloc(capacity ? capacity : 1, sizeof(uform_tensor_view_t));
     uform_status_t status_code = file->tensors ? uform_ok_k : uform_fail(uform_out_of_memory_k, "%s: header", path);
@@ -163,6 +153,31 @@ uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *fil
     }
     if (status_code != uform_ok_k) uform_safetensors_close(file);
     return status_code;
+}
+
+uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file) {
+    memset(file, 0, sizeof(*file));
+    snprintf(file->path, sizeof(file->path), "%s", path);
+    int descriptor = open(path, O_RDONLY | O_CLOEXEC);
+    if (descriptor < 0) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
+    struct stat status;
+    if (fstat(descriptor, &status) != 0 || !S_ISREG(status.st_mode)) {
+        close(descriptor);
+        return uform_fail(uform_io_k, "%s: not a regular file", path);
+    }
+    size_t file_bytes = (size_t)status.st_size;
+    /* An empty file cannot be mapped; the parse refuses it for its length. */
+    void *map = file_bytes ? mmap(NULL, file_bytes, PROT_READ, MAP_PRIVATE, descriptor, 0) : NULL;
+    close(descriptor);
+    if (map == MAP_FAILED) return uform_fail(uform_io_k, "%s: cannot map: %s", path, strerror(errno));
+    uform_status_t status_code = uform_safetensors_parse(path, map, file_bytes, file);
+    if (status_code != uform_ok_k) {
+        if (map) munmap(map, file_bytes);
+        return status_code;
+    }
+    file->map = map; /* the views point into it: close unmaps it */
+    file->map_bytes = file_bytes;
+    return uform_ok_k;
 }
 
 uform_tensor_view_t const *uform_safetensors_find(uform_safetensors_t const *file, char const *name) {

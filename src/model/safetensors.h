@@ -1,4 +1,4 @@
-/*  safetensors.h: a validating, memory-mapped SafeTensors reader and an atomic writer.
+/*  safetensors.h: a validating SafeTensors reader, over memory or a mapped file, and an atomic writer.
  *  Format: 8-byte little-endian header length, a JSON header, then raw little-endian data. */
 #ifndef UFORM_MODEL_SAFETENSORS_H
 #define UFORM_MODEL_SAFETENSORS_H
@@ -35,6 +35,9 @@ typedef struct uform_safetensors_t {
 
 /** Maps and validates the whole file; every failure names `path` and the problem. */
 uform_status_t uform_safetensors_open(char const *path, uform_safetensors_t *file);
+/** The same over `size` bytes the caller holds, unchanged, until close (which does not free them);
+ *  `path` only names them in messages. The views point into `bytes`. */
+uform_status_t uform_safetensors_parse(char const *path, void const *bytes, size_t size, uform_safetensors_t *file);
 void uform_safetensors_close(uform_safetensors_t *file);
 uform_tensor_view_t const *uform_safetensors_find(uform_safetensors_t const *file, char const *name);
 

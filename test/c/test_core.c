@@ -143,6 +143,15 @@ static void test_safetensors(void) {
     char *bytes = malloc((size_t)size);
     CHECK(fread(bytes, 1, (size_t)size, stream) == (size_t)size);
     fclose(stream);
+    /* The same bytes parse from memory, which the file then does not own. */
+    CHECK(uform_safetensors_parse("memory", bytes, (size_t)size, &file) == uform_ok_k && !file.map && file.count == 2);
+    CHECK(uform_safetensors_find(&file, "b") && uform_safetensors_find(&file, "b")->data == bytes + size - sizeof(vector));
+    uform_safetensors_close(&file);
+    /* Four extents of 2^40 multiply to 2^160, which a 64-bit count wraps to 0: it must not pass for 0 bytes. */
+    static char const wrapped[] = "l\0\0\0\0\0\0\0{\"w\":{\"dtype\":\"F32\",\"shape\":[1099511627776,1099511627776,"
+                                  "1099511627776,1099511627776],\"data_offsets\":[0,0]}}";
+    CHECK(uform_safetensors_parse("wrapped", wrapped, sizeof(wrapped) - 1, &file) == uform_format_k &&
+          strstr(uform_last_error(), "more bytes than memory holds"));
     stream = fopen(path, "wb");
     fwrite(bytes, 1, (size_t)size - 1, stream);
     fclose(stream);

@@ -1,35 +1,72 @@
 #!/usr/bin/env bash
-# run.sh [SECONDS]: builds test/fuzz/fuzz_parquet.c with clang (libFuzzer, AddressSanitizer,
-# UndefinedBehaviorSanitizer) into build-fuzz/, makes the seed corpus with pyarrow if it is missing,
-# and fuzzes for SECONDS (default 60) on one core, keeping the grown corpus in build-fuzz/corpus.
-# Then it replays the corpus through a coverage build and prints parquet.c's line coverage.
-# A crash leaves its input as build-fuzz/crash-* and makes the script exit non-zero; once fixed, its
-# input goes to test/fuzz/regressions/, which every run replays first.
+# run.sh [SECONDS] [TARGET...]: fuzzes each TARGET (default: all of parquet, safetensors, config, jsonl
+# and mixture, one after another) for SECONDS (default 60) on one core. Target T is test/fuzz/fuzz_T.c,
+# built with clang (libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) into build-fuzz/T/; its
+# seeds come from make_seeds.py when build-fuzz/T/seeds is empty, its dictionary is test/fuzz/T.dict
+# when there is one, and its grown corpus stays in build-fuzz/T/corpus. After each run the corpus is
+# replayed through a coverage build and the line coverage of the target's parser file is printed.
+# A crash leaves its input as build-fuzz/T/crash-* and makes the script exit non-zero once the other
+# targets have run; once fixed, its input goes to test/fuzz/regressions/T/, which every run replays first.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-seconds="${1:-60}"
-out=build-fuzz
-mkdir -p "$out/corpus" "$out/seeds"
-sources=(test/fuzz/fuzz_parquet.c src/data/parquet.c src/data/jsonl.c src/core/status.c)
+cd "$root" # the mixture target resolves its sources in test/fuzz/, relative to here
+seconds=60
+if [ "$#" -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then seconds="$1"; shift; fi
+every=(parquet safetensors config jsonl mixture)
+targets=("$@")
+[ "${#targets[@]}" -gt 0 ] || targets=("${every[@]}")
 flags=(-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc)
 libraries=(-ljansson -lzstd -lsnappy -lz -lm)
+
+# The parser file whose coverage is printed, the sources a target links, and its longest input; where the
+# file also holds what the target cannot reach (file readers, writers), its functions are printed too.
+settings() {
+  functions=yes
+  case "$1" in
+    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c); longest=16384; functions=no ;;
+    safetensors) parser=src/model/safetensors.c; sources=(src/model/safetensors.c); longest=16384 ;;
+    config) parser=src/model/config.c; sources=(src/model/config.c); longest=4096 ;;
+    jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c); longest=8192 ;;
+    mixture) parser=src/data/mixture.c; sources=(src/data/mixture.c); longest=8192 ;;
+    *) echo "run.sh: unknown target '$1' (expected ${every[*]})" >&2; exit 2 ;;
+  esac
+  sources=("test/fuzz/fuzz_$1.c" "${sources[@]}" src/core/status.c)
+}
+for target in "${targets[@]}"; do settings "$target"; done # refuses a misspelt target before any build
+if [ "${#targets[@]}" -gt 1 ]; then
+  failed=0
+  for target in "${targets[@]}"; do
+    status=0
+    bash "$0" "$seconds" "$target" || status=$?
+    [ "$failed" -ne 0 ] || failed="$status"
+  done
+  exit "$failed"
+fi
+
+target="${targets[0]}"
+out="build-fuzz/$target"
+settings "$target"
+mkdir -p "$out/corpus" "$out/seeds"
 clang "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "${sources[@]}" "${libraries[@]}" -o "$out/fuzz_parquet"
-if [ -z "$(ls -A "$out/seeds")" ]; then python3 test/fuzz/make_seeds.py "$out/seeds"; fi
+  "${sources[@]}" "${libraries[@]}" -o "$out/fuzz"
+if [ -z "$(ls -A "$out/seeds")" ]; then python3 test/fuzz/make_seeds.py "$target" "$out/seeds"; fi
+options=(-max_total_time="$seconds" -max_len="$longest" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
+         -artifact_prefix="$out/")
+if [ -f "test/fuzz/$target.dict" ]; then options+=(-dict="test/fuzz/$target.dict"); fi
+folders=("$out/corpus" "$out/seeds")
+if [ -d "test/fuzz/regressions/$target" ]; then folders+=("test/fuzz/regressions/$target"); fi
+echo "== $target: $seconds s"
 status=0
-ASAN_OPTIONS=detect_leaks=1 "$out/fuzz_parquet" -max_total_time="$seconds" -dict=test/fuzz/parquet.dict \
-  -max_len=16384 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 -artifact_prefix="$out/" \
-  "$out/corpus" "$out/seeds" test/fuzz/regressions > "$out/fuzz.log" 2>&1 || status=$?
+ASAN_OPTIONS=detect_leaks=1 "$out/fuzz" "${options[@]}" "${folders[@]}" > "$out/fuzz.log" 2>&1 || status=$?
 grep -E "^#[0-9]+[[:space:]]+(INITED|DONE)|stat::|ERROR|SUMMARY|runtime error" "$out/fuzz.log" || true
 if [ "$status" -ne 0 ]; then
-  echo "fuzz_parquet failed (exit $status): see $out/fuzz.log and $out/crash-*" >&2
+  echo "fuzz_$target failed (exit $status): see $out/fuzz.log and $out/crash-*" >&2
   exit "$status"
 fi
 
 # Coverage: a plain build with a main that reads each file, run over the seeds and the grown corpus.
 clang "${flags[@]}" -fprofile-instr-generate -fcoverage-mapping -fsanitize=fuzzer-no-link \
-  "${sources[@]}" -x c - "${libraries[@]}" -o "$out/cover_parquet" <<'MAIN'
+  "${sources[@]}" -x c - "${libraries[@]}" -o "$out/cover" <<'MAIN'
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
@@ -47,7 +84,9 @@ int main(int argc, char **argv) {
 }
 MAIN
 rm -f "$out"/cover-*.profraw
-find "$out/corpus" "$out/seeds" test/fuzz/regressions -type f -print0 |
-  LLVM_PROFILE_FILE="$out/cover-%p.profraw" xargs -0 "$out/cover_parquet"
+find "${folders[@]}" -type f -print0 | LLVM_PROFILE_FILE="$out/cover-%p.profraw" xargs -0 "$out/cover"
 llvm-profdata merge -o "$out/cover.profdata" "$out"/cover-*.profraw
-llvm-cov report "$out/cover_parquet" -instr-profile="$out/cover.profdata" src/data/parquet.c | tail -n 3
+llvm-cov report "$out/cover" -instr-profile="$out/cover.profdata" "$parser" | tail -n 3
+if [ "$functions" = yes ]; then
+  llvm-cov report "$out/cover" -instr-profile="$out/cover.profdata" -show-functions "$parser" | sed -n '2p;4,/^---/{/^---/q;p}'
+fi
