@@ -48,6 +48,15 @@
         }                                                                                                             \
     } while (0)
 
+/* A step call: its status and the step's message (the call and kernel that failed). */
+#define STEP_OK(step, call)                                                                                           \
+    do {                                                                                                              \
+        if ((call) != uform_ok_k) {                                                                                   \
+            fprintf(stderr, "train_cuda: %s failed: %s\n", #call, uform_cuda_step_error(step));                     \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
 static uint64_t state_ = 0x853c49e6748fea9bull;
 static uint32_t next_(void) {
     state_ ^= state_ << 13, state_ ^= state_ >> 7, state_ ^= state_ << 17;
@@ -260,7 +269,7 @@ int main(int argc, char **argv) {
     uform_cuda_step_t *step;
     char error[256];
     config.kept_blocks = recompute ? kept : 0, config.keep_attention = recompute && keep_attention;
-    while (uform_cuda_step_create(&step, &config, error, sizeof(error))) { /* fewer kept blocks while memory is short */
+    while (uform_cuda_step_create(&step, &config, error, sizeof(error)) != uform_ok_k) { /* fewer kept blocks while memory is short */
         uform_cuda_step_destroy(step);
         cudaGetLastError(); /* the failed allocation's error, cleared */
         if (!config.kept_blocks) { fprintf(stderr, "train_cuda: %s\n", error); return 1; }
@@ -291,29 +300,29 @@ int main(int argc, char **argv) {
     double start = 0;
     for (size_t t = 0; t < total_steps; ++t) {
         int slot = (int)(t & 1);
-        CHECK(uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
+        STEP_OK(step, uform_cuda_step_wait(step, slot, t >= 2 ? &loss : NULL));
         if (t == 2) first_loss = loss;
         if (t >= 2 && !first_bad && !isfinite(loss)) first_bad = t - 1;
         if (trace && t >= 2) fprintf(stderr, "train_cuda: step %zu loss %.6f\n", t - 1, loss);
         if (pairs) fill_pairs_(step, slot, &host, text, pairs, t + 1);
         else fill_(step, slot, &host, segment, t + 1);
         if (t == warmup) { /* time from here: drain the warm-up steps first */
-            CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
+            STEP_OK(step, uform_cuda_step_wait(step, slot ^ 1, NULL));
             start = seconds_();
         }
         int last = t + 1 == total_steps;
         if (profile && last) {
-            CHECK(uform_cuda_step_wait(step, slot ^ 1, NULL));
+            STEP_OK(step, uform_cuda_step_wait(step, slot ^ 1, NULL));
             CHECK(cudaProfilerStart());
         }
-        CHECK(uform_cuda_step_run(step, slot));
+        STEP_OK(step, uform_cuda_step_run(step, slot));
         if (trace && t < warmup) finite_(step, t + 1); /* the warm-up steps, where NaN runs went wrong */
         if (profile && last) {
-            CHECK(uform_cuda_step_wait(step, slot, NULL));
+            STEP_OK(step, uform_cuda_step_wait(step, slot, NULL));
             CHECK(cudaProfilerStop());
         }
     }
-    CHECK(uform_cuda_step_wait(step, (int)((total_steps - 1) & 1), &loss));
+    STEP_OK(step, uform_cuda_step_wait(step, (int)((total_steps - 1) & 1), &loss));
     double elapsed = (seconds_() - start) / (double)steps;
     size_t free_after;
     CHECK(cudaMemGetInfo(&free_after, &total));

@@ -37,6 +37,7 @@ typedef struct batch_device_t {
 
 struct uform_cuda_step_t {
     uform_cuda_step_config_t config;
+    char error[512]; /* the first failure's call and code (uform_cuda_step_error) */
     size_t heads, tensors_count;
     char *arena;
     size_t arena_bytes, used, workspace_bytes;
@@ -176,11 +177,25 @@ static void layout_(uform_cuda_step_t *step) {
     if (!step->cudnn) step->deltas = take_(step, n * step->heads * 4); /* our backward's scratch */
 }
 
+/* Records the first failure of a step: the call that failed, as written, and CUDA's name for the code. */
+static int note_(uform_cuda_step_t *step, int code, char const *call) {
+    if (!step->error[0])
+        snprintf(step->error, sizeof(step->error), "%.400s failed: %s (%d)", call, cudaGetErrorString((cudaError_t)code), code);
+    return code;
+}
+
 #define TRY(call)                                                                                                     \
     do {                                                                                                              \
         int status_ = (call);                                                                                         \
-        if (status_) return status_;                                                                                  \
+        if (status_) return note_(step, status_, #call);                                                              \
     } while (0)
+
+/* A cudaError_t code at the step's boundary: out of memory as such, any other failure a device one. */
+static uform_status_t status_of_(uform_cuda_step_t *step, int code, char const *what) {
+    if (!code) return uform_ok_k;
+    note_(step, code, what);
+    return code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k;
+}
 
 /* The trained tensor of `kind` (of `block` for the per-block kinds). */
 static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_kind_t kind, size_t block) {
@@ -381,8 +396,7 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     return 0;
 }
 
-int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error,
-                           size_t error_size) {
+static int create_(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error, size_t error_size) {
     *result = NULL;
     if (!config->width || config->width % 64 || !config->depth || !config->cells)
         return fail_(error, error_size, cudaErrorInvalidValue,
@@ -479,6 +493,16 @@ int uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t 
     return 0;
 }
 
+uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error,
+                                      size_t error_size) {
+    int code = create_(result, config, error, error_size);
+    return !code                                    ? uform_ok_k
+           : code == (int)cudaErrorInvalidValue     ? uform_invalid_argument_k
+           : code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k
+           : code == (int)cudaErrorNotSupported     ? uform_unsupported_k
+                                                    : uform_device_k;
+}
+
 void uform_cuda_step_destroy(uform_cuda_step_t *step) {
     if (!step) return;
     if (step->stream) cudaStreamSynchronize(step->stream);
@@ -531,7 +555,7 @@ static int upload_(uform_cuda_step_t *step, int slot) {
     return (int)cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0);
 }
 
-int uform_cuda_step_run(uform_cuda_step_t *step, int slot) {
+static int run_(uform_cuda_step_t *step, int slot) {
     TRY(upload_(step, slot));
     if (!step->warmed) { /* eagerly once: loads every kernel and product plan before any capture */
         TRY(enqueue_(step, slot, 1));
@@ -552,17 +576,27 @@ int uform_cuda_step_run(uform_cuda_step_t *step, int slot) {
     return (int)cudaEventRecord(step->done[slot], step->stream);
 }
 
-int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot) {
+static int gradients_(uform_cuda_step_t *step, int slot) {
     TRY(upload_(step, slot));
     TRY(enqueue_(step, slot, 0));
     return (int)cudaEventRecord(step->done[slot], step->stream);
 }
 
-int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss) {
-    TRY((int)cudaEventSynchronize(step->done[slot]));
-    if (loss) *loss = *step->loss_host[slot];
-    return 0;
+uform_status_t uform_cuda_step_run(uform_cuda_step_t *step, int slot) {
+    return status_of_(step, run_(step, slot), "launching the step");
 }
+
+uform_status_t uform_cuda_step_gradients(uform_cuda_step_t *step, int slot) {
+    return status_of_(step, gradients_(step, slot), "the step's gradients");
+}
+
+uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss) {
+    uform_status_t status = status_of_(step, (int)cudaEventSynchronize(step->done[slot]), "waiting for the step (cudaEventSynchronize)");
+    if (status == uform_ok_k && loss) *loss = *step->loss_host[slot];
+    return status;
+}
+
+char const *uform_cuda_step_error(uform_cuda_step_t const *step) { return step->error; }
 
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]) {
     memcpy(losses, step->loss_host[slot], 4 * sizeof(float));

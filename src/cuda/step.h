@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uform/types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -84,19 +86,25 @@ typedef struct uform_cuda_tensor_t {
     float *row_moment, *column_moment, *first_moment;
 } uform_cuda_tensor_t;
 
-/** Returns 0, or a cudaError_t code with a message in `error`. */
-int uform_cuda_step_create(uform_cuda_step_t **step, uform_cuda_step_config_t const *config, char *error,
-                           size_t error_size);
+/** Returns uform_ok_k, or a status with a message in `error`: invalid_argument for a configuration
+ *  the step does not take, out_of_memory, unsupported (cuDNN's attention in a build without it), or
+ *  device (the failed CUDA, cuBLASLt or cuDNN call). `*step` is set either way: destroy it. */
+uform_status_t uform_cuda_step_create(uform_cuda_step_t **step, uform_cuda_step_config_t const *config, char *error,
+                                      size_t error_size);
 void uform_cuda_step_destroy(uform_cuda_step_t *step);
 uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot);
 /** The configuration the step runs, as uform_cuda_step_create settled it (batch.h fills slots by it). */
 uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step);
 /** Counts sort for the embedding backward and the per-step scalars, for optimizer step t (1-based). */
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t);
-/** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs. */
-int uform_cuda_step_run(uform_cuda_step_t *step, int slot);
+/** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs.
+ *  This and the calls below return uform_ok_k, or out_of_memory or device with uform_cuda_step_error
+ *  naming the call and the kernel that failed. */
+uform_status_t uform_cuda_step_run(uform_cuda_step_t *step, int slot);
 /** Waits for the last step launched on `slot`; then its batch may be refilled and its loss read. */
-int uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
+uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
+/** The first failure's message: the call as written (the kernel, product or CUDA call) and its code. */
+char const *uform_cuda_step_error(uform_cuda_step_t const *step);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
  *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
@@ -111,7 +119,7 @@ char const *uform_cuda_step_attention_plans(uform_cuda_step_t *step);
 /** cuBLASLt's plans as uform_cuda_gemm_describe; returns how many split K. */
 size_t uform_cuda_step_gemm_plans(uform_cuda_step_t const *step, char *text, size_t size);
 /** Forward and backward only (no optimizer, no graph), eagerly on `slot`; for parity checks. */
-int uform_cuda_step_gradients(uform_cuda_step_t *step, int slot);
+uform_status_t uform_cuda_step_gradients(uform_cuda_step_t *step, int slot);
 
 #ifdef __cplusplus
 }

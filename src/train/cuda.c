@@ -33,6 +33,11 @@ static uform_status_t uform_cuda_fail_(int code, char const *what) {
                       what, cudaGetErrorString((cudaError_t)code));
 }
 
+/* A step call's status, its message (the call and kernel that failed) made the library's. */
+static uform_status_t uform_step_ok_(uform_train_cuda_t const *cuda, uform_status_t status) {
+    return status == uform_ok_k ? status : uform_fail(status, "CUDA trainer: %s", uform_cuda_step_error(cuda->step));
+}
+
 static uform_tensor_t *uform_find_(uform_trainer_t *trainer, char const *name) {
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         if (!strcmp(trainer->tensors[i].name, name)) return &trainer->tensors[i];
@@ -128,10 +133,8 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
         step_config.lipschitz_iterations = options->lipschitz_iterations;
     }
     char error[512] = "";
-    int code = uform_cuda_step_create(&cuda->step, &step_config, error, sizeof(error));
-    if (code)
-        return uform_fail(code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k, "CUDA trainer: %s",
-                          error[0] ? error : cudaGetErrorString((cudaError_t)code));
+    uform_status_t status = uform_cuda_step_create(&cuda->step, &step_config, error, sizeof(error));
+    if (status != uform_ok_k) return uform_fail(status, "CUDA trainer: %s", error);
     return uform_train_cuda_upload(cuda);
 }
 
@@ -174,9 +177,9 @@ static void uform_losses_(uform_train_cuda_t const *cuda, int slot, uform_losses
 uform_status_t uform_train_cuda_submit(uform_train_cuda_t *cuda, uform_batch_t const *batch, double learning_rate, size_t t,
                                        int *finished, uform_losses_t *losses) {
     *finished = 0;
-    int slot = cuda->slot, code;
+    int slot = cuda->slot;
     /* The slot's last step finished when it was reported; the wait is what makes refilling it safe. */
-    if ((code = uform_cuda_step_wait(cuda->step, slot, NULL))) return uform_cuda_fail_(code, "a step");
+    UFORM_TRY(uform_step_ok_(cuda, uform_cuda_step_wait(cuda->step, slot, NULL)));
     if (batch->grid.rows != cuda->rows || batch->grid.columns != cuda->columns)
         return uform_fail(uform_shape_k, "CUDA trainer: a batch of %zu x %zu cells, the step was made for %zu x %zu",
                           batch->grid.rows, batch->grid.columns, cuda->rows, cuda->columns);
@@ -185,9 +188,9 @@ uform_status_t uform_train_cuda_submit(uform_train_cuda_t *cuda, uform_batch_t c
     uform_status_t status = uform_cuda_batch_fill(&view, uform_cuda_step_config(cuda->step), batch, error, sizeof(error));
     if (status != uform_ok_k) return uform_fail(status, "CUDA trainer: %s", error);
     uform_cuda_batch_finish(cuda->step, slot, learning_rate, t);
-    if ((code = uform_cuda_step_run(cuda->step, slot))) return uform_cuda_fail_(code, "launching a step");
+    UFORM_TRY(uform_step_ok_(cuda, uform_cuda_step_run(cuda->step, slot)));
     if (cuda->pending) {
-        if ((code = uform_cuda_step_wait(cuda->step, slot ^ 1, NULL))) return uform_cuda_fail_(code, "a step");
+        UFORM_TRY(uform_step_ok_(cuda, uform_cuda_step_wait(cuda->step, slot ^ 1, NULL)));
         uform_losses_(cuda, slot ^ 1, losses);
         losses->step = cuda->pending_step;
         *finished = 1;
@@ -201,7 +204,7 @@ uform_status_t uform_train_cuda_sync(uform_train_cuda_t *cuda, int *finished, uf
     *finished = 0;
     int code;
     if (cuda->pending) {
-        if ((code = uform_cuda_step_wait(cuda->step, cuda->slot ^ 1, NULL))) return uform_cuda_fail_(code, "a step");
+        UFORM_TRY(uform_step_ok_(cuda, uform_cuda_step_wait(cuda->step, cuda->slot ^ 1, NULL)));
         uform_losses_(cuda, cuda->slot ^ 1, losses);
         losses->step = cuda->pending_step;
         cuda->pending = 0;

@@ -26,6 +26,15 @@
 #include "uform/uform.h"
 
 
+/* A step call: its status and the step's message (the call and kernel that failed). */
+#define STEP_OK(step, call)                                                                                           \
+    do {                                                                                                              \
+        if ((call) != uform_ok_k) {                                                                                   \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, uform_cuda_step_error(step));      \
+            exit(1);                                                                                                  \
+        }                                                                                                             \
+    } while (0)
+
 #define UFORM_OK(call)                                                                                                \
     do {                                                                                                              \
         uform_status_t status_ = (call);                                                                              \
@@ -863,8 +872,8 @@ static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plan
 /* Forward and backward of batch 0 on the GPU: the loss in parts, and every gradient downloaded. */
 static float **gpu_gradients_(uform_cuda_step_t *step, setup_t const *s, float parts[4]) {
     batch_gpu_(step, 0, &s->batches[0], s->segments, 1);
-    CUDA_OK(uform_cuda_step_gradients(step, 0));
-    CUDA_OK(uform_cuda_step_wait(step, 0, NULL));
+    STEP_OK(step, uform_cuda_step_gradients(step, 0));
+    STEP_OK(step, uform_cuda_step_wait(step, 0, NULL));
     uform_cuda_step_losses(step, 0, parts);
     return download_gradients_(step, &s->list);
 }
@@ -892,12 +901,12 @@ static size_t gradient_table_(setup_t const *s, float *const *gpu, reference_t c
 static void gpu_trajectory_(uform_cuda_step_t *step, setup_t const *s, float *losses) {
     for (size_t t = 1; t <= s->steps; ++t) {
         int slot = (int)((t - 1) & 1);
-        CUDA_OK(uform_cuda_step_wait(step, slot, t > 2 ? &losses[t - 2] : NULL)); /* the slot's last step, t - 2 */
+        STEP_OK(step, uform_cuda_step_wait(step, slot, t > 2 ? &losses[t - 2] : NULL)); /* the slot's last step, t - 2 */
         batch_gpu_(step, slot, &s->batches[t], s->segments, t);
-        CUDA_OK(uform_cuda_step_run(step, slot));
+        STEP_OK(step, uform_cuda_step_run(step, slot));
     }
     for (size_t t = s->steps > 1 ? s->steps - 1 : 1; t <= s->steps; ++t)
-        CUDA_OK(uform_cuda_step_wait(step, (int)((t - 1) & 1), &losses[t]));
+        STEP_OK(step, uform_cuda_step_wait(step, (int)((t - 1) & 1), &losses[t]));
 }
 
 typedef struct run_result_t {
