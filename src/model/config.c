@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "model/tensors.h"
 
 typedef struct {
     char const *name;
@@ -64,9 +65,10 @@ uform_status_t uform_config_from_tier(char const *tier, uform_config_t *config) 
 }
 
 size_t uform_config_parameters(uform_config_t const *config) {
-    size_t d = config->width, widest = config->embedding_widths[config->embedding_widths_count - 1];
-    size_t block = 16 * d * d + 2 * d; /* qkv 3d^2, out d^2, gate_up 8d^2, down 4d^2, two norms */
-    return config->depth * block + d /* final norm */ + uform_vocabulary_k * d + d + widest * d;
+    if (!config) return 0;
+    /* SPEC.md counts the byte frontend, the blocks, final_norm and the pool head: those parts of the table. */
+    return uform_parts_elements(config, UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k) |
+                                             UFORM_PART(uform_part_pool_k));
 }
 
 uform_status_t uform_config_parse(char const *origin, char const *text, uform_config_t *config) {

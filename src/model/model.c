@@ -146,14 +146,9 @@ static uform_status_t uform_model_skeleton_(uform_config_t const *config, unsign
         uform_tensor_list(config, ~0u, model->tensors);
         for (size_t i = 0; i < model->tensors_count; ++i)
             model->weights[i].rows = model->tensors[i].rows, model->weights[i].columns = model->tensors[i].columns;
-        model->embed = uform_model_weight(model, uform_tensor_embed_bytes_k, 0);
-        model->final_norm = uform_model_weight(model, uform_tensor_final_norm_k, 0);
-        model->pool_query = uform_model_weight(model, uform_tensor_pool_query_k, 0);
-        model->pool_proj = uform_model_weight(model, uform_tensor_pool_proj_k, 0);
-        model->rerank_proj = uform_model_weight(model, uform_tensor_rerank_proj_k, 0);
-        model->mlm_head = uform_model_weight(model, uform_tensor_mlm_head_k, 0);
-        model->siglip_scale = uform_model_weight(model, uform_tensor_siglip_scale_k, 0);
-        model->siglip_bias = uform_model_weight(model, uform_tensor_siglip_bias_k, 0);
+#define UFORM_BIND_(field, kind) model->field = uform_model_weight(model, kind, 0);
+        UFORM_NAMED_TENSORS(UFORM_BIND_)
+#undef UFORM_BIND_
         for (size_t i = 0; i < config->depth; ++i)
             for (size_t k = 0; k < uform_block_kinds_k; ++k)
                 model->blocks[i].kinds[k] = uform_model_weight(model, (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k), i);

@@ -64,7 +64,9 @@ struct uform_model_t {
     uform_weight_t *weights;      /* [tensors_count], as `tensors` */
     size_t tensors_count;
     /* Named views into `weights` (always set; a part's storage is NULL while it is not carried). */
-    uform_weight_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *siglip_scale, *siglip_bias;
+#define UFORM_WEIGHT_FIELD_(field, kind) uform_weight_t *field;
+    UFORM_NAMED_TENSORS(UFORM_WEIGHT_FIELD_)
+#undef UFORM_WEIGHT_FIELD_
     uform_block_t *blocks;
     char recipe[512], datasets[1024], warm_start[512]; /* how the weights came to be, for the README */
     uform_precision_t precision;

@@ -120,6 +120,17 @@ size_t uform_tensor_list(uform_config_t const *config, unsigned parts, uform_ten
     return count;
 }
 
+size_t uform_parts_elements(uform_config_t const *config, unsigned parts) {
+    size_t total = 0;
+    for (int kind = 0; kind < uform_tensor_kinds_k; ++kind) {
+        if (!(parts & UFORM_PART(uform_specs_[kind].part))) continue;
+        uform_tensor_info_t info;
+        uform_resolve_(config, (uform_tensor_kind_t)kind, 0, &info);
+        total += info.rows * info.columns * (uform_tensor_per_block((uform_tensor_kind_t)kind) ? config->depth : 1);
+    }
+    return total;
+}
+
 size_t uform_tensor_index(uform_config_t const *config, uform_tensor_kind_t kind, size_t block) {
     if (kind < uform_tensor_attn_norm_k) return (size_t)kind;
     if (uform_tensor_per_block(kind)) return uform_tensor_attn_norm_k + block * uform_block_kinds_k + (kind - uform_tensor_attn_norm_k);

@@ -53,6 +53,18 @@ typedef enum uform_tensor_kind_t {
     uform_tensor_kinds_k,
 } uform_tensor_kind_t;
 
+/** The tensors outside the blocks that code names: X(field, kind) for each, so that the model's and
+ *  the trainer's named views are declared and bound from this one list. */
+#define UFORM_NAMED_TENSORS(X)                                                                                        \
+    X(embed, uform_tensor_embed_bytes_k)                                                                              \
+    X(final_norm, uform_tensor_final_norm_k)                                                                          \
+    X(pool_query, uform_tensor_pool_query_k)                                                                          \
+    X(pool_proj, uform_tensor_pool_proj_k)                                                                            \
+    X(rerank_proj, uform_tensor_rerank_proj_k)                                                                        \
+    X(mlm_head, uform_tensor_mlm_head_k)                                                                              \
+    X(siglip_scale, uform_tensor_siglip_scale_k)                                                                      \
+    X(siglip_bias, uform_tensor_siglip_bias_k)
+
 enum {
     uform_block_kinds_k = uform_tensor_down_k - uform_tensor_attn_norm_k + 1, /* tensors per block */
     uform_patch_values_k = 16 * 16 * 4,   /* an RGBA patch, SPEC.md section 1 */
@@ -91,6 +103,9 @@ uform_part_t uform_part_from_name(char const *name);
  *  for `config`, in checkpoint order; returns how many. Uses width, depth, the widest embedding and
  *  the ColBERT width. */
 size_t uform_tensor_list(uform_config_t const *config, unsigned parts, uform_tensor_info_t *tensors);
+
+/** The elements of every tensor of `parts`, added up, for `config`. */
+size_t uform_parts_elements(uform_config_t const *config, unsigned parts);
 
 /** Where tensor `kind` (of `block`, for per-block kinds) sits in the list of all parts: a model's
  *  weights are laid out so, whatever parts it carries. */

@@ -60,7 +60,7 @@ void uform_objective_siglip(uform_trainer_t *trainer, uform_batch_t const *batch
     uform_config_t const *config = &trainer->model->config;
     size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
     size_t widest = trainer->pool_proj->rows, widths = config->embedding_widths_count;
-    double scale = exp((double)trainer->scale->parameter[0]), bias = trainer->bias->parameter[0], total = 0;
+    double scale = exp((double)trainer->siglip_scale->parameter[0]), bias = trainer->siglip_bias->parameter[0], total = 0;
     float *u = trainer->swiglu, *v = u + anchors * widest, *du = trainer->d_hidden, *dv = du + anchors * widest;
     double *norms = (double *)trainer->d_gate_up; /* anchors + candidates norms */
     for (size_t w = 0; w < widths; ++w) {
@@ -79,8 +79,8 @@ void uform_objective_siglip(uform_trainer_t *trainer, uform_batch_t const *batch
                 double derivative, y = batch->labels[a * candidates + c] ? 1.0 : -1.0;
                 loss += uform_sigmoid_loss_(y, scale * dot + bias, &derivative);
                 derivative /= (double)anchors * (double)widths; /* mean over anchors, then over widths */
-                trainer->scale->gradient[0] += (float)(derivative * scale * dot);
-                trainer->bias->gradient[0] += (float)derivative;
+                trainer->siglip_scale->gradient[0] += (float)(derivative * scale * dot);
+                trainer->siglip_bias->gradient[0] += (float)derivative;
                 for (size_t i = 0; i < width; ++i) {
                     du[a * width + i] += (float)(derivative * scale * v[c * width + i]);
                     dv[c * width + i] += (float)(derivative * scale * u[a * width + i]);
@@ -100,7 +100,7 @@ void uform_objective_siglip(uform_trainer_t *trainer, uform_batch_t const *batch
 
 void uform_objective_rerank(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
     size_t width = trainer->model->config.colbert_width, anchors = batch->anchors_count, candidates = batch->candidates_count;
-    double scale = exp((double)trainer->scale->parameter[0]), bias = trainer->bias->parameter[0], total = 0;
+    double scale = exp((double)trainer->siglip_scale->parameter[0]), bias = trainer->siglip_bias->parameter[0], total = 0;
     float *similarities = trainer->attention[0].probabilities;
     size_t *best = (size_t *)trainer->attention[0].gradient; /* the best document cell of each query cell */
     for (size_t a = 0; a < anchors; ++a) {
@@ -121,8 +121,8 @@ void uform_objective_rerank(uform_trainer_t *trainer, uform_batch_t const *batch
             double cells = (double)query->length;
             total += uform_sigmoid_loss_(y, scale * maxsim / cells + bias, &derivative);
             derivative /= (double)anchors;
-            trainer->scale->gradient[0] += (float)(derivative * scale * maxsim / cells);
-            trainer->bias->gradient[0] += (float)derivative;
+            trainer->siglip_scale->gradient[0] += (float)(derivative * scale * maxsim / cells);
+            trainer->siglip_bias->gradient[0] += (float)derivative;
             float g = (float)(derivative * scale / cells);
             for (size_t i = 0; i < query->length; ++i) {
                 float const *q = trainer->colbert + (query->start + i) * width;

@@ -133,14 +133,9 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
         status = uform_add_tensor_(trainer, &model->tensors[i], &model->weights[i]);
     }
     if (status == uform_ok_k) {
-        trainer->embed = uform_trained_(trainer, uform_tensor_embed_bytes_k, 0);
-        trainer->final_norm = uform_trained_(trainer, uform_tensor_final_norm_k, 0);
-        trainer->pool_query = uform_trained_(trainer, uform_tensor_pool_query_k, 0);
-        trainer->pool_proj = uform_trained_(trainer, uform_tensor_pool_proj_k, 0);
-        trainer->rerank_proj = uform_trained_(trainer, uform_tensor_rerank_proj_k, 0);
-        trainer->mlm_head = uform_trained_(trainer, uform_tensor_mlm_head_k, 0);
-        trainer->scale = uform_trained_(trainer, uform_tensor_siglip_scale_k, 0);
-        trainer->bias = uform_trained_(trainer, uform_tensor_siglip_bias_k, 0);
+#define UFORM_BIND_(field, kind) trainer->field = uform_trained_(trainer, kind, 0);
+        UFORM_NAMED_TENSORS(UFORM_BIND_)
+#undef UFORM_BIND_
         for (size_t i = 0; i < depth; ++i)
             for (size_t k = 0; k < uform_block_kinds_k; ++k)
                 trainer->blocks[i].kinds[k] = uform_trained_(trainer, (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k), i);

@@ -43,7 +43,9 @@ struct uform_trainer_t {
     int in_flight;     /* CUDA: a submitted step has not been reported by a sync */
     int device_ahead;  /* CUDA: the GPU's weights and moments are newer than the host's */
     uform_block_tensors_t *blocks;
-    uform_tensor_t *embed, *final_norm, *pool_query, *pool_proj, *rerank_proj, *mlm_head, *scale, *bias;
+#define UFORM_TRAINED_FIELD_(field, kind) uform_tensor_t *field; /* NULL when the model does not carry it */
+    UFORM_NAMED_TENSORS(UFORM_TRAINED_FIELD_)
+#undef UFORM_TRAINED_FIELD_
 
     size_t cells;   /* capacity */
     size_t longest; /* attention scratch holds segments up to this length */

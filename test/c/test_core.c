@@ -187,11 +187,13 @@ static void test_tensor_table(void) {
             if (tensors[i].init != uform_init_constant_k && tensors[j].init != uform_init_constant_k)
                 CHECK(tensors[i].stream != tensors[j].stream);
     }
-    /* The parameters SPEC.md counts: the byte frontend, the encoder and the pool head. */
+    /* The parameters SPEC.md counts, by hand: per block qkv 3d^2, out d^2, gate_up 8d^2, down 4d^2 and two
+     * norms; final_norm; embed.bytes 258 d; pool.query d and pool.proj E d. */
     unsigned counted = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k) | UFORM_PART(uform_part_pool_k);
-    size_t listed = uform_tensor_list(&config, counted, tensors), elements = 0;
+    size_t listed = uform_tensor_list(&config, counted, tensors), elements = 0, by_hand = 2 * (16 * d * d + 2 * d) + d + 258 * d + d + 128 * d;
     for (size_t i = 0; i < listed; ++i) elements += tensors[i].rows * tensors[i].columns;
-    CHECK(elements == uform_config_parameters(&config));
+    CHECK(elements == by_hand && uform_config_parameters(&config) == by_hand);
+    CHECK(uform_parts_elements(&config, UFORM_PART(uform_part_vision_k)) == d * 1024 + d);
     CHECK(uform_part_from_name("vision") == uform_part_vision_k && uform_part_from_name("bogus") == uform_parts_k);
     CHECK(uform_part_of_cell(uform_cell_audio_k) == uform_part_audio_k && uform_part_of_cell(uform_cell_padding_k) == uform_parts_k);
 }
