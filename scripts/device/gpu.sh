@@ -7,7 +7,8 @@
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
-# `tests` builds the tools there too and runs the Python tests that train and infer on the GPU.
+# `tests` builds the tools there too and runs test_context (contexts of one model on the CPU and the
+# GPU from threads at once) and the Python tests that train and infer on the GPU.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
@@ -89,11 +90,15 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$wh
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
-    cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-tests.log" 2>&1 ||
+    cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval test_context > "$out/build-tests.log" 2>&1 ||
       { tail -40 "$out/build-tests.log"; exit 1; }
+    ./build-parity/test_context 2>&1 | tee "$out/context.txt"  # a CUDA context beside two CPU ones, from threads
+    context=${PIPESTATUS[0]}
     UFORM_BUILD=build-parity python3 -m pytest -q -p no:cacheprovider test/python/test_uform_base_cuda.py \
       test/python/test_cuda_inference.py "$@" 2>&1 | tee "$out/tests.txt"
-    exit "${PIPESTATUS[0]}"
+    status=${PIPESTATUS[0]}
+    [ "$context" -eq 0 ] || status=1
+    exit "$status"
   fi
   cmake --build build-parity -j 16 --target uform_step_parity > "$out/build-parity.log" 2>&1 || { tail -40 "$out/build-parity.log"; exit 1; }
   ldd build-parity/uform_step_parity | grep -E "jansson|snappy" | tee "$out/parity-libs.txt"
