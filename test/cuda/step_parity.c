@@ -676,7 +676,7 @@ static void setup_close_(setup_t *s) {
     s->list = (tensor_list_t){0, NULL, NULL, NULL};
 }
 
-/* The step's configuration for this objective, as tools/uform_base_cuda.c fills it. */
+/* The step's configuration for this objective, as src/train/cuda.c fills it. */
 static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, int plant) {
     variant_t const *v = s->variant;
     uform_cuda_step_config_t c = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
