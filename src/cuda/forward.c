@@ -22,11 +22,6 @@ enum {
     capacity_quantum_k = 1024,    /* activations grow in steps of this many cells */
 };
 
-typedef struct block_weights_t {
-    float *attn_norm, *mlp_norm;            /* Float32 [d] */
-    uint16_t *qkv, *out, *gate_up, *down;   /* BF16 [3d, d], [d, d], [8d, d], [d, 4d] */
-} block_weights_t;
-
 struct uform_cuda_forward_t {
     int device;
     cudaStream_t stream;
@@ -35,7 +30,7 @@ struct uform_cuda_forward_t {
     size_t width, depth, widest, colbert_width;
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
-    block_weights_t *blocks;
+    uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head;
     float *final_norm, *pool_query;
     /* Activations for `capacity` cells (segments are at most cells), one allocation. */
@@ -89,7 +84,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
     context->embed = AT_(uform_tensor_embed_bytes_k, 0);
     for (size_t i = 0; i < context->depth; ++i) {
-        block_weights_t *block = &context->blocks[i];
+        uform_cuda_block_weights_t *block = &context->blocks[i];
         block->attn_norm = AT_(uform_tensor_attn_norm_k, i), block->qkv = AT_(uform_tensor_qkv_k, i);
         block->out = AT_(uform_tensor_out_k, i), block->mlp_norm = AT_(uform_tensor_mlp_norm_k, i);
         block->gate_up = AT_(uform_tensor_gate_up_k, i), block->down = AT_(uform_tensor_down_k, i);
@@ -254,12 +249,10 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
 
 /* One block, as the step runs it (encoder.h): x -> middle -> x; nothing kept, so one buffer serves both norms. */
 static uform_status_t block_forward_(uform_cuda_forward_t *context, size_t l, size_t n, char *error, size_t error_size) {
-    block_weights_t const *w = &context->blocks[l];
-    uform_cuda_block_weights_t const weights = {w->attn_norm, w->mlp_norm, w->qkv, w->out, w->gate_up, w->down};
     uform_cuda_block_buffers_t const buffers = {context->normed,   context->qkv,    context->attended, context->normed,
                                                 context->gate_up,  context->hidden, context->scales,   context->log_sums,
                                                 context->middle,   context->scales};
-    CHECK(uform_cuda_block_forward(context->gemm, NULL, &weights, &buffers, context->x, context->rotations, context->spans,
+    CHECK(uform_cuda_block_forward(context->gemm, NULL, &context->blocks[l], &buffers, context->x, context->rotations, context->spans,
                                    context->segment_of, n, context->width, 0, context->x, context->stream),
           "a block's forward");
     return uform_ok_k;

@@ -50,9 +50,9 @@ uform_status_t uform_grid_check(uform_grid_t const *grid, unsigned parts, unsign
             if (kind > uform_cell_padding_k)
                 return uform_fail(uform_invalid_argument_k, "%s: cell kind %u at row %zu column %zu is not a uform_cell_kind_t", verb, kind, row, column);
             if (kind != uform_cell_byte_k) UFORM_TRY(uform_check_media_(grid, parts, verb, row, column));
-            if (!(frontends & UFORM_PART(uform_part_of_cell((uform_cell_kind_t)kind))) && cell < staged) staged = cell;
             else if (grid->values[cell] >= uform_vocabulary_k)
                 return uform_fail(uform_invalid_argument_k, "%s: byte id %u at row %zu column %zu is outside 0..257", verb, grid->values[cell], row, column);
+            if (!(frontends & UFORM_PART(uform_part_of_cell((uform_cell_kind_t)kind))) && cell < staged) staged = cell;
             if (segment < 0)
                 return uform_fail(uform_invalid_argument_k, "%s: %s cell at row %zu column %zu has no segment", verb,
                                   uform_kind_names_[kind], row, column);

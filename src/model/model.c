@@ -491,9 +491,9 @@ uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t
     if (model->context && model->context->device == uform_device_cuda_k)
         return uform_fail(uform_unsupported_k, "uform_model_set_precision: the GPU runs the BF16 precision only; "
                                                "set the device to uform_device_cpu_k first");
-    uform_model_prepare(model); /* the copies this replaces are rebuilt from current weights */
     model->precision = precision;
     for (size_t i = 0; i < model->tensors_count; ++i) UFORM_TRY(uform_weight_prepare_(&model->weights[i], precision));
+    model->stale = 0; /* every copy was just made from the current weights */
     return uform_ok_k;
 }
 

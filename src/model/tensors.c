@@ -137,7 +137,7 @@ size_t uform_tensor_index(uform_config_t const *config, uform_tensor_kind_t kind
     return (size_t)kind - uform_block_kinds_k + uform_block_kinds_k * config->depth;
 }
 
-size_t uform_tensor_count(uform_config_t const *config) { return uform_tensor_kinds_k - uform_block_kinds_k + uform_block_kinds_k * config->depth; }
+size_t uform_tensor_count(uform_config_t const *config) { return uform_tensor_list(config, ~0u, NULL); }
 
 uform_part_t uform_part_of_cell(uform_cell_kind_t kind) {
     switch (kind) {

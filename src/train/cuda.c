@@ -38,15 +38,9 @@ static uform_status_t uform_step_ok_(uform_train_cuda_t const *cuda, uform_statu
     return status == uform_ok_k ? status : uform_fail(status, "CUDA trainer: %s", uform_cuda_step_error(cuda->step));
 }
 
-static uform_tensor_t *uform_find_(uform_trainer_t *trainer, char const *name) {
-    for (size_t i = 0; i < trainer->tensors_count; ++i)
-        if (!strcmp(trainer->tensors[i].name, name)) return &trainer->tensors[i];
-    return NULL;
-}
-
 /* Pairs every GPU tensor with the trainer's tensor of the same checkpoint name and shape. */
 static uform_status_t uform_pair_(uform_train_cuda_t *cuda, uform_cuda_tensor_t const *gpu, uform_tensor_t **result) {
-    uform_tensor_t *cpu = uform_find_(cuda->trainer, gpu->name);
+    uform_tensor_t *cpu = uform_trainer_tensor(cuda->trainer, gpu->name);
     if (!cpu) return uform_fail(uform_missing_k, "CUDA trainer: the model has no tensor '%s'", gpu->name);
     int matrix = cpu->master_bf16 != NULL;
     if (cpu->rows != gpu->rows || cpu->columns != gpu->columns || matrix != (gpu->is_matrix != 0) ||

@@ -30,7 +30,6 @@ void uform_train_options_default(uform_train_options_t *options) {
 static uform_status_t uform_add_tensor_(uform_trainer_t *trainer, uform_tensor_info_t const *info, uform_weight_t *weight) {
     uform_tensor_t *tensor = &trainer->tensors[trainer->tensors_count++];
     snprintf(tensor->name, sizeof(tensor->name), "%s", info->name);
-    tensor->info = info;
     tensor->rows = info->rows;
     tensor->columns = info->columns;
     tensor->factored = info->matrix;
@@ -381,7 +380,7 @@ uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const 
         losses->step = step;
         return uform_ok_k;
     }
-    if (trainer->in_flight)
+    if (trainer->device_ahead)
         return uform_fail(uform_invalid_argument_k, "uform_trainer_step: a submitted step is in flight: call uform_trainer_sync first");
     int finished = 0;
     UFORM_TRY(uform_trainer_submit(trainer, batch, &finished, losses));
@@ -403,7 +402,7 @@ uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t cons
     memset(losses, 0, sizeof(*losses));
     UFORM_TRY(uform_train_cuda_submit(trainer->cuda, batch, rate, step, finished, losses));
     trainer->steps = step; /* so that uform_trainer_learning_rate gives the next step's rate */
-    trainer->in_flight = trainer->device_ahead = 1;
+    trainer->device_ahead = 1;
     return uform_ok_k;
 #else
     return uform_fail(uform_unsupported_k, "uform_trainer_submit: this build has no CUDA backend");
@@ -416,13 +415,13 @@ uform_status_t uform_trainer_sync(uform_trainer_t *trainer, int *finished, uform
 #if defined(UFORM_HAVE_CUDA)
     if (trainer->cuda && trainer->device_ahead) {
         UFORM_TRY(uform_train_cuda_sync(trainer->cuda, finished, losses));
-        trainer->in_flight = trainer->device_ahead = 0;
+        trainer->device_ahead = 0;
     }
 #endif
     return uform_ok_k;
 }
 
-static uform_tensor_t *uform_find_tensor_(uform_trainer_t const *trainer, char const *name) {
+uform_tensor_t *uform_trainer_tensor(uform_trainer_t const *trainer, char const *name) {
     for (size_t i = 0; i < trainer->tensors_count; ++i)
         if (!strcmp(trainer->tensors[i].name, name)) return &trainer->tensors[i];
     return NULL;
@@ -432,7 +431,7 @@ uform_status_t uform_trainer_read(uform_trainer_t const *trainer, char const *na
                                   size_t count) {
     if (!trainer || !name || !values) return uform_fail(uform_invalid_argument_k, "uform_trainer_read: NULL argument");
     UFORM_TRY(uform_host_current_(trainer, "uform_trainer_read"));
-    uform_tensor_t const *tensor = uform_find_tensor_(trainer, name);
+    uform_tensor_t const *tensor = uform_trainer_tensor(trainer, name);
     if (!tensor) return uform_fail(uform_missing_k, "uform_trainer_read: no trained tensor '%s'", name);
     size_t elements = tensor->rows * tensor->columns;
     float const *source = NULL;
@@ -499,7 +498,7 @@ uform_status_t uform_trainer_save_state(uform_trainer_t const *trainer, char con
 
 uform_status_t uform_trainer_load_state(uform_trainer_t *trainer, char const *path) {
     if (!trainer || !path) return uform_fail(uform_invalid_argument_k, "uform_trainer_load_state: NULL argument");
-    if (trainer->in_flight)
+    if (trainer->device_ahead)
         return uform_fail(uform_invalid_argument_k, "uform_trainer_load_state: a submitted step is in flight: call uform_trainer_sync first");
     uform_safetensors_t file;
     UFORM_TRY(uform_safetensors_open(path, &file));

@@ -10,7 +10,6 @@
 /** One trained tensor: its Float32 working copy, where its master lives, gradient and moments. */
 typedef struct uform_tensor_t {
     char name[uform_max_name_k];
-    uform_tensor_info_t const *info; /* its entry in the model's table */
     size_t rows, columns; /* vectors are rows x 1 */
     int factored;         /* matrices: R and C; vectors: one unfactored V in `row` */
     float *parameter;     /* what the pass computes with */
@@ -40,8 +39,7 @@ struct uform_trainer_t {
     uform_tensor_t **by_index; /* [model->tensors_count]: the trained tensor of each table index, NULL if not carried */
     int has_gradients; /* the last uform_trainer_gradients succeeded and no step has used it yet */
     struct uform_train_cuda_t *cuda; /* the GPU's side (train/cuda.h) when options.device is CUDA, else NULL */
-    int in_flight;     /* CUDA: a submitted step has not been reported by a sync */
-    int device_ahead;  /* CUDA: the GPU's weights and moments are newer than the host's */
+    int device_ahead;  /* CUDA: a step was submitted since the last sync, so the GPU's state is newer */
     uform_block_tensors_t *blocks;
 #define UFORM_TRAINED_FIELD_(field, kind) uform_tensor_t *field; /* NULL when the model does not carry it */
     UFORM_NAMED_TENSORS(UFORM_TRAINED_FIELD_)
@@ -75,6 +73,9 @@ struct uform_trainer_t {
     uform_attention_scratch_t *attention; /* one per pool thread */
     size_t attention_threads;
 };
+
+/** The trained tensor named `name` (SPEC.md section 7), or NULL. */
+uform_tensor_t *uform_trainer_tensor(uform_trainer_t const *trainer, char const *name);
 
 /** Loss and gradients of the compacted batch already in the trainer (see backward.c). */
 uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
