@@ -39,6 +39,7 @@ static void uform_packer_add_(uform_packer_t *packer, uint8_t const *bytes, uint
     if (packer->cells - packer->row_start + length > packer->context->model->config.columns) packer->row_start = packer->cells;
     for (size_t i = 0; i < length; ++i) {
         size_t cell = packer->cells + i;
+        workspace->kinds[cell] = uform_cell_byte_k;
         workspace->values[cell] = bytes ? bytes[i] : ids[i];
         for (size_t axis = 0; axis < 3; ++axis) workspace->positions[cell * 3 + axis] = (int32_t)i;
     }
@@ -63,7 +64,7 @@ static void uform_packer_close_rows_(uform_packer_t *packer) {
 static uform_pass_t uform_packer_pass_(uform_packer_t *packer) {
     uform_packer_close_rows_(packer);
     uform_workspace_t *workspace = &packer->context->workspace;
-    return (uform_pass_t){.cells = packer->cells, .values = workspace->values, .positions = workspace->positions,
+    return (uform_pass_t){.cells = packer->cells, .kinds = workspace->kinds, .values = workspace->values, .positions = workspace->positions,
                           .segments = workspace->spans, .segments_count = packer->segments};
 }
 
@@ -214,7 +215,9 @@ uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t cons
     if (!context || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     uform_model_t *model = context->model;
     size_t widest_row = 0;
-    UFORM_TRY(uform_grid_check(grid, model->parts, UFORM_PART(uform_part_bytes_k), "uform_forward", &widest_row));
+    /* The CPU's frontend stage runs bytes and image patches; the GPU's bytes so far. */
+    unsigned frontends = UFORM_PART(uform_part_bytes_k) | (context->device == uform_device_cpu_k ? UFORM_PART(uform_part_vision_k) : 0u);
+    UFORM_TRY(uform_grid_check(grid, model->parts, frontends, "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
     if (outputs->logits) UFORM_TRY(uform_need_head_(model, "mlm", "uform_forward"));
@@ -235,10 +238,12 @@ uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t cons
             last++;
         }
         uform_workspace_t *workspace = &context->workspace;
-        size_t segments = uform_grid_compact(grid, first, last, workspace->values, workspace->positions,
+        size_t segments = uform_grid_compact(grid, first, last, workspace->kinds, workspace->values, workspace->positions,
                                              workspace->destinations, workspace->spans, &cells);
         uform_pass_t pass = {.cells = cells,
+                             .kinds = workspace->kinds,
                              .values = workspace->values,
+                             .media = grid->media,
                              .positions = workspace->positions,
                              .segments = workspace->spans,
                              .segments_count = segments,

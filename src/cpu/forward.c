@@ -22,9 +22,8 @@ typedef struct uform_pass_job_t {
     size_t tiles;
 } uform_pass_job_t;
 
-/* C [rows, matrix->rows] = A [rows, matrix->columns] W^T in the model's precision. */
-static void uform_linear_(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
-                          size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
+void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
+                      size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     if (model->precision == uform_precision_f32_k) {
         uform_gemm_f32_nt(a, a_stride, matrix->widened, matrix->columns, c, c_stride, rows, matrix->rows, matrix->columns);
         return;
@@ -44,11 +43,12 @@ static size_t uform_tile_(size_t index, size_t cells, size_t *first) {
 }
 
 static void uform_embed_task_(void *context_pointer, size_t index, size_t thread) {
-    (void)thread;
     uform_pass_job_t const *context = context_pointer;
-    uform_model_t *model = context->model;
-    size_t first, count = uform_tile_(index, context->pass->cells, &first);
-    uform_frontend_forward(model, context->pass->values, first, count, context->workspace->residual);
+    uform_pass_t const *pass = context->pass;
+    size_t first, count = uform_tile_(index, pass->cells, &first);
+    uform_cells_t const cells = {pass->kinds, pass->values, pass->media};
+    uform_frontend_forward(context->model, &cells, first, count, context->workspace->residual,
+                           &context->workspace->scratch[thread]);
 }
 
 /* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. */
@@ -59,7 +59,7 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     for (size_t c = first; c < first + count; ++c)
         uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
-    uform_linear_(model, context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
+    uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
                   3 * d, &workspace->scratch[thread]);
     for (size_t c = first; c < first + count; ++c)
         uform_rope(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d, 1);
@@ -119,10 +119,10 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     uform_block_t const *block = context->block;
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
-    uform_linear_(model, block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
+    uform_cpu_linear(model, block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
     for (size_t r = 0; r < count; ++r) uform_rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
-    uform_linear_(model, block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
+    uform_cpu_linear(model, block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
     if (model->precision == uform_precision_bf16_k) {
         /* SwiGLU writes the down product's BF16 inputs directly. */
         uform_kernels_t const *kernels = uform_kernels();
@@ -134,7 +134,7 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
             float *hidden = scratch->hidden + r * 4 * d;
             for (size_t i = 0; i < 4 * d; ++i) hidden[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
         }
-        uform_linear_(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
+        uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     }
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
 }
@@ -158,7 +158,7 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
             memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));
     if (pass->colbert) {
         size_t width = model->rerank_proj->rows;
-        uform_linear_(model, model->rerank_proj, h, d, count, scratch->gate_up, width, scratch);
+        uform_cpu_linear(model, model->rerank_proj, h, d, count, scratch->gate_up, width, scratch);
         for (size_t r = 0; r < count; ++r) {
             float const *vector = scratch->gate_up + r * width;
             double norm = 0;
@@ -169,7 +169,7 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
         }
     }
     if (pass->logits) {
-        uform_linear_(model, model->mlm_head, h, d, count, scratch->gate_up, uform_vocabulary_k, scratch);
+        uform_cpu_linear(model, model->mlm_head, h, d, count, scratch->gate_up, uform_vocabulary_k, scratch);
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->logits + uform_destination_(pass, first + r) * uform_vocabulary_k,
                    scratch->gate_up + r * uform_vocabulary_k, uform_vocabulary_k * sizeof(float));
@@ -207,7 +207,7 @@ static void uform_project_task_(void *context_pointer, size_t index, size_t thre
     uform_model_t *model = context->model;
     size_t d = model->config.width, widest = model->pool_proj->rows, first;
     size_t count = uform_tile_(index, context->pass->segments_count, &first);
-    uform_linear_(model, model->pool_proj, context->workspace->pooled + first * d, d, count,
+    uform_cpu_linear(model, model->pool_proj, context->workspace->pooled + first * d, d, count,
                   context->pass->pooled + first * widest, widest, &context->workspace->scratch[thread]);
 }
 

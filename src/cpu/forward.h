@@ -7,7 +7,9 @@
 
 typedef struct uform_pass_t {
     size_t cells;                  /* at most the workspace's capacity */
-    uint32_t const *values;        /* [cells] byte ids 0..257 */
+    uint8_t const *kinds;          /* [cells] uform_cell_kind_t: bytes or media (no padding) */
+    uint32_t const *values;        /* [cells] byte ids 0..257, or media rows */
+    uform_media_t const *media;    /* [uform_media_kinds_k] the media rows index, or NULL for bytes alone */
     int32_t const *positions;      /* [cells * 3] (t, h, w) */
     uform_span_t const *segments;  /* [segments_count], ordered, covering every cell once */
     size_t segments_count;
@@ -21,5 +23,10 @@ typedef struct uform_pass_t {
 /** Runs the pass on the context's threads and workspace; the caller has checked the inputs and that
  *  the needed heads exist, and brought the model's packed copies up to date. */
 void uform_cpu_forward(uform_context_t *context, uform_pass_t const *pass);
+
+/** C [rows, matrix->rows] = A [rows, matrix->columns] W^T in the model's precision (rows at most a
+ *  tile; `scratch` a thread's). */
+void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
+                      size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch);
 
 #endif

@@ -114,15 +114,16 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     size_t d = model->config.width, span = cells; /* the longest segment is at most all the cells */
     size_t tile = uform_tile_rows_k, query_tile = uform_query_tile_k, head = uform_head_width_k;
     size_t vocabulary_columns = uform_vocabulary_k > 8 * d ? uform_vocabulary_k : 8 * d;
+    size_t wide = 4 * d > uform_tube_values_k ? 4 * d : uform_tube_values_k; /* the MLP's inputs, or a media frontend's */
     size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
-    size_t per_thread = 64 * 12 + tile * 4 * d * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
-                        tile * 4 * d * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
+    size_t per_thread = 64 * 12 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
+                        tile * wide * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
                         query_tile * head * sizeof(uint16_t) +
                         query_tile * (span + 1) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
     size_t colbert = model->config.colbert_width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
     size_t shared = 64 * 16 + cells * d * sizeof(float) * 4 + cells * 3 * d * sizeof(float) +
                     cells * colbert * sizeof(float) + model->config.columns * colbert * sizeof(float) +
-                    cells * widest * sizeof(float) + cells * (4 * sizeof(uint32_t) + sizeof(size_t) + sizeof(uform_span_t));
+                    cells * widest * sizeof(float) + cells * (4 * sizeof(uint32_t) + 1 + sizeof(size_t) + sizeof(uform_span_t)) + 64;
     uform_arena_t arena;
     if (uform_arena_create(&arena, shared + threads * per_thread) != uform_ok_k)
         return uform_fail(uform_out_of_memory_k, "cannot allocate a workspace for %zu cells (%zu bytes)", cells,
@@ -146,15 +147,16 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     workspace->colbert = uform_arena_take(&arena, cells * colbert * sizeof(float));
     workspace->query_colbert = uform_arena_take(&arena, model->config.columns * colbert * sizeof(float));
     workspace->embeddings = uform_arena_take(&arena, cells * widest * sizeof(float));
+    workspace->kinds = uform_arena_take(&arena, cells);
     workspace->values = uform_arena_take(&arena, cells * sizeof(uint32_t));
     workspace->positions = uform_arena_take(&arena, cells * 3 * sizeof(int32_t));
     workspace->destinations = uform_arena_take(&arena, cells * sizeof(size_t));
     workspace->spans = uform_arena_take(&arena, cells * sizeof(uform_span_t));
     for (size_t t = 0; t < threads; ++t) {
         uform_scratch_t *s = &scratch[t];
-        s->inputs_bf16 = uform_arena_take(&arena, tile * 4 * d * sizeof(uint16_t));
+        s->inputs_bf16 = uform_arena_take(&arena, tile * wide * sizeof(uint16_t));
         s->gate_up = uform_arena_take(&arena, tile * vocabulary_columns * sizeof(float));
-        s->hidden = uform_arena_take(&arena, tile * 4 * d * sizeof(float));
+        s->hidden = uform_arena_take(&arena, tile * wide * sizeof(float));
         s->product = uform_arena_take(&arena, tile * d * sizeof(float));
         s->scores = uform_arena_take(&arena, query_tile * span * sizeof(float));
         s->queries = uform_arena_take(&arena, query_tile * head * sizeof(uint16_t));

@@ -69,13 +69,14 @@ uform_status_t uform_grid_check(uform_grid_t const *grid, unsigned parts, unsign
     }
     /* Valid input, refused only for what is not built yet. */
     if (staged < grid->rows * grid->columns)
-        return uform_fail(uform_unsupported_k, "%s: %s cell at row %zu column %zu: this backend's frontend stage runs bytes only so far",
-                          verb, uform_kind_names_[grid->kinds[staged]], staged / grid->columns, staged % grid->columns);
+        return uform_fail(uform_unsupported_k, "%s: %s cell at row %zu column %zu: this backend's frontend stage does not run %s cells yet",
+                          verb, uform_kind_names_[grid->kinds[staged]], staged / grid->columns, staged % grid->columns,
+                          uform_kind_names_[grid->kinds[staged]]);
     return uform_ok_k;
 }
 
-size_t uform_grid_compact(uform_grid_t const *grid, size_t first, size_t last, uint32_t *values, int32_t *positions,
-                          size_t *destinations, uform_span_t *spans, size_t *cells) {
+size_t uform_grid_compact(uform_grid_t const *grid, size_t first, size_t last, uint8_t *kinds, uint32_t *values,
+                          int32_t *positions, size_t *destinations, uform_span_t *spans, size_t *cells) {
     size_t count = 0, segments = 0, row = first, row_start = 0, row_segments = 0;
     uform_runs_t runs = uform_runs_begin(grid, first, last);
     for (uform_run_t run; uform_runs_next(&runs, &run);) {
@@ -86,7 +87,9 @@ size_t uform_grid_compact(uform_grid_t const *grid, size_t first, size_t last, u
         if (run.padding) continue;
         spans[segments++] = (uform_span_t){count, run.length, row_start, 0};
         for (size_t cell = run.start; cell < run.start + run.length; ++cell, ++count) {
-            values[count] = grid->kinds[cell] == uform_cell_padding_k ? uform_pad_k : grid->values[cell];
+            int padding = grid->kinds[cell] == uform_cell_padding_k; /* inside a run only under the pool-padding plant */
+            kinds[count] = padding ? uform_cell_byte_k : grid->kinds[cell];
+            values[count] = padding ? uform_pad_k : grid->values[cell];
             memcpy(positions + count * 3, grid->positions + cell * 3, 3 * sizeof(int32_t));
             destinations[count] = cell;
         }

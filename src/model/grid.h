@@ -57,9 +57,9 @@ static inline int uform_runs_next(uform_runs_t *runs, uform_run_t *run) {
 uform_status_t uform_grid_check(uform_grid_t const *grid, unsigned parts, unsigned frontends, char const *verb,
                                 size_t *widest_row);
 
-/** Compacts rows [first, last): the active cells' values, positions and grid cell indices, and
- *  one span per segment. Returns the number of segments; `cells` receives the number of cells. */
-size_t uform_grid_compact(uform_grid_t const *grid, size_t first, size_t last, uint32_t *values, int32_t *positions,
-                          size_t *destinations, uform_span_t *spans, size_t *cells);
+/** Compacts rows [first, last): the active cells' kinds, values, positions and grid cell indices,
+ *  and one span per segment. Returns the number of segments; `cells` receives the number of cells. */
+size_t uform_grid_compact(uform_grid_t const *grid, size_t first, size_t last, uint8_t *kinds, uint32_t *values,
+                          int32_t *positions, size_t *destinations, uform_span_t *spans, size_t *cells);
 
 #endif

@@ -49,7 +49,8 @@ typedef struct uform_workspace_t {
     float *colbert;        /* [cells, colbert_width] per-cell vectors of documents */
     float *query_colbert;  /* [columns, colbert_width] the query's vectors while reranking */
     float *embeddings;     /* [cells, E] pool head outputs before Matryoshka normalization */
-    uint32_t *values;      /* [cells] the compacted cells of a pass */
+    uint8_t *kinds;        /* [cells] the compacted cells of a pass: kinds and values */
+    uint32_t *values;      /* [cells] */
     int32_t *positions;    /* [cells * 3] */
     size_t *destinations;  /* [cells] */
     uform_span_t *spans;   /* [cells] */

@@ -57,6 +57,8 @@ typedef enum uform_tensor_kind_t {
  *  the trainer's named views are declared and bound from this one list. */
 #define UFORM_NAMED_TENSORS(X)                                                                                        \
     X(embed, uform_tensor_embed_bytes_k)                                                                              \
+    X(vision_patch, uform_tensor_vision_patch_k)                                                                      \
+    X(vision_bias, uform_tensor_vision_bias_k)                                                                        \
     X(final_norm, uform_tensor_final_norm_k)                                                                          \
     X(pool_query, uform_tensor_pool_query_k)                                                                          \
     X(pool_proj, uform_tensor_pool_proj_k)                                                                            \

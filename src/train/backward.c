@@ -42,6 +42,13 @@ static void uform_gemm_(uform_trainer_t *trainer, int transpose_a, int transpose
     uform_pool_for(trainer->model->context->pool, (m + uform_chunk_rows_k - 1) / uform_chunk_rows_k, uform_gemm_task_, &job);
 }
 
+/* The frontend stage's products (cpu/frontend.h) run on the trainer's pool too. */
+static void uform_frontend_gemm_(void *context, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                                 float const *a, size_t a_stride, float const *b, size_t b_stride, float beta, float *c,
+                                 size_t c_stride) {
+    uform_gemm_(context, transpose_a, transpose_b, m, n, k, a, a_stride, b, b_stride, beta, c, c_stride);
+}
+
 /* Y [N, out] = X [N, in] W^T */
 static void uform_linear_forward_(uform_trainer_t *trainer, uform_tensor_t const *w, float const *x, size_t n, float *y) {
     uform_gemm_(trainer, 0, 1, n, w->rows, w->columns, x, w->columns, w->parameter, w->columns, 0.0f, y, w->rows);
@@ -214,7 +221,17 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     uform_attention_job_t attention = {.trainer = trainer};
 
     /* Forward. */
-    uform_frontend_forward(model, trainer->values, 0, n, trainer->inputs);
+    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL}; /* media already gathered into patches */
+    uform_frontend_trainer_t const frontend = {
+        .vision_patch = trainer->vision_patch ? trainer->vision_patch->parameter : NULL,
+        .vision_bias = trainer->vision_bias ? trainer->vision_bias->parameter : NULL,
+        .d_bytes = trainer->embed->gradient,
+        .d_vision_patch = trainer->vision_patch ? trainer->vision_patch->gradient : NULL,
+        .d_vision_bias = trainer->vision_bias ? trainer->vision_bias->gradient : NULL,
+        .gemm = uform_frontend_gemm_,
+        .context = trainer,
+        .patches = trainer->patches};
+    uform_frontend_train_forward(model, &cells, n, &frontend, trainer->inputs);
     for (size_t l = 0; l < depth; ++l) {
         uform_block_tensors_t const *block = &trainer->blocks[l];
         float *x = trainer->inputs + l * n * d, *qkv = trainer->qkv + l * n * 3 * d;
@@ -341,7 +358,6 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
             uform_rmsnorm_backward_(x + c * d, trainer->scales1[l * n + c], block->attn_norm->parameter, d_hidden + c * d,
                                     block->attn_norm->gradient, d_stream + c * d, d, 1);
     }
-    uform_frontend_gradients_t const frontend = {.bytes = trainer->embed->gradient};
-    uform_frontend_backward(model, trainer->values, n, d_stream, &frontend);
+    uform_frontend_train_backward(model, &cells, n, d_stream, &frontend);
     return uform_ok_k;
 }

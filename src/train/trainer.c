@@ -9,6 +9,7 @@
 
 #include "core/numeric.h"
 #include "core/status.h"
+#include "cpu/frontend.h"
 #include "model/context.h"
 #include "model/grid.h"
 #if defined(UFORM_HAVE_CUDA)
@@ -74,7 +75,7 @@ void uform_trainer_close(uform_trainer_t *trainer) {
                         trainer->d_colbert, trainer->logits, trainer->update};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
     free(trainer->spectral);
-    free(trainer->scored), free(trainer->values), free(trainer->positions), free(trainer->targets);
+    free(trainer->scored), free(trainer->kinds), free(trainer->patches), free(trainer->values), free(trainer->positions), free(trainer->targets);
     free(trainer->destinations), free(trainer->spans);
     for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
         free(trainer->attention[i].probabilities);
@@ -181,6 +182,7 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     UFORM_TAKE_(d_colbert, cells * colbert)
     UFORM_TAKE_(logits, cells * uform_vocabulary_k)
     UFORM_TAKE_(scored, cells)
+    UFORM_TAKE_(kinds, cells)
     UFORM_TAKE_(values, cells)
     UFORM_TAKE_(positions, cells * 3)
     UFORM_TAKE_(targets, cells)
@@ -227,14 +229,24 @@ static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t 
 static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
     char const *verb = "uform_trainer_gradients";
     size_t widest_row = 0;
-    UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, UFORM_PART(uform_part_bytes_k), verb, &widest_row));
+    /* The CPU's frontend stage runs bytes and image patches; the GPU step's bytes so far. */
+    unsigned frontends = UFORM_PART(uform_part_bytes_k) | (trainer->cuda ? 0u : UFORM_PART(uform_part_vision_k));
+    UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, frontends, verb, &widest_row));
     size_t active = 0;
     for (size_t i = 0; i < batch->grid.rows * batch->grid.columns; ++i) active += batch->grid.segments[i] != -1;
     if (active > trainer->cells)
         return uform_fail(uform_shape_k, "%s: the batch has %zu cells, the trainer was made for %zu", verb, active, trainer->cells);
-    trainer->segments = uform_grid_compact(&batch->grid, 0, batch->grid.rows, trainer->values, trainer->positions,
-                                           trainer->destinations, trainer->spans, &trainer->active);
+    trainer->segments = uform_grid_compact(&batch->grid, 0, batch->grid.rows, trainer->kinds, trainer->values,
+                                           trainer->positions, trainer->destinations, trainer->spans, &trainer->active);
     if (!trainer->active) return uform_fail(uform_invalid_argument_k, "%s: the batch has no cells", verb);
+    uform_cells_t const cells = {trainer->kinds, trainer->values, batch->grid.media};
+    size_t patches = uform_frontend_count(&cells, trainer->active, uform_cell_image_k);
+    if (patches > trainer->patches_capacity) {
+        float *grown = realloc(trainer->patches, patches * uform_patch_values_k * sizeof(float));
+        if (!grown) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the batch's %zu image patches", verb, patches);
+        trainer->patches = grown, trainer->patches_capacity = patches;
+    }
+    uform_frontend_gather(&cells, trainer->active, trainer->patches);
     size_t longest = 0;
     for (size_t s = 0; s < trainer->segments; ++s) longest = trainer->spans[s].length > longest ? trainer->spans[s].length : longest;
     UFORM_TRY(uform_reserve_attention_(trainer, longest));
@@ -250,6 +262,9 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
             if (target < -1 || target > 255)
                 return uform_fail(uform_invalid_argument_k, "%s: target %d at grid cell %zu is outside -1..255", verb, target,
                                   trainer->destinations[c]);
+            if (target >= 0 && trainer->kinds[c] != uform_cell_byte_k)
+                return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is a media cell but has byte target %d", verb,
+                                  trainer->destinations[c], target);
             trainer->targets[c] = target;
             if (target >= 0) trainer->scored[scored++] = c;
         }

@@ -64,7 +64,10 @@ struct uform_trainer_t {
     float *update;                                                       /* Adafactor's U of one tensor */
     double *spectral; /* [E * E + 2 E]: TCR and Lipschitz's Gram matrix and vectors, when they are on */
     size_t *scored;                                                      /* [cells] scored cells */
-    /* The compacted batch. */
+    /* The compacted batch, and its image cells' patches in cell order ([patches_capacity, 1024]). */
+    uint8_t *kinds;
+    float *patches;
+    size_t patches_capacity;
     uint32_t *values;
     int32_t *positions, *targets;
     size_t *destinations;

@@ -69,11 +69,12 @@ int main(void) {
     CHECK(slot.counts[0] == 2 && slot.counts[1] == 2 && slot.counts[2] == 4 && slot.labels[3] == 1);
 
     /* The CPU's compaction finds the same texts: its spans, through its destinations, are the grid's. */
+    uint8_t compact_kinds[cells_k];
     uint32_t compact_values[cells_k];
     int32_t compact_positions[3 * cells_k];
     size_t destinations[cells_k], active = 0;
     uform_span_t spans[cells_k];
-    size_t segments = uform_grid_compact(&batch.grid, 0, rows_k, compact_values, compact_positions, destinations, spans, &active);
+    size_t segments = uform_grid_compact(&batch.grid, 0, rows_k, compact_kinds, compact_values, compact_positions, destinations, spans, &active);
     CHECK(segments == 4 && active == 12);
     for (size_t s = 0; s < segments && s < 4; ++s)
         CHECK(destinations[spans[s].start] == texts_[s][0] && spans[s].length == texts_[s][1]);

@@ -234,7 +234,7 @@ static void test_frontend_checkpoint(void) {
 }
 
 /* Media cells: refused by name where the model lacks the frontend, where the media row is not there,
- * and (until the media issues add their stages) where the frontend stage runs bytes only. */
+ * and (until the video and audio issues add their stages) where the frontend stage does not run them. */
 static void test_media_cells(void) {
     uform_config_t config;
     uform_model_t *model = NULL;
@@ -252,7 +252,13 @@ static void test_media_cells(void) {
     grid.media[0] = (uform_media_t){.data = patches, .count = 1, .dtype = uform_media_f32_k};
     CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_invalid_argument_k, "names row 1", "column 2"));
     grid.media[0].count = 2;
-    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_unsupported_k, "bytes only", NULL));
+    CHECK(uform_forward(model, &grid, &outputs) == uform_ok_k && outputs.segments == 2);
+    float video[2 * 1536] = {0};
+    grid.media[1] = (uform_media_t){.data = video, .count = 2, .dtype = uform_media_f32_k};
+    kinds[1] = kinds[2] = uform_cell_video_k;
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_unsupported_k, "no video frontend", "column 1"));
+    CHECK(uform_model_init_head(model, "video", 5) == uform_ok_k);
+    CHECK(fails_with(uform_forward(model, &grid, &outputs), uform_unsupported_k, "does not run video cells yet", NULL));
     kinds[1] = kinds[2] = uform_cell_byte_k; /* the same grid as bytes runs */
     CHECK(uform_forward(model, &grid, &outputs) == uform_ok_k && outputs.segments == 2);
     uform_model_close(model);

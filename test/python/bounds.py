@@ -59,9 +59,10 @@ def relative_error(value, expected):
     return float(np.linalg.norm(value - expected) / denominator) if denominator > 0 else float(np.linalg.norm(value))
 
 
-def float32_rounding(width, longest, largest_coordinate):
-    """eps_32: the worst relative error each rounding point carries in Float32 mode."""
-    return (4 * width + longest + largest_coordinate) * UNIT_F32
+def float32_rounding(width, longest, largest_coordinate, deepest=0):
+    """eps_32: the worst relative error each rounding point carries in Float32 mode; `deepest` is a
+    frontend's product depth where it exceeds down's 4 d (1024 for image patches)."""
+    return (max(4 * width, deepest) + longest + largest_coordinate) * UNIT_F32
 
 
 def gain(reference_f64, reference_bf16):
@@ -69,21 +70,21 @@ def gain(reference_f64, reference_bf16):
     return relative_error(reference_bf16, reference_f64) / RMS_BF16
 
 
-def bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate):
+def bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest=0):
     """B_f32 = (1 + G) * (4 d + n + P) * 2^-24: C in Float32 mode against the float64 reference."""
-    return (1.0 + gain(reference_f64, reference_bf16)) * float32_rounding(width, longest, largest_coordinate)
+    return (1.0 + gain(reference_f64, reference_bf16)) * float32_rounding(width, longest, largest_coordinate, deepest)
 
 
-def bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate):
+def bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest=0):
     """2 E_r + B_f32: C in BF16 mode against the BF16-input reference."""
     rounding = relative_error(reference_bf16, reference_f64)
-    return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate)
+    return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
 
 
-def bound(precision_is_bf16, reference_f64, reference_bf16, width, longest, largest_coordinate):
+def bound(precision_is_bf16, reference_f64, reference_bf16, width, longest, largest_coordinate, deepest=0):
     if precision_is_bf16:
-        return bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate)
-    return bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate)
+        return bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
+    return bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
 
 
 def bound_between_runs(precision_is_bf16, reference_f64, reference_bf16, width, longest, largest_coordinate):

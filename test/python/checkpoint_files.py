@@ -12,13 +12,17 @@ import safetensors
 from reference import VOCABULARY, round_bf16
 
 # Vectors are stored in Float32, matrices in BF16 (SPEC.md section 5).
-VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias")
+VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias", "vision.bias")
+PATCH_VALUES = 16 * 16 * 4  # an RGBA patch (SPEC.md section 1)
 
 
-def tensor_shapes(config):
-    """Every tensor name of a byte-only checkpoint with its shape."""
+def tensor_shapes(config, frontends=()):
+    """Every tensor name of a checkpoint with its shape: bytes, and the `frontends` ("vision")."""
     width, embedding = config["width"], config["embedding_widths"][-1]
     shapes = {"embed.bytes": (VOCABULARY, width)}
+    if "vision" in frontends:
+        shapes["vision.patch"] = (width, PATCH_VALUES)
+        shapes["vision.bias"] = (width,)
     for block in range(config["depth"]):
         prefix = f"blocks.{block}."
         shapes[prefix + "attn_norm"] = (width,)
@@ -55,14 +59,16 @@ def raw_bytes(values, dtype):
     raise ValueError(dtype)
 
 
-def random_tensors(config, seed, attention_gain=1.0):
+def random_tensors(config, seed, attention_gain=1.0, frontends=()):
     """Random weights in float64 (already on the BF16 / Float32 grid they will be stored on).
     Norm scales and the pool query are random, not 1 and 0, so every term of the spec matters.
     `attention_gain` scales the q and k rows so that attention logits are not all near zero."""
     rng = np.random.default_rng(seed)
     tensors = {}
-    for name, shape in tensor_shapes(config).items():
-        if name.endswith(("attn_norm", "mlp_norm", "final_norm")):
+    for name, shape in tensor_shapes(config, frontends).items():
+        if name == "vision.bias":
+            values = rng.normal(0.0, 0.5, size=shape)
+        elif name.endswith(("attn_norm", "mlp_norm", "final_norm")):
             values = rng.uniform(0.5, 1.5, size=shape)
         elif name == "pool.query":
             values = rng.normal(0.0, 1.0, size=shape)

@@ -17,6 +17,7 @@ from uform_ctypes import Library  # noqa: E402
 BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build"))
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
+IMAGE_PLANTS = ("patch_transposed", "rope_axis")  # planted bugs that only images show (test_images.py)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
 
@@ -52,11 +53,12 @@ def init_checkpoint(library, directory, tier, seed, columns=COLUMNS):
     return directory
 
 
-def python_checkpoint(directory, width, depth, seed, attention_gain):
+def python_checkpoint(directory, width, depth, seed, attention_gain, frontends=()):
     """A model written by the safetensors package: random norm scales and pool query, and q, k
     scaled by `attention_gain` so attention is far from uniform and every rotary axis counts."""
     config = checkpoint_files.small_config(width, depth, COLUMNS)
-    checkpoint_files.write_checkpoint(directory, config, checkpoint_files.random_tensors(config, seed, attention_gain))
+    tensors = checkpoint_files.random_tensors(config, seed, attention_gain, frontends)
+    checkpoint_files.write_checkpoint(directory, config, tensors)
     return directory
 
 
@@ -72,9 +74,21 @@ def python_model(tmp_path_factory):
     return python_checkpoint(tmp_path_factory.mktemp("python_192x3"), 192, 3, 11, attention_gain=2.0)
 
 
+@pytest.fixture(scope="session")
+def vision_model(tmp_path_factory):
+    """128x2 with the vision frontend, written from Python with sharp attention (seed 19)."""
+    return python_checkpoint(tmp_path_factory.mktemp("python_vision_128x2"), 128, 2, 19, attention_gain=2.0,
+                             frontends=("vision",))
+
+
 @pytest.fixture(scope="session", params=["init_model", "python_model"])
 def any_model(request):
     return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="session", params=IMAGE_PLANTS)
+def image_plant(request):
+    return request.param, Library(built(f"libuform_plant_{request.param}.so"))
 
 
 @pytest.fixture(scope="session", params=TRAIN_PLANTS)

@@ -18,14 +18,15 @@ OUTPUTS = ("hidden", "pooled", "colbert", "logits")
 class Report:
     """Lines of `name: error E bound B` and a verdict; str() prints them."""
 
-    def __init__(self, title):
+    def __init__(self, title, deepest=0):
         self.lines = [title]
         self.ok = True
+        self.deepest = deepest  # a frontend's product depth (bounds.float32_rounding)
 
     def compare(self, name, value, expected_f64, expected_bf16, precision, width, longest, coordinate):
         is_bf16 = precision == "bf16"
         expected = expected_bf16 if is_bf16 else expected_f64
-        limit = bounds.bound(is_bf16, expected_f64, expected_bf16, width, longest, coordinate)
+        limit = bounds.bound(is_bf16, expected_f64, expected_bf16, width, longest, coordinate, self.deepest)
         error = bounds.relative_error(value, expected)
         passed = bool(np.isfinite(error) and error <= limit)
         self.ok &= passed
@@ -44,23 +45,26 @@ class Report:
 
 
 @functools.lru_cache(maxsize=None)
-def reference_forward(model_directory, columns, seed):
+def reference_forward(model_directory, columns, seed, images=False):
     """Both references (float64, BF16 inputs) of the packed grid; cached across libraries."""
     model = reference.load_model(model_directory)
-    grid = packed_grid(columns, seed)
-    return model, grid, reference.forward(model, *grid.arrays()), reference.forward(model, *grid.arrays(), bf16_inputs=True)
+    grid = packed_grid(columns, seed, images)
+    return (model, grid, reference.forward(model, *grid.arrays(), media=grid.media),
+            reference.forward(model, *grid.arrays(), bf16_inputs=True, media=grid.media))
 
 
-def check_forward(library, model_directory, precision, seed=0):
+def check_forward(library, model_directory, precision, seed=0, images=False):
     """uform_forward over a packed grid against the reference: every output, globally and per
-    segment; segment count and order; padding cells left as they were (NaN-filled here)."""
+    segment; segment count and order; padding cells left as they were (NaN-filled here). With
+    `images`, two of its segments are image patches (the model needs the vision frontend)."""
     model_directory = str(model_directory)
     with library.open(model_directory) as handle:
         columns = handle.config().columns
-        model, grid, f64, bf16 = reference_forward(model_directory, columns, seed)
+        model, grid, f64, bf16 = reference_forward(model_directory, columns, seed, images)
         handle.set_precision(PRECISIONS[precision])
-        result = handle.forward(*grid.arrays())
-    report = Report(f"uform_forward of {library.path} on {model_directory} in {precision}")
+        result = handle.forward(*grid.arrays(), media=grid.media)
+    report = Report(f"uform_forward of {library.path} on {model_directory} in {precision}{' with images' if images else ''}",
+                    deepest=1024 if images else 0)
     width, longest = model.width, longest_segment(grid)
     coordinate = int(grid.positions.max())
     if not report.require("segment count", result.segments == len(f64.segments), f"{result.segments} vs {len(f64.segments)}"):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reference import CELL_BYTE, CELL_PADDING, MASK, text_positions
+from reference import CELL_BYTE, CELL_IMAGE, CELL_PADDING, MASK, text_positions
 
 
 @dataclass
@@ -17,8 +17,10 @@ class GridBuilder:
     values: np.ndarray = field(init=False)
     segments: np.ndarray = field(init=False)
     positions: np.ndarray = field(init=False)
+    media: dict = field(init=False)  # CELL_IMAGE -> patches [count, 1024] when images are placed
 
     def __post_init__(self):
+        self.media = {}
         self.kinds = np.full((self.rows, self.columns), CELL_PADDING, dtype=np.uint8)
         self.values = np.zeros((self.rows, self.columns), dtype=np.uint32)
         self.segments = np.full((self.rows, self.columns), -1, dtype=np.int32)
@@ -31,6 +33,16 @@ class GridBuilder:
         self.values[row, span] = values
         self.segments[row, span] = segment
         self.positions[row, span] = positions
+
+    def place_image(self, row, column, patches, patch_columns, segment):
+        """Puts one image segment: its patches [cells, 1024] join the grid's image rows."""
+        rows = self.media.get(CELL_IMAGE, np.zeros((0, patches.shape[1]), dtype=np.float32))
+        span = slice(column, column + len(patches))
+        self.kinds[row, span] = CELL_IMAGE
+        self.values[row, span] = np.arange(len(rows), len(rows) + len(patches))
+        self.segments[row, span] = segment
+        self.positions[row, span] = image_positions(len(patches), patch_columns)
+        self.media[CELL_IMAGE] = np.concatenate([rows, patches.astype(np.float32)])
 
     def arrays(self):
         return self.kinds, self.values, self.segments, self.positions
@@ -55,12 +67,20 @@ def random_bytes(rng, length, mask_fraction=0.1):
     return values
 
 
-def packed_grid(columns, seed):
+def random_patches(rng, count):
+    """Image patches as a decoder gives them: 16x16 RGBA values k / 255, alpha mostly opaque."""
+    values = rng.integers(0, 256, size=(count, 16 * 16, 4))
+    values[:, :, 3] = np.where(rng.random((count, 16 * 16)) < 0.8, 255, values[:, :, 3])
+    return (values / 255.0).reshape(count, 1024)
+
+
+def packed_grid(columns, seed, images=False):
     """Three rows: packed segments with image-, video- and text-like coordinates, and padding.
     Row 0: four segments back to back (lengths 1, 7, 23 and 40% of the row), then padding.
     Row 1: padding, a text segment, padding, an image segment, padding, a video segment, padding.
     Row 2: one text segment filling the whole row.
-    Segment ids are not in column order, so output order must follow the cells, not the ids."""
+    Segment ids are not in column order, so output order must follow the cells, not the ids.
+    With `images`, the two image segments hold image patches (grid.media) instead of bytes."""
     rng = np.random.default_rng(seed)
     grid = GridBuilder(3, columns)
     column = 0
@@ -68,11 +88,17 @@ def packed_grid(columns, seed):
     row0 = [(1, text_positions(1), 9), (7, text_positions(7) + 3, 2), (23, video_positions(23, 2, 3, 5), 5),
             (long_image, image_positions(long_image, 6), 0)]
     for length, positions, segment in row0:
-        grid.place(0, column, random_bytes(rng, length), positions, segment)
+        if images and segment == 0:
+            grid.place_image(0, column, random_patches(rng, length), 6, segment)
+        else:
+            grid.place(0, column, random_bytes(rng, length), positions, segment)
         column += length
     text, image, video = columns // 6, columns // 3, columns // 6
     grid.place(1, 3, random_bytes(rng, text), text_positions(text), 4)
-    grid.place(1, 5 + text, random_bytes(rng, image), image_positions(image, 5), 1)
+    if images:
+        grid.place_image(1, 5 + text, random_patches(rng, image), 5, 1)
+    else:
+        grid.place(1, 5 + text, random_bytes(rng, image), image_positions(image, 5), 1)
     grid.place(1, 8 + text + image, random_bytes(rng, video), video_positions(video, 3, 2, 100), 3)
     grid.place(2, 0, random_bytes(rng, columns), text_positions(columns), 0)
     return grid

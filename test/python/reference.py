@@ -148,12 +148,33 @@ class _Rounding:
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
 
 
-def encode_segment(model, values, positions, bf16_inputs=False, statistics=None):
-    """Final-normed states h [cells, d] of one segment of byte cells."""
+def frontend(model, kinds, values, media=None, bf16_inputs=False):
+    """x [cells, d] entering the first block: a byte's row of embed.bytes, or an image patch p
+    (1024 values, a row of media[CELL_IMAGE]) as vision.patch p + vision.bias, p a product input."""
+    tensors = model.tensors
+    to_input = _Rounding(bf16_inputs).apply
+    kinds, values = np.asarray(kinds), np.asarray(values, dtype=np.int64)
+    x = np.zeros((len(values), model.width))
+    byte = kinds == CELL_BYTE
+    x[byte] = tensors["embed.bytes"][values[byte]]
+    image = kinds == CELL_IMAGE
+    if np.any(image):
+        patches = np.asarray(media[CELL_IMAGE], dtype=np.float64)[values[image]]
+        x[image] = to_input(patches) @ tensors["vision.patch"].T + tensors["vision.bias"]
+    if np.any(~(byte | image)):
+        raise NotImplementedError("the reference runs byte and image cells")
+    return x
+
+
+def encode_segment(model, values, positions, bf16_inputs=False, statistics=None, kinds=None, media=None):
+    """Final-normed states h [cells, d] of one segment (byte cells unless `kinds` says otherwise;
+    `media` maps a media kind to its rows)."""
     tensors, width, heads = model.tensors, model.width, model.heads
     to_input = _Rounding(bf16_inputs).apply
     cells = len(values)
-    x = tensors["embed.bytes"][np.asarray(values, dtype=np.int64)].copy()
+    if kinds is None:
+        kinds = np.full(cells, CELL_BYTE)
+    x = frontend(model, kinds, values, media, bf16_inputs)
     angles = rope_angles(positions)
     for block in range(model.depth):
         prefix = f"blocks.{block}."
@@ -242,9 +263,10 @@ class Outputs:
     max_abs_score: float  # the largest |q.k / 8| seen, for error amplification
 
 
-def forward(model, kinds, values, segments, positions, bf16_inputs=False):
-    """Runs the encoder over a grid: kinds, values, segments [rows, columns], positions [rows, columns, 3].
-    Attention never crosses a segment, so each segment runs on its own."""
+def forward(model, kinds, values, segments, positions, bf16_inputs=False, media=None):
+    """Runs the encoder over a grid: kinds, values, segments [rows, columns], positions [rows, columns, 3],
+    `media` mapping a media kind to its rows. Attention never crosses a segment, so each segment
+    runs on its own."""
     kinds = np.asarray(kinds)
     values = np.asarray(values)
     segments = np.asarray(segments)
@@ -260,9 +282,7 @@ def forward(model, kinds, values, segments, positions, bf16_inputs=False):
     statistics = {}
     for index, (row, start, cells) in enumerate(found):
         span = slice(start, start + cells)
-        if np.any(kinds[row, span] != CELL_BYTE):
-            raise NotImplementedError("the reference runs byte cells only")
-        h = encode_segment(model, values[row, span], positions[row, span], bf16_inputs, statistics)
+        h = encode_segment(model, values[row, span], positions[row, span], bf16_inputs, statistics, kinds[row, span], media)
         hidden[row, span] = h
         pooled[index] = pool_segment(model, h, bf16_inputs)
         colbert[row, span] = colbert_cells(model, h, bf16_inputs)

@@ -1,7 +1,8 @@
 # test_gradients.py: the C trainer's loss and gradients (uform_trainer_gradients, Float32) against
 # the float64 training reference (train_reference.py): for each objective (MLM, Matryoshka SigLIP,
 # ranked sigmoid; TCR and Lipschitz on in some cases), on tiny models from uform_model_init
-# ("64x2", "128x1") and one written from Python with random norm scales and pool query, over
+# ("64x2", "128x1") and ones written from Python with random norm scales and pool query (one with
+# the vision frontend, its batches holding image patches beside texts), over
 # packed grids with text-, image- and video-like coordinates: every part of the loss within its
 # derived bound, and EVERY tensor's gradient against central finite differences of the float64
 # loss along unit directions (the C gradient's own direction, random ones, its largest element,
@@ -17,6 +18,8 @@ import pytest
 import reference
 import train_contract as tc
 import train_reference as tr
+from conftest import built
+from uform_ctypes import Library
 
 # ---------------------------------------------------------------------------------------------
 # The reference's own properties
@@ -185,6 +188,16 @@ def test_planted_control_is_rejected(train_plant, train_checkpoints, case_name):
     assert not ok, f"the gradient check accepted the planted control {name}:\n{report}"
     for tensor in PLANT_TENSORS[name]:
         assert f"FAIL gradient {tensor}:" in report, f"{name}: {tensor}'s gradient was not rejected:\n{report}"
+
+
+def test_planted_patch_control_is_rejected(train_checkpoints):
+    """Image patches read transposed: the loss and vision.patch's gradient move."""
+    name, planted = "patch_transposed", Library(built("libuform_plant_patch_transposed.so"))
+    case_name = "contrastive images python 64x2"
+    ok, report = tc.check_gradients(planted, train_checkpoints[tc.CASES_BY_NAME[case_name].checkpoint], case_name)
+    print(report)
+    assert not ok, f"the gradient check accepted the planted control {name}:\n{report}"
+    assert "FAIL gradient vision.patch:" in report, f"{name}: vision.patch's gradient was not rejected:\n{report}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -83,9 +83,9 @@ UNIT_F64 = 2.0**-53
 FD_ETA = 1e-4
 
 
-def depth(width, longest, coordinate, cells):
-    """D = 4 d + n + P + N_cells."""
-    return 4 * width + longest + coordinate + cells
+def depth(width, longest, coordinate, cells, deepest=0):
+    """D = 4 d + n + P + N_cells (4 d or a frontend's deeper product: 1024 for image patches)."""
+    return max(4 * width, deepest) + longest + coordinate + cells
 
 
 def output_bound(gain, depth_):

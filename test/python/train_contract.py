@@ -17,7 +17,7 @@ import reference
 import train_bounds
 import train_reference as tr
 from contract import Report
-from grids import GridBuilder, image_positions, video_positions
+from grids import GridBuilder, image_positions, random_patches, video_positions
 from reference import MASK, text_positions
 from uform_ctypes import PRECISION_F32, SLOT_GRADIENT, SLOT_PARAMETER, TrainBatch
 
@@ -38,11 +38,11 @@ def init_checkpoint(library, directory, tier, seed):
     return directory
 
 
-def python_checkpoint(directory, width, depth, seed, drop=()):
+def python_checkpoint(directory, width, depth, seed, drop=(), frontends=()):
     """Random norm scales (0.5..1.5) and pool query, sharper attention: every term of the
     backward matters. `drop` leaves tensors out (a head the objective needs, for bad inputs)."""
     config = checkpoint_files.small_config(width, depth, TRAIN_COLUMNS)
-    tensors = checkpoint_files.random_tensors(config, seed, attention_gain=2.0)
+    tensors = checkpoint_files.random_tensors(config, seed, attention_gain=2.0, frontends=frontends)
     for name in drop:
         del tensors[name]
     checkpoint_files.write_checkpoint(directory, config, tensors)
@@ -58,10 +58,11 @@ def tensor_shapes(model):
 # ---------------------------------------------------------------------------------------------
 
 
-def packed_layout(seed, columns=TRAIN_COLUMNS):
+def packed_layout(seed, columns=TRAIN_COLUMNS, images=False):
     """Two rows, six segments (numbered 0..5 in cell order; ids within a row not in order):
     row 0: text (9 cells), image-like (8, 3 patches a row), padding, text (6), padding;
-    row 1: padding, video-like (10, 2x3 patches from tick 7), text (7), padding, image-like (5)."""
+    row 1: padding, video-like (10, 2x3 patches from tick 7), text (7), padding, image-like (5).
+    With `images`, the image-like segments hold image patches (grid.media)."""
     rng = np.random.default_rng(seed)
     grid = GridBuilder(2, columns)
     placed = [
@@ -73,38 +74,42 @@ def packed_layout(seed, columns=TRAIN_COLUMNS):
         (1, 20, 5, image_positions(5, 2), 3),
     ]
     for row, column, length, positions, identifier in placed:
+        if images and identifier in (1, 3):
+            grid.place_image(row, column, random_patches(rng, length), 3 if identifier == 1 else 2, identifier)
+            continue
         # distinct bytes within a segment: no two cells of a segment start alike, so MaxSim is
         # far from ties (its max is not differentiable there)
         grid.place(row, column, rng.choice(256, size=length, replace=False), positions, identifier)
     return grid
 
 
-def mlm_batch(seed, fraction=0.25):
-    """`fraction` of the cells (at least one per segment) become MASK; targets hold the bytes."""
-    grid = packed_layout(seed)
+def mlm_batch(seed, fraction=0.25, images=False):
+    """`fraction` of the byte cells (at least one per text segment) become MASK; targets hold the
+    bytes. Image cells are never scored by the byte head."""
+    grid = packed_layout(seed, images=images)
     rng = np.random.default_rng(seed + 1000)
     targets = np.full(grid.kinds.shape, -1, dtype=np.int32)
-    cells = grid.kinds != reference.CELL_PADDING
+    cells = grid.kinds == reference.CELL_BYTE
     chosen = cells & (rng.random(grid.kinds.shape) < fraction)
     for row, start, length in reference.grid_segments(grid.kinds, grid.segments):
-        if not chosen[row, start : start + length].any():
+        if grid.kinds[row, start] == reference.CELL_BYTE and not chosen[row, start : start + length].any():
             chosen[row, start + rng.integers(length)] = True
     targets[chosen] = grid.values[chosen]
     values = grid.values.copy()
     values[chosen] = MASK
-    return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets)
+    return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets, media=grid.media or None)
 
 
-def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4))):
+def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False):
     """Anchors, candidates (segment indices) and labels: `positives` lists (anchor, candidate)
     segment pairs; every other pair is a negative."""
-    grid = packed_layout(seed)
+    grid = packed_layout(seed, images=images)
     labels = np.zeros((len(anchors), len(candidates)), dtype=np.uint8)
     for anchor, candidate in positives:
         labels[anchors.index(anchor), candidates.index(candidate)] = 1
     return TrainBatch(grid.kinds, grid.values, grid.segments, grid.positions,
                       anchors=np.array(anchors, dtype=np.uint32), candidates=np.array(candidates, dtype=np.uint32),
-                      labels=labels)
+                      labels=labels, media=grid.media or None)
 
 
 def options_for(library, objective, **fields):
@@ -126,14 +131,15 @@ class Case:
     objective: tr.Objective
     batch: str  # "mlm" or "pairs" or "pairs_with_anchor_candidate"
     seed: int
+    images: bool = False  # segments 1 and 3 hold image patches (the checkpoint needs the vision frontend)
 
     def make_batch(self):
         if self.batch == "mlm":
-            return mlm_batch(self.seed)
+            return mlm_batch(self.seed, images=self.images)
         if self.batch == "pairs_with_anchor_candidate":
             # anchor 3 is also a candidate (a negative of anchor 0, and itself for anchor 3)
-            return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)))
-        return pairs_batch(self.seed)
+            return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), images=self.images)
+        return pairs_batch(self.seed, images=self.images)
 
 
 # name -> (kind, tier or (width, depth), seed)
@@ -141,6 +147,7 @@ CHECKPOINTS = {
     "init_64x2": ("init", "64x2", 5),
     "init_128x1": ("init", "128x1", 6),
     "python_64x2": ("python", (64, 2), 13),
+    "python_vision_64x2": ("python_vision", (64, 2), 17),
 }
 
 Objective = tr.Objective
@@ -155,6 +162,10 @@ CASES = [
          Objective(tr.OBJECTIVE_CONTRASTIVE, tcr_lambda=0.3, lipschitz_lambda=1.0, lipschitz_iterations=5), "pairs", 6),
     Case("rerank init 64x2", "init_64x2", Objective(tr.OBJECTIVE_RERANK), "pairs", 7),
     Case("rerank python 64x2", "python_64x2", Objective(tr.OBJECTIVE_RERANK), "pairs_with_anchor_candidate", 8),
+    # image <-> text: anchor 3 (an image) is also a candidate, candidate 1 an image
+    Case("contrastive images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
+         "pairs_with_anchor_candidate", 9, images=True),
+    Case("mlm images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 10, images=True),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 
@@ -163,7 +174,7 @@ def make_checkpoint(library, directory, key):
     kind, shape, seed = CHECKPOINTS[key]
     if kind == "init":
         return init_checkpoint(library, directory, shape, seed)
-    return python_checkpoint(directory, shape[0], shape[1], seed)
+    return python_checkpoint(directory, shape[0], shape[1], seed, frontends=("vision",) if kind == "python_vision" else ())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -238,7 +249,8 @@ def reference_side(checkpoint_directory, batch, objective):
     longest = max(length for _, _, length in found)
     coordinate = int(np.max(batch.positions))
     cells = int(np.sum(np.asarray(batch.kinds) != reference.CELL_PADDING))
-    depth = train_bounds.depth(model.width, longest, coordinate, cells)
+    deepest = 1024 if np.any(np.asarray(batch.kinds) == reference.CELL_IMAGE) else 0
+    depth = train_bounds.depth(model.width, longest, coordinate, cells, deepest)
     b_out = train_bounds.output_bound(gain, depth)
     loss_limits = train_bounds.loss_bounds(config, params, batch, objective, losses, b_out)
     g_head = train_bounds.head_gain(config, params, objective, losses)
@@ -282,7 +294,7 @@ def directions_for(name, gradient_c, shape, rng, batch, objective, random_direct
     if size > 1:
         picks.append(int(np.argmax(np.abs(flat))))
         if name == "embed.bytes":
-            used = np.unique(np.asarray(batch.values)[np.asarray(batch.kinds) != reference.CELL_PADDING])
+            used = np.unique(np.asarray(batch.values)[np.asarray(batch.kinds) == reference.CELL_BYTE])
             width = shape[1]
             for _ in range(elements):
                 picks.append(int(rng.choice(used)) * width + int(rng.integers(width)))
@@ -371,7 +383,7 @@ def compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed=0, 
         smooth = True
         if name == "embed.bytes":
             # rows of bytes the grid does not hold get no gradient at all
-            used = np.unique(np.asarray(batch.values)[np.asarray(batch.kinds) != reference.CELL_PADDING])
+            used = np.unique(np.asarray(batch.values)[np.asarray(batch.kinds) == reference.CELL_BYTE])
             unused = np.setdiff1d(np.arange(shape[0]), used)
             if np.any(g[unused] != 0):
                 failures.append(f"{int(np.sum(np.any(g[unused] != 0, axis=1)))} rows of bytes not in the batch have a gradient")

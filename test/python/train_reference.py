@@ -104,7 +104,8 @@ def encode_batch(config, params, batch, wanted=None, bf16_inputs=False):
             hidden.append(None)
             continue
         span = slice(start, start + cells)
-        hidden.append(reference.encode_segment(model, values[row, span], positions[row, span], bf16_inputs))
+        hidden.append(reference.encode_segment(model, values[row, span], positions[row, span], bf16_inputs,
+                                               kinds=kinds[row, span], media=getattr(batch, "media", None)))
     return found, hidden
 
 

@@ -146,6 +146,16 @@ def _pointer(array, ctype):
     return array.ctypes.data_as(ctypes.POINTER(ctype)) if array is not None else None
 
 
+def _media(grid, media):
+    """Fills grid.media from {kind: rows} (Float32 copies, returned to be kept alive)."""
+    kept = []
+    for kind, rows in (media or {}).items():
+        rows = np.ascontiguousarray(rows, dtype=np.float32)
+        grid.media[kind - 1] = Media(rows.ctypes.data, rows.shape[0], 0)
+        kept.append(rows)
+    return kept
+
+
 def _texts(items):
     """Keeps the byte buffers alive next to the uform_text_t array that points into them."""
     buffers = [np.frombuffer(bytes(item), dtype=np.uint8).copy() for item in items]
@@ -371,7 +381,7 @@ class ModelHandle(_Handle):
         return TrainerHandle(self, handle)
 
     def forward(self, kinds, values, segments, positions, heads=("hidden", "pooled", "colbert", "logits"),
-                fill=np.nan, pooled_capacity=None):
+                fill=np.nan, pooled_capacity=None, media=None):
         """uform_forward over a grid; outputs are prefilled with `fill` so untouched cells show."""
         kinds = np.ascontiguousarray(kinds, dtype=np.uint8)
         values = np.ascontiguousarray(values, dtype=np.uint32)
@@ -390,8 +400,10 @@ class ModelHandle(_Handle):
         buffers = {name: np.full(shape, fill, dtype=np.float32) if name in heads else None for name, shape in shapes.items()}
         grid = Grid(rows, columns, _pointer(kinds, ctypes.c_uint8), _pointer(values, ctypes.c_uint32),
                     _pointer(segments, ctypes.c_int32), _pointer(positions, ctypes.c_int32))
+        kept = _media(grid, media)
         outputs = OutputsStruct(*(_pointer(buffers[name], ctypes.c_float) for name in shapes), 0)
         self._call("uform_forward", ctypes.byref(grid), ctypes.byref(outputs))
+        del kept
         pooled = buffers["pooled"][: outputs.segments] if buffers["pooled"] is not None else None
         return ForwardOutputs(buffers["hidden"], pooled, buffers["colbert"], buffers["logits"], outputs.segments)
 
@@ -414,6 +426,7 @@ class TrainBatch:
     anchors: np.ndarray = None
     candidates: np.ndarray = None
     labels: np.ndarray = None
+    media: dict = None  # media kind (CELL_IMAGE, ...) -> rows [count, width], float32
 
     @property
     def cells(self):
@@ -432,11 +445,12 @@ class TrainBatch:
         labels = None if self.labels is None else np.ascontiguousarray(self.labels, dtype=np.uint8)
         grid = Grid(rows, columns, _pointer(kinds, ctypes.c_uint8), _pointer(values, ctypes.c_uint32),
                     _pointer(segments, ctypes.c_int32), _pointer(positions, ctypes.c_int32))
+        media = _media(grid, self.media)
         batch = BatchStruct(grid, _pointer(targets, ctypes.c_int32),
                             _pointer(anchors, ctypes.c_uint32), 0 if anchors is None else anchors.size,
                             _pointer(candidates, ctypes.c_uint32), 0 if candidates is None else candidates.size,
                             _pointer(labels, ctypes.c_uint8))
-        return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels)
+        return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels, media)
 
 
 class TrainerHandle(_Handle):
