@@ -4,5 +4,6 @@
 #include "uform/types.h"
 #include "uform/model.h"
 #include "uform/encode.h"
+#include "uform/image.h"
 #include "uform/train.h"
 #endif

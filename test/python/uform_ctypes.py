@@ -71,6 +71,15 @@ class Media(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("count", ctypes.c_size_t), ("dtype", ctypes.c_int)]
 
 
+class Pixels(ctypes.Structure):
+    _fields_ = [("rgba", ctypes.POINTER(ctypes.c_uint8)), ("height", ctypes.c_size_t), ("width", ctypes.c_size_t),
+                ("stride", ctypes.c_size_t)]
+
+
+class Image(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pixels", Pixels), ("name", ctypes.c_char_p)]
+
+
 class Grid(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_size_t),
@@ -204,6 +213,10 @@ class Library:
             "uform_mlm_logits": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint16), ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_float)],
             "uform_forward": [ctypes.c_void_p, ctypes.POINTER(Grid), ctypes.POINTER(OutputsStruct)],
+            "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
+            "uform_image_read": [ctypes.c_char_p, ctypes.POINTER(Pixels)],
+            "uform_image_patches": [ctypes.POINTER(Pixels), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
+                                    ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
         }
         for name, arguments in status_functions.items():
             function = getattr(self.dll, name)
@@ -219,6 +232,11 @@ class Library:
         self.dll.uform_model_close.argtypes = [ctypes.c_void_p]
         self.dll.uform_model_has_head.restype = ctypes.c_int
         self.dll.uform_model_has_head.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+        self.dll.uform_pixels_free.restype = None
+        self.dll.uform_pixels_free.argtypes = [ctypes.POINTER(Pixels)]
+        self.dll.uform_image_grid.restype = None
+        self.dll.uform_image_grid.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
+                                              ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
         self.dll.uform_config_parameters.restype = ctypes.c_size_t
         self.dll.uform_config_parameters.argtypes = [ctypes.POINTER(Config)]
         # train.h: registered only where the shared object has it, so older builds still load.
@@ -263,6 +281,41 @@ class Library:
         if status != 0:
             raise UFormError(name, status, self.last_error())
         return status
+
+    def decode_image(self, data, name="test image"):
+        """uform_image_decode: RGBA [height, width, 4] uint8."""
+        pixels = Pixels()
+        self.call("uform_image_decode", bytes(data), len(data), name.encode(), ctypes.byref(pixels))
+        return self._take_pixels(pixels)
+
+    def read_image(self, path):
+        pixels = Pixels()
+        self.call("uform_image_read", str(path).encode(), ctypes.byref(pixels))
+        return self._take_pixels(pixels)
+
+    def _take_pixels(self, pixels):
+        try:
+            rows = np.ctypeslib.as_array(pixels.rgba, shape=(pixels.height * pixels.stride,))
+            return rows.reshape(pixels.height, pixels.stride)[:, : pixels.width * 4].reshape(pixels.height, pixels.width, 4).copy()
+        finally:
+            self.dll.uform_pixels_free(ctypes.byref(pixels))
+
+    def image_grid(self, height, width, max_patches=0):
+        rows, columns = ctypes.c_size_t(), ctypes.c_size_t()
+        self.dll.uform_image_grid(height, width, max_patches, ctypes.byref(rows), ctypes.byref(columns))
+        return rows.value, columns.value
+
+    def image_patches(self, rgba, max_patches=0):
+        """uform_image_patches of RGBA [height, width, 4] uint8: (patches [rows * columns, 1024], rows, columns)."""
+        rgba = np.ascontiguousarray(rgba, dtype=np.uint8)
+        height, width = rgba.shape[:2]
+        pixels = Pixels(rgba.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), height, width, width * 4)
+        capacity = max_patches or 512
+        patches = np.full((capacity, 1024), np.nan, dtype=np.float32)
+        rows, columns = ctypes.c_size_t(), ctypes.c_size_t()
+        self.call("uform_image_patches", ctypes.byref(pixels), max_patches, _pointer(patches, ctypes.c_float), capacity,
+                  ctypes.byref(rows), ctypes.byref(columns))
+        return patches[: rows.value * columns.value], rows.value, columns.value
 
     def config_from_tier(self, tier):
         config = Config()
