@@ -11,16 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../test/cuda/cuda_ok.h"
 #include "cuda/cuda.h"
-
-#define CHECK(call)                                                                                                   \
-    do {                                                                                                              \
-        int status_ = (int)(call);                                                                                    \
-        if (status_) {                                                                                                \
-            fprintf(stderr, "attention: %s failed: %s\n", #call, cudaGetErrorString((cudaError_t)status_));           \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 int main(int argc, char **argv) {
     size_t cells = 65536, width = 512, segment = 4096, repeats = 20;
@@ -50,37 +42,37 @@ int main(int argc, char **argv) {
     uint16_t *qkv, *attended, *d_attended, *d_qkv;
     uint32_t *g_spans, *g_segment_of;
     float *log_sums, *deltas;
-    CHECK(cudaMalloc((void **)&qkv, cells * 3 * width * 2));
-    CHECK(cudaMalloc((void **)&d_qkv, cells * 3 * width * 2));
-    CHECK(cudaMalloc((void **)&attended, cells * width * 2));
-    CHECK(cudaMalloc((void **)&d_attended, cells * width * 2));
-    CHECK(cudaMalloc((void **)&g_spans, segments * 8));
-    CHECK(cudaMalloc((void **)&g_segment_of, cells * 4));
-    CHECK(cudaMalloc((void **)&log_sums, cells * heads * 4));
-    CHECK(cudaMalloc((void **)&deltas, cells * heads * 4));
-    CHECK(cudaMemcpy(qkv, host, cells * 3 * width * 2, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(d_attended, host, cells * width * 2, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(g_spans, spans, segments * 8, cudaMemcpyHostToDevice));
-    CHECK(cudaMemcpy(g_segment_of, segment_of, cells * 4, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMalloc((void **)&qkv, cells * 3 * width * 2));
+    CUDA_OK(cudaMalloc((void **)&d_qkv, cells * 3 * width * 2));
+    CUDA_OK(cudaMalloc((void **)&attended, cells * width * 2));
+    CUDA_OK(cudaMalloc((void **)&d_attended, cells * width * 2));
+    CUDA_OK(cudaMalloc((void **)&g_spans, segments * 8));
+    CUDA_OK(cudaMalloc((void **)&g_segment_of, cells * 4));
+    CUDA_OK(cudaMalloc((void **)&log_sums, cells * heads * 4));
+    CUDA_OK(cudaMalloc((void **)&deltas, cells * heads * 4));
+    CUDA_OK(cudaMemcpy(qkv, host, cells * 3 * width * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(d_attended, host, cells * width * 2, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(g_spans, spans, segments * 8, cudaMemcpyHostToDevice));
+    CUDA_OK(cudaMemcpy(g_segment_of, segment_of, cells * 4, cudaMemcpyHostToDevice));
     cudaEvent_t start, middle, stop;
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&middle));
-    CHECK(cudaEventCreate(&stop));
+    CUDA_OK(cudaEventCreate(&start));
+    CUDA_OK(cudaEventCreate(&middle));
+    CUDA_OK(cudaEventCreate(&stop));
     for (int pass = 0; pass < 2; ++pass) { /* a warm-up pass, then the timed one */
         size_t count = pass ? repeats : 2;
-        CHECK(cudaEventRecord(start, NULL));
+        CUDA_OK(cudaEventRecord(start, NULL));
         for (size_t r = 0; r < count; ++r)
-            CHECK(uform_cuda_attention_forward(qkv, g_spans, g_segment_of, cells, width, attended, log_sums, NULL, 0));
-        CHECK(cudaEventRecord(middle, NULL));
+            KERNEL_OK(uform_cuda_attention_forward(qkv, g_spans, g_segment_of, cells, width, attended, log_sums, NULL));
+        CUDA_OK(cudaEventRecord(middle, NULL));
         for (size_t r = 0; r < count; ++r)
-            CHECK(uform_cuda_attention_backward(qkv, attended, log_sums, d_attended, g_spans, g_segment_of, cells, width,
-                                                deltas, d_qkv, NULL, 0));
-        CHECK(cudaEventRecord(stop, NULL));
-        CHECK(cudaEventSynchronize(stop));
+            KERNEL_OK(uform_cuda_attention_backward(qkv, attended, log_sums, d_attended, g_spans, g_segment_of, cells, width,
+                                                deltas, d_qkv, NULL));
+        CUDA_OK(cudaEventRecord(stop, NULL));
+        CUDA_OK(cudaEventSynchronize(stop));
     }
     float forward_ms, backward_ms;
-    CHECK(cudaEventElapsedTime(&forward_ms, start, middle));
-    CHECK(cudaEventElapsedTime(&backward_ms, middle, stop));
+    CUDA_OK(cudaEventElapsedTime(&forward_ms, start, middle));
+    CUDA_OK(cudaEventElapsedTime(&backward_ms, middle, stop));
     forward_ms /= (float)repeats, backward_ms /= (float)repeats;
     double flops = 4.0 * (double)cells * (double)segment * 64.0 * (double)heads;
     printf("{\"system\": \"uform\", \"cells\": %zu, \"width\": %zu, \"segment\": %zu, \"forward_ms\": %.3f, "

@@ -35,18 +35,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "../test/cuda/cuda_ok.h"
 #include "cuda/batch.h"
 #include "cuda/cuda.h"
 #include "cuda/step.h"
-
-#define CHECK(call)                                                                                                   \
-    do {                                                                                                              \
-        int status_ = (int)(call);                                                                                    \
-        if (status_) {                                                                                                \
-            fprintf(stderr, "train_cuda: %s failed: %s\n", #call, cudaGetErrorString((cudaError_t)status_));          \
-            exit(1);                                                                                                  \
-        }                                                                                                             \
-    } while (0)
 
 /* A step call: its status and the step's message (the call and kernel that failed). */
 #define STEP_OK(step, call)                                                                                           \
@@ -87,23 +79,23 @@ static double seconds_(void) {
 static double ceiling_(void) {
     size_t n = 8192;
     uint16_t *a, *b, *c;
-    CHECK(cudaMalloc((void **)&a, n * n * 2));
-    CHECK(cudaMalloc((void **)&b, n * n * 2));
-    CHECK(cudaMalloc((void **)&c, n * n * 2));
-    CHECK(cudaMemset(a, 0x3c, n * n * 2));
-    CHECK(cudaMemset(b, 0x3c, n * n * 2));
+    CUDA_OK(cudaMalloc((void **)&a, n * n * 2));
+    CUDA_OK(cudaMalloc((void **)&b, n * n * 2));
+    CUDA_OK(cudaMalloc((void **)&c, n * n * 2));
+    CUDA_OK(cudaMemset(a, 0x3c, n * n * 2));
+    CUDA_OK(cudaMemset(b, 0x3c, n * n * 2));
     uform_cuda_gemm_t *gemm;
-    CHECK(uform_cuda_gemm_create(&gemm, 64u << 20));
-    for (int i = 0; i < 3; ++i) CHECK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL, 0));
+    KERNEL_OK(uform_cuda_gemm_create(&gemm, 64u << 20));
+    for (int i = 0; i < 3; ++i) KERNEL_OK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL));
     cudaEvent_t start, stop;
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&stop));
-    CHECK(cudaEventRecord(start, NULL));
-    for (int i = 0; i < 20; ++i) CHECK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL, 0));
-    CHECK(cudaEventRecord(stop, NULL));
-    CHECK(cudaEventSynchronize(stop));
+    CUDA_OK(cudaEventCreate(&start));
+    CUDA_OK(cudaEventCreate(&stop));
+    CUDA_OK(cudaEventRecord(start, NULL));
+    for (int i = 0; i < 20; ++i) KERNEL_OK(uform_cuda_gemm_nt(gemm, a, b, c, 0, n, n, n, NULL));
+    CUDA_OK(cudaEventRecord(stop, NULL));
+    CUDA_OK(cudaEventSynchronize(stop));
     float ms;
-    CHECK(cudaEventElapsedTime(&ms, start, stop));
+    CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
     uform_cuda_gemm_destroy(gemm);
     cudaFree(a), cudaFree(b), cudaFree(c);
     return 20 * 2.0 * (double)n * n * n / (ms / 1e3) / 1e12;
@@ -115,14 +107,14 @@ static void finite_(uform_cuda_step_t *step, size_t t) {
     size_t count, bad = 0, largest_at = 0;
     double largest = 0;
     uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(step, &count);
-    CHECK(cudaDeviceSynchronize());
+    CUDA_OK(cudaDeviceSynchronize());
     char largest_each[8192] = "";
     size_t written = 0;
     for (size_t i = 0; i < count; ++i) {
         size_t elements = tensors[i].rows * tensors[i].columns, parameter_bad = 0, gradient_bad = 0;
         double tensor_largest = 0;
         float *host = malloc(elements * 4);
-        CHECK(cudaMemcpy(host, tensors[i].gradient, elements * 4, cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(host, tensors[i].gradient, elements * 4, cudaMemcpyDeviceToHost));
         for (size_t e = 0; e < elements; ++e) {
             gradient_bad += !isfinite(host[e]);
             if (isfinite(host[e]) && fabs(host[e]) > tensor_largest) tensor_largest = fabs(host[e]);
@@ -132,7 +124,7 @@ static void finite_(uform_cuda_step_t *step, size_t t) {
             int n = snprintf(largest_each + written, sizeof(largest_each) - written, " %s %.2g", tensors[i].name, tensor_largest);
             if (n > 0) written += (size_t)n;
         }
-        CHECK(cudaMemcpy(host, tensors[i].parameter, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyDeviceToHost));
+        CUDA_OK(cudaMemcpy(host, tensors[i].parameter, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyDeviceToHost));
         for (size_t e = 0; e < elements; ++e) {
             uint32_t bits = tensors[i].is_matrix ? (uint32_t)((uint16_t *)host)[e] << 16 : ((uint32_t *)host)[e];
             parameter_bad += (bits & 0x7f800000u) == 0x7f800000u;
@@ -248,7 +240,7 @@ int main(int argc, char **argv) {
     if (cudaGetDeviceCount(&devices) != cudaSuccess || !devices) { printf("train_cuda: skipped: no CUDA device\n"); return 77; }
     double tflops_ceiling = ceiling ? ceiling_() : 0;
     size_t free_before, total;
-    CHECK(cudaMemGetInfo(&free_before, &total));
+    CUDA_OK(cudaMemGetInfo(&free_before, &total));
     if (pairs) {
         if (!text || columns % text || 2 * pairs * text % columns) {
             fprintf(stderr, "train_cuda: --columns must hold whole texts and the 2 x pairs texts whole rows\n");
@@ -291,7 +283,7 @@ int main(int argc, char **argv) {
             if (tensors[i].is_matrix) ((uint16_t *)host)[e] = bf16_(value);
             else ((float *)host)[e] = start;
         }
-        CHECK(cudaMemcpy(tensors[i].parameter, host, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyHostToDevice));
+        CUDA_OK(cudaMemcpy(tensors[i].parameter, host, elements * (tensors[i].is_matrix ? 2 : 4), cudaMemcpyHostToDevice));
         free(host);
     }
     host_batch_t host = host_batch_(rows, columns, pairs);
@@ -313,24 +305,24 @@ int main(int argc, char **argv) {
         int last = t + 1 == total_steps;
         if (profile && last) {
             STEP_OK(step, uform_cuda_step_wait(step, slot ^ 1, NULL));
-            CHECK(cudaProfilerStart());
+            CUDA_OK(cudaProfilerStart());
         }
         STEP_OK(step, uform_cuda_step_run(step, slot));
         if (trace && t < warmup) finite_(step, t + 1); /* the warm-up steps, where NaN runs went wrong */
         if (profile && last) {
             STEP_OK(step, uform_cuda_step_wait(step, slot, NULL));
-            CHECK(cudaProfilerStop());
+            CUDA_OK(cudaProfilerStop());
         }
     }
     STEP_OK(step, uform_cuda_step_wait(step, (int)((total_steps - 1) & 1), &loss));
     double elapsed = (seconds_() - start) / (double)steps;
     size_t free_after;
-    CHECK(cudaMemGetInfo(&free_after, &total));
+    CUDA_OK(cudaMemGetInfo(&free_after, &total));
     double bytes_per_s = (double)(rows * columns) / elapsed;
     double attention_flops = 12.0 * (double)depth * (double)width * (double)(segment < columns ? segment : columns);
     double tflops = (6.0 * (double)parameters + attention_flops) * bytes_per_s / 1e12;
     struct cudaDeviceProp properties;
-    CHECK(cudaGetDeviceProperties(&properties, 0));
+    CUDA_OK(cudaGetDeviceProperties(&properties, 0));
     char first_text[32], last_text[32];
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
            "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"keep_attention\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "

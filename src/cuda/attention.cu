@@ -9,8 +9,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -177,7 +179,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
     size_t begin, end;
     partner_range(spans, segment_of, first, cells, &begin, &end);
     int uniform = block_segment(segment_of, first, cells);
-    if (plant == 1 && end < cells) end += 1; /* planted: the mask leaks one cell past the segment */
+    if (UFORM_PLANTED(1) && end < cells) end += 1; /* planted: the mask leaks one cell past the segment */
     fetch(s.rows[0], qkv, stride, head * head_width, first, cells);
     copy_commit();
     int row_segment[2];
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
         float score[8][4] = {};
         multiply_transposed(score, q, s.other[buffer][0], lane);
         float tile_largest[2] = {-INFINITY, -INFINITY};
-        bool whole = plant != 1 && whole_tile(s.other_segment[buffer], uniform);
+        bool whole = !UFORM_PLANTED(1) && whole_tile(s.other_segment[buffer], uniform);
 #pragma unroll
         for (int j = 0; j < 8; ++j)
 #pragma unroll
@@ -211,7 +213,7 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
                 unsigned column = j * 8 + 2 * t + (e & 1);
                 int r = e >> 1;
                 bool seen = whole || s.other_segment[buffer][column] == row_segment[r] ||
-                            (plant == 1 && key_first + column == row_end[r] && row_segment[r] >= 0);
+                            (UFORM_PLANTED(1) && key_first + column == row_end[r] && row_segment[r] >= 0);
                 score[j][e] = seen ? score[j][e] * score_scale : -INFINITY;
                 tile_largest[r] = fmaxf(tile_largest[r], score[j][e]);
             }
@@ -270,7 +272,7 @@ __global__ void attention_delta_kernel(uint16_t const *attended, uint16_t const 
         uint16_t const *a8 = reinterpret_cast<uint16_t const *>(&a), *b8 = reinterpret_cast<uint16_t const *>(&b);
         for (unsigned i = 0; i < 8; ++i) delta += uform_bf16_to_f32(b8[i]) * uform_bf16_to_f32(a8[i]);
     }
-    deltas[index] = plant == 2 ? 0.0f : delta; /* planted: the softmax's shared term dropped */
+    deltas[index] = UFORM_PLANTED(2) ? 0.0f : delta; /* planted: the softmax's shared term dropped */
 }
 
 /* dq for 64 query rows: recompute P = exp(q k^T / 8 - lse), dP = dO v^T, dS = P (dP - delta) / 8, dq = dS k. */
@@ -420,10 +422,12 @@ __global__ void __launch_bounds__(threads) attention_key_kernel(uint16_t const *
 }
 
 /* Once per kernel (and so never inside a graph capture after the first eager launch). */
-int configure(void const *kernel, bool *done) {
-    if (*done) return 0;
-    int status = (int)cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(tiles_t));
-    *done = status == 0;
+uform_status_t configure(void const *kernel, bool *done, char const *entry) {
+    if (*done) return uform_ok_k;
+    uform_status_t status = uform_cuda_check(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sizeof(tiles_t)), entry,
+        "cudaFuncSetAttribute");
+    *done = status == uform_ok_k;
     return status;
 }
 
@@ -442,43 +446,49 @@ __global__ void ragged_kernel(uint32_t const *spans, size_t segments, size_t wid
 
 } // namespace
 
-extern "C" int uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
-                                         int32_t *qkv_offsets, int32_t *row_offsets, void *stream) {
-    if (!segments) return 0;
+extern "C" uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width,
+                                                    int32_t *lengths, int32_t *qkv_offsets, int32_t *row_offsets,
+                                                    void *stream) {
+    if (!segments) return uform_ok_k;
     ragged_kernel<<<(unsigned)((segments + 1 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(spans, segments, width, lengths,
                                                                                             qkv_offsets, row_offsets);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("ragged_offsets");
 }
 
-extern "C" int uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
-                                            size_t cells, size_t width, uint16_t *attended, float *log_sums,
-                                            void *stream, int plant) {
-    if (!cells) return 0;
-    if (width % head_width) return (int)cudaErrorInvalidValue;
-    int status = configure((void const *)attention_forward_kernel, &forward_configured);
-    if (status) return status;
+static uform_status_t width_refused(char const *entry, size_t width) {
+    return uform_cuda_note(uform_invalid_argument_k, "%s: width %zu is not a multiple of the head width 64", entry, width);
+}
+
+extern "C" uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans,
+                                                       uint32_t const *segment_of, size_t cells, size_t width,
+                                                       uint16_t *attended, float *log_sums, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (width % head_width) return width_refused("attention_forward", width);
+    uform_status_t status = configure((void const *)attention_forward_kernel, &forward_configured, "attention_forward");
+    if (status != uform_ok_k) return status;
     dim3 grid((unsigned)((cells + tile - 1) / tile), (unsigned)(width / head_width));
-    attention_forward_kernel<<<grid, threads, sizeof(tiles_t), (cudaStream_t)stream>>>(qkv, spans, segment_of, cells,
-                                                                                       width, attended, log_sums, plant);
-    return (int)cudaGetLastError();
+    attention_forward_kernel<<<grid, threads, sizeof(tiles_t), (cudaStream_t)stream>>>(
+        qkv, spans, segment_of, cells, width, attended, log_sums, uform_cuda_planted("attention_forward"));
+    return uform_cuda_launched("attention_forward");
 }
 
-extern "C" int uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended, float const *log_sums,
-                                             uint16_t const *d_attended, uint32_t const *spans,
-                                             uint32_t const *segment_of, size_t cells, size_t width, float *deltas,
-                                             uint16_t *d_qkv, void *stream, int plant) {
-    if (!cells) return 0;
-    if (width % head_width) return (int)cudaErrorInvalidValue;
-    int status = configure((void const *)attention_query_kernel, &query_configured);
-    if (!status) status = configure((void const *)attention_key_kernel, &key_configured);
-    if (status) return status;
+extern "C" uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended,
+                                                        float const *log_sums, uint16_t const *d_attended,
+                                                        uint32_t const *spans, uint32_t const *segment_of, size_t cells,
+                                                        size_t width, float *deltas, uint16_t *d_qkv, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (width % head_width) return width_refused("attention_backward", width);
+    uform_status_t status = configure((void const *)attention_query_kernel, &query_configured, "attention_backward");
+    if (status == uform_ok_k) status = configure((void const *)attention_key_kernel, &key_configured, "attention_backward");
+    if (status != uform_ok_k) return status;
     cudaStream_t s = (cudaStream_t)stream;
     size_t rows = cells * (width / head_width);
-    attention_delta_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, s>>>(attended, d_attended, cells, width, deltas, plant);
+    attention_delta_kernel<<<(unsigned)((rows + 255) / 256), 256, 0, s>>>(attended, d_attended, cells, width, deltas,
+                                                                           uform_cuda_planted("attention_backward"));
     dim3 grid((unsigned)((cells + tile - 1) / tile), (unsigned)(width / head_width));
     attention_query_kernel<<<grid, threads, sizeof(tiles_t), s>>>(qkv, log_sums, deltas, d_attended, spans, segment_of,
                                                                   cells, width, d_qkv);
     attention_key_kernel<<<grid, threads, sizeof(tiles_t), s>>>(qkv, log_sums, deltas, d_attended, spans, segment_of,
                                                                 cells, width, d_qkv);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("attention_backward");
 }

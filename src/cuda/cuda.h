@@ -1,106 +1,110 @@
 /*  cuda.h (internal): the CUDA kernels of the training step behind C entry points. Every entry
- *  takes the stream to launch on and returns 0 or a cudaError_t code; none synchronizes. BF16
- *  values are uint16_t bit patterns. `plant` selects a deliberate break for the contract suite's
- *  controls (test/cuda/contract.c); production callers pass 0. Precision rule: store and compute
- *  in BF16, accumulate and normalize in Float32. */
+ *  takes the stream to launch on and returns a status of types.h, noting on failure a message that
+ *  names the entry, the call and its error (error.h's uform_cuda_noted); none synchronizes. BF16
+ *  values are uint16_t bit patterns. Precision rule: store and compute in BF16, accumulate and
+ *  normalize in Float32. */
 #ifndef UFORM_CUDA_CUDA_H
 #define UFORM_CUDA_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uform/types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 /** x [cells, width] (Float32) = table [258, width] (BF16) rows at values [cells]. */
-int uform_cuda_embed_forward(uint16_t const *table, uint32_t const *values, size_t cells, size_t width, float *x,
-                             void *stream, int plant);
+uform_status_t uform_cuda_embed_forward(uint16_t const *table, uint32_t const *values, size_t cells, size_t width,
+                                        float *x, void *stream);
 /** grad [258, width] += sum over cells with value v of dx [cell]; deterministic: `order` lists the
  *  cells sorted by value and `offsets` [259] bounds each value's run of it. Each run is summed in
  *  pieces of uform_cuda_embed_piece_k cells, in order, then its pieces in order, into `partials`
  *  (uform_cuda_embed_partials(cells, width) floats of scratch). */
 enum { uform_cuda_embed_piece_k = 128 };
 size_t uform_cuda_embed_partials(size_t cells, size_t width);
-int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                              size_t width, float *partials, float *grad, void *stream, int plant);
+uform_status_t uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
+                                         size_t width, float *partials, float *grad, void *stream);
 
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
-int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                               float *scales, void *stream, int plant);
+uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
+                                          float *scales, void *stream);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
  *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
  *  partial gain gradients go to `gain_partials` (uform_cuda_rmsnorm_partials floats), then
  *  `uform_cuda_rmsnorm_gain_reduce` adds them into `gain_grad` in a fixed order. The norms take
- *  widths that are multiples of 64 up to 2048 (cudaErrorInvalidValue otherwise). */
-int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
-                                size_t cells, size_t width, float *dx, uint16_t *dx_rounded, float *gain_partials,
-                                void *stream, int plant);
+ *  widths that are multiples of 64 up to 2048 (uform_invalid_argument_k otherwise). */
+uform_status_t uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
+                                           size_t cells, size_t width, float *dx, uint16_t *dx_rounded,
+                                           float *gain_partials, void *stream);
 size_t uform_cuda_rmsnorm_partials(size_t cells, size_t width);
-int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
-                                   void *stream);
+uform_status_t uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
+                                              void *stream);
 
 /** The M-RoPE rotations of a batch: table [cells, 32, 2] = (cos, sin) of each slot's angle at
  *  positions [cells, 3], the angle in double; computed once per step, read by every block. */
-int uform_cuda_rope_table(int32_t const *positions, size_t cells, float *table, void *stream, int plant);
+uform_status_t uform_cuda_rope_table(int32_t const *positions, size_t cells, float *table, void *stream);
 /** Rotates q and k (columns [0, 2 width) of qkv [cells, 3 width], BF16) by the table's angles;
  *  `direction` -1 applies the inverse rotation (the backward pass, on dq and dk). */
-int uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction, void *stream);
+uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
+                               void *stream);
 
 /** hidden [cells, 4w] (BF16) = silu(gate) * up from gate_up [cells, 8w] (BF16). */
-int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
-                              void *stream, int plant);
+uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
+                                         void *stream);
 /** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
-int uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells, size_t hidden_width,
-                               uint16_t *d_gate_up, void *stream, int plant);
+uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
+                                          size_t hidden_width, uint16_t *d_gate_up, void *stream);
 
 /** y [count] (BF16) = x [count] (Float32) rounded to nearest even: a gradient entering a product. */
-int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream, int plant);
+uform_status_t uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream);
 /** result[0] = sum(x [count]) times *scale (device; NULL for 1), in a fixed order (one block). */
-int uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream);
+uform_status_t uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream);
 
 /** Masked-byte cross-entropy over logits [rows, 258] (BF16, rows `stride` elements apart) at `targets` [rows] (-1: not scored):
  *  losses [rows] (Float32, 0 where not scored) and d_logits [rows, 258] (BF16) = (softmax - onehot)
  *  * scale (`scale` in device memory: it changes per batch under one graph), written without
  *  materializing probabilities in memory. */
-int uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, int32_t const *targets, size_t rows, float const *scale,
-                             float *losses,
-                             uint16_t *d_logits, void *stream, int plant);
+uform_status_t uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, int32_t const *targets, size_t rows,
+                                        float const *scale, float *losses, uint16_t *d_logits, void *stream);
 
 /** Attention within segments, per head of 64, on tensor cores: `spans` [segments * 2] holds each
  *  segment's first cell and length (segments are contiguous runs in cell order); `segment_of`
  *  [cells] each cell's segment. attended [cells, width] (BF16) = softmax(q k^T / 8) v over the
  *  cell's own segment, with Float32 scores, online softmax and accumulation (the weights enter
  *  the product rounded to BF16); `log_sums` [cells, heads] keeps each row's log-sum-exp. */
-int uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of, size_t cells,
-                                 size_t width, uint16_t *attended, float *log_sums, void *stream, int plant);
+uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
+                                            size_t cells, size_t width, uint16_t *attended, float *log_sums,
+                                            void *stream);
 /** The gradients of q, k and v (BF16, into d_qkv [cells, 3 width]) from d_attended [cells, width]
  *  (BF16), the forward's inputs, its output and log-sum-exps; `deltas` [cells, heads] is scratch
  *  for dO . O. Each output element has one owner that sums in a fixed order: no atomics, results
  *  repeat bitwise. */
-int uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended, float const *log_sums,
-                                  uint16_t const *d_attended, uint32_t const *spans, uint32_t const *segment_of,
-                                  size_t cells, size_t width, float *deltas, uint16_t *d_qkv, void *stream, int plant);
+uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended, float const *log_sums,
+                                             uint16_t const *d_attended, uint32_t const *spans,
+                                             uint32_t const *segment_of, size_t cells, size_t width, float *deltas,
+                                             uint16_t *d_qkv, void *stream);
 
 /** cuDNN's ragged layout of the segments (cudnn_attention.cpp): lengths [segments] and the
  *  element offsets [segments + 1] of each segment's first cell in qkv rows (3 width) and in rows of
  *  width. */
-int uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
-                              int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
+uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
+                                         int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
 
 /** The attention pool: per segment and head, alpha = softmax over its cells of query . h / 8 and
  *  pooled = sum alpha h. hidden [cells, width] (BF16); query [width] (Float32); pooled
  *  [segments, width] (BF16, the input of pool.proj); weights [cells, heads] keeps alpha. */
-int uform_cuda_pool_forward(uint16_t const *hidden, float const *query, uint32_t const *spans, size_t segments,
-                            size_t width, uint16_t *pooled, float *weights, void *stream, int plant);
+uform_status_t uform_cuda_pool_forward(uint16_t const *hidden, float const *query, uint32_t const *spans,
+                                       size_t segments, size_t width, uint16_t *pooled, float *weights, void *stream);
 /** Its backward from d_pooled [segments, width] (Float32): d_hidden [cells, width] += (Float32),
  *  and query partials [segments, width] that `uform_cuda_pool_query_reduce` adds into d_query in
  *  segment order. */
-int uform_cuda_pool_backward(uint16_t const *hidden, float const *query, float const *weights, float const *d_pooled,
-                             uint32_t const *spans, size_t segments, size_t width, float *d_hidden,
-                             float *query_partials, void *stream, int plant);
-int uform_cuda_pool_query_reduce(float const *query_partials, size_t segments, size_t width, float *d_query,
-                                 void *stream);
+uform_status_t uform_cuda_pool_backward(uint16_t const *hidden, float const *query, float const *weights,
+                                        float const *d_pooled, uint32_t const *spans, size_t segments, size_t width,
+                                        float *d_hidden, float *query_partials, void *stream);
+uform_status_t uform_cuda_pool_query_reduce(float const *query_partials, size_t segments, size_t width, float *d_query,
+                                            void *stream);
 
 /** The per-step scalars Adafactor reads from device memory: schedule = {learning rate,
  *  1 - beta1^t, 1 - beta2^t} for step t (1-based), computed in double. */
@@ -108,19 +112,20 @@ void uform_cuda_adafactor_schedule(double learning_rate, double beta1, double be
 /** One Adafactor step (SPEC.md section 5) of a BF16 matrix [rows, columns] with Float32 gradient,
  *  factored moments R [rows], C [columns] and first moment M; `schedule` (device) as above;
  *  `scratch` holds uform_cuda_adafactor_scratch(rows, columns) floats. */
-int uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradient, float *row_moment, float *column_moment,
-                                float *first_moment, size_t rows, size_t columns, float const *schedule, double beta1,
-                                double beta2, double clip, double weight_decay, float *scratch, void *stream, int plant);
+uform_status_t uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradient, float *row_moment,
+                                           float *column_moment, float *first_moment, size_t rows, size_t columns,
+                                           float const *schedule, double beta1, double beta2, double clip,
+                                           double weight_decay, float *scratch, void *stream);
 size_t uform_cuda_adafactor_scratch(size_t rows, size_t columns);
 /** The same for a Float32 vector (norm gains, pool.query, scalars) with an unfactored V [count]. */
-int uform_cuda_adafactor_vector(float *weights, float const *gradient, float *moment, float *first_moment, size_t count,
-                                float const *schedule, double beta1, double beta2, double clip, double weight_decay,
-                                void *stream, int plant);
+uform_status_t uform_cuda_adafactor_vector(float *weights, float const *gradient, float *moment, float *first_moment,
+                                           size_t count, float const *schedule, double beta1, double beta2, double clip,
+                                           double weight_decay, void *stream);
 
 /** C [m, n] = A [m, k] B^T with A, B BF16 row-major, Float32 accumulation, C BF16 or Float32
  *  (`c_is_f32`), through cuBLASLt. `handle` comes from uform_cuda_gemm_create. */
 typedef struct uform_cuda_gemm_t uform_cuda_gemm_t;
-int uform_cuda_gemm_create(uform_cuda_gemm_t **gemm, size_t workspace_bytes);
+uform_status_t uform_cuda_gemm_create(uform_cuda_gemm_t **gemm, size_t workspace_bytes);
 /** With tuning on, the first call of each shape outside a graph capture times cuBLASLt's top
  *  candidates on its own operands and keeps the fastest (results then repeat within the process,
  *  not necessarily across processes); off (the default), the heuristic's first choice. */
@@ -129,8 +134,8 @@ void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled);
  *  reduction scheme) into `text`; returns how many split K. */
 size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_t size);
 void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm);
-int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
-                       size_t n, size_t k, void *stream, int plant);
+uform_status_t uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32,
+                                  size_t m, size_t n, size_t k, void *stream);
 
 /* --- The loss heads (objectives.cu). What a batch changes (its counts, labels, anchors) and the
  *     trained scalars are read from device memory, so one captured graph serves every batch; the
@@ -147,10 +152,11 @@ size_t uform_cuda_siglip_scratch(size_t anchors_capacity, size_t candidates_capa
  *  each at most widest): z = exp(*scale) normalize(u [:m]) . normalize(v [:m]) + *bias, the loss
  *  -(1/N) sum log sigmoid(y z), y = +-1; `loss` [1] gets its mean over widths, d_embeddings (the
  *  same rows; anchor and candidate rows distinct), d_scale [1] and d_bias [1] get its gradients. */
-int uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors, uint32_t const *candidates,
-                      uint32_t const *counts, size_t anchors_capacity, size_t candidates_capacity, uint8_t const *labels,
-                      size_t const *widths, size_t widths_count, float const *scale, float const *bias, float *loss,
-                      float *d_embeddings, float *d_scale, float *d_bias, void *scratch, void *stream, int plant);
+uform_status_t uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors,
+                                 uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
+                                 size_t candidates_capacity, uint8_t const *labels, size_t const *widths,
+                                 size_t widths_count, float const *scale, float const *bias, float *loss,
+                                 float *d_embeddings, float *d_scale, float *d_bias, void *scratch, void *stream);
 
 /** Bytes of scratch uform_cuda_maxsim needs. */
 size_t uform_cuda_maxsim_scratch(size_t anchors_capacity, size_t candidates_capacity);
@@ -161,17 +167,19 @@ size_t uform_cuda_maxsim_scratch(size_t anchors_capacity, size_t candidates_capa
  *  summing over query cells the largest similarity with a document cell; `loss` [1] gets -(1/N)
  *  sum log sigmoid(y z), d_colbert, d_scale and d_bias its gradients, each query cell's going to
  *  its best document cell (ties: the lowest index) and back. */
-int uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors, uint32_t const *candidates,
-                      uint32_t const *counts, size_t anchors_capacity, size_t candidates_capacity, uint8_t const *labels,
-                      float const *scale, float const *bias, float *loss, float *d_colbert, float *d_scale,
-                      float *d_bias, void *scratch, void *stream, int plant);
+uform_status_t uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors,
+                                 uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
+                                 size_t candidates_capacity, uint8_t const *labels, float const *scale,
+                                 float const *bias, float *loss, float *d_colbert, float *d_scale, float *d_bias,
+                                 void *scratch, void *stream);
 /** normalized [rows, width] = raw / |raw| (zero for a zero row) and inverse_norms [rows] = 1 / |raw|,
  *  for rerank.proj's output. */
-int uform_cuda_normalize_rows_forward(float const *raw, size_t rows, size_t width, float *normalized,
-                                      float *inverse_norms, void *stream, int plant);
+uform_status_t uform_cuda_normalize_rows_forward(float const *raw, size_t rows, size_t width, float *normalized,
+                                                 float *inverse_norms, void *stream);
 /** d_raw [rows, width] = (dn - n (n . dn)) / |raw| from the forward's outputs; d_raw may be d_normalized. */
-int uform_cuda_normalize_rows_backward(float const *normalized, float const *inverse_norms, float const *d_normalized,
-                                       size_t rows, size_t width, float *d_raw, void *stream, int plant);
+uform_status_t uform_cuda_normalize_rows_backward(float const *normalized, float const *inverse_norms,
+                                                  float const *d_normalized, size_t rows, size_t width, float *d_raw,
+                                                  void *stream);
 
 /** Bytes of scratch uform_cuda_spectral needs. */
 size_t uform_cuda_spectral_scratch(size_t rows_capacity, size_t width);
@@ -181,15 +189,16 @@ size_t uform_cuda_spectral_scratch(size_t rows_capacity, size_t width);
  *  width x width and N x N Gram forms, at most 6144) and lipschitz_loss [1] = lambda sigma_max(Z^T Z / N)
  *  by `lipschitz_iterations` steps of power iteration from 1 / sqrt(width) (no gradient through
  *  the vector); their gradients are added into d_embeddings. A term that is off gets loss 0. */
-int uform_cuda_spectral(float const *embeddings, size_t rows_capacity, size_t width, uint32_t const *rows,
-                        double tcr_lambda, double lipschitz_lambda, size_t lipschitz_iterations, float *tcr_loss,
-                        float *lipschitz_loss, float *d_embeddings, void *scratch, void *stream, int plant);
+uform_status_t uform_cuda_spectral(float const *embeddings, size_t rows_capacity, size_t width, uint32_t const *rows,
+                                   double tcr_lambda, double lipschitz_lambda, size_t lipschitz_iterations,
+                                   float *tcr_loss, float *lipschitz_loss, float *d_embeddings, void *scratch,
+                                   void *stream);
 /** The general form: D [m, n] (row-major, leading dimension ldd) = op(A) op(B), plus C (same type
  *  and layout as D) when `c` is not NULL. op(A) is A [m, k] (lda) or, with `transpose_a`, the
  *  transpose of A [k, m]; op(B) is B [k, n] (ldb) or, with `transpose_b`, the transpose of B [n, k]. */
-int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
-                    uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d, size_t ldd,
-                    int d_is_f32, void *stream, int plant);
+uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                               uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d,
+                               size_t ldd, int d_is_f32, void *stream);
 
 #ifdef __cplusplus
 }

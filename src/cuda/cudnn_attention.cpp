@@ -11,6 +11,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
 
@@ -42,9 +43,9 @@ struct uform_cudnn_attention_t {
     char report[512];
 };
 
-static int fail(char *error, size_t size, char const *what, std::string const &message) {
-    if (error && size) std::snprintf(error, size, "cuDNN attention: %s: %s", what, message.c_str());
-    return (int)cudaErrorNotSupported;
+/* A plan cuDNN cannot build for this shape: valid input it does not take (unsupported), noted with its message. */
+static uform_status_t refused(char const *what, std::string const &message) {
+    return uform_cuda_note(uform_unsupported_k, "cudnn_attention_create: %s: %s", what, message.c_str());
 }
 
 /* The tensors both graphs share: q, k, v (or their gradients) in qkv rows, o (or dO) in w rows. */
@@ -96,27 +97,32 @@ static fe::error_t build(std::shared_ptr<fe::graph::Graph> const &graph, cudnnHa
 /* One execution of plan `index` (-1: the heuristic's) on a copy of the caller's map: the frontend emplaces
  * pointers to its own call's copies of the scalars (the attention scale) into the map it is given, and
  * emplace keeps an earlier call's entry, which by then points at freed memory. */
-static bool execute(uform_cudnn_attention_t *a, pass_t const *pass, std::unordered_map<int64_t, void *> const &pack,
-                    int64_t index) {
+static fe::error_t execute(uform_cudnn_attention_t *a, pass_t const *pass,
+                           std::unordered_map<int64_t, void *> const &pack, int64_t index) {
     std::unordered_map<int64_t, void *> fresh = pack;
-    return index < 0 ? pass->graph->execute(a->handle, fresh, a->workspace).is_good()
-                     : pass->graph->execute_plan_at_index(a->handle, fresh, a->workspace, index).is_good();
+    return index < 0 ? pass->graph->execute(a->handle, fresh, a->workspace)
+                     : pass->graph->execute_plan_at_index(a->handle, fresh, a->workspace, index);
 }
 
-/* Runs the pass; the first call outside a capture with tuning times each plan (best of three) and keeps the fastest. */
-static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int64_t, void *> const &pack,
-               cudaStream_t stream) {
+/* Runs the pass for `entry`; the first call outside a capture with tuning times each plan (best of three) and keeps
+ * the fastest. */
+static uform_status_t run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int64_t, void *> const &pack,
+                          cudaStream_t stream, char const *entry) {
+    cudnnStatus_t code = cudnnSetStream(a->handle, stream);
+    if (code != CUDNN_STATUS_SUCCESS)
+        return uform_cuda_note(uform_device_k, "%s: cudnnSetStream failed: %s", entry, cudnnGetErrorString(code));
     if (!pass->tuned) {
         cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         cudaStreamIsCapturing(stream, &capturing);
-        if (capturing != cudaStreamCaptureStatusNone) return (int)cudaErrorStreamCaptureUnsupported;
+        if (capturing != cudaStreamCaptureStatusNone)
+            return uform_cuda_note(uform_device_k, "%s: its plans are timed on a first call outside a graph capture", entry);
         cudaEvent_t start, stop;
         cudaEventCreate(&start), cudaEventCreate(&stop);
         for (int64_t i = 0; i < pass->plans; ++i) {
             float best = 0;
             for (int repeat = 0; repeat < 3; ++repeat) {
                 cudaEventRecord(start, stream);
-                if (!execute(a, pass, pack, i)) {
+                if (execute(a, pass, pack, i).is_bad()) {
                     best = 0;
                     break;
                 }
@@ -131,21 +137,25 @@ static int run(uform_cudnn_attention_t *a, pass_t *pass, std::unordered_map<int6
             if (best > 0 && (pass->chosen < 0 || best < pass->milliseconds)) pass->chosen = i, pass->milliseconds = best;
         }
         cudaEventDestroy(start), cudaEventDestroy(stop);
-        if (pass->chosen < 0) return (int)cudaErrorNotSupported;
+        if (pass->chosen < 0)
+            return uform_cuda_note(uform_device_k, "%s: none of its %lld plans ran", entry, (long long)pass->plans);
         pass->tuned = true;
     }
-    return execute(a, pass, pack, pass->chosen) ? 0 : (int)cudaErrorUnknown;
+    fe::error_t status = execute(a, pass, pack, pass->chosen);
+    if (status.is_bad())
+        return uform_cuda_note(uform_device_k, "%s: execute failed: %s", entry, status.get_message().c_str());
+    return uform_ok_k;
 }
 
-extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments, size_t longest,
-                                            size_t width, int deterministic, int tune, char *error,
-                                            size_t error_size) {
+extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments,
+                                                       size_t longest, size_t width, int deterministic, int tune) {
     *result = nullptr;
     auto *a = new uform_cudnn_attention_t{};
     a->segments = segments, a->longest = longest, a->width = width;
-    if (cudnnCreate(&a->handle) != CUDNN_STATUS_SUCCESS) {
+    cudnnStatus_t code = cudnnCreate(&a->handle);
+    if (code != CUDNN_STATUS_SUCCESS) {
         delete a;
-        return fail(error, error_size, "cudnnCreate", "no handle");
+        return uform_cuda_note(uform_device_k, "cudnn_attention_create: cudnnCreate failed: %s", cudnnGetErrorString(code));
     }
     *result = a;
     int64_t b = (int64_t)segments, h = (int64_t)width / 64, s = (int64_t)longest, w = (int64_t)width;
@@ -172,7 +182,7 @@ extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, si
             stats->set_output(true).set_uid(stats_uid).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
                 {h * s, s, 1, 1});
             fe::error_t status = build(graph, a->handle, tune != 0, &a->forward, &a->workspace_bytes);
-            if (status.is_bad()) return fail(error, error_size, "forward", status.get_message());
+            if (status.is_bad()) return refused("forward", status.get_message());
         } else {
             auto o = tensor(*graph, o_uid, "o", a, w, row_offsets), d_o = tensor(*graph, d_o_uid, "d_o", a, w, row_offsets);
             auto stats = graph->tensor(fe::graph::Tensor_attributes()
@@ -193,14 +203,17 @@ extern "C" int uform_cudnn_attention_create(uform_cudnn_attention_t **result, si
             d_k->set_output(true).set_uid(d_k_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
             d_v->set_output(true).set_uid(d_v_uid).set_dim({b, h, s, 64}).set_stride({s * 3 * w, 64, 3 * w, 1}).set_ragged_offset(qkv_offsets);
             fe::error_t status = build(graph, a->handle, tune != 0, &a->backward, &a->workspace_bytes);
-            if (status.is_bad()) return fail(error, error_size, "backward", status.get_message());
+            if (status.is_bad()) return refused("backward", status.get_message());
         }
     }
-    cudaError_t status = cudaMalloc((void **)&a->lengths, (3 * segments + 2) * sizeof(int32_t));
-    if (status == cudaSuccess && a->workspace_bytes) status = cudaMalloc(&a->workspace, (size_t)a->workspace_bytes);
-    if (status != cudaSuccess) return fail(error, error_size, "memory", cudaGetErrorString(status));
+    uform_status_t status = uform_cuda_check(cudaMalloc((void **)&a->lengths, (3 * segments + 2) * sizeof(int32_t)),
+                                             "cudnn_attention_create", "cudaMalloc");
+    if (status == uform_ok_k && a->workspace_bytes)
+        status = uform_cuda_check(cudaMalloc(&a->workspace, (size_t)a->workspace_bytes), "cudnn_attention_create",
+                                  "cudaMalloc");
+    if (status != uform_ok_k) return status;
     a->qkv_offsets = a->lengths + segments, a->row_offsets = a->qkv_offsets + segments + 1;
-    return 0;
+    return uform_ok_k;
 }
 
 extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
@@ -220,31 +233,30 @@ extern "C" size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t con
     return (size_t)a->workspace_bytes + (3 * a->segments + 2) * sizeof(int32_t);
 }
 
-extern "C" int uform_cudnn_attention_prepare(uform_cudnn_attention_t *a, uint32_t const *spans, void *stream) {
+extern "C" uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *a, uint32_t const *spans,
+                                                        void *stream) {
     return uform_cuda_ragged_offsets(spans, a->segments, a->width, a->lengths, a->qkv_offsets, a->row_offsets, stream);
 }
 
-extern "C" int uform_cudnn_attention_forward(uform_cudnn_attention_t *a, uint16_t const *qkv, uint16_t *attended,
-                                             float *stats, void *stream) {
-    if (cudnnSetStream(a->handle, (cudaStream_t)stream) != CUDNN_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+extern "C" uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *a, uint16_t const *qkv,
+                                                        uint16_t *attended, float *stats, void *stream) {
     uint16_t *base = const_cast<uint16_t *>(qkv);
     std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
                                                 {o_uid, attended}, {stats_uid, stats}, {lengths_uid, a->lengths},
                                                 {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
-    return run(a, &a->forward, pack, (cudaStream_t)stream);
+    return run(a, &a->forward, pack, (cudaStream_t)stream, "cudnn_attention_forward");
 }
 
-extern "C" int uform_cudnn_attention_backward(uform_cudnn_attention_t *a, uint16_t const *qkv, uint16_t const *attended,
-                                              float const *stats, uint16_t const *d_attended, uint16_t *d_qkv,
-                                              void *stream) {
-    if (cudnnSetStream(a->handle, (cudaStream_t)stream) != CUDNN_STATUS_SUCCESS) return (int)cudaErrorUnknown;
+extern "C" uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *a, uint16_t const *qkv,
+                                                         uint16_t const *attended, float const *stats,
+                                                         uint16_t const *d_attended, uint16_t *d_qkv, void *stream) {
     uint16_t *base = const_cast<uint16_t *>(qkv);
     std::unordered_map<int64_t, void *> pack = {
         {q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width}, {o_uid, const_cast<uint16_t *>(attended)},
         {stats_uid, const_cast<float *>(stats)}, {d_o_uid, const_cast<uint16_t *>(d_attended)}, {d_q_uid, d_qkv},
         {d_k_uid, d_qkv + a->width}, {d_v_uid, d_qkv + 2 * a->width}, {lengths_uid, a->lengths},
         {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
-    return run(a, &a->backward, pack, (cudaStream_t)stream);
+    return run(a, &a->backward, pack, (cudaStream_t)stream, "cudnn_attention_backward");
 }
 
 extern "C" char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *a) {

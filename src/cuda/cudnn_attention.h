@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "uform/types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -20,49 +22,50 @@ typedef struct uform_cudnn_attention_t uform_cudnn_attention_t;
 /** Plans forward and backward for `segments` segments (every batch lists exactly that many) of
  *  at most `longest` cells; `deterministic` asks for a backward that repeats bitwise; `tune` builds
  *  every plan cuDNN offers and keeps the fastest, timed on the first call outside a graph capture.
- *  Returns 0 or a cudaError_t code with a message in `error`. */
-int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest, size_t width,
-                                 int deterministic, int tune, char *error, size_t error_size);
+ *  As every entry here, returns a status with a message noted on failure (cuda.h's convention):
+ *  unsupported where cuDNN builds no plan for the shape. */
+uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
+                                            size_t width, int deterministic, int tune);
 /** One line naming the plans in use and their timed milliseconds (after the first calls). */
 char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
 size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention);
 size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention);
 /** Reads the batch's spans (device) into cuDNN's lengths and ragged offsets; once per step. */
-int uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream);
-int uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
-                                  float *stats, void *stream);
-int uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t const *attended,
-                                   float const *stats, uint16_t const *d_attended, uint16_t *d_qkv, void *stream);
+uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream);
+uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
+                                             float *stats, void *stream);
+uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
+                                              uint16_t const *attended, float const *stats, uint16_t const *d_attended,
+                                              uint16_t *d_qkv, void *stream);
 
 #else
 /* Without cuDNN no plan is ever made (creation fails), so these stand-ins are never reached. */
-static inline int uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
-                                               size_t width, int deterministic, int tune, char *error,
-                                               size_t error_size) {
+static inline uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments,
+                                                          size_t longest, size_t width, int deterministic, int tune) {
     (void)segments, (void)longest, (void)width, (void)deterministic, (void)tune;
     *attention = NULL;
-    if (error && error_size) error[0] = 0;
-    return 801; /* cudaErrorNotSupported */
+    return uform_unsupported_k;
 }
 static inline void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention) { (void)attention; }
 static inline char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention) { (void)attention; return ""; }
 static inline size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
 static inline size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
-static inline int uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream) {
+static inline uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans,
+                                                           void *stream) {
     (void)attention, (void)spans, (void)stream;
-    return 801;
+    return uform_unsupported_k;
 }
-static inline int uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
-                                                float *stats, void *stream) {
+static inline uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
+                                                           uint16_t *attended, float *stats, void *stream) {
     (void)attention, (void)qkv, (void)attended, (void)stats, (void)stream;
-    return 801;
+    return uform_unsupported_k;
 }
-static inline int uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
-                                                 uint16_t const *attended, float const *stats,
-                                                 uint16_t const *d_attended, uint16_t *d_qkv, void *stream) {
+static inline uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
+                                                            uint16_t const *attended, float const *stats,
+                                                            uint16_t const *d_attended, uint16_t *d_qkv, void *stream) {
     (void)attention, (void)qkv, (void)attended, (void)stats, (void)d_attended, (void)d_qkv, (void)stream;
-    return 801;
+    return uform_unsupported_k;
 }
 #endif
 

@@ -3,35 +3,36 @@
 
 #define TRY(call)                                                                                                     \
     do {                                                                                                              \
-        int status_ = (call);                                                                                         \
-        if (status_) return status_;                                                                                  \
+        uform_status_t status_ = (call);                                                                              \
+        if (status_ != uform_ok_k) return status_;                                                                    \
     } while (0)
 
-int uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells, size_t width,
-                                float *x, void *stream) {
-    return uform_cuda_embed_forward(frontend->bytes, values, cells, width, x, stream, 0);
+uform_status_t uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells,
+                                           size_t width, float *x, void *stream) {
+    return uform_cuda_embed_forward(frontend->bytes, values, cells, width, x, stream);
 }
 
-int uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                                 size_t width, float *partials, float *d_bytes, void *stream) {
-    return uform_cuda_embed_backward(d_x, order, offsets, cells, width, partials, d_bytes, stream, 0);
+uform_status_t uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
+                                            size_t width, float *partials, float *d_bytes, void *stream) {
+    return uform_cuda_embed_backward(d_x, order, offsets, cells, width, partials, d_bytes, stream);
 }
 
-int uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn, uform_cuda_block_weights_t const *w,
-                             uform_cuda_block_buffers_t const *a, float const *x, float const *rotations,
-                             uint32_t const *spans, uint32_t const *segment_of, size_t n, size_t d, int keep_attention,
-                             float *x_next, void *s) {
-    TRY(uform_cuda_rmsnorm_forward(x, w->attn_norm, n, d, a->normed1, a->scales1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 1, n, 3 * d, d, a->normed1, d, w->qkv, d, NULL, a->qkv, 3 * d, 0, s, 0));
+uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,
+                                        uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
+                                        float const *x, float const *rotations, uint32_t const *spans,
+                                        uint32_t const *segment_of, size_t n, size_t d, int keep_attention,
+                                        float *x_next, void *s) {
+    TRY(uform_cuda_rmsnorm_forward(x, w->attn_norm, n, d, a->normed1, a->scales1, s));
+    TRY(uform_cuda_gemm(g, 0, 1, n, 3 * d, d, a->normed1, d, w->qkv, d, NULL, a->qkv, 3 * d, 0, s));
     TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
     if (!keep_attention) {
         if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
-        else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s, 0));
+        else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
     }
-    TRY(uform_cuda_gemm(g, 0, 1, n, d, d, a->attended, d, w->out, d, x, a->middle, d, 1, s, 0));
-    TRY(uform_cuda_rmsnorm_forward(a->middle, w->mlp_norm, n, d, a->normed2, a->scales2, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 1, n, 8 * d, d, a->normed2, d, w->gate_up, d, NULL, a->gate_up, 8 * d, 0, s, 0));
-    TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s, 0));
-    if (x_next) TRY(uform_cuda_gemm(g, 0, 1, n, d, 4 * d, a->hidden, 4 * d, w->down, 4 * d, a->middle, x_next, d, 1, s, 0));
-    return 0;
+    TRY(uform_cuda_gemm(g, 0, 1, n, d, d, a->attended, d, w->out, d, x, a->middle, d, 1, s));
+    TRY(uform_cuda_rmsnorm_forward(a->middle, w->mlp_norm, n, d, a->normed2, a->scales2, s));
+    TRY(uform_cuda_gemm(g, 0, 1, n, 8 * d, d, a->normed2, d, w->gate_up, d, NULL, a->gate_up, 8 * d, 0, s));
+    TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
+    if (x_next) TRY(uform_cuda_gemm(g, 0, 1, n, d, 4 * d, a->hidden, 4 * d, w->down, 4 * d, a->middle, x_next, d, 1, s));
+    return uform_ok_k;
 }

@@ -1,7 +1,8 @@
 /*  encoder.h (internal): the pieces of the encoder that the training step (step.c) and GPU
  *  inference (forward.c) both run, so that inference is the step's forward and not a mirror of it:
  *  the frontend stage by cell kind, and one block of SPEC.md section 2. Host C over the kernels of
- *  cuda.h; every entry returns 0 or a cudaError_t code and launches on `stream` without waiting. */
+ *  cuda.h; every entry returns a status as cuda.h's do (the failed kernel's message noted) and
+ *  launches on `stream` without waiting. */
 #ifndef UFORM_CUDA_ENCODER_H
 #define UFORM_CUDA_ENCODER_H
 
@@ -22,12 +23,12 @@ typedef struct uform_cuda_frontend_t {
 } uform_cuda_frontend_t;
 
 /** x [cells, width] (Float32) = each cell's frontend vector. */
-int uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells, size_t width,
-                                float *x, void *stream);
+uform_status_t uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells,
+                                           size_t width, float *x, void *stream);
 /** The frontend tensors' gradients from dL/dx [cells, width]: embed.bytes by the cells' byte order
  *  and offsets (uform_cuda_batch_finish's counting sort), deterministically. */
-int uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                                 size_t width, float *partials, float *d_bytes, void *stream);
+uform_status_t uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
+                                            size_t width, float *partials, float *d_bytes, void *stream);
 
 /** One block's weights on the device: BF16 matrices, Float32 norm gains. */
 typedef struct uform_cuda_block_weights_t {
@@ -45,10 +46,11 @@ typedef struct uform_cuda_block_buffers_t {
 /** The block: x -> middle = x + attention, then (when `x_next` is not NULL) x_next = middle + MLP.
  *  Attention runs cuDNN's plan when `cudnn` is not NULL, else attention.cu's kernels over `spans`
  *  and `segment_of`, and not at all when `keep_attention` (the buffers hold its output already). */
-int uform_cuda_block_forward(uform_cuda_gemm_t *gemm, uform_cudnn_attention_t *cudnn, uform_cuda_block_weights_t const *w,
-                             uform_cuda_block_buffers_t const *a, float const *x, float const *rotations,
-                             uint32_t const *spans, uint32_t const *segment_of, size_t cells, size_t width,
-                             int keep_attention, float *x_next, void *stream);
+uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *gemm, uform_cudnn_attention_t *cudnn,
+                                        uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
+                                        float const *x, float const *rotations, uint32_t const *spans,
+                                        uint32_t const *segment_of, size_t cells, size_t width, int keep_attention,
+                                        float *x_next, void *stream);
 
 #ifdef __cplusplus
 }

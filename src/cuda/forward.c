@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/encoder.h"
 #include "cuda/error.h"
@@ -47,16 +48,19 @@ struct uform_cuda_forward_t {
     size_t staging_bytes;
 };
 
-/* A failed CUDA call: out of memory as such, anything else a device failure naming the call and the step. */
-static uform_status_t cuda_fail_(char *error, size_t size, int code, char const *what) {
-    return uform_cuda_fail(error, size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k,
-                           "CUDA: %s failed: %s (%d)", what, cudaGetErrorString((cudaError_t)code), code);
-}
-
+/* A kernel entry point's failure (cuda.h): its status, the pass's step `what`, then its noted message. */
 #define CHECK(call, what)                                                                                             \
     do {                                                                                                              \
-        int code_ = (int)(call);                                                                                      \
-        if (code_) return cuda_fail_(error, error_size, code_, what);                                                 \
+        uform_status_t status_ = (call);                                                                              \
+        if (status_ != uform_ok_k)                                                                                    \
+            return uform_cuda_fail(error, error_size, status_, "CUDA: %s: %s", what, uform_cuda_noted());             \
+    } while (0)
+
+/* A CUDA runtime call's failure: out of memory as such, anything else a device failure naming `what`. */
+#define CHECK_CUDA(call, what)                                                                                        \
+    do {                                                                                                              \
+        uform_status_t status_ = uform_cuda_check((call), "CUDA", what);                                              \
+        if (status_ != uform_ok_k) return uform_cuda_fail(error, error_size, status_, "%s", uform_cuda_noted());      \
     } while (0)
 
 /* Bump allocation, 256-byte aligned; a NULL base only counts. */
@@ -131,8 +135,8 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     uform_cuda_forward_t *context = calloc(1, sizeof(*context));
     if (!context) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate a GPU context");
     *result = context;
-    CHECK(cudaGetDevice(&context->device), "cudaGetDevice");
-    CHECK(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    CHECK_CUDA(cudaGetDevice(&context->device), "cudaGetDevice");
+    CHECK_CUDA(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
     return uform_ok_k;
 }
@@ -145,8 +149,8 @@ uform_status_t uform_cuda_device_name(char *name, size_t capacity, char *error, 
                      code ? cudaGetErrorString((cudaError_t)code) : "the driver lists none");
     }
     struct cudaDeviceProp properties;
-    CHECK(cudaGetDevice(&device), "cudaGetDevice");
-    CHECK(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
+    CHECK_CUDA(cudaGetDevice(&device), "cudaGetDevice");
+    CHECK_CUDA(cudaGetDeviceProperties(&properties, device), "cudaGetDeviceProperties");
     snprintf(name, capacity, "%s", properties.name);
     return uform_ok_k;
 }
@@ -167,8 +171,8 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
 
 uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_model_t const *model, char *error,
                                          size_t error_size) {
-    CHECK(cudaSetDevice(context->device), "cudaSetDevice");
-    CHECK(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
+    CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
     cudaFree(context->weights);
     context->weights = NULL;
     free(context->blocks);
@@ -204,9 +208,10 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         void const *host = info->matrix ? (void const *)model->weights[i].bf16 : model->weights[i].f32;
         char what[96];
         snprintf(what, sizeof(what), "uploading %s", info->name);
-        CHECK(cudaMemcpyAsync(context->tensors[i], host, info->rows * info->columns * (info->matrix ? 2 : 4), up, s), what);
+        size_t bytes = info->rows * info->columns * (info->matrix ? 2 : 4);
+        CHECK_CUDA(cudaMemcpyAsync(context->tensors[i], host, bytes, up, s), what);
     }
-    CHECK(cudaStreamSynchronize(s), "uploading the weights");
+    CHECK_CUDA(cudaStreamSynchronize(s), "uploading the weights");
     return uform_ok_k;
 }
 
@@ -219,7 +224,7 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
     if (vocabulary_k * 4 > row_bytes) row_bytes = vocabulary_k * 4; /* logits */
     if (cells > context->capacity) {
         size_t capacity = (cells + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
-        CHECK(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
         cudaFree(context->activations);
         context->activations = NULL;
         context->capacity = 0;
@@ -268,8 +273,8 @@ static uform_status_t download_rows_(uform_cuda_forward_t *context, uform_pass_t
                                      size_t pitch, size_t bytes, size_t rows, void *target, char *error, size_t error_size) {
     cudaStream_t s = context->stream;
     void *landing = pass->destinations ? context->staging : target;
-    CHECK(cudaMemcpy2DAsync(landing, bytes, source, pitch, bytes, rows, cudaMemcpyDeviceToHost, s), "downloading outputs");
-    CHECK(cudaStreamSynchronize(s), "the pass");
+    CHECK_CUDA(cudaMemcpy2DAsync(landing, bytes, source, pitch, bytes, rows, cudaMemcpyDeviceToHost, s), "downloading outputs");
+    CHECK_CUDA(cudaStreamSynchronize(s), "the pass");
     if (pass->destinations)
         for (size_t i = 0; i < rows; ++i)
             memcpy((unsigned char *)target + destination_(pass, i) * bytes, (unsigned char const *)context->staging + i * bytes,
@@ -285,7 +290,7 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         return uform_cuda_fail(error, error_size, uform_missing_k, "the GPU's copy of the weights lacks a head this pass needs");
     if (!segments || segments > n)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a pass of %zu cells with %zu segments", n, segments);
-    CHECK(cudaSetDevice(context->device), "cudaSetDevice");
+    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
     uform_status_t status = reserve_(context, n, error, error_size);
     if (status != uform_ok_k) return status;
     cudaStream_t s = context->stream;
@@ -306,13 +311,13 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         covered += span->length;
     }
     if (covered != n) return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
-    CHECK(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
-    CHECK(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
-    CHECK(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");
-    CHECK(cudaMemcpyAsync(context->segment_of, segment_of, n * 4, up, s), "uploading segments");
+    CHECK_CUDA(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
+    CHECK_CUDA(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
+    CHECK_CUDA(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");
+    CHECK_CUDA(cudaMemcpyAsync(context->segment_of, segment_of, n * 4, up, s), "uploading segments");
     /* The pageable copies above have left the staging buffer when they return; the stream orders the rest. */
 
-    CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s, 0), "the M-RoPE table");
+    CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s), "the M-RoPE table");
     uform_cuda_frontend_t const frontend = {.bytes = context->embed};
     CHECK(uform_cuda_frontend_forward(&frontend, context->values, n, d, context->x, s), "the frontend stage");
     for (size_t l = 0; l < context->depth; ++l) {
@@ -320,29 +325,29 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         if (status != uform_ok_k) return status;
     }
     uint16_t *h = context->normed; /* h = rmsnorm(x, final_norm), BF16: the heads' operand */
-    CHECK(uform_cuda_rmsnorm_forward(context->x, context->final_norm, n, d, h, context->scales, s, 0), "rmsnorm (final_norm)");
+    CHECK(uform_cuda_rmsnorm_forward(context->x, context->final_norm, n, d, h, context->scales, s), "rmsnorm (final_norm)");
     if (pass->colbert) {
-        CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, cw, d, h, d, context->rerank_proj, d, NULL, context->colbert_raw, cw, 1, s, 0),
+        CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, cw, d, h, d, context->rerank_proj, d, NULL, context->colbert_raw, cw, 1, s),
               "the rerank.proj product");
-        CHECK(uform_cuda_normalize_rows_forward(context->colbert_raw, n, cw, context->colbert, context->inverse_norms, s, 0),
+        CHECK(uform_cuda_normalize_rows_forward(context->colbert_raw, n, cw, context->colbert, context->inverse_norms, s),
               "normalizing ColBERT rows");
     }
     if (pass->logits)
         CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, vocabulary_k, d, h, d, context->mlm_head, d, NULL, context->logits,
-                              logits_stride_k, 1, s, 0), "the mlm.head product");
+                              logits_stride_k, 1, s), "the mlm.head product");
     size_t e = context->widest, e_stride = embeddings_stride_(context);
     if (pass->pooled) {
         CHECK(uform_cuda_pool_forward(h, context->pool_query, context->spans, segments, d, context->pooled,
-                                      context->pool_weights, s, 0), "the attention pool");
+                                      context->pool_weights, s), "the attention pool");
         CHECK(uform_cuda_gemm(context->gemm, 0, 1, segments, e, d, context->pooled, d, context->pool_proj, d, NULL,
-                              context->embeddings, e_stride, 1, s, 0), "the pool.proj product");
+                              context->embeddings, e_stride, 1, s), "the pool.proj product");
     }
-    CHECK(cudaStreamSynchronize(s), "the pass");
+    CHECK_CUDA(cudaStreamSynchronize(s), "the pass");
 
     if (pass->pooled) { /* one row per segment, in order: no destinations */
-        CHECK(cudaMemcpy2DAsync(pass->pooled, e * 4, context->embeddings, e_stride * 4, e * 4, segments,
+        CHECK_CUDA(cudaMemcpy2DAsync(pass->pooled, e * 4, context->embeddings, e_stride * 4, e * 4, segments,
                                 cudaMemcpyDeviceToHost, s), "downloading embeddings");
-        CHECK(cudaStreamSynchronize(s), "downloading embeddings");
+        CHECK_CUDA(cudaStreamSynchronize(s), "downloading embeddings");
     }
     if (pass->colbert) {
         status = download_rows_(context, pass, context->colbert, cw * 4, cw * 4, n, pass->colbert, error, error_size);
@@ -355,8 +360,8 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     }
     if (pass->hidden) { /* BF16 h widened exactly to Float32 */
         uint16_t const *rows = context->staging;
-        CHECK(cudaMemcpyAsync(context->staging, h, n * d * 2, cudaMemcpyDeviceToHost, s), "downloading h");
-        CHECK(cudaStreamSynchronize(s), "downloading h");
+        CHECK_CUDA(cudaMemcpyAsync(context->staging, h, n * d * 2, cudaMemcpyDeviceToHost, s), "downloading h");
+        CHECK_CUDA(cudaStreamSynchronize(s), "downloading h");
         for (size_t i = 0; i < n; ++i) {
             float *target = pass->hidden + destination_(pass, i) * d;
             for (size_t j = 0; j < d; ++j) {

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/check.h"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 enum { uform_plans_k = 64, uform_candidates_k = 8 };
 
@@ -27,26 +29,38 @@ struct uform_cuda_gemm_t {
     uform_gemm_plan_t plans[uform_plans_k];
 };
 
+/* A failed cuBLASLt call, noted with the product's shape. */
+static uform_status_t uform_gemm_failed_(size_t m, size_t n, size_t k, char const *call, cublasStatus_t code) {
+    return uform_cuda_note(code == CUBLAS_STATUS_ALLOC_FAILED ? uform_out_of_memory_k : uform_device_k,
+                           "gemm %zux%zux%zu: %s failed: %s", m, n, k, call, cublasLtGetStatusName(code));
+}
+
 void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled) { gemm->tune = enabled; }
 
-int uform_cuda_gemm_create(uform_cuda_gemm_t **result, size_t workspace_bytes) {
+uform_status_t uform_cuda_gemm_create(uform_cuda_gemm_t **result, size_t workspace_bytes) {
     uform_cuda_gemm_t *gemm = calloc(1, sizeof(*gemm));
-    if (!gemm) return (int)cudaErrorMemoryAllocation;
-    if (cublasLtCreate(&gemm->handle) != CUBLAS_STATUS_SUCCESS) {
+    if (!gemm) return uform_cuda_note(uform_out_of_memory_k, "gemm_create: out of host memory");
+    cublasStatus_t code = cublasLtCreate(&gemm->handle);
+    if (code != CUBLAS_STATUS_SUCCESS) {
         free(gemm);
-        return (int)cudaErrorUnknown;
+        return uform_cuda_note(uform_device_k, "gemm_create: cublasLtCreate failed: %s", cublasLtGetStatusName(code));
     }
     gemm->workspace_bytes = workspace_bytes;
     /* Zeroed once, so that nothing cuBLASLt reads there depends on what the memory held before. */
-    if (workspace_bytes && (cudaMalloc(&gemm->workspace, workspace_bytes) != cudaSuccess ||
-                            cudaMemset(gemm->workspace, 0, workspace_bytes) != cudaSuccess)) {
+    uform_status_t status = uform_ok_k;
+    if (workspace_bytes) {
+        status = uform_cuda_check(cudaMalloc(&gemm->workspace, workspace_bytes), "gemm_create", "cudaMalloc");
+        if (status == uform_ok_k)
+            status = uform_cuda_check(cudaMemset(gemm->workspace, 0, workspace_bytes), "gemm_create", "cudaMemset");
+    }
+    if (status != uform_ok_k) {
         cudaFree(gemm->workspace);
         cublasLtDestroy(gemm->handle);
         free(gemm);
-        return (int)cudaErrorMemoryAllocation;
+        return status;
     }
     *result = gemm;
-    return 0;
+    return uform_ok_k;
 }
 
 void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm) {
@@ -56,46 +70,50 @@ void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm) {
     free(gemm);
 }
 
-int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
-                    uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d, size_t ldd,
-                    int d_is_f32, void *stream, int plant) {
+uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
+                               uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d,
+                               size_t ldd, int d_is_f32, void *stream) {
     cublasLtMatmulDesc_t operation = NULL;
     cublasLtMatrixLayout_t layout_b = NULL, layout_a = NULL, layout_d = NULL;
     cublasLtMatmulPreference_t preference = NULL;
     /* cuBLASLt's first operand is our B, its second our A (see the top of this file). */
     cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    float alpha = 1.0f, beta = c || plant == 1 ? 1.0f : 0.0f; /* planted: D accumulated, not overwritten */
+    /* planted: D accumulated, not overwritten */
+    float alpha = 1.0f, beta = c || uform_cuda_planted("gemm") == 1 ? 1.0f : 0.0f;
     size_t adds = c ? 2 : 0;
     if (!c) c = d;
-    int status = 0;
-    if (cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F) ||
-        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b)) ||
-        cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a)) ||
-        cublasLtMatrixLayoutCreate(&layout_b, CUDA_R_16BF, transpose_b ? k : n, transpose_b ? n : k, ldb) ||
-        cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_16BF, transpose_a ? m : k, transpose_a ? k : m, lda) ||
-        cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, ldd) || cublasLtMatmulPreferenceCreate(&preference) ||
-        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                             &gemm->workspace_bytes, sizeof(gemm->workspace_bytes)))
-        status = (int)cudaErrorUnknown;
+    cublasStatus_t code = cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a));
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_b, CUDA_R_16BF, transpose_b ? k : n, transpose_b ? n : k, ldb);
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_16BF, transpose_a ? m : k, transpose_a ? k : m, lda);
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, ldd);
+    if (!code) code = cublasLtMatmulPreferenceCreate(&preference);
+    if (!code)
+        code = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
+    uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the product", code) : uform_ok_k;
     size_t key[9] = {(size_t)transpose_a, (size_t)transpose_b, m, n, k, lda, ldb, ldd, (size_t)d_is_f32 | adds};
     uform_gemm_plan_t *plan = NULL;
     for (size_t i = 0; i < gemm->plans_count && !plan; ++i)
         if (!memcmp(gemm->plans[i].key, key, sizeof(key))) plan = &gemm->plans[i];
     cublasLtMatmulAlgo_t algo;
     if (plan) algo = plan->algo;
-    else if (!status) {
+    else if (status == uform_ok_k) {
         cublasLtMatmulHeuristicResult_t candidates[uform_candidates_k];
         int found = 0;
         enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
         cudaStreamIsCapturing((cudaStream_t)stream, &capturing);
         int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone;
-        if (cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d, preference,
-                                           tune ? uform_candidates_k : 1, candidates, &found) ||
-            !found)
-            status = (int)cudaErrorNotSupported;
+        code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d, preference,
+                                              tune ? uform_candidates_k : 1, candidates, &found);
+        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic", code);
+        else if (!found)
+            status = uform_cuda_note(uform_device_k, "gemm %zux%zux%zu: cublasLtMatmulAlgoGetHeuristic found no algorithm", m,
+                                     n, k);
         int best = 0;
-        if (!status && tune && found > 1) { /* time each candidate three times on this call's own operands */
+        if (status == uform_ok_k && tune && found > 1) { /* time each candidate three times on this call's own operands */
             cudaEvent_t start, stop;
             float fastest = INFINITY;
             cudaEventCreate(&start), cudaEventCreate(&stop);
@@ -116,7 +134,7 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
             }
             cudaEventDestroy(start), cudaEventDestroy(stop);
         }
-        if (!status) {
+        if (status == uform_ok_k) {
             algo = candidates[best].algo;
             if (gemm->plans_count < uform_plans_k) {
                 plan = &gemm->plans[gemm->plans_count++];
@@ -125,9 +143,11 @@ int uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, s
             }
         }
     }
-    if (!status && cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d, d,
-                                  layout_d, &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream))
-        status = (int)cudaErrorUnknown;
+    if (status == uform_ok_k) {
+        code = cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d, d, layout_d,
+                              &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
+        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul", code);
+    }
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
     if (layout_d) cublasLtMatrixLayoutDestroy(layout_d);
     if (layout_a) cublasLtMatrixLayoutDestroy(layout_a);
@@ -158,7 +178,7 @@ size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_
     return split;
 }
 
-int uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32, size_t m,
-                       size_t n, size_t k, void *stream, int plant) {
-    return uform_cuda_gemm(gemm, 0, 1, m, n, k, a, k, b, k, NULL, c, n, c_is_f32, stream, plant);
+uform_status_t uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, uint16_t const *b, void *c, int c_is_f32,
+                                  size_t m, size_t n, size_t k, void *stream) {
+    return uform_cuda_gemm(gemm, 0, 1, m, n, k, a, k, b, k, NULL, c, n, c_is_f32, stream);
 }

@@ -3,8 +3,10 @@
  *  the gradient directly, so probabilities never reach memory. */
 #include <cuda_runtime.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -16,7 +18,7 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, size_t stride, int3
     size_t row = blockIdx.x;
     float scale = *scale_pointer;
     int32_t target = targets[row];
-    if (plant == 2 && target < 0) target = 0; /* planted: the mask ignored, unscored rows scored */
+    if (UFORM_PLANTED(2) && target < 0) target = 0; /* planted: the mask ignored, unscored rows scored */
     uint16_t *gradient = d_logits + row * stride;
     if (target < 0) {
         for (unsigned v = threadIdx.x; v < vocabulary; v += threads) gradient[v] = 0;
@@ -51,7 +53,7 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, size_t stride, int3
         unsigned v = threadIdx.x + j * threads;
         if (v >= vocabulary) continue;
         float probability = expf(values[j] - log_sum);
-        float onehot = (v == (unsigned)target && plant != 1) ? 1.0f : 0.0f; /* planted 1: the target's -1 dropped */
+        float onehot = (v == (unsigned)target && !UFORM_PLANTED(1)) ? 1.0f : 0.0f; /* planted 1: the target's -1 dropped */
         gradient[v] = uform_f32_to_bf16((probability - onehot) * scale);
         if (v == (unsigned)target) losses[row] = log_sum - values[j];
     }
@@ -59,9 +61,11 @@ __global__ void cross_entropy_kernel(uint16_t const *logits, size_t stride, int3
 
 } // namespace
 
-extern "C" int uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, int32_t const *targets, size_t rows, float const *scale,
-                                        float *losses, uint16_t *d_logits, void *stream, int plant) {
-    if (!rows) return 0;
-    cross_entropy_kernel<<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(logits, stride, targets, scale, losses, d_logits, plant);
-    return (int)cudaGetLastError();
+extern "C" uform_status_t uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, int32_t const *targets,
+                                                   size_t rows, float const *scale, float *losses, uint16_t *d_logits,
+                                                   void *stream) {
+    if (!rows) return uform_ok_k;
+    cross_entropy_kernel<<<(unsigned)rows, threads, 0, (cudaStream_t)stream>>>(logits, stride, targets, scale, losses, d_logits,
+                                                                              uform_cuda_planted("cross_entropy"));
+    return uform_cuda_launched("cross_entropy");
 }

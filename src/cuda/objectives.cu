@@ -6,8 +6,10 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -175,7 +177,7 @@ __global__ void __launch_bounds__(row_threads)
     float dot = 0;
     for (size_t k = threadIdx.x; k < width; k += row_threads) dot = fmaf(u[k], du[k], dot);
     dot = uform_block_reduce(dot, shared, 0);
-    if (plant == 2) dot = 0; /* planted: the projection term of the normalization dropped */
+    if (UFORM_PLANTED(2)) dot = 0; /* planted: the projection term of the normalization dropped */
     float *target = d_embeddings + source * widest;
     for (size_t k = threadIdx.x; k < width; k += row_threads) target[k] += fmaf(-u[k], dot, du[k]) / norm;
 }
@@ -208,7 +210,7 @@ __global__ void __launch_bounds__(tile_threads)
             size_t row = row0 + threadIdx.x / 16 + 16 * i, column = column0 + threadIdx.x % 16 + 16 * j;
             if (row >= anchors || column >= candidates) continue;
             float y = labels[row * candidates + column] ? 1.0f : -1.0f, sigmoid;
-            if (plant == 1) y = -y; /* planted: the label's sign flipped */
+            if (UFORM_PLANTED(1)) y = -y; /* planted: the label's sign flipped */
             float dot = dots[i][j];
             loss += sigmoid_loss(y, fmaf(s, dot, shift), &sigmoid);
             float g = (y > 0 ? -sigmoid : sigmoid) * inverse, g_scaled = g * s;
@@ -276,14 +278,14 @@ __device__ float pair_maxsim(float const *colbert, size_t query_first, size_t qu
 #pragma unroll
             for (unsigned c = 0; c < 4; ++c) { /* this lane's cells come in increasing order: strict > keeps the first */
                 size_t j = d0 + lane + 8 * c;
-                bool better = dots[c] > best_value || (plant == 1 && dots[c] == best_value); /* planted 1: ties to the later cell */
+                bool better = dots[c] > best_value || (UFORM_PLANTED(1) && dots[c] == best_value); /* planted 1: ties to the later cell */
                 if (j < document_length && better) best_value = dots[c], best_index = (unsigned)j;
             }
         }
         for (unsigned offset = 4; offset > 0; offset /= 2) { /* a total order, so every lane ends with the same cell */
             float other_value = __shfl_xor_sync(0xffffffffu, best_value, offset);
             unsigned other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-            bool first = plant == 1 ? other_index > best_index && other_index != no_cell : other_index < best_index;
+            bool first = UFORM_PLANTED(1) ? other_index > best_index && other_index != no_cell : other_index < best_index;
             if (other_value > best_value || (other_value == best_value && first)) best_value = other_value, best_index = other_index;
         }
         if (lane == 0 && q0 + row < query_length) {
@@ -412,7 +414,7 @@ __global__ void normalize_rows_backward_kernel(float const *normalized, float co
     float dot = 0;
     for (size_t k = lane; k < width; k += 32) dot = fmaf(c[k], dc[k], dot);
     for (unsigned offset = 16; offset > 0; offset /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, offset);
-    if (plant == 1) dot = 0; /* planted: the projection term dropped */
+    if (UFORM_PLANTED(1)) dot = 0; /* planted: the projection term dropped */
     float inverse = inverse_norms[row];
     for (size_t k = lane; k < width; k += 32) d_raw[row * width + k] = fmaf(-c[k], dot, dc[k]) * inverse;
 }
@@ -458,7 +460,7 @@ __global__ void __launch_bounds__(factor_threads)
         if (step == iterations) {
             if (t == 0) {
                 loss[0] = (float)(lambda * squares * inverse_rows);
-                coefficients[1] = (plant == 2 ? 1.0 : 2.0) * lambda * inverse_rows; /* planted 2: the factor 2 dropped */
+                coefficients[1] = (UFORM_PLANTED(2) ? 1.0 : 2.0) * lambda * inverse_rows; /* planted 2: the factor 2 dropped */
             }
             return;
         }
@@ -485,7 +487,7 @@ __global__ void __launch_bounds__(factor_threads)
     extern __shared__ double row[];
     size_t dimension = live_count(dimension_live, capacity), rows = live_count(rows_live, rows_capacity);
     unsigned t = threadIdx.x, warps = factor_threads / 32;
-    double epsilon_squared = plant == 1 ? 1.0 : 0.5; /* planted 1: the 1 / eps^2 dropped */
+    double epsilon_squared = UFORM_PLANTED(1) ? 1.0 : 0.5; /* planted 1: the 1 / eps^2 dropped */
     double alpha = rows ? (double)width / ((double)rows * epsilon_squared) : 0.0;
     for (size_t e = t; e < dimension * dimension; e += factor_threads) {
         size_t i = e / dimension, j = e % dimension;
@@ -579,19 +581,25 @@ extern "C" size_t uform_cuda_siglip_scratch(size_t anchors_capacity, size_t cand
                             3 * widths_count * tiles_of(anchors_capacity, candidates_capacity));
 }
 
-extern "C" int uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors,
-                                 uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                 size_t candidates_capacity, uint8_t const *labels, size_t const *widths,
-                                 size_t widths_count, float const *scale, float const *bias, float *loss,
-                                 float *d_embeddings, float *d_scale, float *d_bias, void *scratch, void *stream,
-                                 int plant) {
+/* A failed launch or copy of `entry`, noted as a status (the kernels' internal products return cudaError_t). */
+static uform_status_t failed(cudaError_t code, char const *entry) { return uform_cuda_check(code, entry, "launch"); }
+
+extern "C" uform_status_t uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors,
+                                            uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
+                                            size_t candidates_capacity, uint8_t const *labels, size_t const *widths,
+                                            size_t widths_count, float const *scale, float const *bias, float *loss,
+                                            float *d_embeddings, float *d_scale, float *d_bias, void *scratch,
+                                            void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     for (size_t w = 0; w < widths_count; ++w)
-        if (!widths[w] || widths[w] > widest) return (int)cudaErrorInvalidValue;
-    if (!anchors_capacity || !candidates_capacity || !widths_count) return (int)cudaMemsetAsync(loss, 0, sizeof(float), s);
+        if (!widths[w] || widths[w] > widest)
+            return uform_cuda_note(uform_invalid_argument_k, "siglip: Matryoshka width %zu is not 1..%zu", widths[w], widest);
+    if (!anchors_capacity || !candidates_capacity || !widths_count)
+        return uform_cuda_check(cudaMemsetAsync(loss, 0, sizeof(float), s), "siglip", "cudaMemsetAsync");
+    int plant = uform_cuda_planted("siglip");
     /* planted 3: the live counts ignored, the capacities scored */
-    stack_rows_t stack = {anchors, candidates, plant == 3 ? NULL : counts, plant == 3 ? NULL : counts + 1, anchors_capacity,
-                     candidates_capacity};
+    stack_rows_t stack = {anchors, candidates, UFORM_PLANTED(3) ? NULL : counts, UFORM_PLANTED(3) ? NULL : counts + 1,
+                          anchors_capacity, candidates_capacity};
     size_t rows = anchors_capacity + candidates_capacity, tiles = tiles_of(anchors_capacity, candidates_capacity);
     float *normalized = (float *)scratch, *d_normalized = normalized + rows * widest, *norms = d_normalized + rows * widest;
     float *weighted = norms + rows, *partials = weighted + anchors_capacity * candidates_capacity;
@@ -601,68 +609,70 @@ extern "C" int uform_cuda_siglip(float const *embeddings, size_t widest, uint32_
         size_t width = widths[w];
         float *v = normalized + anchors_capacity * width, *dv = d_normalized + anchors_capacity * width;
         prefix_normalize_kernel<<<(unsigned)rows, row_threads, 0, s>>>(embeddings, widest, stack, width, normalized, norms);
-        if ((status = cudaGetLastError())) return (int)status;
+        if ((status = cudaGetLastError())) return failed(status, "siglip");
         siglip_logits_kernel<<<logits_grid, tile_threads, 0, s>>>(normalized, width, stack, labels, scale, bias, widths_count,
                                                                    weighted, partials + 3 * w * tiles, plant);
-        if ((status = cudaGetLastError())) return (int)status;
+        if ((status = cudaGetLastError())) return failed(status, "siglip");
         /* dU = weighted V over the live candidates, dV = weighted^T U over the live anchors. */
         operand_t<float> weighted_rows = {weighted, candidates_capacity, 1}, weighted_columns = {weighted, 1, candidates_capacity};
         operand_t<float> v_columns = {v, 1, width}, u_columns = {normalized, 1, width};
         if ((status = gemm(weighted_rows, v_columns, anchors_capacity, stack.anchors_live, width, NULL,
                            candidates_capacity, stack.candidates_live, d_normalized, width, s)))
-            return (int)status;
+            return failed(status, "siglip");
         if ((status = gemm(weighted_columns, u_columns, candidates_capacity, stack.candidates_live, width,
                            NULL, anchors_capacity, stack.anchors_live, dv, width, s)))
-            return (int)status;
+            return failed(status, "siglip");
         prefix_normalize_backward_kernel<<<(unsigned)rows, row_threads, 0, s>>>(normalized, norms, d_normalized, stack, width,
                                                                                widest, d_embeddings, plant);
-        if ((status = cudaGetLastError())) return (int)status;
+        if ((status = cudaGetLastError())) return failed(status, "siglip");
     }
     loss_finalize_kernel<<<1, finalize_threads, 0, s>>>(partials, widths_count * tiles, stack.anchors_live, anchors_capacity,
                                                         widths_count, loss, d_scale, d_bias);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("siglip");
 }
 
 extern "C" size_t uform_cuda_maxsim_scratch(size_t anchors_capacity, size_t candidates_capacity) {
     return sizeof(float) * anchors_capacity * (candidates_capacity + 3);
 }
 
-extern "C" int uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors,
-                                 uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                 size_t candidates_capacity, uint8_t const *labels, float const *scale,
-                                 float const *bias, float *loss, float *d_colbert, float *d_scale, float *d_bias,
-                                 void *scratch, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors,
+                                            uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
+                                            size_t candidates_capacity, uint8_t const *labels, float const *scale,
+                                            float const *bias, float *loss, float *d_colbert, float *d_scale,
+                                            float *d_bias, void *scratch, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
-    if (!anchors_capacity || !candidates_capacity) return (int)cudaMemsetAsync(loss, 0, sizeof(float), s);
+    if (!anchors_capacity || !candidates_capacity)
+        return uform_cuda_check(cudaMemsetAsync(loss, 0, sizeof(float), s), "maxsim", "cudaMemsetAsync");
+    int plant = uform_cuda_planted("maxsim");
     pair_lists_t pairs = {anchors, candidates, counts, counts + 1, anchors_capacity, candidates_capacity};
     float *coefficients = (float *)scratch, *partials = coefficients + anchors_capacity * candidates_capacity;
     maxsim_query_kernel<<<(unsigned)anchors_capacity, maxsim_threads, 0, s>>>(colbert, spans, pairs, labels, scale, bias,
                                                                             coefficients, partials, d_colbert, plant);
     cudaError_t status = cudaGetLastError();
-    if (status) return (int)status;
+    if (status) return failed(status, "maxsim");
     maxsim_document_kernel<<<(unsigned)candidates_capacity, maxsim_threads, 0, s>>>(colbert, spans, pairs, coefficients,
                                                                                   d_colbert, plant);
-    if ((status = cudaGetLastError())) return (int)status;
+    if ((status = cudaGetLastError())) return failed(status, "maxsim");
     loss_finalize_kernel<<<1, finalize_threads, 0, s>>>(partials, anchors_capacity, counts, anchors_capacity, 1, loss,
                                                         d_scale, d_bias);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("maxsim");
 }
 
-extern "C" int uform_cuda_normalize_rows_forward(float const *raw, size_t rows, size_t width, float *normalized,
-                                                 float *inverse_norms, void *stream, int plant) {
-    if (!rows) return 0;
+extern "C" uform_status_t uform_cuda_normalize_rows_forward(float const *raw, size_t rows, size_t width,
+                                                            float *normalized, float *inverse_norms, void *stream) {
+    if (!rows) return uform_ok_k;
     normalize_rows_forward_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, (cudaStream_t)stream>>>(raw, rows, width, normalized,
                                                                                              inverse_norms);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("normalize_rows_forward");
 }
 
-extern "C" int uform_cuda_normalize_rows_backward(float const *normalized, float const *inverse_norms,
-                                                  float const *d_normalized, size_t rows, size_t width, float *d_raw,
-                                                  void *stream, int plant) {
-    if (!rows) return 0;
+extern "C" uform_status_t uform_cuda_normalize_rows_backward(float const *normalized, float const *inverse_norms,
+                                                             float const *d_normalized, size_t rows, size_t width,
+                                                             float *d_raw, void *stream) {
+    if (!rows) return uform_ok_k;
     normalize_rows_backward_kernel<<<(unsigned)((rows + 7) / 8), 256, 0, (cudaStream_t)stream>>>(
-        normalized, inverse_norms, d_normalized, rows, width, d_raw, plant);
-    return (int)cudaGetLastError();
+        normalized, inverse_norms, d_normalized, rows, width, d_raw, uform_cuda_planted("normalize_rows_backward"));
+    return uform_cuda_launched("normalize_rows_backward");
 }
 
 extern "C" size_t uform_cuda_spectral_scratch(size_t rows_capacity, size_t width) {
@@ -670,52 +680,57 @@ extern "C" size_t uform_cuda_spectral_scratch(size_t rows_capacity, size_t width
     return sizeof(double) * (2 * rows_capacity * width + 2 * rows_capacity + 2 * dimension * dimension + 2 * width + 2);
 }
 
-extern "C" int uform_cuda_spectral(float const *embeddings, size_t rows_capacity, size_t width, uint32_t const *rows,
-                                   double tcr_lambda, double lipschitz_lambda, size_t lipschitz_iterations,
-                                   float *tcr_loss, float *lipschitz_loss, float *d_embeddings, void *scratch,
-                                   void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_spectral(float const *embeddings, size_t rows_capacity, size_t width,
+                                              uint32_t const *rows, double tcr_lambda, double lipschitz_lambda,
+                                              size_t lipschitz_iterations, float *tcr_loss, float *lipschitz_loss,
+                                              float *d_embeddings, void *scratch, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     int empty = !rows_capacity || !width, tcr = tcr_lambda > 0 && !empty, lipschitz = lipschitz_lambda > 0 && !empty;
     cudaError_t status;
-    if (!tcr && (status = cudaMemsetAsync(tcr_loss, 0, sizeof(float), s))) return (int)status;
-    if (!lipschitz && (status = cudaMemsetAsync(lipschitz_loss, 0, sizeof(float), s))) return (int)status;
-    if (!tcr && !lipschitz) return 0;
+    if (!tcr && (status = cudaMemsetAsync(tcr_loss, 0, sizeof(float), s)))
+        return uform_cuda_check(status, "spectral", "cudaMemsetAsync");
+    if (!lipschitz && (status = cudaMemsetAsync(lipschitz_loss, 0, sizeof(float), s)))
+        return uform_cuda_check(status, "spectral", "cudaMemsetAsync");
+    if (!tcr && !lipschitz) return uform_ok_k;
     /* The smaller Gram form: log det(I + a Z^T Z) = log det(I + a Z Z^T), Z (I + a Z^T Z)^-1 = (I + a Z Z^T)^-1 Z. */
     int by_rows = rows_capacity < width;
     size_t dimension = by_rows ? rows_capacity : width;
-    if (tcr && dimension * sizeof(double) > 48 * 1024) return (int)cudaErrorInvalidValue;
+    if (tcr && dimension * sizeof(double) > 48 * 1024)
+        return uform_cuda_note(uform_invalid_argument_k, "spectral: TCR's %zu x %zu Gram form exceeds 6144 rows", dimension,
+                               dimension);
+    int plant = uform_cuda_planted("spectral");
     double *z = (double *)scratch, *tcr_product = z + rows_capacity * width, *norms = tcr_product + rows_capacity * width;
     double *projections = norms + rows_capacity, *matrix = projections + rows_capacity, *inverse = matrix + dimension * dimension;
     double *vector = inverse + dimension * dimension, *product = vector + width, *coefficients = product + width;
     spectral_normalize_kernel<<<(unsigned)rows_capacity, row_threads, 0, s>>>(embeddings, width, rows, rows_capacity, z, norms);
-    if ((status = cudaGetLastError())) return (int)status;
+    if ((status = cudaGetLastError())) return failed(status, "spectral");
     if (lipschitz) {
         lipschitz_kernel<<<1, factor_threads, 0, s>>>(z, rows_capacity, rows, width, lipschitz_iterations, lipschitz_lambda,
                                                       vector, product, projections, lipschitz_loss, coefficients, plant);
-        if ((status = cudaGetLastError())) return (int)status;
+        if ((status = cudaGetLastError())) return failed(status, "spectral");
     }
     if (tcr) {
         operand_t<double> z_rows = {z, width, 1}, z_columns = {z, 1, width}, x_columns = {matrix, 1, dimension};
         uint32_t const *dimension_live = by_rows ? rows : NULL;
         if (by_rows) status = gemm(z_rows, z_rows, rows_capacity, rows, rows_capacity, rows, width, NULL, matrix, dimension, s);
         else status = gemm(z_columns, z_columns, width, NULL, width, NULL, rows_capacity, rows, matrix, dimension, s);
-        if (status) return (int)status;
+        if (status) return failed(status, "spectral");
         tcr_factor_kernel<<<1, factor_threads, dimension * sizeof(double), s>>>(matrix, dimension, dimension_live, rows,
                                                                                 rows_capacity, width, tcr_lambda, tcr_loss,
                                                                                 coefficients, plant);
-        if ((status = cudaGetLastError())) return (int)status;
+        if ((status = cudaGetLastError())) return failed(status, "spectral");
         /* The inverse X^T X, then the gradient's product with Z on the side the form needs. */
         if ((status = gemm(x_columns, x_columns, dimension, dimension_live, dimension, dimension_live, dimension, dimension_live,
                            inverse, dimension, s)))
-            return (int)status;
+            return failed(status, "spectral");
         operand_t<double> inverse_rows = {inverse, dimension, 1}, inverse_columns = {inverse, 1, dimension};
         if (by_rows) status = gemm(inverse_rows, z_columns, rows_capacity, rows, width, NULL, rows_capacity, rows, tcr_product, width, s);
         else status = gemm(z_rows, inverse_columns, rows_capacity, rows, width, NULL, width, NULL, tcr_product, width, s);
-        if (status) return (int)status;
+        if (status) return failed(status, "spectral");
     }
     spectral_backward_kernel<<<(unsigned)rows_capacity, row_threads, 0, s>>>(z, norms, tcr ? tcr_product : NULL,
                                                                            lipschitz ? vector : NULL, projections,
                                                                            coefficients, rows, rows_capacity, width,
                                                                            d_embeddings);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("spectral");
 }

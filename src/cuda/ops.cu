@@ -4,8 +4,10 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -13,7 +15,7 @@ __global__ void embed_forward_kernel(uint16_t const *table, uint32_t const *valu
                                      float *x, int plant) {
     size_t cell = blockIdx.x;
     uint32_t value = values[cell];
-    if (plant == 1) value = (value + 1) % 258; /* planted: a shifted index */
+    if (UFORM_PLANTED(1)) value = (value + 1) % 258; /* planted: a shifted index */
     for (size_t i = threadIdx.x; i < width; i += blockDim.x) x[cell * width + i] = uform_bf16_to_f32(table[value * width + i]);
 }
 
@@ -43,7 +45,7 @@ __global__ void embed_partials_kernel(float const *dx, uint32_t const *order, ui
     }
     uint32_t first = offsets[low] + (piece - pieces[low]) * uform_cuda_embed_piece_k, last = offsets[low + 1];
     if (last - first > uform_cuda_embed_piece_k) last = first + uform_cuda_embed_piece_k;
-    else if (plant == 1) last--; /* planted: the run's last cell dropped */
+    else if (UFORM_PLANTED(1)) last--; /* planted: the run's last cell dropped */
     float sum = 0;
 #pragma unroll 8
     for (uint32_t j = first; j < last; ++j) sum += dx[(size_t)order[j] * width + column];
@@ -96,8 +98,8 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
     for (int j = 0; j < Chunks; ++j) {
         if (j >= (int)chunks) break;
         size_t column = 2 * lane + 64 * j;
-        float g0 = gain[plant == 1 ? (column + 1) % width : column]; /* planted: the gain read one column off */
-        float g1 = gain[plant == 1 ? (column + 2) % width : column + 1];
+        float g0 = gain[UFORM_PLANTED(1) ? (column + 1) % width : column]; /* planted: the gain read one column off */
+        float g1 = gain[UFORM_PLANTED(1) ? (column + 2) % width : column + 1];
         out[lane + 32 * j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
                              (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
     }
@@ -134,7 +136,7 @@ __global__ void rmsnorm_backward_kernel(float const *x, float const *gain, float
             dots[j] = ds[j].x * g[j].x * xs[j].x, dots[j + Chunks] = ds[j].y * g[j].y * xs[j].y;
         }
         float mean = lane_tree_sum<Chunks>(dots) * scale / (float)width;
-        if (plant == 1) mean = 0; /* planted: the term through the shared scale dropped */
+        if (UFORM_PLANTED(1)) mean = 0; /* planted: the term through the shared scale dropped */
         float2 *out = reinterpret_cast<float2 *>(dx + cell * width);
         uint32_t *rounded = dx_rounded ? reinterpret_cast<uint32_t *>(dx_rounded + cell * width) : nullptr;
 #pragma unroll
@@ -176,7 +178,7 @@ __global__ void rope_table_kernel(int32_t const *positions, size_t cells, float2
     if (index >= cells * 32) return;
     size_t slot = index % 32, cell = index / 32;
     int axis = slot < 8 ? 0 : slot < 20 ? 1 : 2;
-    if (plant == 1 && axis) axis = 3 - axis; /* planted: h and w swapped */
+    if (UFORM_PLANTED(1) && axis) axis = 3 - axis; /* planted: h and w swapped */
     double angle = (double)positions[cell * 3 + axis] * pow(10000.0, -(double)slot / 32.0);
     double sine, cosine;
     sincos(angle, &sine, &cosine);
@@ -221,7 +223,7 @@ __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, siz
     for (int e = 0; e < 8; ++e) {
         float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]);
         float sigmoid = 1.0f / (1.0f + expf(-g));
-        float silu = plant == 1 ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
+        float silu = UFORM_PLANTED(1) ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
         r8[e] = uform_f32_to_bf16(silu * u);
     }
     *reinterpret_cast<uint4 *>(hidden + cell * hidden_width + i) = result;
@@ -243,7 +245,7 @@ __global__ void swiglu_backward_kernel(uint16_t const *gate_up, uint16_t const *
     for (int e = 0; e < 8; ++e) {
         float g = uform_bf16_to_f32(g8[e]), u = uform_bf16_to_f32(u8[e]), dh = uform_bf16_to_f32(dh8[e]);
         float sigmoid = 1.0f / (1.0f + expf(-g));
-        float slope = plant == 1 ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
+        float slope = UFORM_PLANTED(1) ? sigmoid : sigmoid * (1.0f + g * (1.0f - sigmoid)); /* planted: a dropped term */
         dg8[e] = uform_f32_to_bf16(dh * u * slope);
         du8[e] = uform_f32_to_bf16(dh * g * sigmoid);
     }
@@ -255,7 +257,7 @@ __global__ void round_kernel(float const *x, size_t count, uint16_t *y, int plan
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= count) return;
     float value = x[index];
-    y[index] = plant == 1 ? (uint16_t)(__float_as_uint(value) >> 16) : uform_f32_to_bf16(value); /* planted: truncation */
+    y[index] = UFORM_PLANTED(1) ? (uint16_t)(__float_as_uint(value) >> 16) : uform_f32_to_bf16(value); /* planted: truncation */
 }
 
 /* result[0] = scale * sum(x), one block, a fixed order. */
@@ -269,31 +271,31 @@ __global__ void sum_kernel(float const *x, size_t count, float const *scale, flo
 
 unsigned blocks_for(size_t count, unsigned threads) { return (unsigned)((count + threads - 1) / threads); }
 
-int launched(void) { return (int)cudaGetLastError(); }
-
 } // namespace
 
-extern "C" int uform_cuda_embed_forward(uint16_t const *table, uint32_t const *values, size_t cells, size_t width,
-                                        float *x, void *stream, int plant) {
-    if (!cells) return 0;
-    embed_forward_kernel<<<(unsigned)cells, 128, 0, (cudaStream_t)stream>>>(table, values, cells, width, x, plant);
-    return launched();
+extern "C" uform_status_t uform_cuda_embed_forward(uint16_t const *table, uint32_t const *values, size_t cells,
+                                                   size_t width, float *x, void *stream) {
+    if (!cells) return uform_ok_k;
+    embed_forward_kernel<<<(unsigned)cells, 128, 0, (cudaStream_t)stream>>>(table, values, cells, width, x,
+                                                                            uform_cuda_planted("embed_forward"));
+    return uform_cuda_launched("embed_forward");
 }
 
 extern "C" size_t uform_cuda_embed_partials(size_t cells, size_t width) {
     return (cells / uform_cuda_embed_piece_k + 258) * width + 260; /* pieces' sums, then their index [259] */
 }
 
-extern "C" int uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                                         size_t width, float *partials, float *grad, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets,
+                                                    size_t cells, size_t width, float *partials, float *grad,
+                                                    void *stream) {
     size_t most = cells / uform_cuda_embed_piece_k + 258; /* at most one short piece per value */
     uint32_t *pieces = (uint32_t *)(partials + most * width);
     cudaStream_t s = (cudaStream_t)stream;
     embed_pieces_kernel<<<1, 1, 0, s>>>(offsets, pieces);
-    embed_partials_kernel<<<dim3(blocks_for(width, 128), (unsigned)most), 128, 0, s>>>(dx, order, offsets, pieces, width,
-                                                                                        partials, plant);
+    embed_partials_kernel<<<dim3(blocks_for(width, 128), (unsigned)most), 128, 0, s>>>(
+        dx, order, offsets, pieces, width, partials, uform_cuda_planted("embed_backward"));
     embed_reduce_kernel<<<dim3(blocks_for(width, 128), 258), 128, 0, s>>>(partials, pieces, width, grad);
-    return launched();
+    return uform_cuda_launched("embed_backward");
 }
 
 /* The smallest power of two >= width / 64 (width a multiple of 64, at most 2048), or 0. */
@@ -314,80 +316,91 @@ static int norm_chunks(size_t width) {
     default: kernel<32><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                      \
     }
 
+static uform_status_t norm_width_refused(char const *entry, size_t width) {
+    return uform_cuda_note(uform_invalid_argument_k, "%s: width %zu is not a multiple of 64 up to 2048", entry, width);
+}
+
 extern "C" size_t uform_cuda_rmsnorm_partials(size_t cells, size_t width) {
     return (cells + norm_rows_per_warp - 1) / norm_rows_per_warp * width;
 }
 
-extern "C" int uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                                          float *scales, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width,
+                                                     uint16_t *y, float *scales, void *stream) {
     int chunks = norm_chunks(width);
-    if (!chunks) return (int)cudaErrorInvalidValue;
-    if (!cells) return 0;
+    if (!chunks) return norm_width_refused("rmsnorm_forward", width);
+    if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(cells, norm_warps);
-    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, plant)
-    return launched();
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales,
+                        uform_cuda_planted("rmsnorm_forward"))
+    return uform_cuda_launched("rmsnorm_forward");
 }
 
-extern "C" int uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales, float const *dy,
-                                           size_t cells, size_t width, float *dx, uint16_t *dx_rounded,
-                                           float *gain_partials, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales,
+                                                      float const *dy, size_t cells, size_t width, float *dx,
+                                                      uint16_t *dx_rounded, float *gain_partials, void *stream) {
     int chunks = norm_chunks(width);
-    if (!chunks) return (int)cudaErrorInvalidValue;
-    if (!cells) return 0;
+    if (!chunks) return norm_width_refused("rmsnorm_backward", width);
+    if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(blocks_for(cells, norm_rows_per_warp), norm_warps);
     UFORM_NORM_DISPATCH(chunks, rmsnorm_backward_kernel, grid, x, gain, scales, dy, cells, width, dx, dx_rounded,
-                        gain_partials, plant)
-    return launched();
+                        gain_partials, uform_cuda_planted("rmsnorm_backward"))
+    return uform_cuda_launched("rmsnorm_backward");
 }
 
-extern "C" int uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width, float *gain_grad,
-                                              void *stream) {
-    if (!cells) return 0;
+extern "C" uform_status_t uform_cuda_rmsnorm_gain_reduce(float const *gain_partials, size_t cells, size_t width,
+                                                         float *gain_grad, void *stream) {
+    if (!cells) return uform_ok_k;
     rmsnorm_gain_reduce_kernel<<<blocks_for(width, 32), dim3(32, 8), 0, (cudaStream_t)stream>>>(
         gain_partials, blocks_for(cells, norm_rows_per_warp), width, gain_grad);
-    return launched();
+    return uform_cuda_launched("rmsnorm_gain_reduce");
 }
 
-extern "C" int uform_cuda_rope_table(int32_t const *positions, size_t cells, float *table, void *stream, int plant) {
-    if (!cells) return 0;
-    rope_table_kernel<<<blocks_for(cells * 32, 256), 256, 0, (cudaStream_t)stream>>>(positions, cells, (float2 *)table, plant);
-    return launched();
+extern "C" uform_status_t uform_cuda_rope_table(int32_t const *positions, size_t cells, float *table, void *stream) {
+    if (!cells) return uform_ok_k;
+    rope_table_kernel<<<blocks_for(cells * 32, 256), 256, 0, (cudaStream_t)stream>>>(positions, cells, (float2 *)table,
+                                                                                   uform_cuda_planted("rope_table"));
+    return uform_cuda_launched("rope_table");
 }
 
-extern "C" int uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
-                               void *stream) {
+extern "C" uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
+                                          void *stream) {
     size_t count = cells * 2 * (width / 64) * 4;
-    if (!count) return 0;
+    if (!count) return uform_ok_k;
     rope_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(qkv, (float2 const *)table, cells, width, direction);
-    return launched();
+    return uform_cuda_launched("rope");
 }
 
-extern "C" int uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
-                                         void *stream, int plant) {
+static uform_status_t hidden_width_refused(char const *entry, size_t hidden_width) {
+    return uform_cuda_note(uform_invalid_argument_k, "%s: hidden width %zu is not a multiple of 8", entry, hidden_width);
+}
+
+extern "C" uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width,
+                                                    uint16_t *hidden, void *stream) {
     size_t count = cells * hidden_width / 8;
-    if (!count) return 0;
-    if (hidden_width % 8) return (int)cudaErrorInvalidValue;
-    swiglu_forward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, cells, hidden_width, hidden, plant);
-    return launched();
+    if (!count) return uform_ok_k;
+    if (hidden_width % 8) return hidden_width_refused("swiglu_forward", hidden_width);
+    swiglu_forward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, cells, hidden_width, hidden,
+                                                                                   uform_cuda_planted("swiglu_forward"));
+    return uform_cuda_launched("swiglu_forward");
 }
 
-extern "C" int uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
-                                          size_t hidden_width, uint16_t *d_gate_up, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
+                                                     size_t hidden_width, uint16_t *d_gate_up, void *stream) {
     size_t count = cells * hidden_width / 8;
-    if (!count) return 0;
-    if (hidden_width % 8) return (int)cudaErrorInvalidValue;
-    swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(gate_up, d_hidden, cells, hidden_width,
-                                                                                   d_gate_up, plant);
-    return launched();
+    if (!count) return uform_ok_k;
+    if (hidden_width % 8) return hidden_width_refused("swiglu_backward", hidden_width);
+    swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(
+        gate_up, d_hidden, cells, hidden_width, d_gate_up, uform_cuda_planted("swiglu_backward"));
+    return uform_cuda_launched("swiglu_backward");
 }
 
-extern "C" int uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream, int plant) {
-    if (!count) return 0;
-    round_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(x, count, y, plant);
-    return launched();
+extern "C" uform_status_t uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream) {
+    if (!count) return uform_ok_k;
+    round_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(x, count, y, uform_cuda_planted("round_bf16"));
+    return uform_cuda_launched("round_bf16");
 }
 
-extern "C" int uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream) {
+extern "C" uform_status_t uform_cuda_sum(float const *x, size_t count, float const *scale, float *result, void *stream) {
     sum_kernel<<<1, 1024, 0, (cudaStream_t)stream>>>(x, count, scale, result);
-    return launched();
+    return uform_cuda_launched("sum");
 }

@@ -5,8 +5,10 @@
  *  Every reduction has a fixed order. */
 #include <cuda_runtime.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -64,7 +66,7 @@ __global__ void row_mean_kernel(float const *row_moment, size_t rows, float *scr
 __device__ __forceinline__ float update_of(float const *gradient, float const *row_moment, float const *column_moment,
                                            float row_mean, float correction2, size_t columns, size_t index, int plant) {
     float row = row_moment[index / columns], column = column_moment[index % columns];
-    if (plant == 2) return gradient[index] * rsqrtf(row * column / row_mean / correction2);
+    if (UFORM_PLANTED(2)) return gradient[index] * rsqrtf(row * column / row_mean / correction2);
     return gradient[index] * rsqrtf(row / row_mean) * rsqrtf(column / correction2);
 }
 
@@ -72,7 +74,7 @@ __device__ __forceinline__ float update_of(float const *gradient, float const *r
 __global__ void update_squares_kernel(float const *gradient, float const *row_moment, float const *column_moment,
                                       size_t count, size_t columns, float const *schedule, float *scratch, int plant) {
     __shared__ float shared[threads];
-    float sum = 0, correction2 = plant == 1 ? 1.0f : schedule[2]; /* planted: no bias correction of V */
+    float sum = 0, correction2 = UFORM_PLANTED(1) ? 1.0f : schedule[2]; /* planted: no bias correction of V */
     for (size_t index = blockIdx.x * (size_t)threads + threadIdx.x; index < count; index += (size_t)gridDim.x * threads) {
         float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index, plant);
         sum += u * u;
@@ -97,7 +99,7 @@ __global__ void apply_kernel(uint16_t *weights, float const *gradient, float con
                              float const *scratch, int plant) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (index >= count) return;
-    float rate = schedule[0], correction1 = schedule[1], correction2 = plant == 1 ? 1.0f : schedule[2];
+    float rate = schedule[0], correction1 = schedule[1], correction2 = UFORM_PLANTED(1) ? 1.0f : schedule[2];
     float u = update_of(gradient, row_moment, column_moment, scratch[0], correction2, columns, index, plant) / scratch[1];
     float m = beta1 * first_moment[index] + complement1 * u;
     first_moment[index] = m;
@@ -110,7 +112,7 @@ __global__ void vector_kernel(float *weights, float const *gradient, float *mome
                               float beta1, float complement1, float beta2, float complement2, float clip,
                               float weight_decay, float const *schedule, int plant) {
     __shared__ float shared[threads];
-    float rate = schedule[0], correction1 = schedule[1], correction2 = plant == 1 ? 1.0f : schedule[2];
+    float rate = schedule[0], correction1 = schedule[1], correction2 = UFORM_PLANTED(1) ? 1.0f : schedule[2];
     float sum = 0;
     for (size_t i = threadIdx.x; i < count; i += threads) {
         float g = gradient[i], v = beta2 * moment[i] + complement2 * (g * g + 1e-30f);
@@ -144,13 +146,15 @@ extern "C" void uform_cuda_adafactor_schedule(double learning_rate, double beta1
     schedule[2] = (float)(1.0 - pow(beta2, (double)step));
 }
 
-extern "C" int uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradient, float *row_moment,
-                                           float *column_moment, float *first_moment, size_t rows, size_t columns,
-                                           float const *schedule, double beta1, double beta2, double clip,
-                                           double weight_decay, float *scratch, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradient, float *row_moment,
+                                                      float *column_moment, float *first_moment, size_t rows,
+                                                      size_t columns, float const *schedule, double beta1,
+                                                      double beta2, double clip, double weight_decay, float *scratch,
+                                                      void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     size_t count = rows * columns;
-    if (!count) return 0;
+    if (!count) return uform_ok_k;
+    int plant = uform_cuda_planted("adafactor_matrix");
     size_t blocks = (count + threads - 1) / threads;
     if (blocks > rows + columns) blocks = rows + columns; /* the partials fit the caller's scratch */
     float complement1 = (float)(1.0 - beta1), complement2 = (float)(1.0 - beta2);
@@ -166,15 +170,17 @@ extern "C" int uform_cuda_adafactor_matrix(uint16_t *weights, float const *gradi
     apply_kernel<<<(unsigned)((count + threads - 1) / threads), threads, 0, s>>>(
         weights, gradient, row_moment, column_moment, first_moment, count, columns, schedule, (float)beta1,
         complement1, (float)weight_decay, scratch, plant);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("adafactor_matrix");
 }
 
-extern "C" int uform_cuda_adafactor_vector(float *weights, float const *gradient, float *moment, float *first_moment,
-                                           size_t count, float const *schedule, double beta1, double beta2,
-                                           double clip, double weight_decay, void *stream, int plant) {
-    if (!count) return 0;
+extern "C" uform_status_t uform_cuda_adafactor_vector(float *weights, float const *gradient, float *moment,
+                                                      float *first_moment, size_t count, float const *schedule,
+                                                      double beta1, double beta2, double clip, double weight_decay,
+                                                      void *stream) {
+    if (!count) return uform_ok_k;
     vector_kernel<<<1, threads, 0, (cudaStream_t)stream>>>(weights, gradient, moment, first_moment, count, (float)beta1,
                                                            (float)(1.0 - beta1), (float)beta2, (float)(1.0 - beta2),
-                                                           (float)clip, (float)weight_decay, schedule, plant);
-    return (int)cudaGetLastError();
+                                                           (float)clip, (float)weight_decay, schedule,
+                                                           uform_cuda_planted("adafactor_vector"));
+    return uform_cuda_launched("adafactor_vector");
 }

@@ -4,8 +4,10 @@
  *  (a segment slot the batch leaves empty) reads no cell: its pooled row and query partials are 0. */
 #include <cuda_runtime.h>
 
+#include "cuda/check.h"
 #include "cuda/common.cuh"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 
 namespace {
 
@@ -16,7 +18,7 @@ __global__ void pool_forward_kernel(uint16_t const *hidden, float const *query, 
     __shared__ float shared[threads];
     size_t heads = width / head_width, segment = blockIdx.x / heads, head = blockIdx.x % heads;
     size_t first = spans[2 * segment], length = spans[2 * segment + 1];
-    if (plant == 1) length += 1; /* planted: the pool runs one cell past its segment */
+    if (UFORM_PLANTED(1)) length += 1; /* planted: the pool runs one cell past its segment */
     float const *q = query + head * head_width;
     float largest = -INFINITY;
     for (size_t t = threadIdx.x; t < length; t += threads) {
@@ -62,7 +64,7 @@ __global__ void pool_backward_kernel(uint16_t const *hidden, float const *query,
         mean += weights[(first + t) * heads + head] * d_alpha;
     }
     mean = uform_block_reduce(mean, shared, 0);
-    if (plant == 2) mean = 0; /* planted: the softmax's shared term dropped */
+    if (UFORM_PLANTED(2)) mean = 0; /* planted: the softmax's shared term dropped */
     float const *q = query + head * head_width;
     for (size_t t = threadIdx.x; t < length; t += threads) {
         size_t cell = first + t;
@@ -96,28 +98,29 @@ __global__ void pool_query_reduce_kernel(float const *partials, size_t segments,
 
 } // namespace
 
-extern "C" int uform_cuda_pool_forward(uint16_t const *hidden, float const *query, uint32_t const *spans,
-                                       size_t segments, size_t width, uint16_t *pooled, float *weights, void *stream,
-                                       int plant) {
+extern "C" uform_status_t uform_cuda_pool_forward(uint16_t const *hidden, float const *query, uint32_t const *spans,
+                                                  size_t segments, size_t width, uint16_t *pooled, float *weights,
+                                                  void *stream) {
     size_t blocks = segments * (width / head_width);
-    if (!blocks) return 0;
-    pool_forward_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(hidden, query, spans, width, pooled, weights, plant);
-    return (int)cudaGetLastError();
+    if (!blocks) return uform_ok_k;
+    pool_forward_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(hidden, query, spans, width, pooled, weights,
+                                                                                uform_cuda_planted("pool_forward"));
+    return uform_cuda_launched("pool_forward");
 }
 
-extern "C" int uform_cuda_pool_backward(uint16_t const *hidden, float const *query, float const *weights,
-                                        float const *d_pooled, uint32_t const *spans, size_t segments, size_t width,
-                                        float *d_hidden, float *query_partials, void *stream, int plant) {
+extern "C" uform_status_t uform_cuda_pool_backward(uint16_t const *hidden, float const *query, float const *weights,
+                                                   float const *d_pooled, uint32_t const *spans, size_t segments,
+                                                   size_t width, float *d_hidden, float *query_partials, void *stream) {
     size_t blocks = segments * (width / head_width);
-    if (!blocks) return 0;
-    pool_backward_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(hidden, query, weights, d_pooled, spans,
-                                                                                width, d_hidden, query_partials, plant);
-    return (int)cudaGetLastError();
+    if (!blocks) return uform_ok_k;
+    pool_backward_kernel<<<(unsigned)blocks, threads, 0, (cudaStream_t)stream>>>(
+        hidden, query, weights, d_pooled, spans, width, d_hidden, query_partials, uform_cuda_planted("pool_backward"));
+    return uform_cuda_launched("pool_backward");
 }
 
-extern "C" int uform_cuda_pool_query_reduce(float const *query_partials, size_t segments, size_t width, float *d_query,
-                                            void *stream) {
+extern "C" uform_status_t uform_cuda_pool_query_reduce(float const *query_partials, size_t segments, size_t width,
+                                                       float *d_query, void *stream) {
     pool_query_reduce_kernel<<<(unsigned)((width + 127) / 128), 128, 0, (cudaStream_t)stream>>>(query_partials, segments,
                                                                                             width, d_query);
-    return (int)cudaGetLastError();
+    return uform_cuda_launched("pool_query_reduce");
 }

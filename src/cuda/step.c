@@ -6,14 +6,15 @@
 #include "cuda/step.h"
 
 #include <cuda_runtime.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
 #include "cuda/encoder.h"
+#include "cuda/error.h"
 #include "model/tensors.h"
 
 enum { vocabulary_k = 258, logits_stride_k = 264 /* rows 16-byte aligned for the products */ };
@@ -72,16 +73,6 @@ struct uform_cuda_step_t {
     uint16_t *d_colbert16;
     void *maxsim_scratch;
 };
-
-static int fail_(char *error, size_t size, int status, char const *format, ...) {
-    if (error && size) {
-        va_list arguments;
-        va_start(arguments, format);
-        vsnprintf(error, size, format, arguments);
-        va_end(arguments);
-    }
-    return status ? status : (int)cudaErrorUnknown;
-}
 
 /* Bump allocation from the arena, 256-byte aligned; a NULL arena only counts. */
 static void *take_(uform_cuda_step_t *step, size_t bytes) {
@@ -177,25 +168,33 @@ static void layout_(uform_cuda_step_t *step) {
     if (!step->cudnn) step->deltas = take_(step, n * step->heads * 4); /* our backward's scratch */
 }
 
-/* Records the first failure of a step: the call that failed, as written, and CUDA's name for the code. */
-static int note_(uform_cuda_step_t *step, int code, char const *call) {
-    if (!step->error[0])
-        snprintf(step->error, sizeof(step->error), "%.400s failed: %s (%d)", call, cudaGetErrorString((cudaError_t)code), code);
-    return code;
+/* Records the first failure of a step: the call that failed, as written (NULL: none), then the noted
+ * message, which names the kernel or library call and its error. */
+static uform_status_t note_(uform_cuda_step_t *step, uform_status_t status, char const *call) {
+    if (!step->error[0]) {
+        if (call) snprintf(step->error, sizeof(step->error), "%.240s failed: %s", call, uform_cuda_noted());
+        else snprintf(step->error, sizeof(step->error), "%s", uform_cuda_noted());
+    }
+    return status;
+}
+
+/* A CUDA runtime call of the step's own: its status, the failure recorded with the call as written. */
+static uform_status_t cuda_(uform_cuda_step_t *step, cudaError_t code, char const *call) {
+    uform_status_t status = uform_cuda_check(code, "the step", call);
+    return status == uform_ok_k ? status : note_(step, status, NULL);
 }
 
 #define TRY(call)                                                                                                     \
     do {                                                                                                              \
-        int status_ = (call);                                                                                         \
-        if (status_) return note_(step, status_, #call);                                                              \
+        uform_status_t status_ = (call);                                                                              \
+        if (status_ != uform_ok_k) return note_(step, status_, #call);                                                \
     } while (0)
 
-/* A cudaError_t code at the step's boundary: out of memory as such, any other failure a device one. */
-static uform_status_t status_of_(uform_cuda_step_t *step, int code, char const *what) {
-    if (!code) return uform_ok_k;
-    note_(step, code, what);
-    return code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k;
-}
+#define TRY_CUDA(call)                                                                                                \
+    do {                                                                                                              \
+        uform_status_t status_ = cuda_(step, (call), #call);                                                          \
+        if (status_ != uform_ok_k) return status_;                                                                    \
+    } while (0)
 
 /* The trained tensor of `kind` (of `block` for the per-block kinds). */
 static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_kind_t kind, size_t block) {
@@ -204,7 +203,8 @@ static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_
 
 /* One block's forward into `a` (encoder.h's, as inference runs it); the down projection (into the
  * next block's input) only when `complete`. A replay skips attention where the block kept it. */
-static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a, int complete) {
+static uform_status_t block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a,
+                                     int complete) {
     size_t n = step->config.cells, d = step->config.width;
     uform_cuda_block_weights_t const w = {
         tensor_(step, uform_tensor_attn_norm_k, l)->parameter, tensor_(step, uform_tensor_mlp_norm_k, l)->parameter,
@@ -218,7 +218,7 @@ static int block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size
 }
 
 /* d_stream holds dL/d(block output); leaves dL/d(block input) there and the block's weight gradients. */
-static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a) {
+static uform_status_t block_backward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a) {
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
     uform_cuda_gemm_t *g = step->gemm;
@@ -228,90 +228,91 @@ static int block_backward_(uform_cuda_step_t *step, batch_device_t const *b, siz
     uform_cuda_tensor_t *gate_up = tensor_(step, uform_tensor_gate_up_k, l), *down = tensor_(step, uform_tensor_down_k, l);
     if (a->replayed) TRY(block_forward_(step, b, l, a, 0));
     /* The MLP; dy holds d_stream in BF16, left there by the norm backward that wrote d_stream. */
-    TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 0, s, 0));
-    TRY(uform_cuda_swiglu_backward(a->gate_up, step->d_hidden, n, 4 * d, step->d_gate_up, s, 0));
-    TRY(uform_cuda_gemm(g, 1, 0, 8 * d, d, n, step->d_gate_up, 8 * d, a->normed2, d, NULL, gate_up->gradient, d, 1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 0, n, d, 8 * d, step->d_gate_up, 8 * d, gate_up->parameter, d, NULL, step->d_normed, d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 1, 0, d, 4 * d, n, step->dy, d, a->hidden, 4 * d, NULL, down->gradient, 4 * d, 1, s));
+    TRY(uform_cuda_gemm(g, 0, 0, n, 4 * d, d, step->dy, d, down->parameter, 4 * d, NULL, step->d_hidden, 4 * d, 0, s));
+    TRY(uform_cuda_swiglu_backward(a->gate_up, step->d_hidden, n, 4 * d, step->d_gate_up, s));
+    TRY(uform_cuda_gemm(g, 1, 0, 8 * d, d, n, step->d_gate_up, 8 * d, a->normed2, d, NULL, gate_up->gradient, d, 1, s));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, 8 * d, step->d_gate_up, 8 * d, gate_up->parameter, d, NULL, step->d_normed, d, 1, s));
     TRY(uform_cuda_rmsnorm_backward(a->middle, mlp_norm->parameter, a->scales2, step->d_normed, n, d, step->d_stream,
-                                    step->dy, step->gain_partials, s, step->config.plant));
+                                    step->dy, step->gain_partials, s));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, mlp_norm->gradient, s));
     /* Attention. */
-    TRY(uform_cuda_gemm(g, 1, 0, d, d, n, step->dy, d, a->attended, d, NULL, out->gradient, d, 1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 0, n, d, d, step->dy, d, out->parameter, d, NULL, step->d_attended, d, 0, s, 0));
+    TRY(uform_cuda_gemm(g, 1, 0, d, d, n, step->dy, d, a->attended, d, NULL, out->gradient, d, 1, s));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, d, step->dy, d, out->parameter, d, NULL, step->d_attended, d, 0, s));
     if (step->cudnn)
         TRY(uform_cudnn_attention_backward(step->cudnn, a->qkv, a->attended, a->log_sums, step->d_attended, step->d_qkv, s));
     else
         TRY(uform_cuda_attention_backward(a->qkv, a->attended, a->log_sums, step->d_attended, b->spans, b->segment_of, n,
-                                          d, step->deltas, step->d_qkv, s, 0));
+                                          d, step->deltas, step->d_qkv, s));
     TRY(uform_cuda_rope(step->d_qkv, step->rotations, n, d, -1, s));
-    TRY(uform_cuda_gemm(g, 1, 0, 3 * d, d, n, step->d_qkv, 3 * d, a->normed1, d, NULL, qkv->gradient, d, 1, s, 0));
-    TRY(uform_cuda_gemm(g, 0, 0, n, d, 3 * d, step->d_qkv, 3 * d, qkv->parameter, d, NULL, step->d_normed, d, 1, s, 0));
+    TRY(uform_cuda_gemm(g, 1, 0, 3 * d, d, n, step->d_qkv, 3 * d, a->normed1, d, NULL, qkv->gradient, d, 1, s));
+    TRY(uform_cuda_gemm(g, 0, 0, n, d, 3 * d, step->d_qkv, 3 * d, qkv->parameter, d, NULL, step->d_normed, d, 1, s));
     TRY(uform_cuda_rmsnorm_backward(x, attn_norm->parameter, a->scales1, step->d_normed, n, d, step->d_stream,
-                                    l ? step->dy : NULL, step->gain_partials, s, step->config.plant));
+                                    l ? step->dy : NULL, step->gain_partials, s));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, attn_norm->gradient, s));
-    return 0;
+    return uform_ok_k;
 }
 
 /* The masked-byte head and its loss: d_normed gets dL/dh. */
-static int mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+static uform_status_t mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
     uform_cuda_tensor_t *head = tensor_(step, uform_tensor_mlm_head_k, 0);
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
-                        logits_stride_k, 0, s, 0));
+                        logits_stride_k, 0, s));
     TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
-                                 step->d_logits, s, 0));
+                                 step->d_logits, s));
     TRY(uform_cuda_sum(step->losses, n, &b->scalars[0], step->loss, s));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, vocabulary_k, d, n, step->d_logits, logits_stride_k, step->h, d, NULL,
-                        head->gradient, d, 1, s, 0));
+                        head->gradient, d, 1, s));
     return uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d,
-                           NULL, step->d_normed, d, 1, s, 0);
+                           NULL, step->d_normed, d, 1, s);
 }
 
 /* The attention pool and pool.proj: `embeddings` [segments, E] from h, d_embeddings zeroed. */
-static int pool_embed_(uform_cuda_step_t *step, batch_device_t const *b) {
+static uform_status_t pool_embed_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t d = c->width, segments = c->segments, e = c->embedding_width;
     void *s = step->stream;
     uform_cuda_tensor_t *query = tensor_(step, uform_tensor_pool_query_k, 0), *proj = tensor_(step, uform_tensor_pool_proj_k, 0);
-    TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s, 0));
+    TRY(uform_cuda_pool_forward(step->h, query->parameter, b->spans, segments, d, step->pooled, step->pool_weights, s));
     TRY(uform_cuda_gemm(step->gemm, 0, 1, segments, e, d, step->pooled, d, proj->parameter, d, NULL, step->embeddings, e,
-                        1, s, 0));
-    return (int)cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream);
+                        1, s));
+    TRY_CUDA(cudaMemsetAsync(step->d_embeddings, 0, segments * e * 4, step->stream));
+    return uform_ok_k;
 }
 
 /* TCR and Lipschitz on Z, the E-wide embeddings of segments 0..counts[2]-1 (as the CPU's
  * trainer->segments), into loss [2] and [3] and d_embeddings; the total sums the head's loss [1] with them. */
-static int spectral_(uform_cuda_step_t *step, batch_device_t const *b) {
+static uform_status_t spectral_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     TRY(uform_cuda_spectral(step->embeddings, c->segments, c->embedding_width, &b->counts[2], c->tcr_lambda,
                             c->lipschitz_lambda, c->lipschitz_iterations, step->loss + 2, step->loss + 3,
-                            step->d_embeddings, step->spectral_scratch, step->stream, 0));
+                            step->d_embeddings, step->spectral_scratch, step->stream));
     return uform_cuda_sum(step->loss + 1, 3, NULL, step->loss, step->stream);
 }
 
 /* From d_embeddings back through pool.proj and the pool: pool.proj's and pool.query's gradients, and
  * dL/dh into d_normed (zeroed first unless `accumulate`, which adds to what a head left there). */
-static int pool_backward_(uform_cuda_step_t *step, batch_device_t const *b, int accumulate) {
+static uform_status_t pool_backward_(uform_cuda_step_t *step, batch_device_t const *b, int accumulate) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, segments = c->segments, e = c->embedding_width;
     void *s = step->stream;
     uform_cuda_tensor_t *query = tensor_(step, uform_tensor_pool_query_k, 0), *proj = tensor_(step, uform_tensor_pool_proj_k, 0);
-    TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s, 0));
+    TRY(uform_cuda_round_bf16(step->d_embeddings, segments * e, step->d_embeddings16, s));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, e, d, segments, step->d_embeddings16, e, step->pooled, d, NULL, proj->gradient, d,
-                        1, s, 0));
+                        1, s));
     TRY(uform_cuda_gemm(step->gemm, 0, 0, segments, d, e, step->d_embeddings16, e, proj->parameter, d, NULL, step->d_pooled,
-                        d, 1, s, 0));
-    if (!accumulate) TRY((int)cudaMemsetAsync(step->d_normed, 0, n * d * 4, step->stream));
+                        d, 1, s));
+    if (!accumulate) TRY_CUDA(cudaMemsetAsync(step->d_normed, 0, n * d * 4, step->stream));
     TRY(uform_cuda_pool_backward(step->h, query->parameter, step->pool_weights, step->d_pooled, b->spans, segments, d,
-                                 step->d_normed, step->query_partials, s, 0));
+                                 step->d_normed, step->query_partials, s));
     return uform_cuda_pool_query_reduce(step->query_partials, segments, d, query->gradient, s);
 }
 
 /* The attention pool, pool.proj, Matryoshka SigLIP and the opt-in spectral terms: d_normed gets dL/dh.
  * Spans past the batch's own have length 0: their pooled rows are zero and nothing scores them. */
-static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+static uform_status_t contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     uform_cuda_tensor_t *scale = tensor_(step, uform_tensor_siglip_scale_k, 0), *bias = tensor_(step, uform_tensor_siglip_bias_k, 0);
     TRY(pool_embed_(step, b));
@@ -319,7 +320,7 @@ static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     TRY(uform_cuda_siglip(step->embeddings, c->embedding_width, b->anchors, b->candidates, b->counts, c->anchors,
                           c->candidates, b->labels, c->widths, c->widths_count, scale->parameter, bias->parameter,
                           step->spectral ? step->loss + 1 : step->loss, step->d_embeddings, scale->gradient,
-                          bias->gradient, step->siglip_scratch, step->stream, 0));
+                          bias->gradient, step->siglip_scratch, step->stream));
     if (step->spectral) TRY(spectral_(step, b));
     return pool_backward_(step, b, 0);
 }
@@ -329,33 +330,32 @@ static int contrastive_head_(uform_cuda_step_t *step, batch_device_t const *b) {
  * rerank branch. With TCR or Lipschitz the pool's embeddings carry them, as on the CPU (which pools
  * whenever they are on), and their gradient adds into d_normed after the head's. Cells outside the
  * anchors and candidates (padding, unscored spans) get ColBERT rows that nothing reads: gradient 0. */
-static int rerank_head_(uform_cuda_step_t *step, batch_device_t const *b) {
+static uform_status_t rerank_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, w = c->colbert_width;
     void *s = step->stream;
     uform_cuda_tensor_t *proj = tensor_(step, uform_tensor_rerank_proj_k, 0), *scale = tensor_(step, uform_tensor_siglip_scale_k, 0);
     uform_cuda_tensor_t *bias = tensor_(step, uform_tensor_siglip_bias_k, 0);
     /* The raw rows (Float32) pass through d_colbert, which is zeroed for the gradient once they are normalized. */
-    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, w, d, step->h, d, proj->parameter, d, NULL, step->d_colbert, w, 1, s, 0));
-    TRY(uform_cuda_normalize_rows_forward(step->d_colbert, n, w, step->colbert, step->inverse_norms, s, 0));
-    TRY((int)cudaMemsetAsync(step->d_colbert, 0, n * w * 4, step->stream));
+    TRY(uform_cuda_gemm(step->gemm, 0, 1, n, w, d, step->h, d, proj->parameter, d, NULL, step->d_colbert, w, 1, s));
+    TRY(uform_cuda_normalize_rows_forward(step->d_colbert, n, w, step->colbert, step->inverse_norms, s));
+    TRY_CUDA(cudaMemsetAsync(step->d_colbert, 0, n * w * 4, step->stream));
     if (step->spectral) TRY(pool_embed_(step, b));
     TRY(uform_cuda_maxsim(step->colbert, b->spans, b->anchors, b->candidates, b->counts, c->anchors, c->candidates,
                           b->labels, scale->parameter, bias->parameter, step->spectral ? step->loss + 1 : step->loss,
-                          step->d_colbert, scale->gradient, bias->gradient, step->maxsim_scratch, s, 0));
+                          step->d_colbert, scale->gradient, bias->gradient, step->maxsim_scratch, s));
     /* Back through the normalization (in place) and rerank.proj; the gradient enters the products in BF16. */
-    TRY(uform_cuda_normalize_rows_backward(step->colbert, step->inverse_norms, step->d_colbert, n, w, step->d_colbert, s, 0));
-    TRY(uform_cuda_round_bf16(step->d_colbert, n * w, step->d_colbert16, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 1, 0, w, d, n, step->d_colbert16, w, step->h, d, NULL, proj->gradient, d, 1, s, 0));
-    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, w, step->d_colbert16, w, proj->parameter, d, NULL, step->d_normed, d, 1, s,
-                        0));
-    if (!step->spectral) return 0;
+    TRY(uform_cuda_normalize_rows_backward(step->colbert, step->inverse_norms, step->d_colbert, n, w, step->d_colbert, s));
+    TRY(uform_cuda_round_bf16(step->d_colbert, n * w, step->d_colbert16, s));
+    TRY(uform_cuda_gemm(step->gemm, 1, 0, w, d, n, step->d_colbert16, w, step->h, d, NULL, proj->gradient, d, 1, s));
+    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, w, step->d_colbert16, w, proj->parameter, d, NULL, step->d_normed, d, 1, s));
+    if (!step->spectral) return uform_ok_k;
     TRY(spectral_(step, b));
     return pool_backward_(step, b, 1);
 }
 
 /* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
-static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
+static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     uform_cuda_step_config_t const *c = &step->config;
     size_t n = c->cells, d = c->width, depth = c->depth;
     void *s = step->stream;
@@ -364,73 +364,75 @@ static int enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     uform_cuda_tensor_t *last_tensor = &step->tensors[step->tensors_count - 1];
     char *gradients = (char *)step->tensors[0].gradient;
     size_t gradient_bytes = (size_t)((char *)last_tensor->gradient - gradients) + last_tensor->rows * last_tensor->columns * 4;
-    TRY((int)cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
-    TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s, 0));
+    TRY_CUDA(cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
+    TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
     uform_cuda_frontend_t const frontend = {.bytes = embed->parameter};
     TRY(uform_cuda_frontend_forward(&frontend, b->values, n, d, step->x, s));
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[l], 1));
     float const *last = step->x + depth * n * d;
-    TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s, 0));
+    TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s));
     TRY(c->objective == uform_cuda_mlm_k           ? mlm_head_(step, b)
         : c->objective == uform_cuda_contrastive_k ? contrastive_head_(step, b)
                                                    : rerank_head_(step, b));
-    TRY((int)cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
+    TRY_CUDA(cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
     TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
-                                    step->dy, step->gain_partials, s, 0));
+                                    step->dy, step->gain_partials, s));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
     TRY(uform_cuda_frontend_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s));
-    TRY((int)cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
-    if (!optimize) return 0;
+    TRY_CUDA(cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
+    if (!optimize) return uform_ok_k;
     for (size_t i = 0; i < step->tensors_count; ++i) {
         uform_cuda_tensor_t *t = &step->tensors[i];
         if (t->is_matrix)
             TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, t->row_moment, t->column_moment, t->first_moment,
                                             t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2, c->clip,
-                                            c->weight_decay, step->scratch, s, 0));
+                                            c->weight_decay, step->scratch, s));
         else
             TRY(uform_cuda_adafactor_vector(t->parameter, t->gradient, t->row_moment, t->first_moment, t->rows,
-                                            &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, s, 0));
+                                            &b->scalars[1], c->beta1, c->beta2, c->clip, c->weight_decay, s));
     }
-    return 0;
+    return uform_ok_k;
 }
 
-static int create_(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error, size_t error_size) {
+uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error,
+                                      size_t error_size) {
     *result = NULL;
     if (!config->width || config->width % 64 || !config->depth || !config->cells)
-        return fail_(error, error_size, cudaErrorInvalidValue,
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: width must be a positive multiple of 64, depth and cells positive");
     if (config->objective == uform_cuda_contrastive_k &&
         (!config->segments || !config->anchors || !config->candidates || !config->embedding_width ||
          !config->widths_count || config->widths_count > 8 || config->anchors > config->segments ||
          config->candidates > config->segments))
-        return fail_(error, error_size, cudaErrorInvalidValue,
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: the contrastive step needs segments, anchors and candidates (each within "
                      "the segments), pool.proj's width and 1 to 8 Matryoshka widths");
     if (config->objective == uform_cuda_rerank_k &&
         (!config->segments || !config->anchors || !config->candidates || config->colbert_width != 128 ||
          config->anchors > config->segments || config->candidates > config->segments))
-        return fail_(error, error_size, cudaErrorInvalidValue,
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: the rerank step needs segments, anchors and candidates (each within the "
                      "segments) and a rerank.proj of 128 rows (MaxSim's width), not %zu", config->colbert_width);
     if ((unsigned)config->objective > (unsigned)uform_cuda_rerank_k)
-        return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: unknown objective %d",
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "uform_cuda_step_create: unknown objective %d",
                      (int)config->objective);
     int spectral = config->tcr_lambda > 0 || config->lipschitz_lambda > 0;
     if (!(config->tcr_lambda >= 0) || !(config->lipschitz_lambda >= 0) ||
         (spectral && (config->objective == uform_cuda_mlm_k || !config->segments || !config->embedding_width)))
-        return fail_(error, error_size, cudaErrorInvalidValue,
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: TCR and Lipschitz weights must be >= 0, and need the contrastive or rerank "
                      "objective and pool.proj's width");
     /* TCR factors the smaller Gram form, segments x segments or E x E, in one block's shared memory. */
     size_t gram = config->segments < config->embedding_width ? config->segments : config->embedding_width;
     if (config->tcr_lambda > 0 && gram > 6144)
-        return fail_(error, error_size, cudaErrorInvalidValue,
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: TCR factors a %zu x %zu Gram matrix, more than 6144 rows (fewer segments "
                      "or a narrower pool.proj)", gram, gram);
     uform_cuda_step_t *step = calloc(1, sizeof(*step));
-    if (!step) return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+    if (!step)
+        return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "uform_cuda_step_create: out of host memory");
     step->config = *config;
     if (!config->recompute || config->kept_blocks >= config->depth) /* every block kept: no recomputation */
         step->config.recompute = 0, step->config.kept_blocks = 0, step->config.keep_attention = 0;
@@ -452,55 +454,51 @@ static int create_(uform_cuda_step_t **result, uform_cuda_step_config_t const *c
     step->layers = calloc(config->depth, sizeof(*step->layers));
     *result = step;
     if (!step->tensors || !step->infos || !step->slots || !step->layers)
-        return fail_(error, error_size, cudaErrorMemoryAllocation, "uform_cuda_step_create: out of host memory");
+        return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "uform_cuda_step_create: out of host memory");
     uform_tensor_list(&shape, parts, step->infos);
     for (size_t t = 0; t < step->tensors_count; ++t)
         step->slots[step->infos[t].block * uform_tensor_kinds_k + step->infos[t].kind] = &step->tensors[t];
     if (config->cudnn_attention) {
 #if defined(UFORM_HAVE_CUDNN)
         if (!config->segments || !config->longest)
-            return fail_(error, error_size, cudaErrorInvalidValue, "uform_cuda_step_create: cuDNN attention needs segments and longest");
-        int planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest, config->width,
-                                                   !config->nondeterministic, (config->tune & 2) != 0, error, error_size);
-        if (planned) return planned;
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                   "uform_cuda_step_create: cuDNN attention needs segments and longest");
+        uform_status_t planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest,
+                                                              config->width, !config->nondeterministic,
+                                                              (config->tune & 2) != 0);
+        if (planned != uform_ok_k)
+            return uform_cuda_fail(error, error_size, planned, "uform_cuda_step_create: %s", uform_cuda_noted());
 #else
-        return fail_(error, error_size, cudaErrorNotSupported,
+        return uform_cuda_fail(error, error_size, uform_unsupported_k,
                      "uform_cuda_step_create: built without cuDNN's frontend (scripts/setup.sh fetches it)");
 #endif
     }
     layout_(step);
     step->arena_bytes = step->used;
-    int status = (int)cudaMalloc((void **)&step->arena, step->arena_bytes);
-    if (status)
-        return fail_(error, error_size, status, "uform_cuda_step_create: cannot take %.2f GiB of device memory: %s",
-                     step->arena_bytes / 1073741824.0, cudaGetErrorString((cudaError_t)status));
+    uform_status_t status = uform_cuda_check(cudaMalloc((void **)&step->arena, step->arena_bytes), "uform_cuda_step_create",
+                                             "cudaMalloc");
+    if (status != uform_ok_k)
+        return uform_cuda_fail(error, error_size, status, "%s, taking %.2f GiB of device memory", uform_cuda_noted(),
+                               step->arena_bytes / 1073741824.0);
     layout_(step);
     step->workspace_bytes = 64u << 20;
-    if ((status = uform_cuda_gemm_create(&step->gemm, step->workspace_bytes)))
-        return fail_(error, error_size, status, "uform_cuda_step_create: cuBLASLt: %s", cudaGetErrorString((cudaError_t)status));
+    if ((status = uform_cuda_gemm_create(&step->gemm, step->workspace_bytes)) != uform_ok_k)
+        return uform_cuda_fail(error, error_size, status, "uform_cuda_step_create: %s", uform_cuda_noted());
     uform_cuda_gemm_tune(step->gemm, config->tune & 1);
-    for (int slot = 0; slot < 2 && !status; ++slot) {
-        status = (int)cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
-        if (!status) status = (int)cudaMallocHost((void **)&step->loss_host[slot], 4 * sizeof(float));
-        if (!status) status = (int)cudaEventCreateWithFlags(&step->uploaded[slot], cudaEventDisableTiming);
-        if (!status) status = (int)cudaEventCreateWithFlags(&step->done[slot], cudaEventDisableTiming);
+    cudaError_t code = cudaSuccess;
+    for (int slot = 0; slot < 2 && !code; ++slot) {
+        code = cudaMallocHost((void **)&step->staging[slot], step->batch_bytes);
+        if (!code) code = cudaMallocHost((void **)&step->loss_host[slot], 4 * sizeof(float));
+        if (!code) code = cudaEventCreateWithFlags(&step->uploaded[slot], cudaEventDisableTiming);
+        if (!code) code = cudaEventCreateWithFlags(&step->done[slot], cudaEventDisableTiming);
     }
-    if (!status) status = (int)cudaStreamCreateWithFlags(&step->stream, cudaStreamNonBlocking);
-    if (!status) status = (int)cudaStreamCreateWithFlags(&step->copy_stream, cudaStreamNonBlocking);
-    if (!status) status = (int)cudaMemset(step->arena, 0, step->arena_bytes); /* moments start at zero */
-    if (status) return fail_(error, error_size, status, "uform_cuda_step_create: %s", cudaGetErrorString((cudaError_t)status));
+    if (!code) code = cudaStreamCreateWithFlags(&step->stream, cudaStreamNonBlocking);
+    if (!code) code = cudaStreamCreateWithFlags(&step->copy_stream, cudaStreamNonBlocking);
+    if (!code) code = cudaMemset(step->arena, 0, step->arena_bytes); /* moments start at zero */
+    status = uform_cuda_check(code, "uform_cuda_step_create", "taking its pinned slots, events and streams");
+    if (status != uform_ok_k) return uform_cuda_fail(error, error_size, status, "%s", uform_cuda_noted());
     for (int slot = 0; slot < 2; ++slot) memset(step->staging[slot], 0, step->batch_bytes);
-    return 0;
-}
-
-uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_step_config_t const *config, char *error,
-                                      size_t error_size) {
-    int code = create_(result, config, error, error_size);
-    return !code                                    ? uform_ok_k
-           : code == (int)cudaErrorInvalidValue     ? uform_invalid_argument_k
-           : code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k
-           : code == (int)cudaErrorNotSupported     ? uform_unsupported_k
-                                                    : uform_device_k;
+    return uform_ok_k;
 }
 
 void uform_cuda_step_destroy(uform_cuda_step_t *step) {
@@ -548,50 +546,51 @@ void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_
     uform_cuda_adafactor_schedule(learning_rate, step->config.beta1, step->config.beta2, t, &b.scalars[1]);
 }
 
-static int upload_(uform_cuda_step_t *step, int slot) {
-    TRY((int)cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_bytes, cudaMemcpyHostToDevice,
+static uform_status_t upload_(uform_cuda_step_t *step, int slot) {
+    TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_bytes, cudaMemcpyHostToDevice,
                              step->copy_stream));
-    TRY((int)cudaEventRecord(step->uploaded[slot], step->copy_stream));
-    return (int)cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0);
+    TRY_CUDA(cudaEventRecord(step->uploaded[slot], step->copy_stream));
+    TRY_CUDA(cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0));
+    return uform_ok_k;
 }
 
-static int run_(uform_cuda_step_t *step, int slot) {
+static uform_status_t run_(uform_cuda_step_t *step, int slot) {
     TRY(upload_(step, slot));
     if (!step->warmed) { /* eagerly once: loads every kernel and product plan before any capture */
         TRY(enqueue_(step, slot, 1));
         step->warmed = 1;
-        return (int)cudaEventRecord(step->done[slot], step->stream);
+        TRY_CUDA(cudaEventRecord(step->done[slot], step->stream));
+        return uform_ok_k;
     }
     if (!step->captured[slot]) {
         cudaGraph_t graph;
-        TRY((int)cudaStreamBeginCapture(step->stream, cudaStreamCaptureModeThreadLocal));
-        int status = enqueue_(step, slot, 1), ended = (int)cudaStreamEndCapture(step->stream, &graph);
-        if (status || ended) return status ? status : ended;
-        status = (int)cudaGraphInstantiate(&step->graphs[slot], graph, 0);
+        TRY_CUDA(cudaStreamBeginCapture(step->stream, cudaStreamCaptureModeThreadLocal));
+        uform_status_t status = enqueue_(step, slot, 1);
+        uform_status_t ended = cuda_(step, cudaStreamEndCapture(step->stream, &graph), "cudaStreamEndCapture");
+        if (status != uform_ok_k || ended != uform_ok_k) return status != uform_ok_k ? status : ended;
+        status = cuda_(step, cudaGraphInstantiate(&step->graphs[slot], graph, 0), "cudaGraphInstantiate");
         cudaGraphDestroy(graph);
-        TRY(status);
+        if (status != uform_ok_k) return status;
         step->captured[slot] = 1;
     }
-    TRY((int)cudaGraphLaunch(step->graphs[slot], step->stream));
-    return (int)cudaEventRecord(step->done[slot], step->stream);
+    TRY_CUDA(cudaGraphLaunch(step->graphs[slot], step->stream));
+    TRY_CUDA(cudaEventRecord(step->done[slot], step->stream));
+    return uform_ok_k;
 }
 
-static int gradients_(uform_cuda_step_t *step, int slot) {
+static uform_status_t gradients_(uform_cuda_step_t *step, int slot) {
     TRY(upload_(step, slot));
     TRY(enqueue_(step, slot, 0));
-    return (int)cudaEventRecord(step->done[slot], step->stream);
+    TRY_CUDA(cudaEventRecord(step->done[slot], step->stream));
+    return uform_ok_k;
 }
 
-uform_status_t uform_cuda_step_run(uform_cuda_step_t *step, int slot) {
-    return status_of_(step, run_(step, slot), "launching the step");
-}
+uform_status_t uform_cuda_step_run(uform_cuda_step_t *step, int slot) { return run_(step, slot); }
 
-uform_status_t uform_cuda_step_gradients(uform_cuda_step_t *step, int slot) {
-    return status_of_(step, gradients_(step, slot), "the step's gradients");
-}
+uform_status_t uform_cuda_step_gradients(uform_cuda_step_t *step, int slot) { return gradients_(step, slot); }
 
 uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss) {
-    uform_status_t status = status_of_(step, (int)cudaEventSynchronize(step->done[slot]), "waiting for the step (cudaEventSynchronize)");
+    uform_status_t status = cuda_(step, cudaEventSynchronize(step->done[slot]), "cudaEventSynchronize(step->done[slot])");
     if (status == uform_ok_k && loss) *loss = *step->loss_host[slot];
     return status;
 }

@@ -49,7 +49,6 @@ typedef struct uform_cuda_step_config_t {
     int keep_attention;  /* with recompute, 1: replayed blocks keep their attention output and log-sums, so
                           * the replay skips attention (2 bytes per cell and width, a block) */
     int tune;            /* on the first (eager) step, time the candidates of 1: cuBLASLt per shape, 2: cuDNN's attention, 3: both */
-    int plant;           /* 0; 1 drops the shared-scale term of every block's RMSNorm backward (a parity control) */
     int cudnn_attention; /* 1: cuDNN's fused attention (needs `segments` and `longest`; a UFORM_HAVE_CUDNN build) */
     size_t longest;      /* the longest segment, for cuDNN's plan */
     int nondeterministic; /* 1: cuDNN's attention backward adds dQ up with atomics: faster at long segments,
@@ -103,7 +102,8 @@ void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_
 uform_status_t uform_cuda_step_run(uform_cuda_step_t *step, int slot);
 /** Waits for the last step launched on `slot`; then its batch may be refilled and its loss read. */
 uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *loss);
-/** The first failure's message: the call as written (the kernel, product or CUDA call) and its code. */
+/** The first failure's message: the call as written, then the failed kernel's, product's or CUDA call's
+ *  noted message (cuda.h) with its error. */
 char const *uform_cuda_step_error(uform_cuda_step_t const *step);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
  *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */

@@ -14,6 +14,7 @@
 #include "core/numeric.h"
 #include "core/status.h"
 #include "cuda/batch.h"
+#include "cuda/check.h"
 #include "cuda/step.h"
 
 struct uform_train_cuda_t {
@@ -28,9 +29,10 @@ struct uform_train_cuda_t {
     size_t pending_step; /* that step's number */
 };
 
-static uform_status_t uform_cuda_fail_(int code, char const *what) {
-    return uform_fail(code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k, "CUDA trainer: %s: %s",
-                      what, cudaGetErrorString((cudaError_t)code));
+/* A CUDA runtime call's status, its failure (naming `what` and CUDA's error) made the library's. */
+static uform_status_t uform_cuda_ok_(cudaError_t code, char const *what) {
+    uform_status_t status = uform_cuda_check(code, "CUDA trainer", what);
+    return status == uform_ok_k ? status : uform_fail(status, "%s", uform_cuda_noted());
 }
 
 /* A step call's status, its message (the call and kernel that failed) made the library's. */
@@ -54,7 +56,7 @@ static uform_status_t uform_pair_(uform_train_cuda_t *cuda, uform_cuda_tensor_t 
 
 /* Copies a tensor's Adafactor state (R or V, C, M) between the trainer and the GPU, `upload` choosing
  * the direction: a CUDA run saves and resumes the same optimizer state as a CPU run. */
-static int uform_moments_(uform_tensor_t *cpu, uform_cuda_tensor_t const *gpu, int upload) {
+static cudaError_t uform_moments_(uform_tensor_t *cpu, uform_cuda_tensor_t const *gpu, int upload) {
     size_t elements = cpu->rows * cpu->columns;
     struct { float *host, *device; size_t count; } parts[3] = {
         {cpu->row, gpu->row_moment, cpu->factored ? cpu->rows : elements},
@@ -62,11 +64,11 @@ static int uform_moments_(uform_tensor_t *cpu, uform_cuda_tensor_t const *gpu, i
         {cpu->first, gpu->first_moment, elements}};
     for (size_t i = 0; i < 3; ++i) {
         if (!parts[i].count) continue;
-        int code = (int)(upload ? cudaMemcpy(parts[i].device, parts[i].host, parts[i].count * 4, cudaMemcpyHostToDevice)
-                                : cudaMemcpy(parts[i].host, parts[i].device, parts[i].count * 4, cudaMemcpyDeviceToHost));
-        if (code) return code;
+        cudaError_t code = upload ? cudaMemcpy(parts[i].device, parts[i].host, parts[i].count * 4, cudaMemcpyHostToDevice)
+                                  : cudaMemcpy(parts[i].host, parts[i].device, parts[i].count * 4, cudaMemcpyDeviceToHost);
+        if (code != cudaSuccess) return code;
     }
-    return 0;
+    return cudaSuccess;
 }
 
 uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, uform_train_cuda_t **result) {
@@ -135,7 +137,7 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
 /* Copies every tensor's master and moments between the trainer and the GPU, `upload` choosing the
  * direction; coming down, the trainer's Float32 working copies follow their masters. */
 static uform_status_t uform_copy_(uform_train_cuda_t *cuda, int upload) {
-    int code;
+    cudaError_t code;
     size_t count = 0;
     uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(cuda->step, &count);
     for (size_t i = 0; i < count; ++i) {
@@ -143,15 +145,20 @@ static uform_status_t uform_copy_(uform_train_cuda_t *cuda, int upload) {
         UFORM_TRY(uform_pair_(cuda, &tensors[i], &cpu));
         size_t elements = cpu->rows * cpu->columns, bytes = elements * (cpu->master_bf16 ? 2 : 4);
         void *master = cpu->master_bf16 ? (void *)cpu->master_bf16 : (void *)cpu->master_f32;
-        code = (int)(upload ? cudaMemcpy(tensors[i].parameter, master, bytes, cudaMemcpyHostToDevice)
-                            : cudaMemcpy(master, tensors[i].parameter, bytes, cudaMemcpyDeviceToHost));
-        if (code || (code = uform_moments_(cpu, &tensors[i], upload))) return uform_cuda_fail_(code, tensors[i].name);
+        code = upload ? cudaMemcpy(tensors[i].parameter, master, bytes, cudaMemcpyHostToDevice)
+                      : cudaMemcpy(master, tensors[i].parameter, bytes, cudaMemcpyDeviceToHost);
+        if (code == cudaSuccess) code = uform_moments_(cpu, &tensors[i], upload);
+        if (code != cudaSuccess) {
+            char what[96];
+            snprintf(what, sizeof(what), "%s %s", upload ? "uploading" : "downloading", tensors[i].name);
+            return uform_cuda_ok_(code, what);
+        }
         if (upload) continue;
         if (cpu->master_bf16) uform_f32_from_bf16_array(cpu->master_bf16, cpu->parameter, elements);
         else memcpy(cpu->parameter, cpu->master_f32, bytes);
     }
     /* The step runs on streams that do not wait for the legacy one these copies went through. */
-    if ((code = (int)cudaDeviceSynchronize())) return uform_cuda_fail_(code, upload ? "uploading the weights" : "downloading the weights");
+    UFORM_TRY(uform_cuda_ok_(cudaDeviceSynchronize(), upload ? "uploading the weights" : "downloading the weights"));
     if (!upload) uform_model_changed(cuda->trainer->model); /* the contexts' copies catch up before their next pass */
     return uform_ok_k;
 }
@@ -196,7 +203,6 @@ uform_status_t uform_train_cuda_submit(uform_train_cuda_t *cuda, uform_batch_t c
 
 uform_status_t uform_train_cuda_sync(uform_train_cuda_t *cuda, int *finished, uform_losses_t *losses) {
     *finished = 0;
-    int code;
     if (cuda->pending) {
         UFORM_TRY(uform_step_ok_(cuda, uform_cuda_step_wait(cuda->step, cuda->slot ^ 1, NULL)));
         uform_losses_(cuda, cuda->slot ^ 1, losses);
@@ -204,7 +210,7 @@ uform_status_t uform_train_cuda_sync(uform_train_cuda_t *cuda, int *finished, uf
         cuda->pending = 0;
         *finished = 1;
     }
-    if ((code = (int)cudaDeviceSynchronize())) return uform_cuda_fail_(code, "finishing the steps");
+    UFORM_TRY(uform_cuda_ok_(cudaDeviceSynchronize(), "finishing the steps"));
     return uform_copy_(cuda, 0);
 }
 

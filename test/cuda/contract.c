@@ -3,7 +3,9 @@
  *  against a bound derived from the kernel's own arithmetic (written beside each check). The
  *  report prints how close each kernel came to its bound (worst error / bound per element), then
  *  runs each kernel group's planted controls (plant > 0: a shifted index, a dropped term, a missing
- *  mask, ...), which the same check must reject. Exits 77 (skipped) without a CUDA device.
+ *  mask, ...), which the same check must reject. A control is planted in one entry point of the
+ *  uform_cuda_plants build, by name, for one call (PLANTED_OK), or in a kernel's input. Exits 77
+ *  (skipped) without a CUDA device.
  *
  *      uform_contract [--json FILE]
  */
@@ -63,8 +65,9 @@ static void check_embedding_(int plant) {
     float *d_partials = device_(uform_cuda_embed_partials(cells, width) * 4);
     upload_(d_table, table, vocabulary * width * 2), upload_(d_values, values, cells * 4), upload_(d_order, order, cells * 4);
     upload_(d_offsets, offsets, 259 * 4), upload_(d_dx, dx, cells * width * 4), upload_(d_grad, grad, vocabulary * width * 4);
-    CUDA_OK(uform_cuda_embed_forward(d_table, d_values, cells, width, d_x, NULL, plant));
-    CUDA_OK(uform_cuda_embed_backward(d_dx, d_order, d_offsets, cells, width, d_partials, d_grad, NULL, plant));
+    PLANTED_OK("embed_forward", plant, uform_cuda_embed_forward(d_table, d_values, cells, width, d_x, NULL));
+    PLANTED_OK("embed_backward", plant,
+               uform_cuda_embed_backward(d_dx, d_order, d_offsets, cells, width, d_partials, d_grad, NULL));
     float *out = malloc(cells * width * 4), *grad_out = malloc(vocabulary * width * 4);
     download_(out, d_x, cells * width * 4), download_(grad_out, d_grad, vocabulary * width * 4);
     double worst = 0;
@@ -106,9 +109,11 @@ static void rmsnorm_at_(size_t width, int plant, double *worst_forward, double *
     uint16_t *d_y = device_(cells * width * 2), *d_dx16 = device_(cells * width * 2);
     upload_(d_x, x, cells * width * 4), upload_(d_gain, gain, width * 4), upload_(d_dy, dy, cells * width * 4), upload_(d_dx, dx, cells * width * 4);
     CUDA_OK(cudaMemset(d_gain_grad, 0, width * 4));
-    CUDA_OK(uform_cuda_rmsnorm_forward(d_x, d_gain, cells, width, d_y, d_scales, NULL, plant == 1 ? 1 : 0));
-    CUDA_OK(uform_cuda_rmsnorm_backward(d_x, d_gain, d_scales, d_dy, cells, width, d_dx, d_dx16, d_partials, NULL, plant == 2 ? 1 : 0));
-    CUDA_OK(uform_cuda_rmsnorm_gain_reduce(d_partials, cells, width, d_gain_grad, NULL));
+    PLANTED_OK("rmsnorm_forward", plant == 1 ? 1 : 0,
+               uform_cuda_rmsnorm_forward(d_x, d_gain, cells, width, d_y, d_scales, NULL));
+    PLANTED_OK("rmsnorm_backward", plant == 2 ? 1 : 0,
+               uform_cuda_rmsnorm_backward(d_x, d_gain, d_scales, d_dy, cells, width, d_dx, d_dx16, d_partials, NULL));
+    KERNEL_OK(uform_cuda_rmsnorm_gain_reduce(d_partials, cells, width, d_gain_grad, NULL));
     uint16_t *y = malloc(cells * width * 2);
     float *scales = malloc(cells * 4), *dx_out = malloc(cells * width * 4), *gain_grad = malloc(width * 4);
     download_(y, d_y, cells * width * 2), download_(scales, d_scales, cells * 4), download_(dx_out, d_dx, cells * width * 4);
@@ -186,11 +191,11 @@ static void check_rope_(int plant) {
     int32_t *d_positions = device_(cells * 3 * 4);
     float *d_table = device_(cells * 32 * 8);
     upload_(d_positions, positions, cells * 3 * 4);
-    CUDA_OK(uform_cuda_rope_table(d_positions, cells, d_table, NULL, plant));
+    PLANTED_OK("rope_table", plant, uform_cuda_rope_table(d_positions, cells, d_table, NULL));
     double worst = 0;
     for (int direction = -1; direction <= 1; direction += 2) {
         upload_(d_qkv, qkv, cells * 3 * width * 2);
-        CUDA_OK(uform_cuda_rope(d_qkv, d_table, cells, width, direction, NULL));
+        KERNEL_OK(uform_cuda_rope(d_qkv, d_table, cells, width, direction, NULL));
         download_(out, d_qkv, cells * 3 * width * 2);
         for (size_t c = 0; c < cells; ++c)
             for (size_t part = 0; part < 2; ++part)
@@ -220,16 +225,12 @@ static void cudnn_attention_run_(uint16_t const *g_qkv, uint16_t *g_out, uint16_
                                  uint32_t const *g_spans, uint32_t const *spans, size_t segments, size_t longest,
                                  size_t width, float *lse) {
     uform_cudnn_attention_t *attention;
-    char error[512];
-    if (uform_cudnn_attention_create(&attention, segments, longest, width, 1, 1, error, sizeof(error))) {
-        fprintf(stderr, "%s\n", error);
-        exit(1);
-    }
+    KERNEL_OK(uform_cudnn_attention_create(&attention, segments, longest, width, 1, 1));
     size_t heads = width / 64, floats = uform_cudnn_attention_stats_floats(attention);
     float *stats = device_(floats * 4), *host_stats = malloc(floats * 4);
-    CUDA_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
-    CUDA_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
-    CUDA_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
+    KERNEL_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
+    KERNEL_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
+    KERNEL_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
     download_(host_stats, stats, floats * 4);
     for (size_t seg = 0; seg < segments; ++seg)
         for (size_t h = 0; h < heads; ++h)
@@ -259,9 +260,11 @@ static void attention_device_(int cudnn, uint16_t const *qkv, uint16_t const *d_
         cudnn_attention_run_(g_qkv, g_out, g_d_out, g_d_qkv, g_spans, spans, segments, longest, width, lse);
 #endif
     } else {
-        CUDA_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL, plant == 1));
-        CUDA_OK(uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width, g_deltas,
-                                              g_d_qkv, NULL, plant == 2 ? 2 : 0));
+        PLANTED_OK("attention_forward", plant == 1,
+                   uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL));
+        PLANTED_OK("attention_backward", plant == 2 ? 2 : 0,
+                   uform_cuda_attention_backward(g_qkv, g_out, g_lse, g_d_out, g_spans, g_segment_of, cells, width,
+                                                 g_deltas, g_d_qkv, NULL));
         download_(lse, g_lse, cells * heads * 4);
     }
     download_(out, g_out, cells * width * 2), download_(d_qkv, g_d_qkv, cells * stride * 2);
@@ -378,10 +381,12 @@ static void check_pool_(int plant) {
     upload_(g_hidden, hidden, (cells + 1) * width * 2), upload_(g_spans, spans, segments * 8), upload_(g_query, query, width * 4);
     upload_(g_d_pooled, d_pooled, segments * width * 4), upload_(g_d_hidden, d_hidden, cells * width * 4);
     CUDA_OK(cudaMemset(g_d_query, 0, width * 4));
-    CUDA_OK(uform_cuda_pool_forward(g_hidden, g_query, g_spans, segments, width, g_pooled, g_weights, NULL, plant == 1));
-    CUDA_OK(uform_cuda_pool_backward(g_hidden, g_query, g_weights, g_d_pooled, g_spans, segments, width, g_d_hidden, g_partials, NULL,
-                                     plant == 2 ? 2 : 0));
-    CUDA_OK(uform_cuda_pool_query_reduce(g_partials, segments, width, g_d_query, NULL));
+    PLANTED_OK("pool_forward", plant == 1,
+               uform_cuda_pool_forward(g_hidden, g_query, g_spans, segments, width, g_pooled, g_weights, NULL));
+    PLANTED_OK("pool_backward", plant == 2 ? 2 : 0,
+               uform_cuda_pool_backward(g_hidden, g_query, g_weights, g_d_pooled, g_spans, segments, width, g_d_hidden,
+                                        g_partials, NULL));
+    KERNEL_OK(uform_cuda_pool_query_reduce(g_partials, segments, width, g_d_query, NULL));
     download_(pooled, g_pooled, segments * width * 2), download_(weights, g_weights, cells * heads * 4);
     download_(d_hidden_out, g_d_hidden, cells * width * 4), download_(d_query, g_d_query, width * 4);
     double worst_forward = 0, worst_backward = 0, *query_grad = calloc(width, 8), *query_bound = calloc(width, 8);
@@ -460,8 +465,9 @@ static void check_swiglu_(int plant) {
     uint16_t *g_gate_up = device_(cells * 2 * hidden * 2), *g_out = device_(cells * hidden * 2), *g_d_out = device_(cells * 2 * hidden * 2);
     uint16_t *g_d_hidden = device_(cells * hidden * 2);
     upload_(g_gate_up, gate_up, cells * 2 * hidden * 2), upload_(g_d_hidden, d_hidden, cells * hidden * 2);
-    CUDA_OK(uform_cuda_swiglu_forward(g_gate_up, cells, hidden, g_out, NULL, plant == 1));
-    CUDA_OK(uform_cuda_swiglu_backward(g_gate_up, g_d_hidden, cells, hidden, g_d_out, NULL, plant == 2));
+    PLANTED_OK("swiglu_forward", plant == 1, uform_cuda_swiglu_forward(g_gate_up, cells, hidden, g_out, NULL));
+    PLANTED_OK("swiglu_backward", plant == 2,
+               uform_cuda_swiglu_backward(g_gate_up, g_d_hidden, cells, hidden, g_d_out, NULL));
     download_(out, g_out, cells * hidden * 2), download_(d_out, g_d_out, cells * 2 * hidden * 2);
     double worst_forward = 0, worst_backward = 0;
     for (size_t c = 0; c < cells; ++c)
@@ -498,7 +504,8 @@ static void check_cross_entropy_(int plant) {
     int32_t *g_targets = device_(rows * 4);
     float *g_losses = device_(rows * 4), *g_scale = device_(4);
     upload_(g_logits, logits, rows * vocabulary * 2), upload_(g_targets, targets, rows * 4), upload_(g_scale, &scale, 4);
-    CUDA_OK(uform_cuda_cross_entropy(g_logits, vocabulary, g_targets, rows, g_scale, g_losses, g_d, NULL, plant));
+    PLANTED_OK("cross_entropy", plant,
+               uform_cuda_cross_entropy(g_logits, vocabulary, g_targets, rows, g_scale, g_losses, g_d, NULL));
     download_(losses, g_losses, rows * 4), download_(d_logits, g_d, rows * vocabulary * 2);
     double worst = 0;
     for (size_t r = 0; r < rows; ++r) {
@@ -557,7 +564,9 @@ static double adafactor_run_(int plant, double clip, size_t step, int quiet) {
     uform_cuda_adafactor_schedule(rate, b1, b2, step, schedule);
     upload_(d_schedule, schedule, sizeof(schedule));
     upload_(d_w, w, count * 2), upload_(d_g, g, count * 4), upload_(d_r, r0, rows * 4), upload_(d_c, c0, columns * 4), upload_(d_m, m0, count * 4);
-    CUDA_OK(uform_cuda_adafactor_matrix(d_w, d_g, d_r, d_c, d_m, rows, columns, d_schedule, b1, b2, clip, decay, d_scratch, NULL, plant));
+    PLANTED_OK("adafactor_matrix", plant,
+               uform_cuda_adafactor_matrix(d_w, d_g, d_r, d_c, d_m, rows, columns, d_schedule, b1, b2, clip, decay,
+                                           d_scratch, NULL));
     download_(w_out, d_w, count * 2), download_(r1, d_r, rows * 4), download_(c1, d_c, columns * 4), download_(m1, d_m, count * 4);
     double *rr = malloc(rows * 8), *cc = malloc(columns * 8), mean = 0, squares = 0, worst = 0;
     double c2 = 1 - pow(b2, (double)step), c1_ = 1 - pow(b1, (double)step);
@@ -614,7 +623,8 @@ static double adafactor_vector_run_(int plant, double clip, size_t step) {
     uform_cuda_adafactor_schedule(rate, b1, b2, step, schedule);
     upload_(d_schedule, schedule, sizeof(schedule)), upload_(d_w, w, count * 4), upload_(d_g, g, count * 4);
     upload_(d_v, v0, count * 4), upload_(d_m, m0, count * 4);
-    CUDA_OK(uform_cuda_adafactor_vector(d_w, d_g, d_v, d_m, count, d_schedule, b1, b2, clip, decay, NULL, plant));
+    PLANTED_OK("adafactor_vector", plant,
+               uform_cuda_adafactor_vector(d_w, d_g, d_v, d_m, count, d_schedule, b1, b2, clip, decay, NULL));
     download_(w1, d_w, count * 4), download_(v1, d_v, count * 4), download_(m1, d_m, count * 4);
     double c2 = 1 - pow(b2, (double)step), c1 = 1 - pow(b1, (double)step), squares = 0, worst = 0;
     double e_u = 1.5 * unit_ + 6 * unit_, e_s = e_u + ((double)count / 256 + 8) * unit_ / 2 + 3 * unit_;
@@ -658,7 +668,7 @@ static void check_round_(int plant) {
     float *g_x = device_(count * 4);
     uint16_t *g_y = device_(count * 2);
     upload_(g_x, x, count * 4);
-    CUDA_OK(uform_cuda_round_bf16(g_x, count, g_y, NULL, plant));
+    PLANTED_OK("round_bf16", plant, uform_cuda_round_bf16(g_x, count, g_y, NULL));
     download_(y, g_y, count * 2);
     double worst = 0;
     for (size_t i = 0; i < count; ++i) compare_(&worst, bf16_to_f32_(y[i]), bf16_to_f32_(f32_to_bf16_(x[i])), 0);
@@ -674,7 +684,7 @@ static void check_sum_(int plant) {
     fill_f32_(x, count, 4.0);
     float *g_x = device_(count * 4), *g_scale = device_(4), *g_result = device_(4);
     upload_(g_x, x, count * 4), upload_(g_scale, &scale, 4);
-    CUDA_OK(uform_cuda_sum(g_x, plant == 1 ? count - 1000 : count, g_scale, g_result, NULL)); /* planted: a tail dropped */
+    KERNEL_OK(uform_cuda_sum(g_x, plant == 1 ? count - 1000 : count, g_scale, g_result, NULL)); /* planted: a tail dropped */
     download_(&result, g_result, 4);
     double sum = 0, magnitude = 0, worst = 0;
     for (size_t i = 0; i < count; ++i) sum += x[i], magnitude += fabs(x[i]);
@@ -701,11 +711,12 @@ static double gemm_form_(int plant, int transpose_a, int transpose_b, int add, i
     upload_(g_a, a, m * k * 2), upload_(g_b, b, n * k * 2), upload_(g_c, c, m * n * 4);
     upload_(g_d, d_is_f32 ? (void *)noise : (void *)d16, m * n * (d_is_f32 ? 4 : 2));
     uform_cuda_gemm_t *gemm;
-    CUDA_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
+    KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
     /* Element (i, l) of op(A) sits at a[i k + l] (A [m, k]) or a[l m + i] (A [k, m], transposed). */
     size_t lda = transpose_a ? m : k, ldb = transpose_b ? k : n;
-    CUDA_OK(uform_cuda_gemm(gemm, transpose_a, transpose_b, m, n, k, g_a, lda, g_b, ldb, add ? g_c : NULL, g_d, n, d_is_f32,
-                            NULL, plant));
+    PLANTED_OK("gemm", plant,
+               uform_cuda_gemm(gemm, transpose_a, transpose_b, m, n, k, g_a, lda, g_b, ldb, add ? g_c : NULL, g_d, n,
+                               d_is_f32, NULL));
     download_(d_is_f32 ? (void *)d32 : (void *)d16, g_d, m * n * (d_is_f32 ? 4 : 2));
     double gamma = tensor_gamma_((double)k), worst = 0;
     for (size_t i = 0; i < m; ++i)

@@ -13,6 +13,7 @@
 
 #include "contract_host.h"
 #include "cuda/cuda.h"
+#include "cuda/plant.h"
 #include "cuda_ok.h"
 
 void *device_(size_t bytes);
@@ -20,6 +21,14 @@ void upload_(void *target, void const *source, size_t bytes);
 void download_(void *target, void const *source, size_t bytes);
 /** Records a kernel's worst ratio; with plant > 0 it is a control, which passes when the check rejects it. */
 void record_(char const *name, double worst, int plant);
+
+/** KERNEL_OK(call) with control `plant` (0: none) planted in the entry point named `entry` for that call alone. */
+#define PLANTED_OK(entry, plant, call)                                                                                \
+    do {                                                                                                              \
+        uform_cuda_plant_set((entry), (plant));                                                                       \
+        KERNEL_OK(call);                                                                                              \
+        uform_cuda_plant_set(NULL, 0);                                                                                \
+    } while (0)
 
 /* The loss heads' checks (contract_objectives.c); plant as the groups table of contract.c's main. */
 void check_siglip_(int plant);

@@ -67,9 +67,11 @@ void check_siglip_(int plant) {
     float *out[2], scalars[2][3];
     for (int run = 0; run < 2; ++run) {
         upload_(g_d_embeddings, d_embeddings, rows * widest * 4), upload_(g_scalars, scalars0, 8);
-        CUDA_OK(uform_cuda_siglip(g_embeddings, widest, g_rows, g_rows + anchors_capacity, g_counts, anchors_capacity,
-                                  candidates_capacity, g_labels, widths, widths_count, g_parameters, g_parameters + 1, g_loss,
-                                  g_d_embeddings, g_scalars, g_scalars + 1, g_scratch, NULL, plant));
+        PLANTED_OK("siglip", plant,
+                   uform_cuda_siglip(g_embeddings, widest, g_rows, g_rows + anchors_capacity, g_counts,
+                                     anchors_capacity, candidates_capacity, g_labels, widths, widths_count,
+                                     g_parameters, g_parameters + 1, g_loss, g_d_embeddings, g_scalars, g_scalars + 1,
+                                     g_scratch, NULL));
         out[run] = malloc(rows * widest * 4);
         download_(out[run], g_d_embeddings, rows * widest * 4), download_(scalars[run], g_scalars, 8), download_(scalars[run] + 2, g_loss, 4);
     }
@@ -179,8 +181,9 @@ static void check_normalize_rows_(int plant) {
     float *g_raw = device_(rows * width * 4), *g_normalized = device_(rows * width * 4), *g_inverse = device_(rows * 4);
     float *g_d = device_(rows * width * 4);
     upload_(g_raw, raw, rows * width * 4), upload_(g_d, d_normalized, rows * width * 4);
-    CUDA_OK(uform_cuda_normalize_rows_forward(g_raw, rows, width, g_normalized, g_inverse, NULL, 0));
-    CUDA_OK(uform_cuda_normalize_rows_backward(g_normalized, g_inverse, g_d, rows, width, g_d, NULL, plant)); /* in place */
+    KERNEL_OK(uform_cuda_normalize_rows_forward(g_raw, rows, width, g_normalized, g_inverse, NULL));
+    PLANTED_OK("normalize_rows_backward", plant,
+               uform_cuda_normalize_rows_backward(g_normalized, g_inverse, g_d, rows, width, g_d, NULL)); /* in place */
     download_(normalized, g_normalized, rows * width * 4), download_(inverse, g_inverse, rows * 4), download_(d_raw, g_d, rows * width * 4);
     double k = ceil((double)width / 32) + 5, e_inverse = (k / 2 + 4) * unit_, worst = 0;
     for (size_t r = 0; r < rows; ++r) {
@@ -240,9 +243,10 @@ void check_maxsim_(int plant) {
     float *out[2], scalars[2][3];
     for (int run = 0; run < 2; ++run) {
         upload_(g_d_colbert, d_colbert, cells * width * 4), upload_(g_scalars, scalars0, 8);
-        CUDA_OK(uform_cuda_maxsim(g_colbert, g_spans, g_pairs, g_pairs + anchors_capacity, g_counts, anchors_capacity,
-                                  candidates_capacity, g_labels, g_parameters, g_parameters + 1, g_loss, g_d_colbert, g_scalars,
-                                  g_scalars + 1, g_scratch, NULL, plant == 1 ? 1 : 0));
+        PLANTED_OK("maxsim", plant == 1 ? 1 : 0,
+                   uform_cuda_maxsim(g_colbert, g_spans, g_pairs, g_pairs + anchors_capacity, g_counts,
+                                     anchors_capacity, candidates_capacity, g_labels, g_parameters, g_parameters + 1,
+                                     g_loss, g_d_colbert, g_scalars, g_scalars + 1, g_scratch, NULL));
         out[run] = malloc(cells * width * 4);
         download_(out[run], g_d_colbert, cells * width * 4), download_(scalars[run], g_scalars, 8), download_(scalars[run] + 2, g_loss, 4);
     }
@@ -345,8 +349,9 @@ static double spectral_run_(int plant, size_t rows_capacity, size_t rows) {
     float *out[2], losses[2][2];
     for (int run = 0; run < 2; ++run) {
         upload_(g_d_embeddings, d_embeddings, rows_capacity * width * 4);
-        CUDA_OK(uform_cuda_spectral(g_embeddings, rows_capacity, width, g_rows, tcr_lambda, lipschitz_lambda, iterations, g_losses,
-                                    g_losses + 1, g_d_embeddings, g_scratch, NULL, plant));
+        PLANTED_OK("spectral", plant,
+                   uform_cuda_spectral(g_embeddings, rows_capacity, width, g_rows, tcr_lambda, lipschitz_lambda,
+                                       iterations, g_losses, g_losses + 1, g_d_embeddings, g_scratch, NULL));
         out[run] = malloc(rows_capacity * width * 4);
         download_(out[run], g_d_embeddings, rows_capacity * width * 4), download_(losses[run], g_losses, 8);
     }

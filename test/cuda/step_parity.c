@@ -22,6 +22,7 @@
 #include "../c/check.h"
 #include "cuda_ok.h"
 #include "cuda/batch.h"
+#include "cuda/plant.h"
 #include "cuda/step.h"
 #include "uform/uform.h"
 
@@ -505,8 +506,9 @@ static int all_zero_(float const *values, size_t count) {
  * Calibration, not proof: the emulation of these points (PyTorch in float64, its exact run within
  * 1e-6 of the CPU trainer's gradients) on this program's start and batch 0 (d = 128) put every
  * honest error at <= 0.34 of sqrt(N) u (the SigLIP scalars the largest; rerank <= 0.31), and the
- * control's block tensors at 1.1..5 (contrastive, 9 of 12 out) and 1.7..30 (rerank, 8 of 12 out;
- * block 1's down, gate_up and mlp_norm come before any planted term). With text-like rerank
+ * control's block tensors at 1.1..5 (contrastive, 9 of 12 out) and 1.7..30 (rerank, 8 of 12 out),
+ * planting the blocks' norms alone (block 1's down, gate_up and mlp_norm then come before any planted
+ * term; the control here plants the final norm's too). With text-like rerank
  * documents a handful of best cells moved to unlike cells and put the encoder's gradients at
  * several times the bound (docs/cuda.md), which is why the documents above.
  *
@@ -677,11 +679,11 @@ static void setup_close_(setup_t *s) {
 }
 
 /* The step's configuration for this objective, as src/train/cuda.c fills it. */
-static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, int plant) {
+static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute) {
     variant_t const *v = s->variant;
     uform_cuda_step_config_t c = {.width = s->width, .depth = s->depth, .cells = s->rows * s->columns,
                                   .recompute = recompute != 0, .kept_blocks = recompute == 2,
-                                  .keep_attention = recompute == 2, .tune = 0, .plant = plant,
+                                  .keep_attention = recompute == 2, .tune = 0,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
                                   .weight_decay = s->options.weight_decay};
     if (!pairs_(v)) return c;
@@ -700,7 +702,7 @@ static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute, in
 
 /* The step's tensor names and shapes (from a first step), each with a rounding-point count. */
 static void tensor_list_(setup_t *s) {
-    uform_cuda_step_config_t config = step_config_(s, 0, 0);
+    uform_cuda_step_config_t config = step_config_(s, 0);
     uform_cuda_step_t *probe = NULL;
     char error[256] = "";
     if (uform_cuda_step_create(&probe, &config, error, sizeof(error))) {
@@ -845,8 +847,8 @@ static void reference_free_(reference_t *cpu, size_t count) {
  * ones their attention outputs)
  * ------------------------------------------------------------------------------------------- */
 
-static uform_cuda_step_t *step_create_(setup_t const *s, int recompute, int plant) {
-    uform_cuda_step_config_t config = step_config_(s, recompute, plant);
+static uform_cuda_step_t *step_create_(setup_t const *s, int recompute) {
+    uform_cuda_step_config_t config = step_config_(s, recompute);
     uform_cuda_step_t *step = NULL;
     char error[256] = "";
     if (uform_cuda_step_create(&step, &config, error, sizeof(error))) {
@@ -967,7 +969,7 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
     int failures_before = failed_;
 
     /* 1. Gradient parity on batch 0. */
-    uform_cuda_step_t *step = step_create_(s, recompute, 0);
+    uform_cuda_step_t *step = step_create_(s, recompute);
     float loss0[4];
     float **gradients = gpu_gradients_(step, s, loss0);
     double *errors = calloc(count, sizeof(double));
@@ -1038,7 +1040,7 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
 
     /* 3. Determinism: a second step from the same start, the same batches: bitwise the same. */
     unsigned char **parameters = download_parameters_(step, &s->list);
-    uform_cuda_step_t *again = step_create_(s, recompute, 0);
+    uform_cuda_step_t *again = step_create_(s, recompute);
     float *losses_again = calloc(s->steps + 1, sizeof(float));
     if (!losses_again) exit(1);
     gpu_trajectory_(again, s, losses_again);
@@ -1064,13 +1066,17 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
     free_all_(parameters, count), free_all_(parameters_again, count);
     uform_cuda_step_destroy(step);
 
-    /* 4. The planted control: the same gradient check must reject a dropped RMSNorm term. */
-    uform_cuda_step_t *planted = step_create_(s, recompute, 1);
+    /* 4. The planted control: the same gradient check must reject a dropped RMSNorm term, planted in
+     *    every RMSNorm backward the step launches while it is set. */
+    uform_cuda_plant_set("rmsnorm_backward", 1);
+    uform_cuda_step_t *planted = step_create_(s, recompute);
     float planted_loss[4];
     float **planted_gradients = gpu_gradients_(planted, s, planted_loss);
+    uform_cuda_plant_set(NULL, 0);
     double *planted_errors = calloc(count, sizeof(double));
     if (!planted_errors) exit(1);
-    printf("planted control (every block's RMSNorm backward without its shared-scale term; FAIL expected):\n");
+    printf("planted control (every RMSNorm backward, the blocks' and the final norm's, without its shared-scale term; "
+           "FAIL expected):\n");
     size_t rejected = gradient_table_(s, planted_gradients, cpu, planted_errors, 1);
     printf("  %s: %zu block tensor(s) out of bound\n", rejected ? "control caught" : "MISSED", rejected);
     CHECK(rejected > 0);
