@@ -5,7 +5,8 @@
 # and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|encode|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
-# and pkgconf-bin, libpkgconf3 for a machine without pkg-config, each unpacked there with dpkg -x),
+# the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
+# pkg-config, each unpacked there with dpkg -x by scripts/device/prepare.sh),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 # `tests` builds the tools there too and runs test_context (contexts of one model on the CPU and the
 # GPU from threads at once) and the Python tests that train and infer on the GPU.
@@ -45,7 +46,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | t
 if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
-  for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc; do
+  for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
     [ -e "$lib/$needed" ] || { echo "gpu.sh parity: $lib/$needed is missing: unpack the packages above there and carry third_party/device-libs"; exit 1; }
   done
   # The packages' .pc files say /usr: copies that point at the carried folder instead.
@@ -65,7 +66,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$wh
   # -rpath-link lets programs over libuform.so resolve its libsnappy and libjansson at link time.
   configure() {  # configure SOURCE BUILD: the CPU library and the CUDA backend against the carried libraries
     cmake -S "$1" -B "$2" -DUFORM_CPU=ON -DUFORM_PLANTS=OFF -DUFORM_WERROR=ON -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include" \
+      -DCMAKE_PREFIX_PATH="$usr" "${pkg_config[@]}" -DCMAKE_C_FLAGS="-I$usr/include -I$usr/include/x86_64-linux-gnu" \
       -DCMAKE_SHARED_LINKER_FLAGS="-L$lib" -DCMAKE_EXE_LINKER_FLAGS="-L$lib -Wl,-rpath-link,$lib" \
       > "$out/configure-$(basename "$2").log" 2>&1 || { tail -30 "$out/configure-$(basename "$2").log"; exit 1; }
   }
