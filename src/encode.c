@@ -4,7 +4,11 @@
 #include "uform/encode.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "uform/image.h"
 
 #include "core/status.h"
 #include "cpu/forward.h"
@@ -81,6 +85,23 @@ static uform_pass_t uform_pack_texts_(uform_context_t *context, uform_text_t con
     return uform_packer_pass_(&packer);
 }
 
+/* Appends one image's patches (media rows [first, first + rows * columns)) as a segment: t = 0,
+ * h = patch row, w = patch column. */
+static void uform_packer_add_image_(uform_packer_t *packer, size_t first, size_t rows, size_t columns) {
+    uform_workspace_t *workspace = &packer->context->workspace;
+    size_t length = rows * columns;
+    if (packer->cells - packer->row_start + length > packer->context->model->config.columns) packer->row_start = packer->cells;
+    for (size_t i = 0; i < length; ++i) {
+        size_t cell = packer->cells + i;
+        workspace->kinds[cell] = uform_cell_image_k;
+        workspace->values[cell] = (uint32_t)(first + i);
+        int32_t *position = workspace->positions + cell * 3;
+        position[0] = 0, position[1] = (int32_t)(i / columns), position[2] = (int32_t)(i % columns);
+    }
+    workspace->spans[packer->segments++] = (uform_span_t){packer->cells, length, packer->row_start, 0};
+    packer->cells += length;
+}
+
 static uform_status_t uform_check_texts_(uform_text_t const *texts, size_t count, char const *verb, char const *what) {
     for (size_t i = 0; i < count; ++i) {
         if (!texts[i].length) return uform_fail(uform_invalid_argument_k, "%s: %s %zu is empty: nothing to encode", verb, what, i);
@@ -122,6 +143,73 @@ uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const
     }
     if (truncated) *truncated = cut;
     return uform_ok_k;
+}
+
+/* The patches of image `index` into `patches` (room for `most` patches): decoded here when it is
+ * encoded bytes. */
+static uform_status_t uform_image_to_patches_(uform_image_t const *image, size_t index, size_t most, float *patches,
+                                              size_t *rows, size_t *columns) {
+    char name[64];
+    snprintf(name, sizeof(name), "image %zu", index);
+    char const *label = image->name ? image->name : name;
+    if (image->pixels.rgba) {
+        uform_status_t status = uform_image_patches(&image->pixels, most, patches, most, rows, columns);
+        if (status == uform_ok_k) return status;
+        char reason[512]; /* uform_fail writes the buffer uform_last_error reads */
+        snprintf(reason, sizeof(reason), "%s", uform_last_error());
+        return uform_fail(status, "uform_encode_images: %s: %s", label, reason);
+    }
+    if (!image->data || !image->size)
+        return uform_fail(uform_invalid_argument_k, "uform_encode_images: %s has neither pixels nor encoded bytes", label);
+    uform_pixels_t pixels;
+    UFORM_TRY(uform_image_decode(image->data, image->size, label, &pixels));
+    uform_status_t status = uform_image_patches(&pixels, most, patches, most, rows, columns);
+    uform_pixels_free(&pixels);
+    return status;
+}
+
+uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
+                                           size_t width, float *embeddings) {
+    if (!context || !images || !embeddings || !count)
+        return uform_fail(uform_invalid_argument_k, "uform_encode_images: model, images and embeddings are needed, count > 0");
+    uform_model_t *model = context->model;
+    UFORM_TRY(uform_need_head_(model, "pool", "uform_encode_images"));
+    if (!uform_model_carries(model, uform_part_vision_k))
+        return uform_fail(uform_missing_k, "uform_encode_images: the model has no vision frontend (vision.patch, vision.bias)");
+    if (context->device != uform_device_cpu_k)
+        return uform_fail(uform_unsupported_k, "uform_encode_images: images run on the CPU only so far (set the device to cpu)");
+    if (!width) width = uform_widest_(model);
+    int known = 0;
+    for (size_t i = 0; i < model->config.embedding_widths_count; ++i) known |= model->config.embedding_widths[i] == width;
+    if (!known) return uform_fail(uform_invalid_argument_k, "uform_encode_images: width %zu is not one of the model's embedding widths", width);
+    /* An image fills at most 512 patches, and at most a row. */
+    size_t most = model->config.columns < uform_image_patches_k ? model->config.columns : uform_image_patches_k;
+    if (context->workspace.cells < model->config.columns) UFORM_TRY(uform_workspace_reserve(context, model->config.columns));
+    size_t capacity = context->workspace.cells;
+    float *patches = malloc(capacity * uform_patch_length_k * sizeof(float));
+    if (!patches) return uform_fail(uform_out_of_memory_k, "uform_encode_images: cannot hold %zu patches", capacity);
+    uform_status_t status = uform_ok_k;
+    for (size_t done = 0; done < count && status == uform_ok_k;) {
+        uform_packer_t packer = {.context = context};
+        size_t first = done, rows, columns;
+        while (done < count && status == uform_ok_k) {
+            if (capacity - packer.cells < most) break; /* the next image might not fit this pass */
+            status = uform_image_to_patches_(&images[done], done, most, patches + packer.cells * uform_patch_length_k, &rows,
+                                             &columns);
+            if (status != uform_ok_k) break;
+            uform_packer_add_image_(&packer, packer.cells, rows, columns);
+            done++;
+        }
+        if (status != uform_ok_k) break;
+        uform_media_t media[uform_media_kinds_k] = {{.data = patches, .count = packer.cells, .dtype = uform_media_f32_k}};
+        uform_pass_t pass = uform_packer_pass_(&packer);
+        pass.media = media;
+        pass.pooled = context->workspace.embeddings;
+        status = uform_context_pass(context, &pass);
+        if (status == uform_ok_k) uform_write_embeddings_(context, done - first, width, embeddings + first * width);
+    }
+    free(patches);
+    return status;
 }
 
 uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
@@ -268,6 +356,12 @@ uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, siz
                             float *embeddings, size_t *truncated) {
     UFORM_NEED_MODEL_("uform_encode");
     return uform_context_encode(model->context, texts, count, width, embeddings, truncated);
+}
+
+uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *images, size_t count, size_t width,
+                                   float *embeddings) {
+    UFORM_NEED_MODEL_("uform_encode_images");
+    return uform_context_encode_images(model->context, images, count, width, embeddings);
 }
 
 uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {

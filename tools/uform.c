@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <jansson.h>
+
 #include "uform/uform.h"
 
 static char const *const uform_usage_ =
@@ -16,24 +18,30 @@ static char const *const uform_usage_ =
     "  rerank   score one document per line of standard input against a query (MaxSim)\n";
 
 static char const *const uform_init_usage_ =
-    "usage: uform init --tier TIER --output DIR [--seed S]\n"
+    "usage: uform init --tier TIER --output DIR [--seed S] [--frontends LIST]\n"
     "\n"
-    "Writes DIR/model.safetensors and DIR/README.md, initialized as docs/model.md says.\n"
-    "  --tier TIER    tiny, small, medium, large, xl, or WIDTHxDEPTH such as 128x2\n"
-    "  --seed S       random seed (default 0)\n"
-    "  --output DIR   checkpoint folder, created if absent\n";
+    "Writes DIR/model.safetensors and DIR/README.md, initialized as docs/checkpoints.md says.\n"
+    "  --tier TIER       tiny, small, medium, large, xl, or WIDTHxDEPTH such as 128x2\n"
+    "  --seed S          random seed (default 0)\n"
+    "  --output DIR      checkpoint folder, created if absent\n"
+    "  --frontends LIST  media frontends to attach beside the bytes, comma-separated: vision\n";
 
 static char const *const uform_info_usage_ =
     "usage: uform info --model DIR\n"
     "\n"
-    "Prints the configuration, the heads present and the parameter count as JSON.\n";
+    "Prints the configuration, the heads and frontends present and the parameter count as JSON.\n";
 
 static char const *const uform_encode_usage_ =
-    "usage: uform encode --model DIR [--width M] [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
+    "usage: uform encode --model DIR [--image FILE...] [--records] [--width M] [--threads N]\n"
+    "                    [--precision bf16|f32] [--device cpu|cuda]\n"
     "\n"
     "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
     "the L2-normalized Matryoshka embedding. Texts longer than a row (4096 bytes) are cut; a count\n"
-    "of cut texts goes to standard error. An empty line is an error.\n"
+    "of cut texts goes to standard error. An empty line is an error. Images (PNG, JPEG, WebP; the\n"
+    "model needs the vision frontend) embed into the same space, on the CPU:\n"
+    "  --image FILE...    embed these image files instead of standard input, one line each, in order\n"
+    "  --records          read JSON records instead of lines: {\"text\": \"...\"} or {\"image\": \"PATH\"}\n"
+    "                     (a path relative to the working folder), one per line, in order\n"
     "  --model DIR        checkpoint folder\n"
     "  --width M          one of the model's embedding widths (default: the widest)\n"
     "  --threads N        worker threads (default: all cores)\n"
@@ -53,10 +61,12 @@ static char const *const uform_rerank_usage_ =
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
 
 typedef struct {
-    char const *tier, *output, *model, *query, *precision, *device;
+    char const *tier, *output, *model, *query, *precision, *device, *frontends;
+    char **images; /* --image's files, in argv */
+    size_t images_count;
     unsigned long long seed;
     size_t width, threads;
-    int help;
+    int help, records;
 } uform_options_t;
 
 static int uform_report_(uform_status_t status) {
@@ -96,6 +106,19 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
             fprintf(stderr, "uform %s: unknown option '%s' (see uform %s --help)\n", argv[1], flag, argv[1]);
             return 0;
         }
+        if (!strcmp(flag, "--records")) {
+            options->records = 1;
+            continue;
+        }
+        if (!strcmp(flag, "--image")) { /* every argument up to the next flag is a file */
+            options->images = argv + i + 1;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++, options->images_count++;
+            if (!options->images_count) {
+                fprintf(stderr, "uform %s: --image needs at least one file\n", argv[1]);
+                return 0;
+            }
+            continue;
+        }
         if (i + 1 >= argc) {
             fprintf(stderr, "uform %s: %s needs a value\n", argv[1], flag);
             return 0;
@@ -107,6 +130,7 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--model")) options->model = value;
         else if (!strcmp(flag, "--query")) options->query = value;
         else if (!strcmp(flag, "--precision")) options->precision = value;
+        else if (!strcmp(flag, "--frontends")) options->frontends = value;
         else if (!strcmp(flag, "--device")) {
             if (strcmp(value, "cpu") && strcmp(value, "cuda")) {
                 fprintf(stderr, "uform %s: --device is cpu or cuda, not '%s'\n", argv[1], value);
@@ -148,6 +172,16 @@ static int uform_init_(int argc, char **argv, uform_options_t const *options) {
     uform_model_t *model = NULL;
     uform_status_t status = uform_config_from_tier(options->tier, &config);
     if (status == uform_ok_k) status = uform_model_init(&config, options->seed, &model);
+    for (char const *name = options->frontends; status == uform_ok_k && name && *name; name += strcspn(name, ","), name += *name == ',') {
+        char frontend[32];
+        snprintf(frontend, sizeof(frontend), "%.*s", (int)strcspn(name, ","), name);
+        if (strcmp(frontend, "vision")) {
+            fprintf(stderr, "uform init: --frontends takes vision (video and audio come later), not '%s'\n", frontend);
+            uform_model_close(model);
+            return 2;
+        }
+        status = uform_model_init_head(model, frontend, options->seed);
+    }
     char *command = uform_command_line_(argc, argv);
     if (status == uform_ok_k) status = uform_model_save(model, options->output, command);
     free(command);
@@ -188,6 +222,10 @@ static int uform_info_(uform_options_t const *options) {
     int first = 1;
     for (size_t i = 0; i < 3; ++i)
         if (uform_model_has_head(model, heads[i])) printf("%s\"%s\"", first ? "" : ", ", heads[i]), first = 0;
+    printf("], \"frontends\": [\"bytes\"");
+    char const *frontends[] = {"vision", "video", "audio"};
+    for (size_t i = 0; i < 3; ++i)
+        if (uform_model_has_head(model, frontends[i])) printf(", \"%s\"", frontends[i]);
     printf("]}\n");
     uform_model_close(model);
     return 0;
@@ -235,8 +273,109 @@ static int uform_open_and_read_(uform_options_t const *options, char const *verb
     return uform_check_lines_(*texts, *count, verb) ? 0 : 1;
 }
 
+static int uform_out_of_memory_(void) {
+    fprintf(stderr, "uform encode: out of memory\n");
+    return 1;
+}
+
+static void uform_print_embedding_(float const *embedding, size_t width) {
+    putchar('[');
+    for (size_t j = 0; j < width; ++j) printf("%s%.7g", j ? ", " : "", embedding[j]);
+    puts("]");
+}
+
+/* Embeds the image files `paths` into `embeddings[count * width]`, a few at a time. */
+static uform_status_t uform_encode_files_(uform_model_t *model, char const *const *paths, size_t count, size_t width,
+                                          float *embeddings) {
+    enum { batch_k = 16 };
+    uform_image_t images[batch_k];
+    uform_pixels_t pixels[batch_k];
+    uform_status_t status = uform_ok_k;
+    for (size_t first = 0; status == uform_ok_k && first < count; first += batch_k) {
+        size_t batch = count - first < batch_k ? count - first : batch_k, read = 0;
+        for (; status == uform_ok_k && read < batch; ++read) {
+            status = uform_image_read(paths[first + read], &pixels[read]);
+            images[read] = (uform_image_t){.pixels = pixels[read], .name = paths[first + read]};
+        }
+        if (status != uform_ok_k) read--; /* the failed one holds nothing */
+        if (status == uform_ok_k) status = uform_encode_images(model, images, batch, width, embeddings + first * width);
+        for (size_t i = 0; i < read; ++i) uform_pixels_free(&pixels[i]);
+    }
+    return status;
+}
+
+/* --records: each line a JSON object with "text" or "image"; embeddings printed in input order. */
+static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines, size_t count, size_t width) {
+    float *embeddings = malloc((count ? count : 1) * width * sizeof(float));
+    json_t **records = calloc(count ? count : 1, sizeof(json_t *));
+    char const **paths = calloc(count ? count : 1, sizeof(char *));
+    uform_text_t *texts = calloc(count ? count : 1, sizeof(uform_text_t));
+    size_t *order = calloc(count ? count : 1, sizeof(size_t)), images = 0, text_count = 0;
+    int result = embeddings && records && paths && texts && order ? 0 : uform_out_of_memory_();
+    for (size_t i = 0; !result && i < count; ++i) {
+        json_error_t error;
+        records[i] = json_loadb((char const *)lines[i].data, lines[i].length, 0, &error);
+        json_t *text = records[i] ? json_object_get(records[i], "text") : NULL, *image = records[i] ? json_object_get(records[i], "image") : NULL;
+        if (!records[i] || !json_is_object(records[i]) || (!text == !image) || (text && !json_is_string(text)) ||
+            (image && !json_is_string(image))) {
+            fprintf(stderr, "uform encode: line %zu of standard input is not a record {\"text\": ...} or {\"image\": PATH}%s%s\n",
+                    i + 1, records[i] ? "" : ": ", records[i] ? "" : error.text);
+            result = 1;
+        } else if (text && !json_string_length(text)) {
+            fprintf(stderr, "uform encode: line %zu of standard input has an empty text: nothing to encode\n", i + 1);
+            result = 1;
+        } else if (image) {
+            order[i] = images, paths[images++] = json_string_value(image);
+        } else {
+            order[i] = text_count;
+            texts[text_count++] = (uform_text_t){(uint8_t const *)json_string_value(text), json_string_length(text)};
+        }
+    }
+    float *text_embeddings = embeddings, *image_embeddings = embeddings + text_count * width;
+    size_t truncated = 0;
+    if (!result && text_count) result = uform_report_(uform_encode(model, texts, text_count, width, text_embeddings, &truncated));
+    if (!result && images) result = uform_report_(uform_encode_files_(model, paths, images, width, image_embeddings));
+    for (size_t i = 0; !result && i < count; ++i)
+        uform_print_embedding_((json_object_get(records[i], "image") ? image_embeddings : text_embeddings) + order[i] * width, width);
+    if (!result && truncated) fprintf(stderr, "uform encode: %zu of %zu texts were longer than a row and were cut\n", truncated, text_count);
+    for (size_t i = 0; records && i < count; ++i) json_decref(records[i]);
+    free(embeddings), free(records), free(paths), free(texts), free(order);
+    return result;
+}
+
 static int uform_encode_(uform_options_t const *options) {
     if (!uform_require_(options->model, "--model", "encode")) return 2;
+    if (options->images_count && options->records) {
+        fprintf(stderr, "uform encode: --image and --records are two ways in; give one\n");
+        return 2;
+    }
+    if (options->images_count || options->records) {
+        uform_model_t *model = NULL;
+        uform_status_t status = uform_open_(options, &model);
+        if (status != uform_ok_k) return uform_report_(status);
+        uform_config_t config;
+        uform_model_config(model, &config);
+        size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
+        int result = 0;
+        if (options->images_count) {
+            float *embeddings = malloc(options->images_count * width * sizeof(float));
+            result = !embeddings ? uform_out_of_memory_()
+                                 : uform_report_(uform_encode_files_(model, (char const *const *)options->images,
+                                                                     options->images_count, width, embeddings));
+            for (size_t i = 0; !result && i < options->images_count; ++i) uform_print_embedding_(embeddings + i * width, width);
+            free(embeddings);
+        } else {
+            char *buffer = NULL;
+            uform_text_t *lines = NULL;
+            size_t count = 0;
+            result = uform_read_lines_(&buffer, &lines, &count) ? uform_encode_records_(model, lines, count, width)
+                                                                  : uform_out_of_memory_();
+            free(lines);
+            free(buffer);
+        }
+        uform_model_close(model);
+        return result;
+    }
     uform_model_t *model = NULL;
     char *buffer = NULL;
     uform_text_t *texts = NULL;
@@ -259,11 +398,7 @@ static int uform_encode_(uform_options_t const *options) {
             break;
         }
         truncated += cut;
-        for (size_t i = 0; i < batch; ++i) {
-            putchar('[');
-            for (size_t j = 0; j < width; ++j) printf("%s%.7g", j ? ", " : "", embeddings[i * width + j]);
-            puts("]");
-        }
+        for (size_t i = 0; i < batch; ++i) uform_print_embedding_(embeddings + i * width, width);
     }
     if (truncated) fprintf(stderr, "uform encode: %zu of %zu texts were longer than a row and were cut\n", truncated, count);
     free(embeddings);
@@ -313,9 +448,9 @@ int main(int argc, char **argv) {
     struct {
         char const *verb, *usage, *flags;
     } const verbs[] = {
-        {"init", uform_init_usage_, "--tier --seed --output"},
+        {"init", uform_init_usage_, "--tier --seed --output --frontends"},
         {"info", uform_info_usage_, "--model"},
-        {"encode", uform_encode_usage_, "--model --width --threads --precision --device"},
+        {"encode", uform_encode_usage_, "--model --width --threads --precision --device --image --records"},
         {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {

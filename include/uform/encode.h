@@ -5,6 +5,7 @@
 #ifndef UFORM_ENCODE_H
 #define UFORM_ENCODE_H
 
+#include "uform/image.h"
 #include "uform/model.h"
 
 #ifdef __cplusplus
@@ -21,6 +22,13 @@ typedef struct uform_text_t {
  *  `width` must be one of the model's embedding widths (0: the widest). `truncated` may be NULL. */
 UFORM_API uform_status_t uform_encode(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
                             float *embeddings, size_t *truncated);
+
+/** Matryoshka embeddings of images, in the same space as texts': `embeddings[count * width]`, each
+ *  row L2-normalized. Each image is encoded bytes (PNG, JPEG, WebP) or decoded pixels (image.h),
+ *  resized to at most 512 patches (or a row, if the model's rows are shorter). The model needs the
+ *  vision frontend; a broken image fails the call, naming it. CPU contexts only so far. */
+UFORM_API uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *images, size_t count, size_t width,
+                                             float *embeddings);
 
 /** Per-byte ColBERT vectors of one text: `vectors[cells * colbert_width]`, each L2-normalized.
  *  `capacity` is how many cells `vectors` holds; `cells` receives min(length, columns). */
@@ -53,6 +61,8 @@ UFORM_API uform_status_t uform_forward(uform_model_t *model, uform_grid_t const 
  * device. Contexts of one model may run from several threads at once. */
 UFORM_API uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const *texts, size_t count, size_t width,
                                     float *embeddings, size_t *truncated);
+UFORM_API uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
+                                                     size_t width, float *embeddings);
 UFORM_API uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
                                      size_t *cells);
 UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,

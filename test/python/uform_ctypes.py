@@ -213,6 +213,8 @@ class Library:
             "uform_mlm_logits": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint16), ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_float)],
             "uform_forward": [ctypes.c_void_p, ctypes.POINTER(Grid), ctypes.POINTER(OutputsStruct)],
+            "uform_encode_images": [ctypes.c_void_p, ctypes.POINTER(Image), ctypes.c_size_t, ctypes.c_size_t,
+                                    ctypes.POINTER(ctypes.c_float)],
             "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_image_read": [ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_image_patches": [ctypes.POINTER(Pixels), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
@@ -403,6 +405,25 @@ class ModelHandle(_Handle):
         truncated = ctypes.c_size_t(0)
         self._call("uform_encode", array, len(texts), width, _pointer(embeddings, ctypes.c_float), ctypes.byref(truncated))
         return embeddings, truncated.value
+
+    def encode_images(self, images, width=0):
+        """Matryoshka embeddings [count, width or E] of images: each encoded bytes, or RGBA
+        [height, width, 4] uint8 pixels."""
+        size = width if width else self.config().widths[-1]
+        structs, kept = (Image * len(images))(), []
+        for i, image in enumerate(images):
+            if isinstance(image, (bytes, bytearray)):
+                data = ctypes.create_string_buffer(bytes(image), len(image))
+                kept.append(data)
+                structs[i] = Image(ctypes.cast(data, ctypes.c_void_p), len(image), Pixels(), f"image {i}".encode())
+            else:
+                rgba = np.ascontiguousarray(image, dtype=np.uint8)
+                kept.append(rgba)
+                pixels = Pixels(rgba.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), rgba.shape[0], rgba.shape[1], rgba.shape[1] * 4)
+                structs[i] = Image(None, 0, pixels, None)
+        embeddings = np.zeros((len(images), size), dtype=np.float32)
+        self._call("uform_encode_images", structs, len(images), width, _pointer(embeddings, ctypes.c_float))
+        return embeddings
 
     def colbert(self, text, capacity=None):
         config = self.config()
