@@ -416,6 +416,15 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
     uform_batcher_stats_t capacities = {0}; /* before the prefetcher's thread owns the batcher */
     if (status == uform_ok_k) uform_batcher_stats(batcher, &capacities);
+    /* A mixture with images needs the vision frontend: a new one starts from the run's seed. */
+    if (status == uform_ok_k && capacities.image_sides && !uform_model_has_head(model, "vision")) {
+        fprintf(stderr, "uform_base: the mixture holds %zu images: attaching the vision frontend (vision.patch, vision.bias)\n",
+                capacities.image_sides);
+        status = uform_model_init_head(model, "vision", options.seed);
+    }
+    if (status == uform_ok_k && capacities.images_skipped)
+        fprintf(stderr, "uform_base: %zu records were dropped for an image that does not decode (skip_malformed)\n",
+                capacities.images_skipped);
     /* The device: the GPU's step is made for the batcher's shape and capacities. */
     if (options.cuda) {
         train.device = uform_device_cuda_k;

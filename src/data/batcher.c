@@ -5,14 +5,17 @@
 #include "data/batcher.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/arena.h"
 #include "core/numeric.h"
 #include "core/status.h"
+#include "core/threads.h"
 #include "data/corpus.h"
 #include "data/jsonl.h"
+#include "uform/image.h"
 
 enum { uform_mask_stream_k = 0x6d61736b }; /* seed streams: 0 draws sources, 1 + s orders source s */
 
@@ -21,7 +24,16 @@ typedef struct uform_source_t {
     uint32_t *order;   /* [records] this epoch's order of record indices */
     uint32_t *lengths; /* [records] cells each record's item takes, after truncation */
     double cumulative; /* running share of the total weight, 1 for the last source */
+    /* Images: each side's patch grid (rows << 16 | columns), 0 for a text; NULL when none. */
+    uint32_t *query_grids, *slice_grids; /* [records], [slices] */
 } uform_source_t;
+
+/* An image of the batch being written: decoded into media rows [first, first + rows * columns). */
+typedef struct uform_image_job_t {
+    uint32_t source;
+    uform_slice_t slice;
+    size_t first, rows, columns;
+} uform_image_job_t;
 
 /* A waiting item in the length buckets. */
 typedef struct uform_node_t {
@@ -38,6 +50,7 @@ struct uform_batcher_t {
     size_t sources_count;
     uform_batcher_state_t state;
     size_t records, skipped_lines;
+    size_t image_sides, decode_threads; /* image queries, positives and negatives over all sources */
     size_t texts_capacity;      /* most texts one record holds (1 for MLM) */
     size_t anchors_capacity, candidates_capacity;
 
@@ -58,6 +71,16 @@ struct uform_batcher_t {
     size_t anchors_count, candidates_count;
     uint32_t *span_lengths; /* [columns] */
     uint32_t *text_lengths; /* [texts_capacity] */
+
+    /* Images: the batch's patches (BF16 [image_cells, 1024]), decoded by `pool` at the batch's end. */
+    size_t most_patches;    /* an image's grid holds at most min(512, columns) patches */
+    size_t images, image_cells, images_skipped; /* this batch's; records dropped at load for a bad image */
+    uform_image_job_t *image_jobs; /* [cells] */
+    uint16_t *patches;      /* [cells * 1024] */
+    float *decoded;         /* [threads][most_patches * 1024] one image's Float32 patches per thread */
+    uform_pool_t *pool;
+    uform_status_t image_status;
+    char image_error[512];
 };
 
 static uint64_t uform_mix_(uint64_t value) {
@@ -109,20 +132,42 @@ static size_t uform_record_texts_(uform_corpus_t const *corpus, uform_record_t c
     return record->kind == uform_record_text_k ? 1 : 1 + (size_t)record->positives_count + record->negatives_count;
 }
 
-/* Lengths of a record's segments into `lengths`; returns their sum and counts the cut texts. */
-static size_t uform_item_lengths_(uform_batcher_t const *batcher, uform_corpus_t const *corpus,
-                                  uform_record_t const *record, uint32_t *lengths, size_t *truncated) {
-    size_t count = uform_record_texts_(corpus, record, 0, NULL), cut = 0;
+/* The patch grid (rows << 16 | columns) of side `index` of record `r` of `source`; 0 for a text. */
+static uint32_t uform_side_grid_(uform_source_t const *source, size_t r, size_t index) {
+    if (!source->query_grids) return 0;
+    if (!index) return source->query_grids[r];
+    return source->slice_grids[source->corpus.records[r].first_candidate + index - 1];
+}
+
+/* Lengths of a record's segments into `lengths`; returns their sum and counts the cut texts. An
+ * image keeps its whole grid; the texts share what the images leave of the row. */
+static size_t uform_item_lengths_(uform_batcher_t const *batcher, uform_source_t const *source, size_t r,
+                                  uint32_t *lengths, size_t *truncated) {
+    uform_corpus_t const *corpus = &source->corpus;
+    uform_record_t const *record = &corpus->records[r];
+    size_t count = uform_record_texts_(corpus, record, 0, NULL), cut = 0, images = 0, texts = 0;
     for (size_t i = 0; i < count; ++i) {
-        uform_slice_t slice;
-        uform_record_texts_(corpus, record, i, &slice);
-        lengths[i] = (uint32_t)(slice.length < batcher->columns ? slice.length : batcher->columns);
+        uint32_t grid = uform_side_grid_(source, r, i);
+        images += (grid >> 16) * (grid & 0xffff);
     }
-    size_t total = uform_water_fill_(lengths, count, batcher->columns);
+    size_t budget = batcher->columns - images; /* the load checked that a record's images fit a row */
     for (size_t i = 0; i < count; ++i) {
         uform_slice_t slice;
         uform_record_texts_(corpus, record, i, &slice);
-        cut += lengths[i] < slice.length;
+        if (slice.image) continue;
+        lengths[texts++] = (uint32_t)(slice.length < budget ? slice.length : budget);
+    }
+    size_t total = images + uform_water_fill_(lengths, texts, budget);
+    /* Spread back to side order: images their grids, texts their cut lengths. */
+    for (size_t i = count, t = texts; i-- > 0;) {
+        uform_slice_t slice;
+        uform_record_texts_(corpus, record, i, &slice);
+        uint32_t grid = uform_side_grid_(source, r, i);
+        if (slice.image) lengths[i] = (grid >> 16) * (grid & 0xffff);
+        else {
+            lengths[i] = lengths[--t];
+            cut += lengths[i] < slice.length;
+        }
     }
     if (truncated) *truncated += cut;
     return total;
@@ -244,6 +289,49 @@ static void uform_write_segment_(uform_batcher_t *batcher, size_t first, uint8_t
     }
 }
 
+/* An image's cells (t = 0, h = patch row, w = patch column) and its decoding job: media rows
+ * from the batch's next free one. */
+static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_slice_t slice, size_t first, size_t rows,
+                               size_t columns, int32_t segment) {
+    size_t row = batcher->image_cells;
+    for (size_t i = 0; i < rows * columns; ++i) {
+        size_t cell = first + i;
+        batcher->kinds[cell] = uform_cell_image_k;
+        batcher->values[cell] = (uint32_t)(row + i);
+        batcher->segments[cell] = segment;
+        batcher->positions[3 * cell] = 0;
+        batcher->positions[3 * cell + 1] = (int32_t)(i / columns);
+        batcher->positions[3 * cell + 2] = (int32_t)(i % columns);
+        if (batcher->targets) batcher->targets[cell] = -1;
+    }
+    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns};
+    batcher->image_cells += rows * columns;
+}
+
+/* Decodes one job's image into its media rows, on a pool thread. */
+static void uform_decode_task_(void *context, size_t index, size_t thread) {
+    uform_batcher_t *batcher = context;
+    uform_image_job_t const *job = &batcher->image_jobs[index];
+    uform_corpus_t const *corpus = &batcher->sources[job->source].corpus;
+    char path[4096];
+    uform_pixels_t pixels = {0};
+    size_t rows = 0, columns = 0;
+    float *decoded = batcher->decoded + thread * batcher->most_patches * uform_patch_length_k;
+    uform_status_t status = uform_corpus_image_path(corpus, job->slice, path, sizeof(path));
+    if (status == uform_ok_k) status = uform_image_read(path, &pixels);
+    if (status == uform_ok_k) status = uform_image_patches(&pixels, batcher->most_patches, decoded, batcher->most_patches, &rows, &columns);
+    uform_pixels_free(&pixels);
+    if (status == uform_ok_k && (rows != job->rows || columns != job->columns))
+        status = uform_fail(uform_format_k, "%s: the image changed since the batcher read it (%zux%zu patches, not %zux%zu)", path,
+                            rows, columns, job->rows, job->columns);
+    if (status != uform_ok_k) { /* the first failure of the batch is kept; its message is this thread's */
+        if (__atomic_exchange_n(&batcher->image_status, status, __ATOMIC_ACQ_REL) == uform_ok_k)
+            snprintf(batcher->image_error, sizeof(batcher->image_error), "%s", uform_last_error());
+        return;
+    }
+    uform_bf16_from_f32_array(decoded, batcher->patches + job->first * uform_patch_length_k, rows * columns * uform_patch_length_k);
+}
+
 static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t count) {
     for (size_t cell = first; cell < first + count; ++cell) {
         batcher->kinds[cell] = uform_cell_padding_k;
@@ -258,11 +346,12 @@ static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t 
  * `*segment`. Without `write` only the counts move, exactly as they would with it. */
 static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, size_t cell, int32_t *local,
                          uint32_t *segment, uform_rng_t *mask_rng, int write) {
-    uform_corpus_t const *corpus = &batcher->sources[node->source].corpus;
+    uform_source_t const *source = &batcher->sources[node->source];
+    uform_corpus_t const *corpus = &source->corpus;
     uform_record_t const *record = &corpus->records[node->record];
     size_t truncated = 0;
     size_t count = uform_record_texts_(corpus, record, 0, NULL);
-    uform_item_lengths_(batcher, corpus, record, batcher->text_lengths, &truncated);
+    uform_item_lengths_(batcher, source, node->record, batcher->text_lengths, &truncated);
     batcher->state.truncated += truncated;
     batcher->state.segments += count;
     int pairs = record->kind == uform_record_pair_k;
@@ -278,7 +367,11 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
         uform_slice_t slice;
         uform_record_texts_(corpus, record, i, &slice);
         size_t length = batcher->text_lengths[i];
-        if (write) {
+        if (write && slice.image) {
+            uint32_t grid = uform_side_grid_(source, node->record, i);
+            uform_write_image_(batcher, node->source, slice, cell, grid >> 16, grid & 0xffff, *local);
+            if (pairs && i > 0) batcher->candidates[batcher->candidates_count] = *segment;
+        } else if (write) {
             uform_write_segment_(batcher, cell, uform_corpus_data(corpus, slice), length, *local);
             if (!pairs) uform_mask_segment_(batcher, cell, length, mask_rng);
             else if (i > 0) batcher->candidates[batcher->candidates_count] = *segment;
@@ -301,6 +394,7 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
     int pairs = batcher->objective != uform_objective_mlm_k, full = 0;
     uint32_t segment = 0;
     batcher->anchors_count = batcher->candidates_count = 0;
+    batcher->images = batcher->image_cells = 0;
     for (size_t row = 0; row < batcher->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
@@ -340,10 +434,18 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
 uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch) {
     if (!batcher || !batch) return uform_fail(uform_invalid_argument_k, "uform_batcher_next: NULL argument");
     uform_pack_(batcher, 1);
+    if (batcher->images) {
+        batcher->image_status = uform_ok_k;
+        uform_pool_for(batcher->pool, batcher->images, uform_decode_task_, batcher);
+        if (batcher->image_status != uform_ok_k)
+            return uform_fail(batcher->image_status, "uform_batcher_next: %s", batcher->image_error);
+    }
     int pairs = batcher->objective != uform_objective_mlm_k;
     *batch = (uform_batch_t){
         .grid = {.rows = batcher->rows, .columns = batcher->columns, .kinds = batcher->kinds,
-                 .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions},
+                 .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions,
+                 .media = {{.data = batcher->images ? batcher->patches : NULL, .count = batcher->image_cells,
+                            .dtype = uform_media_bf16_k}}},
         .targets = pairs ? NULL : batcher->targets,
         .anchors = pairs ? batcher->anchors : NULL,
         .anchors_count = pairs ? batcher->anchors_count : 0,
@@ -390,6 +492,8 @@ void uform_batcher_stats(uform_batcher_t const *batcher, uform_batcher_stats_t *
         .truncated = batcher->state.truncated,
         .records = batcher->records,
         .skipped_lines = batcher->skipped_lines,
+        .images_skipped = batcher->images_skipped,
+        .image_sides = batcher->image_sides,
         .anchors_capacity = batcher->anchors_capacity,
         .candidates_capacity = batcher->candidates_capacity,
     };
@@ -401,24 +505,124 @@ void uform_batcher_close(uform_batcher_t *batcher) {
         uform_corpus_close(&batcher->sources[s].corpus);
         free(batcher->sources[s].order);
         free(batcher->sources[s].lengths);
+        free(batcher->sources[s].query_grids);
+        free(batcher->sources[s].slice_grids);
     }
     free(batcher->sources);
+    free(batcher->image_jobs);
+    free(batcher->patches);
+    free(batcher->decoded);
+    uform_pool_destroy(batcher->pool);
     uform_arena_destroy(&batcher->arena);
     free(batcher);
 }
 
 /* --- creation -------------------------------------------------------------------------------- */
 
+/* What reading a source's images at load finds: each image side's grid, or why it failed. */
+typedef struct uform_probe_t {
+    uform_batcher_t *batcher;
+    uform_source_t *entry;
+    uform_slice_t const **sides; /* [images] */
+    uint32_t *grids;             /* [images] rows << 16 | columns, 0 when it failed */
+    char (*problems)[320];       /* [images] */
+} uform_probe_t;
+
+static void uform_probe_task_(void *context, size_t index, size_t thread) {
+    (void)thread;
+    uform_probe_t *probe = context;
+    char path[4096];
+    uform_pixels_t pixels = {0};
+    uform_status_t status = uform_corpus_image_path(&probe->entry->corpus, *probe->sides[index], path, sizeof(path));
+    if (status == uform_ok_k) status = uform_image_read(path, &pixels);
+    probe->grids[index] = 0;
+    if (status != uform_ok_k) {
+        snprintf(probe->problems[index], sizeof(probe->problems[index]), "%s", uform_last_error());
+        return;
+    }
+    size_t rows, columns;
+    uform_image_grid(pixels.height, pixels.width, probe->batcher->most_patches, &rows, &columns);
+    uform_pixels_free(&pixels);
+    probe->grids[index] = (uint32_t)(rows << 16 | columns);
+}
+
+/* Decodes every image a source names once, on the pool: their grids, for packing; a record with an
+ * image that does not decode fails the load, or with skip_malformed is dropped and counted. */
+static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture_source_t const *source,
+                                         uform_source_t *entry) {
+    uform_corpus_t *corpus = &entry->corpus;
+    size_t images = 0;
+    for (size_t r = 0; r < corpus->records_count; ++r)
+        for (size_t i = 0; i < uform_record_texts_(corpus, &corpus->records[r], 0, NULL); ++i) {
+            uform_slice_t slice;
+            uform_record_texts_(corpus, &corpus->records[r], i, &slice);
+            images += slice.image;
+        }
+    if (!images) return uform_ok_k;
+    if (!batcher->pool) UFORM_TRY(uform_pool_create(batcher->decode_threads, &batcher->pool));
+    uform_probe_t probe = {batcher, entry, malloc(images * sizeof(uform_slice_t *)), malloc(images * sizeof(uint32_t)),
+                           malloc(images * sizeof(*probe.problems))};
+    entry->query_grids = calloc(corpus->records_count, sizeof(uint32_t));
+    entry->slice_grids = calloc(corpus->slices_count ? corpus->slices_count : 1, sizeof(uint32_t));
+    uform_status_t status = probe.sides && probe.grids && probe.problems && entry->query_grids && entry->slice_grids
+                                ? uform_ok_k
+                                : uform_fail(uform_out_of_memory_k, "%s: cannot hold the grids of %zu images", source->path, images);
+    size_t found = 0;
+    for (size_t r = 0; status == uform_ok_k && r < corpus->records_count; ++r) {
+        uform_record_t const *record = &corpus->records[r];
+        if (record->text.image) probe.sides[found++] = &record->text;
+        for (size_t c = 0; c < (size_t)record->positives_count + record->negatives_count; ++c)
+            if (corpus->slices[record->first_candidate + c].image) probe.sides[found++] = &corpus->slices[record->first_candidate + c];
+    }
+    if (status == uform_ok_k) uform_pool_for(batcher->pool, images, uform_probe_task_, &probe);
+    /* Each record's grids, then the records kept, in order. */
+    size_t kept = 0;
+    found = 0;
+    for (size_t r = 0; status == uform_ok_k && r < corpus->records_count; ++r) {
+        uform_record_t const *record = &corpus->records[r];
+        size_t sides = uform_record_texts_(corpus, record, 0, NULL), patches = 0, texts = 0, failed = SIZE_MAX;
+        for (size_t i = 0; i < sides; ++i) {
+            uform_slice_t slice;
+            uform_record_texts_(corpus, record, i, &slice);
+            if (!slice.image) {
+                texts++;
+                continue;
+            }
+            uint32_t grid = probe.grids[found];
+            if (!grid && failed == SIZE_MAX) failed = found;
+            patches += (grid >> 16) * (grid & 0xffff);
+            if (i) entry->slice_grids[record->first_candidate + i - 1] = grid;
+            else entry->query_grids[r] = grid;
+            found++;
+        }
+        if (failed == SIZE_MAX && patches + texts > batcher->columns)
+            status = uform_fail(uform_format_k, "%s:%zu: the record's images fill %zu patches and its texts need %zu cells: more than a row of %zu",
+                                source->path, record->line, patches, texts, batcher->columns);
+        else if (failed != SIZE_MAX && !source->skip_malformed)
+            status = uform_fail(uform_format_k, "%s:%zu: %s", source->path, record->line, probe.problems[failed]);
+        else if (failed != SIZE_MAX) batcher->images_skipped++;
+        else {
+            entry->query_grids[kept] = entry->query_grids[r];
+            corpus->records[kept++] = *record;
+            batcher->image_sides += sides - texts;
+        }
+    }
+    if (status == uform_ok_k) corpus->records_count = kept;
+    free(probe.sides), free(probe.grids), free(probe.problems);
+    return status;
+}
+
 /* Reads one source and checks that its records suit the objective. */
 static uform_status_t uform_load_source_(uform_batcher_t *batcher, uform_mixture_source_t const *source,
                                          uform_source_t *entry) {
     uform_jsonl_options_t options = {.skip_malformed = source->skip_malformed};
     UFORM_TRY(uform_corpus_read(source->path, &options, &entry->corpus));
+    UFORM_TRY(uform_load_images_(batcher, source, entry));
     uform_corpus_t const *corpus = &entry->corpus;
     batcher->skipped_lines += corpus->skipped;
     if (!corpus->records_count)
-        return uform_fail(uform_format_k, "%s: no records (%zu lines, %zu skipped as malformed)", source->path,
-                          corpus->lines, corpus->skipped);
+        return uform_fail(uform_format_k, "%s: no records (%zu lines, %zu skipped as malformed, %zu records dropped for an image that does not decode)",
+                          source->path, corpus->lines, corpus->skipped, batcher->images_skipped);
     if (corpus->records_count > UINT32_MAX)
         return uform_fail(uform_unsupported_k, "%s: %zu records; a source holds at most %u", source->path,
                           corpus->records_count, UINT32_MAX);
@@ -466,6 +670,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     batcher->sources = calloc(batcher->sources_count, sizeof(uform_source_t));
     if (!batcher->sources) return uform_fail(uform_out_of_memory_k, "uform_batcher_create: sources");
     batcher->texts_capacity = 1;
+    batcher->most_patches = batcher->columns < uform_image_patches_k ? batcher->columns : uform_image_patches_k;
+    batcher->decode_threads = options->decode_threads;
     for (size_t s = 0; s < batcher->sources_count; ++s)
         UFORM_TRY(uform_load_source_(batcher, &mixture->sources[s], &batcher->sources[s]));
 
@@ -482,7 +688,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
         uform_source_t *entry = &batcher->sources[s];
         for (size_t r = 0; r < entry->corpus.records_count; ++r) {
             uform_record_t const *record = &entry->corpus.records[r];
-            size_t length = uform_item_lengths_(batcher, &entry->corpus, record, lengths, NULL);
+            size_t length = uform_item_lengths_(batcher, entry, r, lengths, NULL);
             entry->lengths[r] = (uint32_t)length;
             if (length < shortest) shortest = length;
             size_t candidates = uform_record_texts_(&entry->corpus, record, 0, NULL) - 1;
@@ -538,6 +744,14 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     for (int i = 0; i < uform_batcher_lookahead_k; ++i) batcher->nodes[i].next = i + 1 < uform_batcher_lookahead_k ? i + 1 : -1;
     batcher->free_node = 0;
 
+    if (batcher->image_sides) { /* the batch's patches, and one image's Float32 patches per decoding thread */
+        size_t threads = uform_pool_threads(batcher->pool), one = batcher->most_patches * uform_patch_length_k;
+        batcher->image_jobs = malloc(cells * sizeof(uform_image_job_t));
+        batcher->patches = malloc(cells * uform_patch_length_k * sizeof(uint16_t));
+        batcher->decoded = malloc(threads * one * sizeof(float));
+        if (!batcher->image_jobs || !batcher->patches || !batcher->decoded)
+            return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image patches (%zu cells)", cells);
+    }
     batcher->state.fingerprint = fingerprint;
     batcher->state.rng = uform_derive_seed_(options->seed, 0, 0);
     batcher->state.sources_count = (uint32_t)batcher->sources_count;

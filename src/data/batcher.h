@@ -1,7 +1,9 @@
 /*  batcher.h: a deterministic stream of training batches from a mixture. Sources are drawn by
  *  weight, each source's records in a fresh seeded order per epoch; items (a text, or a pair
- *  record's query with its positives and negatives) are packed into rows largest-first from a
- *  pool bucketed by length, so rows stay full. MLM masks spans per segment; pair objectives get
+ *  record's query with its positives and negatives, each a text or an image) are packed into rows
+ *  largest-first from a pool bucketed by length, so rows stay full. Images are decoded once at
+ *  creation (their patch grids size the items) and again, on worker threads, into each batch's
+ *  BF16 patches (grid.media). MLM masks spans per segment; pair objectives get
  *  anchors, candidates and labels numbered as `uform_forward` numbers segments. The batcher owns
  *  every buffer from creation on: `uform_batcher_next` allocates nothing. docs/data.md has the rules.
  */
@@ -21,6 +23,7 @@ typedef struct uform_batcher_options_t {
     size_t rows;          /* rows per batch; the columns come from the mixture */
     uint64_t seed;
     size_t anchors_limit; /* contrastive / rerank: most anchors per batch; 0: as many as fit */
+    size_t decode_threads; /* threads decoding images (at load and per batch); 0: one per core */
 } uform_batcher_options_t;
 
 /** Everything the stream's future depends on, as plain data (no pointers): save it beside a
@@ -43,6 +46,8 @@ typedef struct uform_batcher_stats_t {
     uint64_t batches, segments, truncated;
     size_t records;             /* usable records over all sources */
     size_t skipped_lines;       /* malformed lines skipped while reading (sources with skip_malformed) */
+    size_t images_skipped;      /* records dropped for an image that does not decode (skip_malformed) */
+    size_t image_sides;         /* image queries, positives and negatives of the usable records */
     size_t anchors_capacity;    /* most anchors a batch can hold (pairs) */
     size_t candidates_capacity; /* most candidates a batch can hold (pairs) */
 } uform_batcher_stats_t;

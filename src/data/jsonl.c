@@ -25,9 +25,29 @@ static int uform_take_string_(uform_corpus_t *corpus, json_t const *value, uform
     size_t length = json_string_length(value);
     if (!length) return 0;
     memcpy(corpus->bytes + corpus->bytes_count, json_string_value(value), length);
-    *slice = (uform_slice_t){corpus->bytes_count, length};
+    *slice = (uform_slice_t){corpus->bytes_count, length, 0};
     corpus->bytes_count += length;
     return 1;
+}
+
+/* A pair's side: a non-empty string, or {"image": "PATH"} with a non-empty path and nothing else. */
+static int uform_take_side_(uform_corpus_t *corpus, json_t const *value, uform_slice_t *slice) {
+    if (!json_is_object(value)) return uform_take_string_(corpus, value, slice);
+    json_t const *image = json_object_get(value, "image");
+    if (json_object_size(value) != 1 || !image || !uform_take_string_(corpus, image, slice)) return 0;
+    slice->image = 1;
+    return 1;
+}
+
+uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice_t slice, char *path, size_t size) {
+    char const *name = (char const *)uform_corpus_data(corpus, slice);
+    char const *slash = strrchr(corpus->path, '/');
+    int folder = name[0] != '/' && slash ? (int)(slash - corpus->path) + 1 : 0;
+    int written = snprintf(path, size, "%.*s%.*s", folder, corpus->path, (int)slice.length, name);
+    if (written < 0 || (size_t)written >= size || memchr(name, 0, slice.length))
+        return uform_fail(uform_format_k, "%s: the image path '%.*s' is too long or holds a NUL byte", corpus->path,
+                          (int)(slice.length < 200 ? slice.length : 200), name);
+    return uform_ok_k;
 }
 
 static int uform_reserve_slices_(uform_corpus_t *corpus, size_t *capacity, size_t more) {
@@ -70,8 +90,8 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
         record.kind = uform_record_pair_k;
         size_t positives_count = json_is_array(positives) ? json_array_size(positives) : 0;
         size_t negatives_count = json_is_array(negatives) ? json_array_size(negatives) : 0;
-        if (!uform_take_string_(corpus, query, &record.text))
-            snprintf(problem, problem_capacity, "'query' must be a non-empty string");
+        if (!uform_take_side_(corpus, query, &record.text))
+            snprintf(problem, problem_capacity, "'query' must be a non-empty string or {\"image\": PATH}");
         else if (!positives_count)
             snprintf(problem, problem_capacity, "'positives' must be an array of at least one string");
         else if (negatives && !json_is_array(negatives))
@@ -90,8 +110,8 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
                 int positive = i < positives_count;
                 json_t const *value = json_array_get(positive ? positives : negatives,
                                                      positive ? i : i - positives_count);
-                if (!uform_take_string_(corpus, value, &corpus->slices[corpus->slices_count])) {
-                    snprintf(problem, problem_capacity, "%s %zu must be a non-empty string",
+                if (!uform_take_side_(corpus, value, &corpus->slices[corpus->slices_count])) {
+                    snprintf(problem, problem_capacity, "%s %zu must be a non-empty string or {\"image\": PATH}",
                              positive ? "positive" : "negative", positive ? i : i - positives_count);
                     status = uform_format_k;
                 } else corpus->slices_count++;

@@ -1,7 +1,9 @@
 /*  jsonl.h: a JSONL file read into records whose bytes live in one owned buffer. A line is
  *  `{"text": ...}` (masked modelling) or `{"query": ..., "positives": [...], "negatives": [...]}`
  *  (pairs; negatives optional, at least one positive); other keys are ignored. Strings are kept
- *  as the raw bytes JSON unescapes them to, with explicit lengths, so "\u0000" survives.
+ *  as the raw bytes JSON unescapes them to, with explicit lengths, so "\u0000" survives. A pair's
+ *  query, positive or negative may also be an image, `{"image": "PATH"}`, PATH relative to the
+ *  file's folder (or absolute).
  */
 #ifndef UFORM_DATA_JSONL_H
 #define UFORM_DATA_JSONL_H
@@ -11,9 +13,10 @@
 
 #include "uform/types.h"
 
-/** `length` bytes at `offset` of the corpus's byte buffer. */
+/** `length` bytes at `offset` of the corpus's byte buffer: a text, or with `image` an image's path. */
 typedef struct uform_slice_t {
     size_t offset, length;
+    int image; /* 1: the bytes are a path (uform_corpus_image_path resolves it) */
 } uform_slice_t;
 
 typedef enum uform_record_kind_t {
@@ -61,5 +64,9 @@ void uform_corpus_close(uform_corpus_t *corpus);
 static inline uint8_t const *uform_corpus_data(uform_corpus_t const *corpus, uform_slice_t slice) {
     return corpus->bytes + slice.offset;
 }
+
+/** The file an image slice names, joined to the corpus file's folder unless absolute, into `path`
+ *  (`size` bytes); fails naming the record's file when it does not fit. */
+uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice_t slice, char *path, size_t size);
 
 #endif

@@ -961,7 +961,7 @@ static uform_status_t uform_parquet_room_(uform_parquet_reader_t *reader, size_t
 }
 
 static uform_slice_t uform_parquet_copy_(uform_corpus_t *corpus, uform_parquet_value_t value) {
-    uform_slice_t slice = {corpus->bytes_count, value.length};
+    uform_slice_t slice = {corpus->bytes_count, value.length, 0};
     memcpy(corpus->bytes + corpus->bytes_count, value.data, value.length);
     corpus->bytes_count += value.length;
     return slice;

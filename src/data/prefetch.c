@@ -13,7 +13,7 @@
 #include "core/status.h"
 
 typedef struct uform_prefetch_slot_t {
-    uint8_t *kinds, *labels;
+    uint8_t *kinds, *labels, *patches; /* patches: the image rows, in the batch's dtype */
     uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
     uform_batch_t batch;         /* pointing into the buffers above */
@@ -26,6 +26,7 @@ struct uform_prefetcher_t {
     uform_batcher_t *batcher; /* NULL for a custom source */
     size_t rows, columns, anchors_capacity, candidates_capacity;
     int has_targets;
+    size_t patch_bytes; /* bytes of one image patch value (2 BF16, 4 Float32); 0: batches hold no images */
 
     uform_prefetch_slot_t *slots;
     size_t slots_count, head, tail, ready;
@@ -66,9 +67,16 @@ static uform_status_t uform_slot_fill_(uform_prefetcher_t const *prefetcher, ufo
         memcpy(slot->candidates, source->candidates, source->candidates_count * sizeof(uint32_t));
     size_t labels = source->labels ? source->anchors_count * source->candidates_count : 0;
     if (labels) memcpy(slot->labels, source->labels, labels);
+    uform_media_t images = grid->media[0];
+    size_t value_bytes = images.dtype == uform_media_bf16_k ? 2 : 4;
+    if (images.data && (value_bytes > prefetcher->patch_bytes || images.count > cells))
+        return uform_fail(uform_shape_k, "uform_prefetcher: a batch of %zu image patches (%zu-byte values) exceeds the slots' %zu (%zu-byte)",
+                          images.count, value_bytes, prefetcher->patch_bytes ? cells : 0, prefetcher->patch_bytes);
+    if (images.data) memcpy(slot->patches, images.data, images.count * 1024 * value_bytes);
     slot->batch = (uform_batch_t){
         .grid = {.rows = grid->rows, .columns = grid->columns, .kinds = slot->kinds, .values = slot->values,
-                 .segments = slot->segments, .positions = slot->positions},
+                 .segments = slot->segments, .positions = slot->positions,
+                 .media = {{.data = images.data ? slot->patches : NULL, .count = images.count, .dtype = images.dtype}}},
         .targets = source->targets ? slot->targets : NULL,
         .anchors = source->anchors ? slot->anchors : NULL,
         .anchors_count = source->anchors_count,
@@ -121,7 +129,7 @@ static void uform_slots_free_(uform_prefetcher_t *prefetcher) {
     for (size_t i = 0; i < prefetcher->slots_count; ++i) {
         uform_prefetch_slot_t *slot = &prefetcher->slots[i];
         free(slot->kinds), free(slot->values), free(slot->segments), free(slot->positions), free(slot->targets);
-        free(slot->anchors), free(slot->candidates), free(slot->labels);
+        free(slot->anchors), free(slot->candidates), free(slot->labels), free(slot->patches);
     }
     free(prefetcher->slots);
 }
@@ -163,7 +171,8 @@ static uform_status_t uform_prefetcher_alloc_(uform_prefetcher_t const *template
         slot->anchors = malloc(anchors * sizeof(uint32_t) + 1);
         slot->candidates = malloc(candidates * sizeof(uint32_t) + 1);
         slot->labels = malloc(anchors * candidates + 1);
-        ok = slot->kinds && slot->values && slot->segments && slot->positions &&
+        slot->patches = prefetcher->patch_bytes ? malloc(cells * 1024 * prefetcher->patch_bytes) : NULL;
+        ok = (slot->patches || !prefetcher->patch_bytes) && slot->kinds && slot->values && slot->segments && slot->positions &&
              (slot->targets || !prefetcher->has_targets) && slot->anchors && slot->candidates && slot->labels;
     }
     if (!ok) {
@@ -201,6 +210,7 @@ uform_status_t uform_prefetcher_create(uform_batcher_t *batcher, size_t slots, u
         .rows = first.grid.rows, .columns = first.grid.columns,
         .anchors_capacity = stats.anchors_capacity, .candidates_capacity = stats.candidates_capacity,
         .has_targets = first.targets != NULL, .slots_count = slots, .returned = initial,
+        .patch_bytes = stats.image_sides ? 2 : 0, /* the batcher's patches are BF16 */
     };
     if (first.anchors_count > template.anchors_capacity) template.anchors_capacity = first.anchors_count;
     if (first.candidates_count > template.candidates_capacity) template.candidates_capacity = first.candidates_count;
@@ -233,6 +243,7 @@ uform_status_t uform_prefetcher_create_from(uform_produce_t produce, void *conte
         .rows = shape->grid.rows, .columns = shape->grid.columns,
         .anchors_capacity = shape->anchors_count, .candidates_capacity = shape->candidates_count,
         .has_targets = shape->targets != NULL, .slots_count = slots,
+        .patch_bytes = !shape->grid.media[0].data ? 0 : shape->grid.media[0].dtype == uform_media_bf16_k ? 2 : 4,
     };
     uform_prefetcher_t *prefetcher;
     UFORM_TRY(uform_prefetcher_alloc_(&template, &prefetcher));

@@ -34,7 +34,8 @@ void uform_prefetcher_close(uform_prefetcher_t *prefetcher);
 /** Any other batch source: `produce(context, batch)` behaves as `uform_batcher_next` (pointers valid
  *  until its next call), and its batches never exceed `shape`'s rows x columns, `shape->anchors_count`
  *  anchors and `shape->candidates_count` candidates, `shape->targets` non-NULL when they carry
- *  targets. `uform_prefetcher_save` then reports a zeroed state. Used by the tests to inject failures. */
+ *  targets, `shape->grid.media[0].data` non-NULL when they hold images (of its dtype).
+ *  `uform_prefetcher_save` then reports a zeroed state. Used by the tests to inject failures. */
 typedef uform_status_t (*uform_produce_t)(void *context, uform_batch_t *batch);
 uform_status_t uform_prefetcher_create_from(uform_produce_t produce, void *context, uform_batch_t const *shape,
                                             size_t slots, uform_prefetcher_t **prefetcher);

@@ -14,11 +14,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include <png.h>
 
 #include "core/numeric.h"
 #include "data/batcher.h"
 #include "data/jsonl.h"
 #include "data/mixture.h"
+#include "uform/image.h"
 #include "check.h"
 
 static void write_text(char const *name, char const *text) { write_file(name, text, strlen(text)); }
@@ -738,8 +742,121 @@ static void test_batcher_errors(void) {
     uform_mixture_close(&mixture);
 }
 
+/* A PNG of `height` x `width` RGBA pixels whose values follow (x, y, channel), written by libpng. */
+static void write_png(char const *name, size_t height, size_t width, unsigned salt) {
+    uint8_t *rgba = malloc(height * width * 4);
+    for (size_t i = 0; i < height * width * 4; ++i) rgba[i] = (uint8_t)(i * 7 + salt * 31 + (i / (width * 4)) * 3);
+    png_image image;
+    memset(&image, 0, sizeof(image));
+    image.version = PNG_IMAGE_VERSION;
+    image.width = (png_uint_32)width, image.height = (png_uint_32)height, image.format = PNG_FORMAT_RGBA;
+    CHECK(png_image_write_to_file(&image, path_in(name), 0, rgba, 0, NULL));
+    free(rgba);
+}
+
+/* Image sides of pair records: their cells (t = 0, h = patch row, w = patch column), their media
+ * rows exactly the file's patches in BF16, texts beside them cut to what the images leave; a
+ * broken image fails the batcher naming file and line, or with skip_malformed drops its record. */
+static void test_image_records(void) {
+    write_png("a.png", 40, 24, 1);  /* 3x2 patches (rounded), at its own size */
+    write_png("b.png", 16, 16, 2);  /* 1x1 */
+    mkdir(path_in("img"), 0755);
+    write_png("img/c.png", 64, 32, 3);   /* 4x2 */
+    write_png("img/d.png", 200, 100, 4); /* shrunk to at most the row: 9x4 patches of a 40-column row */
+    write_text("images.jsonl",
+               "{\"query\": \"a red fox\", \"positives\": [{\"image\": \"a.png\"}]}\n"
+               "{\"query\": {\"image\": \"b.png\"}, \"positives\": [\"green\"], \"negatives\": [{\"image\": \"img/c.png\"}]}\n");
+    uform_mixture_t mixture = make_mixture("images.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 3};
+    uform_batcher_t *batcher = NULL;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    uform_batcher_stats_t stats;
+    if (batcher) uform_batcher_stats(batcher, &stats);
+    CHECK(batcher && stats.image_sides == 3);
+    uform_batch_t batch;
+    size_t images_seen = 0, seen[3] = {0}; /* over batches: the longest waiting items go first */
+    for (int b = 0; b < 40 && !(seen[0] && seen[1] && seen[2]); ++b) {
+    CHECK(batcher && uform_batcher_next(batcher, &batch) == uform_ok_k);
+    if (!batcher) return;
+    uform_grid_t const *grid = &batch.grid;
+    CHECK(grid->media[0].data && grid->media[0].dtype == uform_media_bf16_k);
+    /* Each image segment against its own file, decoded and cut here. */
+    size_t image_cells = 0;
+    for (size_t cell = 0; cell < grid->rows * grid->columns;) {
+        if (grid->kinds[cell] != uform_cell_image_k) {
+            cell++;
+            continue;
+        }
+        size_t first = cell;
+        while (cell < grid->rows * grid->columns && grid->kinds[cell] == uform_cell_image_k && grid->segments[cell] == grid->segments[first]) cell++;
+        size_t length = cell - first;
+        size_t which = length == 6 ? 0 : length == 1 ? 1 : 2; /* 8 cells: c.png */
+        char const *name = (char const *[]){"a.png", "b.png", "img/c.png"}[which];
+        seen[which]++;
+        uform_pixels_t pixels;
+        size_t rows = 0, columns = 0;
+        float patches[40 * 1024];
+        CHECK(uform_image_read(path_in(name), &pixels) == uform_ok_k);
+        CHECK(uform_image_patches(&pixels, 40, patches, 40, &rows, &columns) == uform_ok_k && rows * columns == length);
+        uform_pixels_free(&pixels);
+        uint16_t const *media = grid->media[0].data;
+        size_t wrong = 0;
+        for (size_t i = 0; i < length; ++i) {
+            int32_t const *position = grid->positions + (first + i) * 3;
+            wrong += position[0] != 0 || position[1] != (int32_t)(i / columns) || position[2] != (int32_t)(i % columns);
+            for (size_t v = 0; v < 1024; ++v)
+                wrong += media[(size_t)grid->values[first + i] * 1024 + v] != uform_f32_to_bf16(patches[i * 1024 + v]);
+        }
+        CHECK(wrong == 0);
+        images_seen++, image_cells += length;
+    }
+    CHECK(grid->media[0].count == image_cells);
+    }
+    CHECK(seen[0] && seen[1] && seen[2] && images_seen == seen[0] + seen[1] + seen[2]);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+
+    /* A record's text shares its row with its images: cut to what they leave. */
+    write_text("long_caption.jsonl",
+               "{\"query\": \"a caption far longer than the four cells the image leaves of the row\", \"positives\": [{\"image\": \"img/d.png\"}]}\n");
+    mixture = make_mixture("long_caption.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"long_caption.jsonl\"}]}");
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k && uform_batcher_next(batcher, &batch) == uform_ok_k);
+    size_t text_cells = 0;
+    for (size_t cell = 0; batcher && cell < batch.grid.columns; ++cell) text_cells += batch.grid.kinds[cell] == uform_cell_byte_k;
+    CHECK(text_cells == 40 - 36);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+
+    /* A broken image: named with its record's line, or its record dropped and counted. */
+    write_text("broken.png", "\x89PNG\r\n\x1a\n not really");
+    write_text("broken.jsonl", "{\"query\": \"fine\", \"positives\": [{\"image\": \"b.png\"}]}\n"
+                               "{\"query\": \"broken\", \"positives\": [{\"image\": \"broken.png\"}]}\n"
+                               "{\"query\": \"absent\", \"positives\": [{\"image\": \"absent.png\"}]}\n");
+    mixture = make_mixture("broken.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"broken.jsonl\"}]}");
+    batcher = NULL;
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_format_k, "broken.jsonl:2:", "broken.png"));
+    uform_mixture_close(&mixture);
+    mixture = make_mixture("skipped.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"broken.jsonl\", \"skip_malformed\": true}]}");
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    if (batcher) uform_batcher_stats(batcher, &stats);
+    CHECK(batcher && stats.images_skipped == 2 && stats.records == 1 && stats.image_sides == 1);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+
+    /* Image sides in JSONL: an object of one "image" string, nothing else. */
+    uform_corpus_t corpus;
+    char const *bad = "{\"query\": \"q\", \"positives\": [{\"image\": \"a.png\", \"alt\": \"x\"}]}\n";
+    CHECK(fails_with(uform_jsonl_parse("bad.jsonl", bad, strlen(bad), NULL, &corpus), uform_format_k, "bad.jsonl:1:",
+                     "positive 0 must be a non-empty string or {\"image\": PATH}"));
+}
+
 int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
+    test_image_records();
     test_jsonl_records();
     test_jsonl_malformed();
     test_mixture();
