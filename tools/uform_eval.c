@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/status.h"
 #include "core/threads.h"
 #include "data/corpus.h"
 #include "data/jsonl.h"
@@ -29,7 +30,9 @@ static char const *const uform_eval_usage_ =
     "positive (positive->query) among all pairs of the file, and prints Recall@1/5/10, MRR and\n"
     "nDCG@10 for chance, a TF-IDF baseline and the checkpoint at each Matryoshka width, then per\n"
     "language when the records carry \"lang\". A retrieved text equal to the gold one is a hit; tied\n"
-    "scores count as the average over their orders.\n"
+    "scores count as the average over their orders. A side may be an image ({\"image\": PATH}, as\n"
+    "uform_base reads): images embed on the CPU, an image is the same gold item as its same path,\n"
+    "and with images there is no TF-IDF row (chance is the baseline) and no --rerank.\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
     "                   without it only the baselines run\n"
     "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...}, or\n"
@@ -194,20 +197,53 @@ static void uform_prefix_(float const *full, size_t count, size_t stride, size_t
     }
 }
 
-static uform_status_t uform_embed_all_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t width,
-                                       float *embeddings, size_t *truncated, uform_progress_t *progress,
-                                       char const *what) {
-    enum { batch_k = 256 };
+/* Embeds one side: its texts in batches through uform_encode, its images (`images[i]` set: the
+ * text is the image's path, resolved against the corpus) a few at a time through uform_encode_images. */
+static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t const *corpus, uform_text_t const *texts,
+                                       uform_slice_t const *slices, size_t count, size_t width, float *embeddings,
+                                       size_t *truncated, uform_progress_t *progress, char const *what) {
+    enum { batch_k = 256, images_k = 16 };
+    uform_text_t batch_texts[batch_k];
+    size_t batch_rows[batch_k], batch_count = 0, done = 0;
+    uform_image_t images[images_k];
+    uform_pixels_t pixels[images_k];
+    size_t image_rows[images_k], images_count = 0;
+    float *scratch = malloc(batch_k * width * sizeof(float));
+    if (!scratch) return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory");
+    uform_status_t status = uform_ok_k;
     uform_progress_begin_(progress, what, count);
-    for (size_t first = 0; first < count; first += batch_k) {
-        size_t batch = count - first < batch_k ? count - first : batch_k, cut = 0;
-        uform_status_t status = uform_encode(model, texts + first, batch, width, embeddings + first * width, &cut);
-        if (status != uform_ok_k) return status;
-        *truncated += cut;
-        uform_progress_show_(progress, first + batch, 0);
+    for (size_t i = 0; status == uform_ok_k && i <= count; ++i) {
+        int last = i == count, image = !last && slices[i].image;
+        if (!last && !image) batch_rows[batch_count] = i, batch_texts[batch_count++] = texts[i];
+        if (image) {
+            char path[4096];
+            status = uform_corpus_image_path(corpus, slices[i], path, sizeof(path));
+            if (status == uform_ok_k) status = uform_image_read(path, &pixels[images_count]);
+            if (status != uform_ok_k) break;
+            images[images_count] = (uform_image_t){.pixels = pixels[images_count], .name = NULL};
+            image_rows[images_count++] = i;
+        }
+        if (batch_count == batch_k || (last && batch_count)) {
+            size_t cut = 0;
+            status = uform_encode(model, batch_texts, batch_count, width, scratch, &cut);
+            for (size_t b = 0; status == uform_ok_k && b < batch_count; ++b)
+                memcpy(embeddings + batch_rows[b] * width, scratch + b * width, width * sizeof(float));
+            *truncated += cut, done += batch_count, batch_count = 0;
+        }
+        if (images_count == images_k || (last && images_count)) {
+            if (status == uform_ok_k) status = uform_encode_images(model, images, images_count, width, scratch);
+            for (size_t b = 0; b < images_count; ++b) {
+                if (status == uform_ok_k) memcpy(embeddings + image_rows[b] * width, scratch + b * width, width * sizeof(float));
+                uform_pixels_free(&pixels[b]);
+            }
+            done += images_count, images_count = 0;
+        }
+        uform_progress_show_(progress, done, 0);
     }
-    uform_progress_show_(progress, count, 1);
-    return uform_ok_k;
+    for (size_t b = 0; b < images_count; ++b) uform_pixels_free(&pixels[b]);
+    free(scratch);
+    if (status == uform_ok_k) uform_progress_show_(progress, count, 1);
+    return status;
 }
 
 /* ---- reranking --------------------------------------------------------------------------------- */
@@ -336,6 +372,9 @@ int main(int argc, char **argv) {
     uform_text_t *documents = calloc(corpus.records_count + 1, sizeof(uform_text_t));
     uint32_t *language_of = calloc(corpus.records_count + 1, sizeof(uint32_t));
     uform_slice_t *languages = calloc(corpus.records_count + 1, sizeof(uform_slice_t));
+    uform_slice_t *query_slices = calloc(corpus.records_count + 1, sizeof(uform_slice_t));
+    uform_slice_t *document_slices = calloc(corpus.records_count + 1, sizeof(uform_slice_t));
+    size_t images_count = 0;
     for (size_t i = 0; i < corpus.records_count && (!limit || count < limit); ++i) {
         uform_record_t const *record = &corpus.records[i];
         if (record->kind != uform_record_pair_k) {
@@ -353,8 +392,23 @@ int main(int argc, char **argv) {
             ++found;
         if (found == languages_count) languages[languages_count++] = language;
         language_of[count] = (uint32_t)found;
+        /* An image side's "text" is its path: identical paths are one gold item, as identical texts are. */
+        query_slices[count] = record->text, document_slices[count] = positive;
+        images_count += record->text.image + positive.image;
         queries[count] = (uform_text_t){uform_corpus_data(&corpus, record->text), record->text.length};
         documents[count++] = (uform_text_t){uform_corpus_data(&corpus, positive), positive.length};
+    }
+    if (images_count && top) {
+        fprintf(stderr, "uform_eval: --rerank scores texts by MaxSim; %s holds %zu images\n", pairs, images_count);
+        return 2;
+    }
+    if (images_count && use_tfidf) { /* character n-grams of a path say nothing of an image */
+        if (!quiet) fprintf(stderr, "uform_eval: %s holds %zu images: no TF-IDF row (chance is the baseline)\n", pairs, images_count);
+        use_tfidf = 0;
+    }
+    if (images_count && !model) {
+        fprintf(stderr, "uform_eval: %s holds images and no CHECKPOINT was given: nothing to evaluate\n", pairs);
+        return 2;
     }
     if (count < 2) {
         fprintf(stderr, "uform_eval: %s has %zu pairs; at least 2 are needed to rank anything\n", pairs, count);
@@ -453,11 +507,11 @@ int main(int argc, char **argv) {
                                                  malloc(count * widest * sizeof(float))};
         float *prefixes[uform_directions_k] = {malloc(count * widest * sizeof(float)),
                                                malloc(count * widest * sizeof(float))};
-        status =
-            uform_embed_all_(model, queries, count, widest, embeddings[0], &truncated, &progress, "embedding queries");
+        status = uform_embed_all_(model, &corpus, queries, query_slices, count, widest, embeddings[0], &truncated,
+                                  &progress, "embedding queries");
         if (status == uform_ok_k)
-            status = uform_embed_all_(model, documents, count, widest, embeddings[1], &truncated, &progress,
-                                      "embedding positives");
+            status = uform_embed_all_(model, &corpus, documents, document_slices, count, widest, embeddings[1],
+                                      &truncated, &progress, "embedding positives");
         if (status != uform_ok_k) {
             fprintf(stderr, "uform_eval: %s\n", uform_last_error());
             return 1;

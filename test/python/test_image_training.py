@@ -61,6 +61,15 @@ def test_trains_on_images_and_captions(build_dir, cli, shapes, tmp_path):
     encoded = subprocess.run([cli, "encode", "--model", tmp_path / "run" / "latest", "--image", shapes / "img" / "red-circle.png"],
                              capture_output=True, text=True, check=True)
     assert len(json.loads(encoded.stdout)) == 64
+    # uform_eval ranks images for captions and back: chance is the baseline, no TF-IDF row.
+    report_path = tmp_path / "eval.json"
+    evaluated = subprocess.run([str(build_dir / "uform_eval"), tmp_path / "run", "--pairs", shapes / "pairs.jsonl", "--quiet",
+                                "--json", report_path], capture_output=True, text=True)
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.load(open(report_path))
+    assert report["tfidf"] is None and report["count"] == 12 and abs(report["chance"]["recall@1"] - 1 / 12) < 1e-6
+    directions = {row["direction"] for row in report["widths"] if row["width"] == 64}
+    assert directions == {"query->positive", "positive->query"}, report["widths"]
 
 
 def test_resume_with_images_is_bit_exact(build_dir, shapes, tmp_path):
