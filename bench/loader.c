@@ -1,7 +1,9 @@
 /*  loader.c: how fast the data loader packs. Reads a mixture, makes a batcher of ROWS x the
  *  mixture's columns and, for SECONDS each, pulls batches straight from the batcher ("direct") and
  *  through the prefetcher ("prefetch"; 2 slots, the caller doing nothing else, so this is the
- *  thread's rate plus the copy). Packed bytes are non-padding cells. One JSON line per mode.
+ *  thread's rate plus the copy). Packed bytes are non-padding cells (image patches among them);
+ *  images/s counts image segments, each decoded and resized on the batcher's threads. One JSON
+ *  line per mode.
  *
  *    build/uform_bench_loader mixtures/default_mlm.json [ROWS=8] [SECONDS=3] [SEED=0]
  *    python3 bench/loader.py     (both mixtures, a table beside the GPU step's consumption)
@@ -24,6 +26,16 @@ static size_t packed_(uform_batch_t const *batch) {
     size_t cells = batch->grid.rows * batch->grid.columns, packed = 0;
     for (size_t i = 0; i < cells; ++i) packed += batch->grid.segments[i] >= 0;
     return packed;
+}
+
+/* Image segments of a batch: runs of image cells sharing a segment id. */
+static size_t images_(uform_batch_t const *batch) {
+    size_t cells = batch->grid.rows * batch->grid.columns, images = 0;
+    for (size_t i = 0; i < cells; ++i)
+        images += batch->grid.kinds[i] == uform_cell_image_k &&
+                  (i % batch->grid.columns == 0 || batch->grid.kinds[i - 1] != uform_cell_image_k ||
+                   batch->grid.segments[i - 1] != batch->grid.segments[i]);
+    return images;
 }
 
 static int fail_(char const *what) {
@@ -50,7 +62,7 @@ int main(int argc, char **argv) {
         double load_seconds = now_() - load_start;
         uform_prefetcher_t *prefetcher = NULL;
         if (mode == 1 && uform_prefetcher_create(batcher, 2, &prefetcher) != uform_ok_k) return fail_("prefetcher");
-        size_t batches = 0, packed = 0, cells = 0;
+        size_t batches = 0, packed = 0, cells = 0, images = 0;
         double start = now_(), elapsed = 0;
         while (elapsed < seconds) {
             uform_batch_t batch;
@@ -58,16 +70,17 @@ int main(int argc, char **argv) {
                                                : uform_batcher_next(batcher, &batch);
             if (status != uform_ok_k) return fail_("next");
             packed += packed_(&batch);
+            images += images_(&batch);
             cells += batch.grid.rows * batch.grid.columns;
             batches++;
             elapsed = now_() - start;
         }
         printf("{\"mixture\": \"%s\", \"objective\": \"%s\", \"mode\": \"%s\", \"rows\": %zu, \"columns\": %zu, "
                "\"seconds\": %.3f, \"batches\": %zu, \"packed_bytes\": %zu, \"fill\": %.4f, "
-               "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"load_seconds\": %.3f}\n",
+               "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"images_per_s\": %.1f, \"load_seconds\": %.3f}\n",
                argv[1], uform_objective_name(mixture.objective), modes[mode], rows, mixture.columns, elapsed, batches,
                packed, cells ? (double)packed / (double)cells : 0.0, (double)packed / elapsed,
-               (double)batches / elapsed, load_seconds);
+               (double)batches / elapsed, (double)images / elapsed, load_seconds);
         fflush(stdout);
         uform_prefetcher_close(prefetcher);
         uform_batcher_close(batcher);
