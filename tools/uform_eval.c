@@ -216,9 +216,7 @@ static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t cons
         int last = i == count, image = !last && slices[i].image;
         if (!last && !image) batch_rows[batch_count] = i, batch_texts[batch_count++] = texts[i];
         if (image) {
-            char path[4096];
-            status = uform_corpus_image_path(corpus, slices[i], path, sizeof(path));
-            if (status == uform_ok_k) status = uform_image_read(path, &pixels[images_count]);
+            status = uform_corpus_image_read(corpus, slices[i], &pixels[images_count]);
             if (status != uform_ok_k) break;
             images[images_count] = (uform_image_t){.pixels = pixels[images_count], .name = NULL};
             image_rows[images_count++] = i;
@@ -394,7 +392,7 @@ int main(int argc, char **argv) {
         language_of[count] = (uint32_t)found;
         /* An image side's "text" is its path: identical paths are one gold item, as identical texts are. */
         query_slices[count] = record->text, document_slices[count] = positive;
-        images_count += record->text.image + positive.image;
+        images_count += (record->text.image != 0) + (positive.image != 0);
         queries[count] = (uform_text_t){uform_corpus_data(&corpus, record->text), record->text.length};
         documents[count++] = (uform_text_t){uform_corpus_data(&corpus, positive), positive.length};
     }

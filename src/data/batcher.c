@@ -313,17 +313,15 @@ static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_batcher_t *batcher = context;
     uform_image_job_t const *job = &batcher->image_jobs[index];
     uform_corpus_t const *corpus = &batcher->sources[job->source].corpus;
-    char path[4096];
     uform_pixels_t pixels = {0};
     size_t rows = 0, columns = 0;
     float *decoded = batcher->decoded + thread * batcher->most_patches * uform_patch_length_k;
-    uform_status_t status = uform_corpus_image_path(corpus, job->slice, path, sizeof(path));
-    if (status == uform_ok_k) status = uform_image_read(path, &pixels);
+    uform_status_t status = uform_corpus_image_read(corpus, job->slice, &pixels);
     if (status == uform_ok_k) status = uform_image_patches(&pixels, batcher->most_patches, decoded, batcher->most_patches, &rows, &columns);
     uform_pixels_free(&pixels);
     if (status == uform_ok_k && (rows != job->rows || columns != job->columns))
-        status = uform_fail(uform_format_k, "%s: the image changed since the batcher read it (%zux%zu patches, not %zux%zu)", path,
-                            rows, columns, job->rows, job->columns);
+        status = uform_fail(uform_format_k, "%s: an image changed since the batcher read it (%zux%zu patches, not %zux%zu)",
+                            corpus->path, rows, columns, job->rows, job->columns);
     if (status != uform_ok_k) { /* the first failure of the batch is kept; its message is this thread's */
         if (__atomic_exchange_n(&batcher->image_status, status, __ATOMIC_ACQ_REL) == uform_ok_k)
             snprintf(batcher->image_error, sizeof(batcher->image_error), "%s", uform_last_error());
@@ -531,10 +529,8 @@ typedef struct uform_probe_t {
 static void uform_probe_task_(void *context, size_t index, size_t thread) {
     (void)thread;
     uform_probe_t *probe = context;
-    char path[4096];
     uform_pixels_t pixels = {0};
-    uform_status_t status = uform_corpus_image_path(&probe->entry->corpus, *probe->sides[index], path, sizeof(path));
-    if (status == uform_ok_k) status = uform_image_read(path, &pixels);
+    uform_status_t status = uform_corpus_image_read(&probe->entry->corpus, *probe->sides[index], &pixels);
     probe->grids[index] = 0;
     if (status != uform_ok_k) {
         snprintf(probe->problems[index], sizeof(probe->problems[index]), "%s", uform_last_error());
@@ -556,7 +552,7 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         for (size_t i = 0; i < uform_record_texts_(corpus, &corpus->records[r], 0, NULL); ++i) {
             uform_slice_t slice;
             uform_record_texts_(corpus, &corpus->records[r], i, &slice);
-            images += slice.image;
+            images += slice.image != 0;
         }
     if (!images) return uform_ok_k;
     if (!batcher->pool) UFORM_TRY(uform_pool_create(batcher->decode_threads, &batcher->pool));

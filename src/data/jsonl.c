@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "core/status.h"
+#include "uform/image.h"
 
 void uform_corpus_close(uform_corpus_t *corpus) {
     if (!corpus) return;
@@ -48,6 +49,17 @@ uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice
         return uform_fail(uform_format_k, "%s: the image path '%.*s' is too long or holds a NUL byte", corpus->path,
                           (int)(slice.length < 200 ? slice.length : 200), name);
     return uform_ok_k;
+}
+
+uform_status_t uform_corpus_image_read(uform_corpus_t const *corpus, uform_slice_t slice, uform_pixels_t *pixels) {
+    if (slice.image == 2) {
+        char name[4200];
+        snprintf(name, sizeof(name), "%s (an image column)", corpus->path);
+        return uform_image_decode(uform_corpus_data(corpus, slice), slice.length, name, pixels);
+    }
+    char path[4096];
+    UFORM_TRY(uform_corpus_image_path(corpus, slice, path, sizeof(path)));
+    return uform_image_read(path, pixels);
 }
 
 static int uform_reserve_slices_(uform_corpus_t *corpus, size_t *capacity, size_t more) {

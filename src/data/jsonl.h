@@ -13,10 +13,10 @@
 
 #include "uform/types.h"
 
-/** `length` bytes at `offset` of the corpus's byte buffer: a text, or with `image` an image's path. */
+/** `length` bytes at `offset` of the corpus's byte buffer: a text, or an image's path or bytes. */
 typedef struct uform_slice_t {
     size_t offset, length;
-    int image; /* 1: the bytes are a path (uform_corpus_image_path resolves it) */
+    int image; /* 0: a text; 1: an image's path (JSONL {"image": PATH}); 2: an encoded image (Parquet *_image columns) */
 } uform_slice_t;
 
 typedef enum uform_record_kind_t {
@@ -65,8 +65,13 @@ static inline uint8_t const *uform_corpus_data(uform_corpus_t const *corpus, ufo
     return corpus->bytes + slice.offset;
 }
 
-/** The file an image slice names, joined to the corpus file's folder unless absolute, into `path`
- *  (`size` bytes); fails naming the record's file when it does not fit. */
+/** The file an image slice (image 1) names, joined to the corpus file's folder unless absolute, into
+ *  `path` (`size` bytes); fails naming the record's file when it does not fit. */
 uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice_t slice, char *path, size_t size);
+
+struct uform_pixels_t;
+/** Decodes an image slice: the file it names (image 1) or its own bytes (image 2, named in messages
+ *  as the corpus file's "image column"). */
+uform_status_t uform_corpus_image_read(uform_corpus_t const *corpus, uform_slice_t slice, struct uform_pixels_t *pixels);
 
 #endif

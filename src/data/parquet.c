@@ -243,11 +243,17 @@ typedef enum uform_parquet_role_t {
     uform_parquet_positive_k,
     uform_parquet_negative_k,
     uform_parquet_language_k,
+    uform_parquet_query_image_k, /* encoded image bytes (PNG, JPEG, WebP) in place of a text: one of each pair */
+    uform_parquet_positive_image_k,
+    uform_parquet_negative_image_k,
     uform_parquet_roles_k,
 } uform_parquet_role_t;
 
-static char const *const uform_parquet_role_names_[uform_parquet_roles_k] = {"text", "query", "positive", "negative",
-                                                                              "lang"};
+static char const *const uform_parquet_role_names_[uform_parquet_roles_k] = {
+    "text", "query", "positive", "negative", "lang", "query_image", "positive_image", "negative_image"};
+
+/* A pair side's image column (query_image for query, ...). */
+static int uform_parquet_image_role_(int role) { return role - uform_parquet_query_k + uform_parquet_query_image_k; }
 
 typedef struct uform_parquet_element_t {
     uint8_t const *name;
@@ -281,6 +287,7 @@ typedef struct uform_parquet_page_t {
 typedef struct uform_parquet_value_t {
     uint8_t const *data;
     size_t length;
+    int image; /* 2: encoded image bytes (the slice's `image`) */
 } uform_parquet_value_t;
 
 typedef struct uform_parquet_reader_t {
@@ -495,10 +502,15 @@ static uform_status_t uform_parquet_check_column_(uform_parquet_reader_t const *
 /* Text or pairs, by the columns present; fails naming the top-level columns when neither fits. */
 static uform_status_t uform_parquet_choose_records_(uform_parquet_reader_t *reader) {
     uform_parquet_column_t const *columns = reader->columns;
-    if (columns[uform_parquet_text_k].found && columns[uform_parquet_query_k].found)
+    int has_query = columns[uform_parquet_query_k].found || columns[uform_parquet_query_image_k].found;
+    if (columns[uform_parquet_text_k].found && has_query)
         return uform_parquet_fail_(reader, uform_format_k,
                                    "has both a 'text' and a 'query' column; a file holds text records or pair records");
-    if (!columns[uform_parquet_text_k].found && !columns[uform_parquet_query_k].found) {
+    for (int role = uform_parquet_query_k; role <= uform_parquet_negative_k; ++role)
+        if (columns[role].found && columns[uform_parquet_image_role_(role)].found)
+            return uform_parquet_fail_(reader, uform_format_k, "has both '%s' and '%s'; a side is a text or an image",
+                                       uform_parquet_role_names_[role], uform_parquet_role_names_[uform_parquet_image_role_(role)]);
+    if (!columns[uform_parquet_text_k].found && !has_query) {
         char names[256] = "";
         size_t used = 0, listed = 0;
         /* the walk has checked the tree: each top-level element is followed by its subtree */
@@ -514,9 +526,9 @@ static uform_status_t uform_parquet_choose_records_(uform_parquet_reader_t *read
                                    "needs a column 'text' (masked modelling) or 'query' and 'positive' (pairs); it has %s",
                                    used ? names : "no columns");
     }
-    reader->pairs = columns[uform_parquet_query_k].found;
-    if (reader->pairs && !columns[uform_parquet_positive_k].found)
-        return uform_parquet_fail_(reader, uform_format_k, "has a 'query' column but no 'positive' column");
+    reader->pairs = has_query;
+    if (reader->pairs && !columns[uform_parquet_positive_k].found && !columns[uform_parquet_positive_image_k].found)
+        return uform_parquet_fail_(reader, uform_format_k, "has a 'query' column but no 'positive' (or 'positive_image') column");
     for (int role = 0; role < uform_parquet_roles_k; ++role)
         if (columns[role].found && (reader->pairs ? role != uform_parquet_text_k : role == uform_parquet_text_k ||
                                                                                        role == uform_parquet_language_k))
@@ -752,7 +764,7 @@ static uform_status_t uform_parquet_values_(uform_parquet_reader_t *reader, int 
         if (level > 1)
             return uform_parquet_fail_(reader, uform_format_k, "definition level %u above the column's maximum 1", level);
         if (!level) {
-            output[i] = (uform_parquet_value_t){NULL, 0};
+            output[i] = (uform_parquet_value_t){NULL, 0, 0};
             continue;
         }
         if (!dictionary) {
@@ -763,7 +775,7 @@ static uform_status_t uform_parquet_values_(uform_parquet_reader_t *reader, int 
             if (length > values_length - position)
                 return uform_parquet_fail_(reader, uform_format_k, "value %zu of %zu bytes runs past the page's end", i,
                                            length);
-            output[i] = (uform_parquet_value_t){values + position, length};
+            output[i] = (uform_parquet_value_t){values + position, length, 0};
             position += length;
             continue;
         }
@@ -814,7 +826,7 @@ static uform_status_t uform_parquet_dictionary_page_(uform_parquet_reader_t *rea
         if (entry > length - position)
             return uform_parquet_fail_(reader, uform_format_k, "dictionary entry %zu of %zu bytes runs past the page's end",
                                        i, entry);
-        reader->dictionary[i] = (uform_parquet_value_t){data + position, entry};
+        reader->dictionary[i] = (uform_parquet_value_t){data + position, entry, 0};
         position += entry;
     }
     return uform_ok_k;
@@ -961,7 +973,7 @@ static uform_status_t uform_parquet_room_(uform_parquet_reader_t *reader, size_t
 }
 
 static uform_slice_t uform_parquet_copy_(uform_corpus_t *corpus, uform_parquet_value_t value) {
-    uform_slice_t slice = {corpus->bytes_count, value.length, 0};
+    uform_slice_t slice = {corpus->bytes_count, value.length, value.image};
     memcpy(corpus->bytes + corpus->bytes_count, value.data, value.length);
     corpus->bytes_count += value.length;
     return slice;
@@ -980,15 +992,17 @@ static uform_status_t uform_parquet_records_(uform_parquet_reader_t *reader) {
         char problem[160] = "";
         size_t bytes = 0;
         for (int r = 0; r < roles_count; ++r) {
-            int role = roles[r];
-            if (!reader->columns[role].found) continue;
-            values[role] = reader->values[role][row];
+            int role = roles[r], image = reader->pairs && role != uform_parquet_language_k &&
+                                         reader->columns[uform_parquet_image_role_(role)].found;
+            if (!reader->columns[role].found && !image) continue;
+            values[role] = reader->values[image ? uform_parquet_image_role_(role) : role][row];
+            values[role].image = image ? 2 : 0; /* the slice holds the encoded image itself */
             int required = role == uform_parquet_text_k || role == uform_parquet_query_k || role == uform_parquet_positive_k;
+            char const *name = uform_parquet_role_names_[image ? uform_parquet_image_role_(role) : role];
             if (!values[role].data && required && !problem[0])
-                snprintf(problem, sizeof(problem), "column '%s' is null", uform_parquet_role_names_[role]);
+                snprintf(problem, sizeof(problem), "column '%s' is null", name);
             else if (values[role].data && !values[role].length && !problem[0])
-                snprintf(problem, sizeof(problem), "column '%s' is empty (a segment needs at least one byte)",
-                         uform_parquet_role_names_[role]);
+                snprintf(problem, sizeof(problem), "column '%s' is empty (a segment needs at least one byte)", name);
             bytes += values[role].length;
         }
         size_t file_row = reader->rows_before + row + 1;

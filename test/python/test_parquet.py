@@ -240,7 +240,7 @@ def test_null_and_empty_values(tmp_path):
 @pytest.mark.parametrize("columns, status, fragment", [
     ({"text": ["a"], "query": ["q"], "positive": ["p"]}, "format", "has both a 'text' and a 'query' column"),
     ({"body": ["a"], "positives": [["p"]]}, "format", "needs a column 'text' (masked modelling) or 'query' and 'positive' (pairs); it has 'body', 'positives'"),
-    ({"query": ["q"], "positives": [["p"]]}, "format", "has a 'query' column but no 'positive' column"),
+    ({"query": ["q"], "positives": [["p"]]}, "format", "has a 'query' column but no 'positive' (or 'positive_image') column"),
     ({"text": pa.array([1], pa.int32())}, "unsupported", "column 'text' has physical type INT32; only BYTE_ARRAY"),
     ({"text": pa.array([["a"]], pa.list_(pa.string()))}, "unsupported", "column 'text' is nested"),
     ({"query": ["q"], "positive": ["p"], "lang": pa.array([1.5])}, "unsupported", "column 'lang' has physical type DOUBLE"),
