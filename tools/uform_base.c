@@ -300,8 +300,8 @@ static void uform_base_report_(uform_base_progress_t *progress, size_t step, siz
     double now = uform_clock_(), elapsed = now - progress->start, rate_bytes = progress->cells_done / elapsed;
     progress->reported = now;
     fprintf(progress->log, "{\"step\": %zu, \"loss\": %.6f, \"mlm\": %.6f, \"siglip\": %.6f, \"rerank\": %.6f, \"tcr\": %.6f, "
-                           "\"lipschitz\": %.6f, \"learning_rate\": %.6g, \"cells\": %zu, \"seconds\": %.4f, \"bytes_per_s\": %.1f}\n",
-            step, losses->total, losses->mlm, losses->siglip, losses->rerank, losses->tcr, losses->lipschitz, rate, cells,
+                           "\"lipschitz\": %.6f, \"reconstruction\": %.6f, \"learning_rate\": %.6g, \"cells\": %zu, \"seconds\": %.4f, \"bytes_per_s\": %.1f}\n",
+            step, losses->total, losses->mlm, losses->siglip, losses->rerank, losses->tcr, losses->lipschitz, losses->reconstruction, rate, cells,
             seconds, rate_bytes);
     fflush(progress->log);
     size_t done = step - progress->first_step, left = (size_t)options->steps - step;

@@ -68,7 +68,9 @@ typedef struct uform_losses_t {
     double rerank;       /* ranked sigmoid */
     double tcr;          /* -lambda R */
     double lipschitz;    /* lambda sigma_max */
-    size_t scored;       /* masked cells (MLM) or anchors (pairs); CPU steps only */
+    double reconstruction; /* MLM: mean squared error of the masked image patches' pixels (docs/images.md) */
+    size_t scored;       /* masked byte cells (MLM) or anchors (pairs); CPU steps only */
+    size_t reconstructed; /* MLM: masked image patches; CPU steps only */
     size_t step;         /* the optimizer step (1-based) they are of; 0 for uform_trainer_gradients */
 } uform_losses_t;
 

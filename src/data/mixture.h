@@ -28,6 +28,7 @@ typedef struct uform_mixture_t {
     size_t columns;       /* cells per row, 4096 */
     double mask_ratio;    /* MLM: share of each segment's cells masked, 0.15 */
     double mean_span;     /* MLM: mean length of a masked span, 8 */
+    double image_mask_ratio; /* MLM: share of each image's patches blanked and reconstructed, 0.5 */
     uform_mixture_source_t *sources;
     size_t sources_count;
 } uform_mixture_t;

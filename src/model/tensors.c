@@ -57,10 +57,12 @@ static uform_tensor_spec_t const uform_specs_[uform_tensor_kinds_k] = {
     [uform_tensor_mlm_head_k] = {"mlm.head", uform_part_mlm_k, uform_extent_vocabulary_k, uform_extent_width_k, 2, uform_init_normal_k, 0, 0, uform_stream_after_k, 2},
     [uform_tensor_siglip_scale_k] = {"siglip.scale", uform_part_siglip_k, uform_extent_one_k, uform_extent_one_k, 0, uform_init_constant_k, 0, 2.302585092994045684, 0, 0},
     [uform_tensor_siglip_bias_k] = {"siglip.bias", uform_part_siglip_k, uform_extent_one_k, uform_extent_one_k, 0, uform_init_constant_k, 0, -10, 0, 0},
+    [uform_tensor_mae_head_k] = {"mae.head", uform_part_mae_k, uform_extent_patch_k, uform_extent_width_k, 2, uform_init_normal_k, 0, 0, uform_stream_after_k, 6},
+    [uform_tensor_mae_bias_k] = {"mae.bias", uform_part_mae_k, uform_extent_patch_k, uform_extent_one_k, 1, uform_init_constant_k, 0, 0, 0, 0},
 };
 
 static char const *const uform_part_names_[uform_parts_k] = {"bytes", "vision", "video", "audio", "encoder",
-                                                             "pool",  "rerank", "mlm",   "siglip"};
+                                                             "pool",  "rerank", "mlm",   "siglip", "mae"};
 
 char const *uform_part_name(uform_part_t part) { return part < uform_parts_k ? uform_part_names_[part] : "unknown"; }
 

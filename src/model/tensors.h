@@ -21,7 +21,8 @@ typedef enum uform_part_t {
     uform_part_rerank_k = 6,  /* rerank.proj */
     uform_part_mlm_k = 7,     /* mlm.head */
     uform_part_siglip_k = 8,  /* siglip.scale, siglip.bias: defaulted when a checkpoint lacks them */
-    uform_parts_k = 9,
+    uform_part_mae_k = 9,     /* mae.head, mae.bias: masked patches' pixels (docs/images.md) */
+    uform_parts_k = 10,
 } uform_part_t;
 
 #define UFORM_PART(part) (1u << (part))
@@ -50,6 +51,8 @@ typedef enum uform_tensor_kind_t {
     uform_tensor_mlm_head_k,
     uform_tensor_siglip_scale_k,
     uform_tensor_siglip_bias_k,
+    uform_tensor_mae_head_k,
+    uform_tensor_mae_bias_k,
     uform_tensor_kinds_k,
 } uform_tensor_kind_t;
 
@@ -65,7 +68,9 @@ typedef enum uform_tensor_kind_t {
     X(rerank_proj, uform_tensor_rerank_proj_k)                                                                        \
     X(mlm_head, uform_tensor_mlm_head_k)                                                                              \
     X(siglip_scale, uform_tensor_siglip_scale_k)                                                                      \
-    X(siglip_bias, uform_tensor_siglip_bias_k)
+    X(siglip_bias, uform_tensor_siglip_bias_k)                                                                        \
+    X(mae_head, uform_tensor_mae_head_k)                                                                              \
+    X(mae_bias, uform_tensor_mae_bias_k)
 
 enum {
     uform_block_kinds_k = uform_tensor_down_k - uform_tensor_attn_norm_k + 1, /* tensors per block */

@@ -272,13 +272,27 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
         size_t scored = 0;
         for (size_t c = 0; c < n; ++c)
             if (trainer->targets[c] >= 0) memcpy(trainer->d_attended + scored++ * d, trainer->hidden + c * d, d * sizeof(float));
-        uform_linear_forward_(trainer, trainer->mlm_head, trainer->d_attended, scored, trainer->logits);
         losses->scored = scored;
-        uform_objective_mlm(trainer, losses);
-        /* The gathered h rows stay in d_attended for the head's weight gradient. */
-        uform_linear_backward_(trainer, trainer->mlm_head, trainer->d_attended, trainer->logits, scored, trainer->d_qkv);
-        for (size_t k = 0; k < scored; ++k)
-            for (size_t i = 0; i < d; ++i) d_hidden[trainer->scored[k] * d + i] += trainer->d_qkv[k * d + i];
+        if (scored) {
+            uform_linear_forward_(trainer, trainer->mlm_head, trainer->d_attended, scored, trainer->logits);
+            uform_objective_mlm(trainer, losses);
+            /* The gathered h rows stay in d_attended for the head's weight gradient. */
+            uform_linear_backward_(trainer, trainer->mlm_head, trainer->d_attended, trainer->logits, scored, trainer->d_qkv);
+            for (size_t k = 0; k < scored; ++k)
+                for (size_t i = 0; i < d; ++i) d_hidden[trainer->scored[k] * d + i] += trainer->d_qkv[k * d + i];
+        }
+        /* Masked patches: pred = h mae.head^T + mae.bias against the true pixels (docs/images.md). */
+        size_t masked = trainer->reconstructed_count;
+        losses->reconstructed = masked;
+        if (masked) {
+            for (size_t k = 0; k < masked; ++k)
+                memcpy(trainer->d_attended + k * d, trainer->hidden + trainer->reconstructed[k] * d, d * sizeof(float));
+            uform_linear_forward_(trainer, trainer->mae_head, trainer->d_attended, masked, trainer->predictions);
+            losses->reconstruction = uform_objective_reconstruction(trainer);
+            uform_linear_backward_(trainer, trainer->mae_head, trainer->d_attended, trainer->predictions, masked, trainer->d_qkv);
+            for (size_t k = 0; k < masked; ++k)
+                for (size_t i = 0; i < d; ++i) d_hidden[trainer->reconstructed[k] * d + i] += trainer->d_qkv[k * d + i];
+        }
     } else if (options->objective == uform_objective_contrastive_k) {
         uform_objective_siglip(trainer, batch, losses);
     } else {
@@ -308,7 +322,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     }
     if (options->tcr_lambda > 0 || options->lipschitz_lambda > 0) UFORM_TRY(uform_objective_spectral(trainer, losses));
     if (wants_pool) uform_pool_backward_(trainer, d_hidden);
-    losses->total = losses->mlm + losses->siglip + losses->rerank + losses->tcr + losses->lipschitz;
+    losses->total = losses->mlm + losses->siglip + losses->rerank + losses->tcr + losses->lipschitz + losses->reconstruction;
 
     /* Backward through the final norm and the blocks; d_stream carries dL/dx. */
     float *d_stream = trainer->d_stream;

@@ -39,6 +39,25 @@ void uform_objective_mlm(uform_trainer_t *trainer, uform_losses_t *losses) {
     losses->mlm = total / (double)scored;
 }
 
+double uform_objective_reconstruction(uform_trainer_t *trainer) {
+    size_t count = trainer->reconstructed_count, values = uform_patch_values_k;
+    float const *bias = trainer->mae_bias->parameter;
+    float *d_bias = trainer->mae_bias->gradient;
+    double total = 0, scale = 2.0 / ((double)count * (double)values);
+#if defined(UFORM_PLANT_RECONSTRUCTION_HALF)
+    scale /= 2; /* planted: d(p - t)^2 / dp taken as (p - t) */
+#endif
+    for (size_t k = 0; k < count; ++k) /* in cell order: the sums repeat bitwise */
+        for (size_t v = 0; v < values; ++v) {
+            float *prediction = trainer->predictions + k * values + v;
+            double difference = (double)*prediction + bias[v] - trainer->patch_targets[k * values + v];
+            total += difference * difference;
+            *prediction = (float)(difference * scale);
+            d_bias[v] += *prediction;
+        }
+    return total / ((double)count * (double)values);
+}
+
 /* Writes normalize(e[s][:width]) into `target` and returns the norm. */
 static double uform_normalized_prefix_(float const *e, size_t width, float *target) {
     double norm = 0;

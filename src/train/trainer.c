@@ -75,6 +75,7 @@ void uform_trainer_close(uform_trainer_t *trainer) {
                         trainer->d_colbert, trainer->logits, trainer->update};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
     free(trainer->spectral);
+    free(trainer->reconstructed), free(trainer->patch_targets), free(trainer->predictions);
     free(trainer->scored), free(trainer->kinds), free(trainer->patches), free(trainer->values), free(trainer->positions), free(trainer->targets);
     free(trainer->destinations), free(trainer->spans);
     for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
@@ -226,6 +227,33 @@ static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t 
     return uform_ok_k;
 }
 
+/* MLM's masked patches: their cells and their true pixels (widened from the batch's media rows). */
+static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, uform_batch_t const *batch, size_t masked,
+                                                   char const *verb) {
+    trainer->reconstructed_count = 0;
+    if (!masked) return uform_ok_k;
+    if (masked > trainer->reconstructed_capacity) {
+        size_t *cells = realloc(trainer->reconstructed, masked * sizeof(size_t));
+        if (cells) trainer->reconstructed = cells;
+        float *targets = cells ? realloc(trainer->patch_targets, masked * uform_patch_values_k * sizeof(float)) : NULL;
+        if (targets) trainer->patch_targets = targets;
+        float *predictions = targets ? realloc(trainer->predictions, masked * uform_patch_values_k * sizeof(float)) : NULL;
+        if (!predictions) return uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu masked patches", verb, masked);
+        trainer->predictions = predictions, trainer->reconstructed_capacity = masked;
+    }
+    uform_media_t const *images = &batch->grid.media[0];
+    for (size_t c = 0; c < trainer->active; ++c) {
+        int32_t target = batch->targets[trainer->destinations[c]];
+        if (trainer->kinds[c] != uform_cell_image_k || target < 0) continue;
+        float *row = trainer->patch_targets + trainer->reconstructed_count * uform_patch_values_k;
+        if (images->dtype == uform_media_bf16_k)
+            uform_f32_from_bf16_array((uint16_t const *)images->data + (size_t)target * uform_patch_values_k, row, uform_patch_values_k);
+        else memcpy(row, (float const *)images->data + (size_t)target * uform_patch_values_k, uform_patch_values_k * sizeof(float));
+        trainer->reconstructed[trainer->reconstructed_count++] = c;
+    }
+    return uform_ok_k;
+}
+
 static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
     char const *verb = "uform_trainer_gradients";
     size_t widest_row = 0;
@@ -256,19 +284,32 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
             if (batch->targets[cell] >= 0 && batch->grid.segments[cell] < 0)
                 return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is padding but has target %d", verb, cell,
                                   batch->targets[cell]);
-        size_t scored = 0;
+        size_t scored = 0, masked = 0;
+        uform_media_t const *images = &batch->grid.media[0];
         for (size_t c = 0; c < trainer->active; ++c) {
             int32_t target = batch->targets[trainer->destinations[c]];
-            if (target < -1 || target > 255)
-                return uform_fail(uform_invalid_argument_k, "%s: target %d at grid cell %zu is outside -1..255", verb, target,
-                                  trainer->destinations[c]);
+            int image = trainer->kinds[c] == uform_cell_image_k;
+            trainer->targets[c] = image ? -1 : target; /* the byte head's targets */
+            if (image && target >= 0) { /* a masked patch: the target is the media row of its true pixels */
+                if ((size_t)target >= images->count)
+                    return uform_fail(uform_invalid_argument_k, "%s: image cell %zu's target names row %d of %zu image rows", verb,
+                                      trainer->destinations[c], target, images->count);
+                if (!trainer->mae_head)
+                    return uform_fail(uform_missing_k, "%s: the batch masks image patches and the model has no mae head "
+                                      "(uform_model_init_head(model, \"mae\", seed))", verb);
+                masked++;
+                continue;
+            }
+            if (target < -1 || (image ? target != -1 : target > 255))
+                return uform_fail(uform_invalid_argument_k, "%s: target %d at grid cell %zu is outside -1..%s", verb, target,
+                                  trainer->destinations[c], image ? "(a media row)" : "255");
             if (target >= 0 && trainer->kinds[c] != uform_cell_byte_k)
                 return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is a media cell but has byte target %d", verb,
                                   trainer->destinations[c], target);
-            trainer->targets[c] = target;
             if (target >= 0) trainer->scored[scored++] = c;
         }
-        if (!scored) return uform_fail(uform_invalid_argument_k, "%s: the batch has no masked cells to score", verb);
+        if (!scored && !masked) return uform_fail(uform_invalid_argument_k, "%s: the batch has no masked cells to score", verb);
+        UFORM_TRY(uform_gather_reconstruction_(trainer, batch, masked, verb));
     } else {
         if (!batch->anchors || !batch->anchors_count || !batch->candidates || !batch->candidates_count || !batch->labels)
             return uform_fail(uform_invalid_argument_k, "%s: pair objectives need anchors, candidates and labels", verb);

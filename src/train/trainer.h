@@ -68,6 +68,9 @@ struct uform_trainer_t {
     uint8_t *kinds;
     float *patches;
     size_t patches_capacity;
+    /* MLM's masked patches: their cells, true patches and the head's predictions ([capacity, 1024]). */
+    size_t *reconstructed, reconstructed_count, reconstructed_capacity;
+    float *patch_targets, *predictions;
     uint32_t *values;
     int32_t *positions, *targets;
     size_t *destinations;
@@ -82,6 +85,11 @@ uform_tensor_t *uform_trainer_tensor(uform_trainer_t const *trainer, char const 
 
 /** Loss and gradients of the compacted batch already in the trainer (see backward.c). */
 uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+
+/** MLM's masked patches: adds mae.bias to `predictions` ([reconstructed_count, 1024], h mae.head^T),
+ *  returns the mean squared error against `patch_targets`, leaves its gradient in `predictions` and
+ *  adds mae.bias's (objectives.c). */
+double uform_objective_reconstruction(uform_trainer_t *trainer);
 
 /** The objectives on the heads' outputs: fill losses and d_embeddings / d_colbert / logits' gradient,
  *  and the gradients of siglip.scale and siglip.bias (objectives.c). */

@@ -168,12 +168,13 @@ static void test_tensor_table(void) {
                               "audio.bias", "blocks.0.attn_norm", "blocks.0.qkv", "blocks.0.out", "blocks.0.mlp_norm",
                               "blocks.0.gate_up", "blocks.0.down", "blocks.1.attn_norm", "blocks.1.qkv", "blocks.1.out",
                               "blocks.1.mlp_norm", "blocks.1.gate_up", "blocks.1.down", "final_norm", "pool.query",
-                              "pool.proj", "rerank.proj", "mlm.head", "siglip.scale", "siglip.bias"};
+                              "pool.proj", "rerank.proj", "mlm.head", "siglip.scale", "siglip.bias", "mae.head",
+                              "mae.bias"};
     size_t const d = 128, shapes[][3] = {/* rows, columns, rank */
         {258, d, 2}, {d, 1024, 2}, {d, 1, 1}, {d, 1536, 2}, {d, 1, 1}, {d, 320, 2}, {d, 1, 1},
         {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
         {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
-        {d, 1, 1}, {d, 1, 1}, {128, d, 2}, {128, d, 2}, {258, d, 2}, {1, 1, 0}, {1, 1, 0}};
+        {d, 1, 1}, {d, 1, 1}, {128, d, 2}, {128, d, 2}, {258, d, 2}, {1, 1, 0}, {1, 1, 0}, {1024, d, 2}, {1024, 1, 1}};
     size_t count = uform_tensor_list(&config, ~0u, NULL);
     CHECK(count == sizeof(expected) / sizeof(expected[0]) && count == uform_tensor_count(&config));
     uform_tensor_info_t tensors[32];

@@ -12,7 +12,8 @@ import safetensors
 from reference import VOCABULARY, round_bf16
 
 # Vectors are stored in Float32, matrices in BF16 (SPEC.md section 5).
-VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias", "vision.bias")
+VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias", "vision.bias",
+                "mae.bias")
 PATCH_VALUES = 16 * 16 * 4  # an RGBA patch (SPEC.md section 1)
 
 
@@ -23,6 +24,9 @@ def tensor_shapes(config, frontends=()):
     if "vision" in frontends:
         shapes["vision.patch"] = (width, PATCH_VALUES)
         shapes["vision.bias"] = (width,)
+    if "mae" in frontends:  # the masked patches' head (docs/images.md), with the vision frontend
+        shapes["mae.head"] = (PATCH_VALUES, width)
+        shapes["mae.bias"] = (PATCH_VALUES,)
     for block in range(config["depth"]):
         prefix = f"blocks.{block}."
         shapes[prefix + "attn_norm"] = (width,)
@@ -68,6 +72,8 @@ def random_tensors(config, seed, attention_gain=1.0, frontends=()):
     for name, shape in tensor_shapes(config, frontends).items():
         if name == "vision.bias":
             values = rng.normal(0.0, 0.5, size=shape)
+        elif name == "mae.bias":
+            values = rng.uniform(0.2, 0.8, size=shape)
         elif name.endswith(("attn_norm", "mlp_norm", "final_norm")):
             values = rng.uniform(0.5, 1.5, size=shape)
         elif name == "pool.query":

@@ -200,6 +200,15 @@ def test_planted_patch_control_is_rejected(train_checkpoints):
     assert "FAIL gradient vision.patch:" in report, f"{name}: vision.patch's gradient was not rejected:\n{report}"
 
 
+def test_planted_reconstruction_control_is_rejected(train_checkpoints):
+    """The masked patches' loss with its gradient halved: mae.head's and mae.bias's gradients move."""
+    planted = Library(built("libuform_plant_reconstruction_half.so"))
+    case_name = "mlm + mae python 64x2"
+    ok, report = tc.check_gradients(planted, train_checkpoints[tc.CASES_BY_NAME[case_name].checkpoint], case_name)
+    print(report)
+    assert not ok and "FAIL gradient mae.head:" in report and "FAIL gradient mae.bias:" in report, report
+
+
 # ---------------------------------------------------------------------------------------------
 # Properties of the C trainer's gradients
 # ---------------------------------------------------------------------------------------------

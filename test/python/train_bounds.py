@@ -123,9 +123,18 @@ def power_sensitivity(Z, iterations):
 def loss_bounds(config, params, batch, objective, losses, b_out):
     """Absolute bounds on each part of the C loss (section 2 above)."""
     details = losses.details
-    parts = {"mlm": 0.0, "siglip": 0.0, "rerank": 0.0, "tcr": 0.0, "lipschitz": 0.0}
+    parts = {"mlm": 0.0, "siglip": 0.0, "rerank": 0.0, "tcr": 0.0, "lipschitz": 0.0, "reconstruction": 0.0}
     if objective.objective == tr.OBJECTIVE_MLM:
-        parts["mlm"] = 2.0 * b_out * float(np.mean(np.linalg.norm(details["logits"], axis=1)))
+        if "logits" in details:
+            parts["mlm"] = 2.0 * b_out * float(np.mean(np.linalg.norm(details["logits"], axis=1)))
+        if "predictions" in details:
+            # L = mean (p - t)^2 over M patches of 1024 values; predictions off by |dp| <= b_out |p|
+            # move it by at most (2 / (M 1024)) sum |p - t| |dp| (Cauchy-Schwarz per patch), plus
+            # the Float32 sum of M 1024 squares (M 1024 u L).
+            p, M = details["predictions"], details["predictions"].shape[0]
+            truth = details["patch_truth"]
+            moved = 2.0 * b_out * float(np.sum(np.linalg.norm(p, axis=1) * np.linalg.norm(p - truth, axis=1))) / (M * p.shape[1])
+            parts["reconstruction"] = moved + M * p.shape[1] * UNIT_F32 * losses.reconstruction
     elif objective.objective == tr.OBJECTIVE_CONTRASTIVE:
         pooled = details["pooled"]
         anchors, candidates = list(map(int, batch.anchors)), list(map(int, batch.candidates))
@@ -158,7 +167,11 @@ def head_gain(config, params, objective, losses):
     details = losses.details
     gains = []
     if objective.objective == tr.OBJECTIVE_MLM:
-        gains.append(2.0 * float(np.max(np.linalg.norm(details["logits"], axis=1))))
+        if "logits" in details:
+            gains.append(2.0 * float(np.max(np.linalg.norm(details["logits"], axis=1))))
+        if "predictions" in details:  # dL/dp = 2 (p - t) / (M 1024) moves by |dp| / |p - t| relative
+            p, truth = details["predictions"], details["patch_truth"]
+            gains.append(float(np.max(np.linalg.norm(p, axis=1) / np.linalg.norm(p - truth, axis=1))))
     else:
         gains.append(4.0 * scale_of(params))
     if objective.tcr_lambda > 0:

@@ -83,9 +83,11 @@ def packed_layout(seed, columns=TRAIN_COLUMNS, images=False):
     return grid
 
 
-def mlm_batch(seed, fraction=0.25, images=False):
+def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0):
     """`fraction` of the byte cells (at least one per text segment) become MASK; targets hold the
-    bytes. Image cells are never scored by the byte head."""
+    bytes. With `image_fraction`, that share of image cells (at least one per image) shows a blank
+    patch (a zero row appended to the media) and targets the media row of its true one; image
+    cells are never scored by the byte head."""
     grid = packed_layout(seed, images=images)
     rng = np.random.default_rng(seed + 1000)
     targets = np.full(grid.kinds.shape, -1, dtype=np.int32)
@@ -97,7 +99,18 @@ def mlm_batch(seed, fraction=0.25, images=False):
     targets[chosen] = grid.values[chosen]
     values = grid.values.copy()
     values[chosen] = MASK
-    return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets, media=grid.media or None)
+    media = dict(grid.media) if grid.media else None
+    if image_fraction:
+        patches = media[reference.CELL_IMAGE]
+        blank = len(patches)
+        media[reference.CELL_IMAGE] = np.concatenate([patches, np.zeros((1, patches.shape[1]), dtype=patches.dtype)])
+        masked = (grid.kinds == reference.CELL_IMAGE) & (rng.random(grid.kinds.shape) < image_fraction)
+        for row, start, length in reference.grid_segments(grid.kinds, grid.segments):
+            if grid.kinds[row, start] == reference.CELL_IMAGE and not masked[row, start : start + length].any():
+                masked[row, start + rng.integers(length)] = True
+        targets[masked] = grid.values[masked]
+        values[masked] = blank
+    return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets, media=media)
 
 
 def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False):
@@ -136,6 +149,8 @@ class Case:
     def make_batch(self):
         if self.batch == "mlm":
             return mlm_batch(self.seed, images=self.images)
+        if self.batch == "mlm_mae":  # half the patches blanked and reconstructed through mae.head
+            return mlm_batch(self.seed, images=True, image_fraction=0.5)
         if self.batch == "pairs_with_anchor_candidate":
             # anchor 3 is also a candidate (a negative of anchor 0, and itself for anchor 3)
             return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), images=self.images)
@@ -148,6 +163,7 @@ CHECKPOINTS = {
     "init_128x1": ("init", "128x1", 6),
     "python_64x2": ("python", (64, 2), 13),
     "python_vision_64x2": ("python_vision", (64, 2), 17),
+    "python_mae_64x2": ("python_mae", (64, 2), 23),
 }
 
 Objective = tr.Objective
@@ -166,6 +182,7 @@ CASES = [
     Case("contrastive images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
          "pairs_with_anchor_candidate", 9, images=True),
     Case("mlm images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 10, images=True),
+    Case("mlm + mae python 64x2", "python_mae_64x2", Objective(tr.OBJECTIVE_MLM), "mlm_mae", 11, images=True),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 
@@ -174,7 +191,8 @@ def make_checkpoint(library, directory, key):
     kind, shape, seed = CHECKPOINTS[key]
     if kind == "init":
         return init_checkpoint(library, directory, shape, seed)
-    return python_checkpoint(directory, shape[0], shape[1], seed, frontends=("vision",) if kind == "python_vision" else ())
+    frontends = {"python_vision": ("vision",), "python_mae": ("vision", "mae")}.get(kind, ())
+    return python_checkpoint(directory, shape[0], shape[1], seed, frontends=frontends)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -230,6 +248,8 @@ def _outputs(config, params, batch, objective, bf16_inputs):
     details = losses.details
     if "logits" in details:
         pieces.append(details["logits"])
+    if "predictions" in details:
+        pieces.append(details["predictions"])
     if "pooled" in details:
         pieces.extend(e[None, :] for _, e in sorted(details["pooled"].items()))
     if "colbert" in details:
@@ -332,7 +352,7 @@ def finite_difference(loss, params, name, direction, h):
 # The check
 # ---------------------------------------------------------------------------------------------
 
-PARTS = ("total", "mlm", "siglip", "rerank", "tcr", "lipschitz")
+PARTS = ("total", "mlm", "siglip", "rerank", "tcr", "lipschitz", "reconstruction")
 
 
 def check_gradients(library, checkpoint_directory, case_name, seed=0, random_directions=2, elements=3):
@@ -361,6 +381,8 @@ def compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed=0, 
     # The loss, part by part.
     expected = side.losses
     report.require("scored", losses_c["scored"] == expected.scored, f"{losses_c['scored']} vs {expected.scored}")
+    report.require("reconstructed", losses_c["reconstructed"] == expected.reconstructed,
+                   f"{losses_c['reconstructed']} vs {expected.reconstructed}")
     for part in PARTS:
         value, exact, limit = losses_c[part], getattr(expected, part), side.loss_limits[part]
         error = abs(value - exact)

@@ -47,7 +47,9 @@ class Losses:
     rerank: float = 0.0
     tcr: float = 0.0
     lipschitz: float = 0.0
+    reconstruction: float = 0.0
     scored: int = 0
+    reconstructed: int = 0
     details: dict = field(default_factory=dict)  # intermediate values the bounds need
 
 
@@ -133,20 +135,40 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
     details["hidden"] = hidden
 
     if objective.objective == OBJECTIVE_MLM:
+        # Byte cells with a target: cross-entropy of the byte head. Image cells with a target (the
+        # media row of their true patch; the cell itself shows a blank one): the mean squared
+        # error of mae.head h + mae.bias against those pixels (docs/images.md).
         targets = np.asarray(batch.targets)
-        entropies, all_logits = [], []
+        entropies, all_logits, errors, all_predictions, all_truth = [], [], [], [], []
         for index, (row, start, cells) in enumerate(found):
             if hidden[index] is None:
                 continue
-            picked = np.nonzero(targets[row, start : start + cells] >= 0)[0]
-            logits = reference.mlm_cells(model, hidden[index][picked], bf16_inputs)
-            chosen = targets[row, start + picked].astype(np.int64)
-            entropies.append(logsumexp(logits) - logits[np.arange(len(picked)), chosen])
-            all_logits.append(logits)
-        entropies = np.concatenate(entropies)
-        losses.mlm = float(np.mean(entropies))
-        losses.scored = len(entropies)
-        details["logits"] = np.concatenate(all_logits)
+            span_targets, span_kinds = targets[row, start : start + cells], kinds[row, start : start + cells]
+            picked = np.nonzero((span_targets >= 0) & (span_kinds == reference.CELL_BYTE))[0]
+            if len(picked):
+                logits = reference.mlm_cells(model, hidden[index][picked], bf16_inputs)
+                chosen = span_targets[picked].astype(np.int64)
+                entropies.append(logsumexp(logits) - logits[np.arange(len(picked)), chosen])
+                all_logits.append(logits)
+            masked = np.nonzero((span_targets >= 0) & (span_kinds == reference.CELL_IMAGE))[0]
+            if len(masked):
+                to_input = reference._Rounding(bf16_inputs).apply
+                predictions = to_input(hidden[index][masked]) @ params["mae.head"].T + params["mae.bias"]
+                truth = np.asarray(batch.media[reference.CELL_IMAGE], dtype=np.float64)[span_targets[masked]]
+                errors.append(np.mean((predictions - truth) ** 2, axis=1))
+                all_predictions.append(predictions)
+                all_truth.append(truth)
+        if entropies:
+            entropies = np.concatenate(entropies)
+            losses.mlm = float(np.mean(entropies))
+            losses.scored = len(entropies)
+            details["logits"] = np.concatenate(all_logits)
+        if errors:
+            errors = np.concatenate(errors)
+            losses.reconstruction = float(np.mean(errors))
+            losses.reconstructed = len(errors)
+            details["predictions"] = np.concatenate(all_predictions)
+            details["patch_truth"] = np.concatenate(all_truth)
     elif objective.objective == OBJECTIVE_CONTRASTIVE:
         anchors, candidates = list(map(int, batch.anchors)), list(map(int, batch.candidates))
         labels = np.asarray(batch.labels).reshape(len(anchors), len(candidates))
@@ -181,7 +203,7 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
             v = frozen if frozen is not None else power_vector(Z, objective.lipschitz_iterations)
             details["power_vector"] = v
             losses.lipschitz = objective.lipschitz_lambda * float(v @ (Z.T @ (Z @ v)) / Z.shape[0])
-    losses.total = losses.mlm + losses.siglip + losses.rerank + losses.tcr + losses.lipschitz
+    losses.total = losses.mlm + losses.siglip + losses.rerank + losses.tcr + losses.lipschitz + losses.reconstruction
     return losses
 
 

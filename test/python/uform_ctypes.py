@@ -143,7 +143,9 @@ class LossesStruct(ctypes.Structure):
         ("rerank", ctypes.c_double),
         ("tcr", ctypes.c_double),
         ("lipschitz", ctypes.c_double),
+        ("reconstruction", ctypes.c_double),
         ("scored", ctypes.c_size_t),
+        ("reconstructed", ctypes.c_size_t),
         ("step", ctypes.c_size_t),
     ]
 
