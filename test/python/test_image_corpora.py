@@ -7,6 +7,7 @@
 # tried when their packages are unpacked in data/.debian; the built corpora in data/ when built.
 
 import hashlib
+import io
 import pathlib
 import sys
 
@@ -17,6 +18,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
+import emoji_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
@@ -105,3 +107,78 @@ def test_image_leaks_are_caught_and_shared_images_join_groups():
     joined, count = debian_archive.join_groups_sharing_images(groups, images)
     assert count == 1 and sorted(joined) == ["x", "y"] and [record["query"] for record in joined["x"]] == ["one", "three"]
     assert debian_archive.safe_name("science/médecine pills (1).svg") == "science_m_decine_pills_1_.svg"
+
+
+# ---- emoji --------------------------------------------------------------------------------------
+
+def write_emoji_tree(root):
+    """emoji-test.txt with 30 faces (every fifth with two skin tones) and a heart whose CLDR name is
+    found without its variation selector, bitmaps named as Noto names them (one missing, two faces
+    drawn alike), and German CLDR names of which three are other faces' English names."""
+    lines = ["# group: Smileys & Emotion", "1F3FB ; component # 🏻 E1.0 light skin tone"]
+    for index in range(30):
+        code = 0x1F600 + index
+        lines.append(f"{code:X} ; fully-qualified # {chr(code)} E1.0 face number {index}")
+        lines.append(f"{code:X} FE0F ; unqualified # {chr(code)} E1.0 face number {index}")
+        if index % 5 == 0:
+            for tone, word in ((0x1F3FB, "light"), (0x1F3FC, "medium-light")):
+                lines.append(f"{code:X} {tone:X} ; fully-qualified # {chr(code)}{chr(tone)} E1.0 "
+                             f"face number {index}: {word} skin tone")
+    lines.append("2764 FE0F ; fully-qualified # ❤️ E0.6 red heart")
+    (root / "emoji-test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sequences = [codepoints for codepoints, _ in emoji_pairs.read_emoji_test(root / "emoji-test.txt")]
+    twin = sequences.index((0x1F607,))
+    for number, sequence in enumerate(sequences):
+        if sequence != (0x1F601,):  # no bitmap: reported, not written
+            png(root / "bitmaps" / (emoji_pairs.file_stem(sequence) + ".png"), colour(twin if sequence == (0x1F603,) else number))
+    annotations, derived = [], []
+    for index in range(30):
+        name = f"face number {index + 1}" if index in (2, 9, 16) else f"Gesicht {index}"  # a caption of another emoji
+        annotations.append(f'<annotation cp="{chr(0x1F600 + index)}">Gesicht | {index}</annotation>'
+                           f'<annotation cp="{chr(0x1F600 + index)}" type="tts">{name}</annotation>')
+        if index % 5 == 0:
+            derived.append(f'<annotation cp="{chr(0x1F600 + index)}{chr(0x1F3FB)}" type="tts">Gesicht {index}: hell</annotation>')
+    annotations.append('<annotation cp="❤" type="tts">rotes Herz</annotation>'
+                       '<annotation cp="x" type="tts">↑↑↑</annotation>')
+    for folder, body in (("annotations", annotations), ("annotationsDerived", derived)):
+        path = root / "cldr" / folder / "de.xml"
+        path.parent.mkdir(parents=True)
+        path.write_text(f'<ldml><annotations>{"".join(body)}</annotations></ldml>', encoding="utf-8")
+
+
+def test_emoji_corpus(tmp_path):
+    write_emoji_tree(tmp_path)
+    splits, manifest, every = build_twice(emoji_pairs.main, [
+        "--bitmaps", str(tmp_path / "bitmaps"), "--emoji-test", str(tmp_path / "emoji-test.txt"),
+        "--cldr-root", str(tmp_path / "cldr"), "--languages", "en,de", "--seed", "3", "--dev-fraction", "0.2",
+        "--test-fraction", "0.2"], tmp_path)
+    assert {record["lang"] for record in every} == {"en", "de"}
+    heart = [record for record in every if record["emoji"] == "❤️"]
+    assert sorted(record["query"] for record in heart) == ["red heart", "rotes Herz"]
+    assert not any(record["emoji"] == chr(0x1F601) for record in every)
+    assert manifest["emoji_without_a_bitmap"] == ["emoji_u1f601 face number 1"]
+    owner = split_of_image(splits)
+    for index in range(0, 30, 5):  # skin tones share their emoji's split
+        stem = f"img/emoji_u{0x1F600 + index:x}"
+        assert owner[f"{stem}.png"] == owner[f"{stem}_1f3fb.png"] == owner[f"{stem}_1f3fc.png"]
+    assert owner["img/emoji_u1f603.png"] == owner["img/emoji_u1f607.png"]  # drawn alike: one group
+    assert manifest["groups_joined_by_a_shared_image"] == 1
+    assert manifest["removed_from_dev_and_test_as_leaks"]["dev"] + manifest["removed_from_dev_and_test_as_leaks"]["test"] > 0
+    for index in (3, 10, 17):  # each planted caption survives once, for one emoji
+        assert sum(record["query"] == f"face number {index}" for record in every) == 1
+
+
+@pytest.mark.skipif(not (UNPACKED / "fonts-noto-color-emoji" / emoji_pairs.FONT).is_file(),
+                    reason="fonts-noto-color-emoji is not unpacked in data/.debian (emoji_pairs.py fetches it)")
+def test_real_font_bitmaps():
+    pytest.importorskip("fontTools")
+    sequences = [(0x1F600,), (0x1F44D, 0x1F3FD), (0x1F1E9, 0x1F1EA), (0x2764, 0xFE0F),
+                 (0x1F468, 0x200D, 0x1F469, 0x200D, 0x1F467), (0x10FFFD,)]
+    found = emoji_pairs.font_bitmaps(UNPACKED / "fonts-noto-color-emoji" / emoji_pairs.FONT, sequences)
+    assert set(found) == set(sequences[:-1])  # a private-use codepoint has no glyph
+    pictures = {}
+    for sequence, data in found.items():
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.format == "PNG" and 100 <= min(image.size) and max(image.size) <= 160
+            pictures[sequence] = image.convert("RGBA").tobytes()
+    assert len(set(pictures.values())) == len(pictures)  # every sequence its own glyph, not a fallback
