@@ -8,6 +8,7 @@
 
 import hashlib
 import io
+import json
 import pathlib
 import sys
 
@@ -19,7 +20,9 @@ sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
+import flag_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
+from test_data_gettext import write_mo  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 UNPACKED = ROOT / "data" / ".debian" / "root"
@@ -182,3 +185,46 @@ def test_real_font_bitmaps():
             assert image.format == "PNG" and 100 <= min(image.size) and max(image.size) <= 160
             pictures[sequence] = image.convert("RGBA").tobytes()
     assert len(set(pictures.values())) == len(pictures)  # every sequence its own glyph, not a fallback
+
+
+# ---- flags --------------------------------------------------------------------------------------
+
+def write_flag_tree(root):
+    """24 countries (one without a flag, two whose flags are alike), an extra flag without an ISO
+    code, German names (two equal to other countries' English names), pt preferred to pt_BR."""
+    countries = []
+    for index in range(24):
+        code = "A" + chr(ord("A") + index)
+        country = {"alpha_2": code, "alpha_3": code + "X", "name": f"Country {index}", "numeric": f"{index:03d}"}
+        if index % 4 == 0:
+            country["official_name"] = f"Republic of Country {index}"
+        countries.append(country)
+        if index != 23:
+            png(root / "flags" / f"{code.lower()}.png", colour(4 if index == 9 else index), size=(40, 30))
+    png(root / "flags" / "_olympic.png", colour(50), size=(40, 30))
+    json_path = root / "iso" / "share" / "iso-codes" / "json" / "iso_3166-1.json"
+    json_path.parent.mkdir(parents=True)
+    json_path.write_text(json.dumps({"3166-1": countries}, ensure_ascii=False), encoding="utf-8")
+    german = {f"Country {index}": f"Land {index}" for index in range(24)}
+    german.update({"Country 2": "Country 7", "Country 12": "Country 19", "Republic of Country 4": "Republik Land 4"})
+    locale = root / "iso" / "share" / "locale"
+    write_mo(locale / "de" / "LC_MESSAGES" / "iso_3166-1.mo", german)
+    write_mo(locale / "pt" / "LC_MESSAGES" / "iso_3166-1.mo", {f"Country {index}": f"País {index}" for index in range(24)})
+    write_mo(locale / "pt_BR" / "LC_MESSAGES" / "iso_3166-1.mo", {"Country 1": "Brasil 1"})
+
+
+def test_flag_corpus(tmp_path):
+    write_flag_tree(tmp_path)
+    splits, manifest, every = build_twice(flag_pairs.main, [
+        "--flags-root", str(tmp_path / "flags"), "--iso-codes-root", str(tmp_path / "iso"), "--languages", "en,de,pt",
+        "--seed", "1", "--dev-fraction", "0.2", "--test-fraction", "0.2"], tmp_path)
+    assert {record["lang"] for record in every} == {"en", "de", "pt"}
+    assert manifest["locale_per_language"] == {"de": "de", "pt": "pt"}
+    assert {record["query"] for record in every if record["country"] == "AB"} >= {"Country 1", "Land 1", "País 1"}
+    assert {record["query"] for record in every if record["country"] == "AE"} >= {"Republic of Country 4", "Republik Land 4"}
+    assert manifest["countries_without_a_flag"] == ["AX"] and manifest["flags_without_an_iso_3166_1_code"] == ["_olympic"]
+    assert manifest["groups_joined_by_a_shared_image"] == 1
+    owner = split_of_image(splits)
+    assert owner["img/ae.png"] == owner["img/aj.png"]  # alike flags, one split
+    for name in ("Country 7", "Country 19"):  # the planted captions survive once
+        assert sum(record["query"] == name for record in every) == 1
