@@ -6,12 +6,15 @@
 # must catch, manifests that match the files, the same bytes twice. The real font and renderer are
 # tried when their packages are unpacked in data/.debian; the built corpora in data/ when built.
 
+import gzip
 import hashlib
 import io
 import json
 import pathlib
+import struct
 import sys
 
+import numpy
 import pytest
 from PIL import Image
 
@@ -20,6 +23,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
+import fashion_pairs  # noqa: E402
 import flag_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
 from test_data_gettext import write_mo  # noqa: E402
@@ -228,3 +232,43 @@ def test_flag_corpus(tmp_path):
     assert owner["img/ae.png"] == owner["img/aj.png"]  # alike flags, one split
     for name in ("Country 7", "Country 19"):  # the planted captions survive once
         assert sum(record["query"] == name for record in every) == 1
+
+
+# ---- Fashion-MNIST ------------------------------------------------------------------------------
+
+def write_idx(path, array):
+    header = struct.pack(">BBBB", 0, 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wb") as file:
+        file.write(header + array.astype(numpy.uint8).tobytes())
+
+
+def write_fashion_tree(root):
+    """60 train and 20 test images; test image 0 repeats train image 5, train image 7 repeats 6."""
+    rng = numpy.random.default_rng(0)
+    train, test = rng.integers(0, 256, (60, 28, 28)), rng.integers(0, 256, (20, 28, 28))
+    test[0], train[7] = train[5], train[6]
+    write_idx(root / "train-images-idx3-ubyte.gz", train)
+    write_idx(root / "train-labels-idx1-ubyte.gz", numpy.arange(60) % 10)
+    write_idx(root / "t10k-images-idx3-ubyte.gz", test)
+    write_idx(root / "t10k-labels-idx1-ubyte.gz", numpy.arange(20) % 10)
+
+
+def test_fashion_corpus(tmp_path):
+    write_fashion_tree(tmp_path / "fashion")
+    splits, manifest, _ = build_twice(fashion_pairs.main, [
+        "--dataset-root", str(tmp_path / "fashion"), "--train-limit", "0", "--dev-limit", "10", "--test-limit", "0",
+        "--seed", "2"], tmp_path, with_query=False)
+    assert len(splits["dev"]) + len(splits["train"]) == 59 and len(splits["test"]) == 19  # both repeats removed once
+    removed = manifest["removed_as_duplicate_images_within_a_split"]
+    assert sum(removed.values()) + sum(manifest["removed_from_dev_and_test_as_leaks"].values()) == 2
+    for split in SPLITS:
+        for record in splits[split]:
+            index = int(record["positives"][0]["image"].split("-")[1].split(".")[0])
+            assert record["query"] == fashion_pairs.CAPTIONS[index % 10]
+            with Image.open(tmp_path / "out" / record["positives"][0]["image"]) as image:
+                assert image.size == (28, 28) and image.mode == "L"
+    assert {record["query"] for record in splits["test"]} <= set(fashion_pairs.CAPTIONS)
+    fashion_pairs.main(["--dataset-root", str(tmp_path / "fashion"), "--train-limit", "12", "--dev-limit", "5",
+                        "--test-limit", "4", "--output", str(tmp_path / "small")])
+    assert [len(part) for part in read_splits(tmp_path / "small").values()] == [12, 5, 4]
