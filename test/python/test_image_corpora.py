@@ -21,6 +21,7 @@ from PIL import Image
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import clipart_pairs  # noqa: E402
 import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
 import fashion_pairs  # noqa: E402
@@ -272,3 +273,98 @@ def test_fashion_corpus(tmp_path):
     fashion_pairs.main(["--dataset-root", str(tmp_path / "fashion"), "--train-limit", "12", "--dev-limit", "5",
                         "--test-limit", "4", "--output", str(tmp_path / "small")])
     assert [len(part) for part in read_splits(tmp_path / "small").values()] == [12, 5, 4]
+
+
+# ---- clip art -----------------------------------------------------------------------------------
+
+FAKE_RSVG = '''import re, struct, sys, zlib
+# Stands in for rsvg-convert: the SVG's rect colour inside a 2-pixel white frame, as an RGB PNG.
+arguments = sys.argv[1:]
+text = open(arguments[-1], encoding="utf-8").read()
+if "fail-here" in text:
+    sys.exit(f"Error reading SVG {arguments[-1]}: XML parse error: planted on line 3")
+width, height = (float(re.search(name + r'="([0-9.]+)"', text).group(1)) for name in ("width", "height"))
+box = int(arguments[arguments.index("--width") + 1])
+columns, rows = round(width * box / max(width, height)), round(height * box / max(width, height))
+fill = bytes.fromhex(re.search(r'fill="#([0-9a-f]{6})"', text).group(1))
+white = b"\\xff\\xff\\xff"
+inner = b"\\x00" + white * 2 + fill * (columns - 4) + white * 2
+lines = [b"\\x00" + white * columns] * 2 + [inner] * (rows - 4) + [b"\\x00" + white * columns] * 2
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+sys.stdout.buffer.write(b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", columns, rows, 8, 2, 0, 0, 0)) +
+                        chunk(b"IDAT", zlib.compress(b"".join(lines))) + chunk(b"IEND", b""))
+'''
+
+
+def svg(path, title, description="", fill="336699", size=(200, 100), extra=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'''<?xml version="1.0"?>
+<svg xmlns="http://www.w3.org/2000/svg" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:cc="http://web.resource.org/cc/"
+ xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" width="{size[0]}" height="{size[1]}">{extra}
+<metadata><rdf:RDF><cc:Work><dc:title>{title}</dc:title><dc:description>{description}</dc:description>
+<dc:publisher><cc:Agent><dc:title>Someone</dc:title></cc:Agent></dc:publisher></cc:Work></rdf:RDF></metadata>
+<rect x="0" y="0" width="{size[0]}" height="{size[1]}" fill="#{fill}"/></svg>''', encoding="utf-8")
+
+
+def write_clipart_tree(root):
+    """20 captioned SVGs; one renders like another (a shared picture), one's title is another's
+    description (a shared caption), three share a collection's name, one is broken XML, one fails
+    to render, one renders as white on white."""
+    def fill(index):
+        return f"{(40 * index) % 200:02x}{(70 * index) % 200:02x}{(90 * index) % 200:02x}"
+
+    for index in range(20):
+        description = "the same words twice" if index == 4 else (f"A drawing of thing {index}" if index % 3 == 0 else "")
+        svg(root / "svg" / f"group{index % 4}" / f"thing_{index}.svg", f"thing_{index}", description, fill=fill(index),
+            size=(200, 100) if index % 2 else (90, 240))
+    svg(root / "svg" / "group0" / "copy_of_thing_5.svg", "a copy of thing 5", fill=fill(5), size=(200, 100))
+    svg(root / "svg" / "group1" / "words.svg", "The same words twice", fill="123456")
+    for index in range(3):
+        svg(root / "svg" / "icons" / f"icon{index}.svg", "Lemon SVG theme", fill=f"a{index}a0a0")
+    (root / "svg" / "icons" / "broken.svg").write_text("<svg><unclosed></svg>")
+    svg(root / "svg" / "icons" / "fails.svg", "fails to render", extra="<!-- fail-here -->")
+    svg(root / "svg" / "icons" / "blank.svg", "a white square", fill="ffffff")
+    script = root / "rsvg-convert"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_RSVG)
+    script.chmod(0o755)
+
+
+def test_clipart_corpus(tmp_path):
+    write_clipart_tree(tmp_path)
+    arguments = ["--svg-root", str(tmp_path / "svg"), "--rsvg-convert", str(tmp_path / "rsvg-convert"),
+                 "--most-repeats", "2", "--seed", "4", "--dev-fraction", "0.2", "--test-fraction", "0.2"]
+    splits, manifest, every = build_twice(clipart_pairs.main, arguments, tmp_path)
+    queries = {record["query"] for record in every}
+    assert "thing 7" in queries and "A drawing of thing 9" in queries  # underscores become spaces; descriptions are records
+    assert not any("Lemon" in query for query in queries) and "a white square" not in queries
+    assert sum(query.casefold() == "the same words twice" for query in queries) == 1
+    dropped = manifest["dropped"]
+    assert dropped["title: on more than 2 SVGs"] == 3 and dropped["SVG: not well-formed XML"] == 1
+    assert dropped["rasterize: Error reading SVG FILE: XML parse error"] == 1
+    assert dropped["rasterize: one colour (nothing visible)"] == 1
+    owner = {record["source"]: split for split in SPLITS for record in splits[split]}
+    assert owner["group0/copy_of_thing_5.svg"] == owner["group1/thing_5.svg"]  # rendered alike: one group
+    for record in every:
+        with Image.open(tmp_path / "out" / record["positives"][0]["image"]) as image:
+            assert max(image.size) == 368 and image.mode == "RGB"
+    clipart_pairs.main([*arguments, "--limit", "6", "--size", "64", "--output", str(tmp_path / "small")])
+    small = [record for part in read_splits(tmp_path / "small").values() for record in part]
+    assert 0 < len({record["source"] for record in small}) <= 6
+
+
+RSVG = UNPACKED / "librsvg2-bin" / clipart_pairs.RSVG_CONVERT
+
+
+@pytest.mark.skipif(not RSVG.is_file(), reason="librsvg2-bin is not unpacked in data/.debian (clipart_pairs.py fetches it)")
+def test_real_rasterizer(tmp_path):
+    environment = {"LD_LIBRARY_PATH": str(UNPACKED / "librsvg2-2" / clipart_pairs.LIBRARY_FOLDER)}
+    command = clipart_pairs.renderer_command(RSVG, 368, "white")
+    (tmp_path / "wide.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">'
+                                       '<rect x="50" y="25" width="100" height="50" fill="#ff0000"/></svg>')
+    image, reason = clipart_pairs.rasterize(tmp_path / "wide.svg", command, environment, 368, "white")
+    assert reason is None and image.size == (368, 184)
+    assert image.getpixel((184, 92)) == (255, 0, 0) and image.getpixel((10, 10)) == (255, 255, 255)
+    (tmp_path / "broken.svg").write_text("<svg")
+    image, reason = clipart_pairs.rasterize(tmp_path / "broken.svg", command, environment, 368, "white")
+    assert image is None and reason.startswith("rasterize: Error reading SVG FILE")
