@@ -368,3 +368,16 @@ def test_real_rasterizer(tmp_path):
     (tmp_path / "broken.svg").write_text("<svg")
     image, reason = clipart_pairs.rasterize(tmp_path / "broken.svg", command, environment, 368, "white")
     assert image is None and reason.startswith("rasterize: Error reading SVG FILE")
+
+
+# ---- the corpora in data/, when built -----------------------------------------------------------
+
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart"])
+def test_built_image_corpus(corpus):
+    folder = ROOT / "data" / corpus
+    if not (folder / "manifest.json").exists():
+        pytest.skip(f"data/{corpus} is not built (scripts/data/*_pairs.py writes it)")
+    splits, manifest = check_image_corpus(folder, with_query=corpus != "fashion")
+    assert all(splits[split] for split in SPLITS)
+    for package in manifest["source"]["packages"]:
+        assert package["version"] and package["sha256"] and package["licence"], package
