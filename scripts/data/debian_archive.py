@@ -4,21 +4,26 @@ without being installed: `apt-get download` into a scratch folder, checked again
 sha256, then `dpkg -x` into scratch/root/<package>. apt runs on a private state folder (its own
 package lists, with the description translations), so nothing of the machine's apt state is read
 or changed and two scripts never fight over apt's lock. Also: group splits that do not leak, JSONL
-shards, and the manifest (package, version, licence, sha256, counts). Standard library only.
+shards, and the manifest (package, version, licence, sha256, counts); for image <-> caption corpora,
+PNG files, image-aware leak keys and groups joined by shared images (these need Pillow). Otherwise
+standard library only.
 """
 
+import argparse
 import collections
 import hashlib
 import json
 import os
 import pathlib
 import random
+import re
 import shutil
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from gettext_pairs import assign_splits, write_jsonl  # noqa: E402,F401  (one split rule for every corpus)
+from gettext_pairs import DEFAULT_LANGUAGES, assign_splits, write_jsonl  # noqa: E402,F401  (one split rule for every corpus)
 
 SPLITS = ("train", "dev", "test")
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
@@ -28,19 +33,24 @@ TRANSLATION_LANGUAGES = "en ar de es fa fr he hi hy id it ja ko pl pt pt_BR ru t
 # Packages whose copyright file is not machine-readable (no DEP-5 "License:" field).
 KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "PSF-2.0",
                   "fortunes": "public-domain and various (see its copyright file)",
-                  "fortunes-it": "public-domain (its copyright file)", "fortunes-br": "GPL-2+"}
+                  "fortunes-it": "public-domain (its copyright file)", "fortunes-br": "GPL-2+",
+                  "unicode-data": "Unicode-DFS (Unicode data files licence; its copyright file)",
+                  "openclipart-svg": "public-domain (Creative Commons Public Domain Dedication; its copyright file)"}
+# Packages whose first DEP-5 License is not that of the files the scripts read.
+READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 
 
 class FetchError(RuntimeError):
     """A package could not be found, downloaded, verified or unpacked."""
 
 
-def add_common_arguments(parser, text_limit_help=None):
-    """The options every archive corpus script takes: seed, split fractions, --refresh, and
-    --text-limit where the script also writes masked-modelling text."""
+def add_common_arguments(parser, text_limit_help=None, fractions=True):
+    """The options every archive corpus script takes: seed, split fractions (unless the source
+    brings its own split), --refresh, and --text-limit where the script also writes masked-modelling text."""
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dev-fraction", type=float, default=0.05)
-    parser.add_argument("--test-fraction", type=float, default=0.05)
+    if fractions:
+        parser.add_argument("--dev-fraction", type=float, default=0.05)
+        parser.add_argument("--test-fraction", type=float, default=0.05)
     if text_limit_help:
         parser.add_argument("--text-limit", type=int, default=50000, help=text_limit_help)
     parser.add_argument("--refresh", action="store_true", help="fetch fresh package lists first")
@@ -117,7 +127,10 @@ def candidate(package, scratch):
 
 
 def licence_of(package, root):
-    """The first DEP-5 License of the package's copyright file, or a known one, or None."""
+    """The licence of the files read (READ_FILES_LICENCES), else the first DEP-5 License of the
+    package's copyright file, else a known one, else None."""
+    if package in READ_FILES_LICENCES:
+        return READ_FILES_LICENCES[package]
     copyright_file = pathlib.Path(root) / "usr" / "share" / "doc" / package / "copyright"
     try:
         lines = copyright_file.read_text(errors="replace").splitlines()
@@ -293,3 +306,151 @@ def default_output(corpus):
 
 def relative(path, root):
     return os.path.relpath(path, root)
+
+
+# ---- image <-> caption corpora ------------------------------------------------------------------
+# Records are pairs whose positives are images: {"query": "...", "positives": [{"image": "img/x.png"}]},
+# the path relative to the shard's folder. `images` maps each such path to its file's sha256.
+
+IMAGE_FOLDER = "img"
+UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_name(text):
+    """An ASCII file name stem from `text`: runs of other characters become one "_"."""
+    return UNSAFE_NAME.sub("_", text).strip("._") or "image"
+
+
+def fresh_image_folder(output):
+    """output/img emptied (the script owns it), so no image of an earlier build lingers."""
+    folder = pathlib.Path(output) / IMAGE_FOLDER
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
+def save_png(image, output, stem, images):
+    """Writes a Pillow image as output/img/<stem>.png (the same pixels give the same bytes), records its
+    sha256 in `images` and returns the record's image object {"image": "img/<stem>.png"}."""
+    relative_path = f"{IMAGE_FOLDER}/{stem}.png"
+    if relative_path in images:
+        raise ValueError(f"two images would be {relative_path}")
+    path = pathlib.Path(output) / relative_path
+    image.save(path, format="PNG", compress_level=6)
+    images[relative_path] = sha256_of(path)
+    return {"image": relative_path}
+
+
+def image_keys(images, with_query=True):
+    """keys(record) for an image corpus: the case-folded query (unless not `with_query`, for a corpus
+    whose few captions recur by design) and "sha256:<digest>" of each positive image."""
+    def keys(record):
+        found = ["sha256:" + images[positive["image"]] for positive in record["positives"]]
+        return [record["query"].casefold(), *found] if with_query else found
+    return keys
+
+
+def join_groups_sharing_images(groups, images):
+    """{group: [record]} with every set of groups that share an image (the same sha256) joined under
+    the first group's name, so one picture never lands in two splits; and how many groups were joined."""
+    parent = {group: group for group in groups}
+
+    def root(group):
+        while parent[group] != group:
+            parent[group] = parent[parent[group]]
+            group = parent[group]
+        return group
+
+    owner = {}
+    for group in sorted(groups):
+        for record in groups[group]:
+            for positive in record["positives"]:
+                digest = images[positive["image"]]
+                first = root(owner.setdefault(digest, group))
+                mine = root(group)
+                if first != mine:
+                    parent[max(first, mine)] = min(first, mine)
+    joined = collections.defaultdict(list)
+    for group in sorted(groups):
+        joined[root(group)].extend(groups[group])
+    return dict(joined), len(groups) - len(joined)
+
+
+def split_image_corpus(groups, images, seed, dev_fraction, test_fraction):
+    """The docs/data.md split for image pairs: groups sharing an image joined, whole groups to dev
+    and test, one record per query within a split, then no query and no image shared across splits.
+    Returns ({split: [record]}, the manifest's counts)."""
+    joined, joined_count = join_groups_sharing_images(groups, images)
+    keys = image_keys(images)
+    records, duplicates, split_of = split_and_dedupe(joined, seed, dev_fraction, test_fraction, keys)
+    leaks = remove_leaks(records, keys)
+    return records, {"groups_per_split": {split: sum(1 for value in split_of.values() if value == split) for split in SPLITS},
+                     "groups_joined_by_a_shared_image": joined_count,
+                     "removed_as_duplicate_queries_within_a_split": duplicates,
+                     "removed_from_dev_and_test_as_leaks": leaks}
+
+
+def write_image_corpus(output, name, script, records, images, seed, manifest_extra):
+    """write_corpus for image pairs: deletes the images no kept record names, lists the rest with
+    their sha256 in images.sha256 (`sha256sum -c` reads it) and counts them per split."""
+    output = pathlib.Path(output)
+    used = {split: sorted({positive["image"] for record in records[split] for positive in record["positives"]})
+            for split in SPLITS}
+    kept = {path for paths in used.values() for path in paths}
+    for path in sorted(images):
+        if path not in kept:
+            (output / path).unlink()
+    listing = "".join(f"{images[path]}  {path}\n" for path in sorted(kept))
+    (output / "images.sha256").write_text(listing, encoding="ascii")
+    sizes = {path: (output / path).stat().st_size for path in kept}
+    extra = {**manifest_extra,
+             "images": {"files": len(kept), "bytes": sum(sizes.values()),
+                        "per_split": {split: len(used[split]) for split in SPLITS},
+                        "distinct_sha256": len({images[path] for path in kept})}}
+    manifest = write_corpus(output, name, script, records, seed, extra)
+    manifest["files"]["images.sha256"] = {"sha256": sha256_of(output / "images.sha256"), "records": len(kept)}
+    (output / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return manifest
+
+
+def corpus_parser(description, corpus, languages_help=None, fractions=True):
+    """An argument parser with --output (data/<corpus>), --scratch and add_common_arguments' options,
+    and --languages (default: English and the UForm languages) where `languages_help` says what it takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--output", default=default_output(corpus))
+    parser.add_argument("--scratch", default=str(DEFAULT_SCRATCH), help="downloads and unpacked packages")
+    if languages_help:
+        parser.add_argument("--languages", default=",".join(["en", *DEFAULT_LANGUAGES]), help=languages_help)
+    add_common_arguments(parser, fractions=fractions)
+    return parser
+
+
+def fetch_unless_local(script, local, scratch, refresh):
+    """fetch() of each package of {package: local folder or None} that has no local folder; a
+    failure ends the script with its message."""
+    wanted = [package for package, path in local.items() if not path]
+    try:
+        return fetch(wanted, scratch, refresh) if wanted else {}
+    except FetchError as error:
+        sys.exit(f"{script}: {error}")
+
+
+def image_source(fetched, local):
+    """The manifest's "source": the packages fetched, and the local folders read instead of the others."""
+    return {"packages": [package_record(details) for details in fetched.values()],
+            "local": {name: str(path) for name, path in local.items() if path}}
+
+
+def print_summary(script, manifest, started, output):
+    print(f"{script}: " + ", ".join(f"{split} {manifest['records'][split]['total']}" for split in SPLITS) +
+          f" pairs, {manifest['images']['files']} images in {time.monotonic() - started:.1f} s -> {output}", file=sys.stderr)
+
+
+def build_image_corpus(script, corpus, arguments, groups, images, manifest_extra, source, started):
+    """split_image_corpus of {group: [record]} by the script's seed and fractions, then
+    write_image_corpus into its --output with the split's counts and the source; prints a summary."""
+    records, counts = split_image_corpus(groups, images, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
+    manifest = write_image_corpus(arguments.output, corpus, f"scripts/data/{script}.py", records, images, arguments.seed,
+                                  {**manifest_extra, **counts, "source": source})
+    print_summary(script, manifest, started, arguments.output)
+    return manifest

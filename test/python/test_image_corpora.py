@@ -1,0 +1,383 @@
+# test_image_corpora.py: the image <-> caption corpus scripts of scripts/data (emoji_pairs,
+# flag_pairs, fashion_pairs, clipart_pairs and the image helpers of debian_archive) on small trees
+# written here, offline: records of the documented shape with image paths relative to the shard,
+# groups kept whole (skin tones with their emoji), no caption and no image (by sha256) in two
+# splits, with planted leaks (one picture in two groups, one caption in two groups) that the check
+# must catch, manifests that match the files, the same bytes twice. The real font and renderer are
+# tried when their packages are unpacked in data/.debian; the built corpora in data/ when built.
+
+import gzip
+import hashlib
+import io
+import json
+import pathlib
+import struct
+import sys
+
+import numpy
+import pytest
+from PIL import Image
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "data"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import clipart_pairs  # noqa: E402
+import debian_archive  # noqa: E402
+import emoji_pairs  # noqa: E402
+import fashion_pairs  # noqa: E402
+import flag_pairs  # noqa: E402
+from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
+from test_data_gettext import write_mo  # noqa: E402
+
+SPLITS = ("train", "dev", "test")
+UNPACKED = ROOT / "data" / ".debian" / "root"
+
+
+def image_digests(folder):
+    """{relative path: sha256} of every file under folder/img, read from the files themselves."""
+    folder = pathlib.Path(folder)
+    return {path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted((folder / "img").iterdir())}
+
+
+def check_image_corpus(folder, with_query=True):
+    """The checks every built image corpus must pass; returns its splits and manifest."""
+    manifest = check_manifest(folder)
+    splits = read_splits(folder)
+    digests = image_digests(folder)
+    listed = dict(reversed(line.split("  ")) for line in (pathlib.Path(folder) / "images.sha256").read_text().splitlines())
+    assert listed == digests  # every image listed, no image unnamed by a record left behind
+    named = set()
+    for split in SPLITS:
+        for record in splits[split]:
+            assert isinstance(record["query"], str) and record["query"]
+            assert all(set(positive) == {"image"} for positive in record["positives"]), record
+            for positive in record["positives"]:
+                path = positive["image"]
+                assert path.startswith("img/") and path.endswith(".png") and path.isascii(), path
+                named.add(path)
+    assert named == set(digests)
+    assert manifest["images"]["files"] == len(digests)
+
+    def keys(record):
+        found = ["sha256:" + digests[positive["image"]] for positive in record["positives"]]
+        return [record["query"].casefold(), *found] if with_query else found
+
+    assert not leaks(splits, keys)
+    return splits, manifest
+
+
+def build_twice(main, arguments, folder, with_query=True):
+    """Runs a script into folder/out and folder/again: both must pass check_image_corpus with every
+    split non-empty and be the same bytes. Returns the splits, the manifest and every record."""
+    main([*arguments, "--output", str(folder / "out")])
+    splits, manifest = check_image_corpus(folder / "out", with_query)
+    assert all(splits[split] for split in SPLITS)
+    main([*arguments, "--output", str(folder / "again")])
+    for name in ("train.jsonl", "dev.jsonl", "test.jsonl", "images.sha256", "manifest.json"):
+        assert (folder / "out" / name).read_bytes() == (folder / "again" / name).read_bytes(), name
+    return splits, manifest, [record for split in SPLITS for record in splits[split]]
+
+
+def split_of_image(splits):
+    return {positive["image"]: split for split in SPLITS for record in splits[split] for positive in record["positives"]}
+
+
+def png(path, colour, size=(32, 24)):
+    """A PNG of one colour inside a transparent 2-pixel frame."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = Image.new("RGBA", size, (0, 0, 0, 0))
+    image.paste(colour, (2, 2, size[0] - 2, size[1] - 2))
+    image.save(path)
+
+
+def colour(index):
+    return (37 * index % 256, 91 * index % 256, 53 * index % 256, 255)
+
+
+# ---- shared helpers -----------------------------------------------------------------------------
+
+def test_image_leaks_are_caught_and_shared_images_join_groups():
+    images = {"img/a.png": "1" * 64, "img/b.png": "2" * 64, "img/copy_of_a.png": "1" * 64, "img/c.png": "3" * 64}
+    keys = debian_archive.image_keys(images)
+    records = {"train": [{"query": "a red fox", "positives": [{"image": "img/a.png"}]}],
+               "dev": [{"query": "another fox", "positives": [{"image": "img/copy_of_a.png"}]},  # train's picture
+                       {"query": "A Red Fox", "positives": [{"image": "img/b.png"}]},  # train's caption
+                       {"query": "a blue bird", "positives": [{"image": "img/c.png"}]}],
+               "test": []}
+    assert leaks({split: list(items) for split, items in records.items()}, keys)  # the control goes red
+    assert debian_archive.remove_leaks(records, keys) == {"dev": 2, "test": 0}
+    assert [record["query"] for record in records["dev"]] == ["a blue bird"] and not leaks(records, keys)
+    # The picture of group "x" recurs in group "z": they become one group, so one split.
+    groups = {"x": [{"query": "one", "positives": [{"image": "img/a.png"}]}],
+              "y": [{"query": "two", "positives": [{"image": "img/b.png"}]}],
+              "z": [{"query": "three", "positives": [{"image": "img/copy_of_a.png"}]}]}
+    joined, count = debian_archive.join_groups_sharing_images(groups, images)
+    assert count == 1 and sorted(joined) == ["x", "y"] and [record["query"] for record in joined["x"]] == ["one", "three"]
+    assert debian_archive.safe_name("science/médecine pills (1).svg") == "science_m_decine_pills_1_.svg"
+
+
+# ---- emoji --------------------------------------------------------------------------------------
+
+def write_emoji_tree(root):
+    """emoji-test.txt with 30 faces (every fifth with two skin tones) and a heart whose CLDR name is
+    found without its variation selector, bitmaps named as Noto names them (one missing, two faces
+    drawn alike), and German CLDR names of which three are other faces' English names."""
+    lines = ["# group: Smileys & Emotion", "1F3FB ; component # 🏻 E1.0 light skin tone"]
+    for index in range(30):
+        code = 0x1F600 + index
+        lines.append(f"{code:X} ; fully-qualified # {chr(code)} E1.0 face number {index}")
+        lines.append(f"{code:X} FE0F ; unqualified # {chr(code)} E1.0 face number {index}")
+        if index % 5 == 0:
+            for tone, word in ((0x1F3FB, "light"), (0x1F3FC, "medium-light")):
+                lines.append(f"{code:X} {tone:X} ; fully-qualified # {chr(code)}{chr(tone)} E1.0 "
+                             f"face number {index}: {word} skin tone")
+    lines.append("2764 FE0F ; fully-qualified # ❤️ E0.6 red heart")
+    (root / "emoji-test.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    sequences = [codepoints for codepoints, _ in emoji_pairs.read_emoji_test(root / "emoji-test.txt")]
+    twin = sequences.index((0x1F607,))
+    for number, sequence in enumerate(sequences):
+        if sequence != (0x1F601,):  # no bitmap: reported, not written
+            png(root / "bitmaps" / (emoji_pairs.file_stem(sequence) + ".png"), colour(twin if sequence == (0x1F603,) else number))
+    annotations, derived = [], []
+    for index in range(30):
+        name = f"face number {index + 1}" if index in (2, 9, 16) else f"Gesicht {index}"  # a caption of another emoji
+        annotations.append(f'<annotation cp="{chr(0x1F600 + index)}">Gesicht | {index}</annotation>'
+                           f'<annotation cp="{chr(0x1F600 + index)}" type="tts">{name}</annotation>')
+        if index % 5 == 0:
+            derived.append(f'<annotation cp="{chr(0x1F600 + index)}{chr(0x1F3FB)}" type="tts">Gesicht {index}: hell</annotation>')
+    annotations.append('<annotation cp="❤" type="tts">rotes Herz</annotation>'
+                       '<annotation cp="x" type="tts">↑↑↑</annotation>')
+    for folder, body in (("annotations", annotations), ("annotationsDerived", derived)):
+        path = root / "cldr" / folder / "de.xml"
+        path.parent.mkdir(parents=True)
+        path.write_text(f'<ldml><annotations>{"".join(body)}</annotations></ldml>', encoding="utf-8")
+
+
+def test_emoji_corpus(tmp_path):
+    write_emoji_tree(tmp_path)
+    splits, manifest, every = build_twice(emoji_pairs.main, [
+        "--bitmaps", str(tmp_path / "bitmaps"), "--emoji-test", str(tmp_path / "emoji-test.txt"),
+        "--cldr-root", str(tmp_path / "cldr"), "--languages", "en,de", "--seed", "3", "--dev-fraction", "0.2",
+        "--test-fraction", "0.2"], tmp_path)
+    assert {record["lang"] for record in every} == {"en", "de"}
+    heart = [record for record in every if record["emoji"] == "❤️"]
+    assert sorted(record["query"] for record in heart) == ["red heart", "rotes Herz"]
+    assert not any(record["emoji"] == chr(0x1F601) for record in every)
+    assert manifest["emoji_without_a_bitmap"] == ["emoji_u1f601 face number 1"]
+    owner = split_of_image(splits)
+    for index in range(0, 30, 5):  # skin tones share their emoji's split
+        stem = f"img/emoji_u{0x1F600 + index:x}"
+        assert owner[f"{stem}.png"] == owner[f"{stem}_1f3fb.png"] == owner[f"{stem}_1f3fc.png"]
+    assert owner["img/emoji_u1f603.png"] == owner["img/emoji_u1f607.png"]  # drawn alike: one group
+    assert manifest["groups_joined_by_a_shared_image"] == 1
+    assert manifest["removed_from_dev_and_test_as_leaks"]["dev"] + manifest["removed_from_dev_and_test_as_leaks"]["test"] > 0
+    for index in (3, 10, 17):  # each planted caption survives once, for one emoji
+        assert sum(record["query"] == f"face number {index}" for record in every) == 1
+
+
+@pytest.mark.skipif(not (UNPACKED / "fonts-noto-color-emoji" / emoji_pairs.FONT).is_file(),
+                    reason="fonts-noto-color-emoji is not unpacked in data/.debian (emoji_pairs.py fetches it)")
+def test_real_font_bitmaps():
+    pytest.importorskip("fontTools")
+    sequences = [(0x1F600,), (0x1F44D, 0x1F3FD), (0x1F1E9, 0x1F1EA), (0x2764, 0xFE0F),
+                 (0x1F468, 0x200D, 0x1F469, 0x200D, 0x1F467), (0x10FFFD,)]
+    found = emoji_pairs.font_bitmaps(UNPACKED / "fonts-noto-color-emoji" / emoji_pairs.FONT, sequences)
+    assert set(found) == set(sequences[:-1])  # a private-use codepoint has no glyph
+    pictures = {}
+    for sequence, data in found.items():
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.format == "PNG" and 100 <= min(image.size) and max(image.size) <= 160
+            pictures[sequence] = image.convert("RGBA").tobytes()
+    assert len(set(pictures.values())) == len(pictures)  # every sequence its own glyph, not a fallback
+
+
+# ---- flags --------------------------------------------------------------------------------------
+
+def write_flag_tree(root):
+    """24 countries (one without a flag, two whose flags are alike), an extra flag without an ISO
+    code, German names (two equal to other countries' English names), pt preferred to pt_BR."""
+    countries = []
+    for index in range(24):
+        code = "A" + chr(ord("A") + index)
+        country = {"alpha_2": code, "alpha_3": code + "X", "name": f"Country {index}", "numeric": f"{index:03d}"}
+        if index % 4 == 0:
+            country["official_name"] = f"Republic of Country {index}"
+        countries.append(country)
+        if index != 23:
+            png(root / "flags" / f"{code.lower()}.png", colour(4 if index == 9 else index), size=(40, 30))
+    png(root / "flags" / "_olympic.png", colour(50), size=(40, 30))
+    json_path = root / "iso" / "share" / "iso-codes" / "json" / "iso_3166-1.json"
+    json_path.parent.mkdir(parents=True)
+    json_path.write_text(json.dumps({"3166-1": countries}, ensure_ascii=False), encoding="utf-8")
+    german = {f"Country {index}": f"Land {index}" for index in range(24)}
+    german.update({"Country 2": "Country 7", "Country 12": "Country 19", "Republic of Country 4": "Republik Land 4"})
+    locale = root / "iso" / "share" / "locale"
+    write_mo(locale / "de" / "LC_MESSAGES" / "iso_3166-1.mo", german)
+    write_mo(locale / "pt" / "LC_MESSAGES" / "iso_3166-1.mo", {f"Country {index}": f"País {index}" for index in range(24)})
+    write_mo(locale / "pt_BR" / "LC_MESSAGES" / "iso_3166-1.mo", {"Country 1": "Brasil 1"})
+
+
+def test_flag_corpus(tmp_path):
+    write_flag_tree(tmp_path)
+    splits, manifest, every = build_twice(flag_pairs.main, [
+        "--flags-root", str(tmp_path / "flags"), "--iso-codes-root", str(tmp_path / "iso"), "--languages", "en,de,pt",
+        "--seed", "1", "--dev-fraction", "0.2", "--test-fraction", "0.2"], tmp_path)
+    assert {record["lang"] for record in every} == {"en", "de", "pt"}
+    assert manifest["locale_per_language"] == {"de": "de", "pt": "pt"}
+    assert {record["query"] for record in every if record["country"] == "AB"} >= {"Country 1", "Land 1", "País 1"}
+    assert {record["query"] for record in every if record["country"] == "AE"} >= {"Republic of Country 4", "Republik Land 4"}
+    assert manifest["countries_without_a_flag"] == ["AX"] and manifest["flags_without_an_iso_3166_1_code"] == ["_olympic"]
+    assert manifest["groups_joined_by_a_shared_image"] == 1
+    owner = split_of_image(splits)
+    assert owner["img/ae.png"] == owner["img/aj.png"]  # alike flags, one split
+    for name in ("Country 7", "Country 19"):  # the planted captions survive once
+        assert sum(record["query"] == name for record in every) == 1
+
+
+# ---- Fashion-MNIST ------------------------------------------------------------------------------
+
+def write_idx(path, array):
+    header = struct.pack(">BBBB", 0, 0, 8, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wb") as file:
+        file.write(header + array.astype(numpy.uint8).tobytes())
+
+
+def write_fashion_tree(root):
+    """60 train and 20 test images; test image 0 repeats train image 5, train image 7 repeats 6."""
+    rng = numpy.random.default_rng(0)
+    train, test = rng.integers(0, 256, (60, 28, 28)), rng.integers(0, 256, (20, 28, 28))
+    test[0], train[7] = train[5], train[6]
+    write_idx(root / "train-images-idx3-ubyte.gz", train)
+    write_idx(root / "train-labels-idx1-ubyte.gz", numpy.arange(60) % 10)
+    write_idx(root / "t10k-images-idx3-ubyte.gz", test)
+    write_idx(root / "t10k-labels-idx1-ubyte.gz", numpy.arange(20) % 10)
+
+
+def test_fashion_corpus(tmp_path):
+    write_fashion_tree(tmp_path / "fashion")
+    splits, manifest, _ = build_twice(fashion_pairs.main, [
+        "--dataset-root", str(tmp_path / "fashion"), "--train-limit", "0", "--dev-limit", "10", "--test-limit", "0",
+        "--seed", "2"], tmp_path, with_query=False)
+    assert len(splits["dev"]) + len(splits["train"]) == 59 and len(splits["test"]) == 19  # both repeats removed once
+    removed = manifest["removed_as_duplicate_images_within_a_split"]
+    assert sum(removed.values()) + sum(manifest["removed_from_dev_and_test_as_leaks"].values()) == 2
+    for split in SPLITS:
+        for record in splits[split]:
+            index = int(record["positives"][0]["image"].split("-")[1].split(".")[0])
+            assert record["query"] == fashion_pairs.CAPTIONS[index % 10]
+            with Image.open(tmp_path / "out" / record["positives"][0]["image"]) as image:
+                assert image.size == (28, 28) and image.mode == "L"
+    assert {record["query"] for record in splits["test"]} <= set(fashion_pairs.CAPTIONS)
+    fashion_pairs.main(["--dataset-root", str(tmp_path / "fashion"), "--train-limit", "12", "--dev-limit", "5",
+                        "--test-limit", "4", "--output", str(tmp_path / "small")])
+    assert [len(part) for part in read_splits(tmp_path / "small").values()] == [12, 5, 4]
+
+
+# ---- clip art -----------------------------------------------------------------------------------
+
+FAKE_RSVG = '''import re, struct, sys, zlib
+# Stands in for rsvg-convert: the SVG's rect colour inside a 2-pixel white frame, as an RGB PNG.
+arguments = sys.argv[1:]
+text = open(arguments[-1], encoding="utf-8").read()
+if "fail-here" in text:
+    sys.exit(f"Error reading SVG {arguments[-1]}: XML parse error: planted on line 3")
+width, height = (float(re.search(name + r'="([0-9.]+)"', text).group(1)) for name in ("width", "height"))
+box = int(arguments[arguments.index("--width") + 1])
+columns, rows = round(width * box / max(width, height)), round(height * box / max(width, height))
+fill = bytes.fromhex(re.search(r'fill="#([0-9a-f]{6})"', text).group(1))
+white = b"\\xff\\xff\\xff"
+inner = b"\\x00" + white * 2 + fill * (columns - 4) + white * 2
+lines = [b"\\x00" + white * columns] * 2 + [inner] * (rows - 4) + [b"\\x00" + white * columns] * 2
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+sys.stdout.buffer.write(b"\\x89PNG\\r\\n\\x1a\\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", columns, rows, 8, 2, 0, 0, 0)) +
+                        chunk(b"IDAT", zlib.compress(b"".join(lines))) + chunk(b"IEND", b""))
+'''
+
+
+def svg(path, title, description="", fill="336699", size=(200, 100), extra=""):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f'''<?xml version="1.0"?>
+<svg xmlns="http://www.w3.org/2000/svg" xmlns:dc="http://purl.org/dc/elements/1.1/" xmlns:cc="http://web.resource.org/cc/"
+ xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" width="{size[0]}" height="{size[1]}">{extra}
+<metadata><rdf:RDF><cc:Work><dc:title>{title}</dc:title><dc:description>{description}</dc:description>
+<dc:publisher><cc:Agent><dc:title>Someone</dc:title></cc:Agent></dc:publisher></cc:Work></rdf:RDF></metadata>
+<rect x="0" y="0" width="{size[0]}" height="{size[1]}" fill="#{fill}"/></svg>''', encoding="utf-8")
+
+
+def write_clipart_tree(root):
+    """20 captioned SVGs; one renders like another (a shared picture), one's title is another's
+    description (a shared caption), three share a collection's name, one is broken XML, one fails
+    to render, one renders as white on white."""
+    def fill(index):
+        return f"{(40 * index) % 200:02x}{(70 * index) % 200:02x}{(90 * index) % 200:02x}"
+
+    for index in range(20):
+        description = "the same words twice" if index == 4 else (f"A drawing of thing {index}" if index % 3 == 0 else "")
+        svg(root / "svg" / f"group{index % 4}" / f"thing_{index}.svg", f"thing_{index}", description, fill=fill(index),
+            size=(200, 100) if index % 2 else (90, 240))
+    svg(root / "svg" / "group0" / "copy_of_thing_5.svg", "a copy of thing 5", fill=fill(5), size=(200, 100))
+    svg(root / "svg" / "group1" / "words.svg", "The same words twice", fill="123456")
+    for index in range(3):
+        svg(root / "svg" / "icons" / f"icon{index}.svg", "Lemon SVG theme", fill=f"a{index}a0a0")
+    (root / "svg" / "icons" / "broken.svg").write_text("<svg><unclosed></svg>")
+    svg(root / "svg" / "icons" / "fails.svg", "fails to render", extra="<!-- fail-here -->")
+    svg(root / "svg" / "icons" / "blank.svg", "a white square", fill="ffffff")
+    script = root / "rsvg-convert"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_RSVG)
+    script.chmod(0o755)
+
+
+def test_clipart_corpus(tmp_path):
+    write_clipart_tree(tmp_path)
+    arguments = ["--svg-root", str(tmp_path / "svg"), "--rsvg-convert", str(tmp_path / "rsvg-convert"),
+                 "--most-repeats", "2", "--seed", "4", "--dev-fraction", "0.2", "--test-fraction", "0.2"]
+    splits, manifest, every = build_twice(clipart_pairs.main, arguments, tmp_path)
+    queries = {record["query"] for record in every}
+    assert "thing 7" in queries and "A drawing of thing 9" in queries  # underscores become spaces; descriptions are records
+    assert not any("Lemon" in query for query in queries) and "a white square" not in queries
+    assert sum(query.casefold() == "the same words twice" for query in queries) == 1
+    dropped = manifest["dropped"]
+    assert dropped["title: on more than 2 SVGs"] == 3 and dropped["SVG: not well-formed XML"] == 1
+    assert dropped["rasterize: Error reading SVG FILE: XML parse error"] == 1
+    assert dropped["rasterize: one colour (nothing visible)"] == 1
+    owner = {record["source"]: split for split in SPLITS for record in splits[split]}
+    assert owner["group0/copy_of_thing_5.svg"] == owner["group1/thing_5.svg"]  # rendered alike: one group
+    for record in every:
+        with Image.open(tmp_path / "out" / record["positives"][0]["image"]) as image:
+            assert max(image.size) == 368 and image.mode == "RGB"
+    clipart_pairs.main([*arguments, "--limit", "6", "--size", "64", "--output", str(tmp_path / "small")])
+    small = [record for part in read_splits(tmp_path / "small").values() for record in part]
+    assert 0 < len({record["source"] for record in small}) <= 6
+
+
+RSVG = UNPACKED / "librsvg2-bin" / clipart_pairs.RSVG_CONVERT
+
+
+@pytest.mark.skipif(not RSVG.is_file(), reason="librsvg2-bin is not unpacked in data/.debian (clipart_pairs.py fetches it)")
+def test_real_rasterizer(tmp_path):
+    environment = {"LD_LIBRARY_PATH": str(UNPACKED / "librsvg2-2" / clipart_pairs.LIBRARY_FOLDER)}
+    command = clipart_pairs.renderer_command(RSVG, 368, "white")
+    (tmp_path / "wide.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg" width="200" height="100">'
+                                       '<rect x="50" y="25" width="100" height="50" fill="#ff0000"/></svg>')
+    image, reason = clipart_pairs.rasterize(tmp_path / "wide.svg", command, environment, 368, "white")
+    assert reason is None and image.size == (368, 184)
+    assert image.getpixel((184, 92)) == (255, 0, 0) and image.getpixel((10, 10)) == (255, 255, 255)
+    (tmp_path / "broken.svg").write_text("<svg")
+    image, reason = clipart_pairs.rasterize(tmp_path / "broken.svg", command, environment, 368, "white")
+    assert image is None and reason.startswith("rasterize: Error reading SVG FILE")
+
+
+# ---- the corpora in data/, when built -----------------------------------------------------------
+
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart"])
+def test_built_image_corpus(corpus):
+    folder = ROOT / "data" / corpus
+    if not (folder / "manifest.json").exists():
+        pytest.skip(f"data/{corpus} is not built (scripts/data/*_pairs.py writes it)")
+    splits, manifest = check_image_corpus(folder, with_query=corpus != "fashion")
+    assert all(splits[split] for split in SPLITS)
+    for package in manifest["source"]["packages"]:
+        assert package["version"] and package["sha256"] and package["licence"], package
