@@ -67,6 +67,7 @@ struct uform_batcher_t {
     uint32_t *values;
     int32_t *segments, *positions, *targets;
     uint32_t *anchors, *candidates, *anchor_first, *anchor_positives;
+    uint64_t *anchor_keys, *candidate_keys; /* each segment's content: equal texts or images, equal keys */
     uint8_t *labels;
     size_t anchors_count, candidates_count;
     uint32_t *span_lengths; /* [columns] */
@@ -340,6 +341,18 @@ static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t 
     }
 }
 
+/* A side's content as 64 bits (FNV-1a): its kind, for a path its source (paths are relative to the
+ * source's folder), and its bytes. Equal texts or images share a key; unequal ones collide with
+ * probability about 2^-64. */
+static uint64_t uform_side_key_(uint32_t source, uform_corpus_t const *corpus, uform_slice_t slice) {
+    uint64_t key = 0xcbf29ce484222325ull;
+    uint8_t const *bytes = uform_corpus_data(corpus, slice);
+    key = (key ^ (uint64_t)slice.image) * 0x100000001b3ull;
+    if (slice.image == 1) key = (key ^ source) * 0x100000001b3ull;
+    for (size_t i = 0; i < slice.length; ++i) key = (key ^ bytes[i]) * 0x100000001b3ull;
+    return key;
+}
+
 /* Places one item at `cell`; its segments get row-local ids from `*local` and batch numbers from
  * `*segment`. Without `write` only the counts move, exactly as they would with it. */
 static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, size_t cell, int32_t *local,
@@ -358,6 +371,7 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
             batcher->anchors[batcher->anchors_count] = *segment;
             batcher->anchor_first[batcher->anchors_count] = (uint32_t)batcher->candidates_count;
             batcher->anchor_positives[batcher->anchors_count] = record->positives_count;
+            batcher->anchor_keys[batcher->anchors_count] = uform_side_key_(node->source, corpus, record->text);
         }
         batcher->anchors_count++;
     }
@@ -374,6 +388,7 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
             if (!pairs) uform_mask_segment_(batcher, cell, length, mask_rng);
             else if (i > 0) batcher->candidates[batcher->candidates_count] = *segment;
         }
+        if (write && pairs && i > 0) batcher->candidate_keys[batcher->candidates_count] = uform_side_key_(node->source, corpus, slice);
         if (pairs && i > 0) batcher->candidates_count++;
         cell += length;
         ++*local;
@@ -421,11 +436,22 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
         }
     state->batches++;
     if (write && pairs) {
+        /* A candidate is a positive of anchor a when it is a positive of a's record, or equals one
+         * of the positives of any anchor whose query equals a's (the same image or caption twice
+         * in a batch is not a negative of itself). */
         size_t anchors = batcher->anchors_count, candidates = batcher->candidates_count;
         memset(batcher->labels, 0, anchors * candidates);
         for (size_t a = 0; a < anchors; ++a)
-            for (size_t p = 0; p < batcher->anchor_positives[a]; ++p)
-                batcher->labels[a * candidates + batcher->anchor_first[a] + p] = 1;
+            for (size_t other = 0; other < anchors; ++other) {
+                if (batcher->anchor_keys[other] != batcher->anchor_keys[a]) continue;
+                for (size_t p = 0; p < batcher->anchor_positives[other]; ++p) {
+                    size_t own = batcher->anchor_first[other] + p;
+                    uint64_t key = batcher->candidate_keys[own];
+                    batcher->labels[a * candidates + own] = 1;
+                    for (size_t c = 0; c < candidates; ++c)
+                        if (batcher->candidate_keys[c] == key) batcher->labels[a * candidates + c] = 1;
+                }
+            }
     }
 }
 
@@ -716,8 +742,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
 
     size_t cells = batcher->cells, columns = batcher->columns, anchors = batcher->anchors_capacity;
     size_t bytes = cells * (1 + 4 + 4 + 12 + (pairs ? 0 : 4)) + columns * 4 + batcher->texts_capacity * 4 +
-                   2 * (columns + 1) * 4 + (columns / 64 + 1) * 8 + anchors * 12 + batcher->candidates_capacity * 4 +
-                   anchors * batcher->candidates_capacity + 16 * 64;
+                   2 * (columns + 1) * 4 + (columns / 64 + 1) * 8 + anchors * 20 + batcher->candidates_capacity * 12 +
+                   anchors * batcher->candidates_capacity + 18 * 64;
     UFORM_TRY(uform_arena_create(&batcher->arena, bytes));
     uform_arena_t *arena = &batcher->arena;
     batcher->kinds = uform_arena_take(arena, cells);
@@ -734,6 +760,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     batcher->anchor_first = uform_arena_take(arena, anchors * 4);
     batcher->anchor_positives = uform_arena_take(arena, anchors * 4);
     batcher->candidates = uform_arena_take(arena, batcher->candidates_capacity * 4);
+    batcher->anchor_keys = uform_arena_take(arena, anchors * 8);
+    batcher->candidate_keys = uform_arena_take(arena, batcher->candidates_capacity * 8);
     batcher->labels = uform_arena_take(arena, anchors * batcher->candidates_capacity);
     for (size_t i = 0; i <= columns; ++i) batcher->heads[i] = batcher->tails[i] = -1;
     memset(batcher->occupied, 0, (columns / 64 + 1) * 8);

@@ -588,8 +588,8 @@ static void test_masking(void) {
 /* --- pairs ------------------------------------------------------------------------------------ */
 
 /* Record i: query "q<i>..." (varied lengths), positives "p<i>a..." and for i % 3 == 0 "p<i>b",
- * negatives "n<i>" for even i; records 3 and 5 also share the positive "shared positive", which
- * is labelled only for its own anchor. */
+ * negatives "n<i>" for even i; records 3 and 5 also share the positive "shared positive", so each
+ * one's copy is a positive of both anchors (labels follow content: docs/data.md). */
 enum { pair_records = 40 };
 
 static size_t record_texts(size_t i, char texts[][96], size_t *positives) {
@@ -667,10 +667,14 @@ static void test_pairs(uform_objective_t objective) {
                     wrong_group += segment->row != segments[s].row ||
                                    segment->length != strlen(texts[t]) || memcmp(bytes, texts[t], segment->length);
                 }
-                /* Its labels: 1 exactly at its own positives. */
+                /* Its labels: 1 exactly at its own positives and at any text equal to one of them. */
                 for (size_t c = 0; c < batch.candidates_count; ++c) {
                     size_t segment = batch.candidates[c];
                     int positive = segment > s && segment <= s + positives;
+                    uint8_t other[256];
+                    segment_bytes(&batch, &segments[segment], other);
+                    for (size_t t = 1; t <= positives; ++t)
+                        positive |= segments[segment].length == strlen(texts[t]) && !memcmp(other, texts[t], segments[segment].length);
                     wrong_label += batch.labels[anchor_number * batch.candidates_count + c] != positive;
                 }
                 shared_seen += record == 3 || record == 5;
@@ -704,8 +708,9 @@ static void test_pair_truncation(void) {
     /* 20 + 10 + 1 cells into 16: a cap of 7 gives 7 + 7 + 1 = 15, the spare cell goes to the query. */
     CHECK(bad == 0 && count == 6 && segments[0].length == 8 && segments[1].length == 7 && segments[2].length == 1);
     CHECK(batch.anchors_count == 2 && batch.candidates_count == 4);
-    CHECK(batch.labels[0] == 1 && batch.labels[1] == 0 && batch.labels[2] == 0 && batch.labels[3] == 0);
-    CHECK(batch.labels[4] == 0 && batch.labels[5] == 0 && batch.labels[6] == 1 && batch.labels[7] == 0);
+    /* The record twice: each copy of its positive is a positive of both anchors, its negatives of neither. */
+    CHECK(batch.labels[0] == 1 && batch.labels[1] == 0 && batch.labels[2] == 1 && batch.labels[3] == 0);
+    CHECK(batch.labels[4] == 1 && batch.labels[5] == 0 && batch.labels[6] == 1 && batch.labels[7] == 0);
     uform_batcher_stats_t stats;
     uform_batcher_stats(batcher, &stats);
     CHECK(stats.truncated == 4 && stats.segments == 6);
