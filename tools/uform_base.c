@@ -422,6 +422,11 @@ int main(int argc, char **argv) {
                 capacities.image_sides);
         status = uform_model_init_head(model, "vision", options.seed);
     }
+    /* Masked modelling of images reconstructs the blanked patches through the mae head. */
+    if (status == uform_ok_k && capacities.image_sides && objective == uform_objective_mlm_k && !uform_model_has_head(model, "mae")) {
+        fprintf(stderr, "uform_base: masked modelling of images: attaching the mae head (mae.head, mae.bias)\n");
+        status = uform_model_init_head(model, "mae", options.seed);
+    }
     if (status == uform_ok_k && capacities.images_skipped)
         fprintf(stderr, "uform_base: %zu records were dropped for an image that does not decode (skip_malformed)\n",
                 capacities.images_skipped);

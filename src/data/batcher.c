@@ -17,7 +17,7 @@
 #include "data/jsonl.h"
 #include "uform/image.h"
 
-enum { uform_mask_stream_k = 0x6d61736b }; /* seed streams: 0 draws sources, 1 + s orders source s */
+enum { uform_mask_stream_k = 0x6d61736b, uform_image_mask_stream_k = 0x696d6167 }; /* seed streams: 0 draws sources, 1 + s orders source s */
 
 typedef struct uform_source_t {
     uform_corpus_t corpus;
@@ -33,6 +33,7 @@ typedef struct uform_image_job_t {
     uint32_t source;
     uform_slice_t slice;
     size_t first, rows, columns;
+    size_t cell; /* the image's first cell in the batch */
 } uform_image_job_t;
 
 /* A waiting item in the length buckets. */
@@ -45,7 +46,7 @@ struct uform_batcher_t {
     uform_objective_t objective;
     size_t rows, columns, cells;
     uint64_t seed;
-    double mask_ratio, mean_span;
+    double mask_ratio, mean_span, image_mask_ratio;
     uform_source_t *sources;
     size_t sources_count;
     uform_batcher_state_t state;
@@ -305,7 +306,7 @@ static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_
         batcher->positions[3 * cell + 2] = (int32_t)(i % columns);
         if (batcher->targets) batcher->targets[cell] = -1;
     }
-    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns};
+    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns, first};
     batcher->image_cells += rows * columns;
 }
 
@@ -455,9 +456,33 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
     }
 }
 
+/* MLM's images: floor(ratio n + u) of each image's n patches, a uniform subset, show the blank patch
+ * (a zero row after the batch's patches) and target the media row of their true one. Seeded from
+ * (seed, batch), so a skipped batch needs no masks. */
+static void uform_mask_images_(uform_batcher_t *batcher) {
+    size_t blank = batcher->image_cells;
+    memset(batcher->patches + blank * uform_patch_length_k, 0, uform_patch_length_k * sizeof(uint16_t));
+    uform_rng_t rng = {uform_derive_seed_(batcher->seed, uform_image_mask_stream_k, batcher->state.batches - 1)};
+    for (size_t j = 0; j < batcher->images; ++j) {
+        uform_image_job_t const *job = &batcher->image_jobs[j];
+        size_t n = job->rows * job->columns;
+        size_t masked = (size_t)floor(batcher->image_mask_ratio * (double)n + uform_rng_uniform(&rng));
+        if (masked > n) masked = n;
+        for (size_t i = 0; i < n && masked; ++i) /* selection sampling: each subset of `masked` equally likely */
+            if (uform_rng_uniform(&rng) * (double)(n - i) < (double)masked) {
+                size_t cell = job->cell + i;
+                batcher->targets[cell] = (int32_t)batcher->values[cell];
+                batcher->values[cell] = (uint32_t)blank;
+                masked--;
+            }
+    }
+}
+
 uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch) {
     if (!batcher || !batch) return uform_fail(uform_invalid_argument_k, "uform_batcher_next: NULL argument");
     uform_pack_(batcher, 1);
+    int masks_images = batcher->images && batcher->objective == uform_objective_mlm_k;
+    if (masks_images) uform_mask_images_(batcher);
     if (batcher->images) {
         batcher->image_status = uform_ok_k;
         uform_pool_for(batcher->pool, batcher->images, uform_decode_task_, batcher);
@@ -468,8 +493,8 @@ uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch
     *batch = (uform_batch_t){
         .grid = {.rows = batcher->rows, .columns = batcher->columns, .kinds = batcher->kinds,
                  .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions,
-                 .media = {{.data = batcher->images ? batcher->patches : NULL, .count = batcher->image_cells,
-                            .dtype = uform_media_bf16_k}}},
+                 .media = {{.data = batcher->images ? batcher->patches : NULL,
+                            .count = batcher->image_cells + (masks_images ? 1 : 0), .dtype = uform_media_bf16_k}}},
         .targets = pairs ? NULL : batcher->targets,
         .anchors = pairs ? batcher->anchors : NULL,
         .anchors_count = pairs ? batcher->anchors_count : 0,
@@ -677,6 +702,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     batcher->seed = options->seed;
     batcher->mask_ratio = mixture->mask_ratio;
     batcher->mean_span = mixture->mean_span;
+    batcher->image_mask_ratio = mixture->image_mask_ratio;
     if (!batcher->rows || !batcher->columns || batcher->columns > uform_mixture_max_columns_k ||
         batcher->rows > (1u << 28) / batcher->columns)
         return uform_fail(uform_invalid_argument_k, "uform_batcher_create: %zu rows of %zu columns (at most 2^28 cells)",
@@ -705,6 +731,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     double total_weight = 0;
     uint64_t fingerprint = uform_mix_(options->seed ^ uform_mix_(batcher->rows) ^ uform_mix_(batcher->columns << 8 | batcher->objective));
     fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->mask_ratio)) ^ uform_double_bits_(batcher->mean_span);
+    if (batcher->image_sides) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->image_mask_ratio)); /* text runs resume as before */
     fingerprint = uform_mix_(fingerprint ^ options->anchors_limit ^ ((uint64_t)uform_batcher_lookahead_k << 48));
     for (size_t s = 0; s < batcher->sources_count; ++s) {
         uform_source_t *entry = &batcher->sources[s];
@@ -771,7 +798,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     if (batcher->image_sides) { /* the batch's patches, and one image's Float32 patches per decoding thread */
         size_t threads = uform_pool_threads(batcher->pool), one = batcher->most_patches * uform_patch_length_k;
         batcher->image_jobs = malloc(cells * sizeof(uform_image_job_t));
-        batcher->patches = malloc(cells * uform_patch_length_k * sizeof(uint16_t));
+        batcher->patches = malloc((cells + 1) * uform_patch_length_k * sizeof(uint16_t)); /* + MLM's blank patch */
         batcher->decoded = malloc(threads * one * sizeof(float));
         if (!batcher->image_jobs || !batcher->patches || !batcher->decoded)
             return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image patches (%zu cells)", cells);

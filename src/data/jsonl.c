@@ -86,18 +86,26 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
     size_t bytes_before = corpus->bytes_count, slices_before = corpus->slices_count;
     uform_record_t record = {.line = number};
     json_t const *text = json_object_get(root, "text"), *query = json_object_get(root, "query");
+    json_t const *image = json_object_get(root, "image");
     json_t const *positives = json_object_get(root, "positives"), *negatives = json_object_get(root, "negatives");
     uform_status_t status = uform_format_k;
     if (!json_is_object(root)) snprintf(problem, problem_capacity, "a record must be a JSON object");
     else if (text && (query || positives || negatives))
         snprintf(problem, problem_capacity, "has 'text' beside 'query', 'positives' or 'negatives'; a record is one or the other");
-    else if (text) {
+    else if (image && (text || query || positives || negatives))
+        snprintf(problem, problem_capacity, "has 'image' beside 'text', 'query', 'positives' or 'negatives'; an image record is {\"image\": PATH}");
+    else if (image) { /* masked modelling of an image's patches */
+        record.kind = uform_record_text_k;
+        if (!uform_take_string_(corpus, image, &record.text))
+            snprintf(problem, problem_capacity, "'image' must be a non-empty string (a path)");
+        else record.text.image = 1, status = uform_ok_k;
+    } else if (text) {
         record.kind = uform_record_text_k;
         if (!uform_take_string_(corpus, text, &record.text))
             snprintf(problem, problem_capacity, "'text' must be a non-empty string");
         else status = uform_ok_k;
     } else if (!query) {
-        snprintf(problem, problem_capacity, "needs 'text' (masked modelling) or 'query' and 'positives' (pairs)");
+        snprintf(problem, problem_capacity, "needs 'text' or 'image' (masked modelling) or 'query' and 'positives' (pairs)");
     } else {
         record.kind = uform_record_pair_k;
         size_t positives_count = json_is_array(positives) ? json_array_size(positives) : 0;

@@ -69,9 +69,9 @@ static uform_status_t uform_slot_fill_(uform_prefetcher_t const *prefetcher, ufo
     if (labels) memcpy(slot->labels, source->labels, labels);
     uform_media_t images = grid->media[0];
     size_t value_bytes = images.dtype == uform_media_bf16_k ? 2 : 4;
-    if (images.data && (value_bytes > prefetcher->patch_bytes || images.count > cells))
+    if (images.data && (value_bytes > prefetcher->patch_bytes || images.count > cells + 1))
         return uform_fail(uform_shape_k, "uform_prefetcher: a batch of %zu image patches (%zu-byte values) exceeds the slots' %zu (%zu-byte)",
-                          images.count, value_bytes, prefetcher->patch_bytes ? cells : 0, prefetcher->patch_bytes);
+                          images.count, value_bytes, prefetcher->patch_bytes ? cells + 1 : 0, prefetcher->patch_bytes);
     if (images.data) memcpy(slot->patches, images.data, images.count * 1024 * value_bytes);
     slot->batch = (uform_batch_t){
         .grid = {.rows = grid->rows, .columns = grid->columns, .kinds = slot->kinds, .values = slot->values,
@@ -171,7 +171,7 @@ static uform_status_t uform_prefetcher_alloc_(uform_prefetcher_t const *template
         slot->anchors = malloc(anchors * sizeof(uint32_t) + 1);
         slot->candidates = malloc(candidates * sizeof(uint32_t) + 1);
         slot->labels = malloc(anchors * candidates + 1);
-        slot->patches = prefetcher->patch_bytes ? malloc(cells * 1024 * prefetcher->patch_bytes) : NULL;
+        slot->patches = prefetcher->patch_bytes ? malloc((cells + 1) * 1024 * prefetcher->patch_bytes) : NULL; /* + MLM's blank */
         ok = (slot->patches || !prefetcher->patch_bytes) && slot->kinds && slot->values && slot->segments && slot->positions &&
              (slot->targets || !prefetcher->has_targets) && slot->anchors && slot->candidates && slot->labels;
     }

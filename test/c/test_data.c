@@ -859,9 +859,51 @@ static void test_image_records(void) {
                      "positive 0 must be a non-empty string or {\"image\": PATH}"));
 }
 
+/* Masked modelling of images: {"image": PATH} records; floor(ratio n + u) of each image's patches
+ * show the blank patch (the last media row, all zeros) and target their true row; the same batch
+ * twice (a fresh batcher) masks alike. */
+static void test_image_masking(void) {
+    write_png("m.png", 64, 64, 5); /* 4x4 patches */
+    write_text("image_text.jsonl", "{\"image\": \"m.png\"}\n{\"text\": \"some bytes to mask as usual\"}\n");
+    uform_mixture_t mixture = make_mixture("image_mlm.json",
+        "{\"objective\": \"mlm\", \"columns\": 64, \"image_mask_ratio\": 0.4, \"sources\": [{\"path\": \"image_text.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 5};
+    size_t images = 0, masked = 0, wrong = 0, first_masks[2][16] = {{0}};
+    for (int copy = 0; copy < 2; ++copy) {
+        uform_batcher_t *batcher = NULL;
+        CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+        if (!batcher) return;
+        for (int b = 0; b < 20; ++b) {
+            uform_batch_t batch;
+            CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+            uform_grid_t const *grid = &batch.grid;
+            size_t blank = grid->media[0].count - 1;
+            uint16_t const *media = grid->media[0].data;
+            for (size_t v = 0; media && v < 1024; ++v) wrong += media[blank * 1024 + v] != 0;
+            for (size_t cell = 0; cell < grid->rows * grid->columns; ++cell) {
+                if (grid->kinds[cell] != uform_cell_image_k) continue;
+                size_t patch = (size_t)(grid->positions[cell * 3 + 1] * 4 + grid->positions[cell * 3 + 2]);
+                if (patch == 0) images += copy == 0;
+                int is_masked = batch.targets[cell] >= 0;
+                if (copy == 0) masked += is_masked;
+                if (b == 0 && patch < 16) first_masks[copy][patch] += (size_t)is_masked;
+                wrong += is_masked ? grid->values[cell] != blank || (size_t)batch.targets[cell] >= blank
+                                   : grid->values[cell] >= blank;
+            }
+        }
+        uform_batcher_close(batcher);
+    }
+    CHECK(wrong == 0 && images > 0);
+    /* 0.4 of 16 patches: 6 or 7 each (floor(6.4 + u)). */
+    CHECK(masked >= images * 6 && masked <= images * 7);
+    CHECK(!memcmp(first_masks[0], first_masks[1], sizeof(first_masks[0])));
+    uform_mixture_close(&mixture);
+}
+
 int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
     test_image_records();
+    test_image_masking();
     test_jsonl_records();
     test_jsonl_malformed();
     test_mixture();

@@ -131,3 +131,23 @@ def test_parquet_image_columns(build_dir, shapes, tmp_path):
     (tmp_path / "c.json").write_text(json.dumps({"objective": "contrastive", "columns": 128, "sources": [{"path": "both.parquet"}]}))
     run = train(build_dir, tmp_path / "c.json", tmp_path / "run-both", "--steps", "2", check=False)
     assert run.returncode != 0 and "'positive' and 'positive_image'" in run.stderr, run.stderr
+
+
+def test_masked_modelling_of_images(build_dir, shapes, tmp_path):
+    """{"image": PATH} records under the mlm objective: half of each image's patches blanked and
+    reconstructed through the mae head, beside masked bytes; the reconstruction error falls."""
+    with open(tmp_path / "mlm.jsonl", "w") as records:
+        for line in open(shapes / "pairs.jsonl"):
+            record = json.loads(line)
+            records.write(json.dumps({"image": str(shapes / record["positives"][0]["image"])}) + "\n")
+            records.write(json.dumps({"text": record["query"]}) + "\n")
+    (tmp_path / "mlm.json").write_text(json.dumps({"objective": "mlm", "columns": 128, "image_mask_ratio": 0.5,
+                                                   "sources": [{"path": "mlm.jsonl"}]}))
+    run = train(build_dir, tmp_path / "mlm.json", tmp_path / "run", "--objective", "mlm", "--steps", "30")
+    assert "attaching the vision frontend" in run.stderr and "attaching the mae head" in run.stderr
+    log = [json.loads(line) for line in open(tmp_path / "run" / "log.jsonl") if '"reconstruction"' in line]
+    errors = [entry["reconstruction"] for entry in log if entry["reconstruction"] > 0]  # batches with images
+    assert len(errors) >= 20, errors
+    assert np.mean(errors[-5:]) < 0.7 * np.mean(errors[:5]), errors
+    names = tensors(tmp_path / "run" / "latest" / "model.safetensors")
+    assert "mae.head" in names and "mae.bias" in names
