@@ -229,6 +229,44 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     return uform_ok_k;
 }
 
+/* Lays out one of the context's device allocations for `capacity` items. */
+typedef void layout_fn_t(uform_cuda_forward_t *context, layout_t *layout, size_t capacity);
+
+/* Makes a device allocation (`*memory`, laid out by `lay` for `*capacity` items) hold `needed` items, grown in
+ * steps of capacity_quantum_k, and its host staging `item_bytes` an item; `what` names the items. */
+static uform_status_t grow_(uform_cuda_forward_t *context, unsigned char **memory, size_t *capacity, layout_fn_t *lay,
+                            size_t needed, void **staging, size_t *staging_bytes, size_t item_bytes, char const *what,
+                            char *error, size_t error_size) {
+    if (needed > *capacity) {
+        size_t grown = (needed + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
+        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+        cudaFree(*memory);
+        *memory = NULL;
+        *capacity = 0;
+        layout_t layout = {NULL, 0};
+        lay(context, &layout, grown);
+        int code = (int)cudaMalloc((void **)memory, layout.used);
+        if (code) {
+            *memory = NULL;
+            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu %s: %s",
+                         layout.used / 1073741824.0, needed, what, cudaGetErrorString((cudaError_t)code));
+        }
+        layout = (layout_t){*memory, 0};
+        lay(context, &layout, grown);
+        *capacity = grown;
+    }
+    if (*capacity * item_bytes > *staging_bytes) {
+        void *grown = malloc(*capacity * item_bytes);
+        if (!grown) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
+                                 *capacity * item_bytes);
+        free(*staging);
+        *staging = grown;
+        *staging_bytes = *capacity * item_bytes;
+    }
+    return uform_ok_k;
+}
+
 /* Makes the activations hold `cells` cells and the host staging every table and output of them. */
 static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char *error, size_t error_size) {
     size_t d = context->width, cw = context->colbert_width;
@@ -236,34 +274,8 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
     if (d * 2 > row_bytes) row_bytes = d * 2;                   /* h in BF16 coming down */
     if (cw * 4 > row_bytes) row_bytes = cw * 4;                 /* ColBERT vectors */
     if (vocabulary_k * 4 > row_bytes) row_bytes = vocabulary_k * 4; /* logits */
-    if (cells > context->capacity) {
-        size_t capacity = (cells + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
-        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
-        cudaFree(context->activations);
-        context->activations = NULL;
-        context->capacity = 0;
-        layout_t layout = {NULL, 0};
-        activations_layout_(context, &layout, capacity);
-        int code = (int)cudaMalloc((void **)&context->activations, layout.used);
-        if (code) {
-            context->activations = NULL;
-            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
-                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu cells: %s",
-                         layout.used / 1073741824.0, cells, cudaGetErrorString((cudaError_t)code));
-        }
-        layout = (layout_t){context->activations, 0};
-        activations_layout_(context, &layout, capacity);
-        context->capacity = capacity;
-    }
-    if (context->capacity * row_bytes > context->staging_bytes) {
-        void *staging = malloc(context->capacity * row_bytes);
-        if (!staging) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
-                                   context->capacity * row_bytes);
-        free(context->staging);
-        context->staging = staging;
-        context->staging_bytes = context->capacity * row_bytes;
-    }
-    return uform_ok_k;
+    return grow_(context, &context->activations, &context->capacity, activations_layout_, cells, &context->staging,
+                 &context->staging_bytes, row_bytes, "cells", error, error_size);
 }
 
 static void images_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t capacity) {
@@ -276,34 +288,9 @@ static void images_layout_(uform_cuda_forward_t *context, layout_t *layout, size
 
 /* Makes the image buffers hold `images` image cells, and the host staging their cells and patches. */
 static uform_status_t reserve_images_(uform_cuda_forward_t *context, size_t images, char *error, size_t error_size) {
-    if (images > context->images_capacity) {
-        size_t capacity = (images + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
-        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
-        cudaFree(context->images_memory);
-        context->images_memory = NULL;
-        context->images_capacity = 0;
-        layout_t layout = {NULL, 0};
-        images_layout_(context, &layout, capacity);
-        int code = (int)cudaMalloc((void **)&context->images_memory, layout.used);
-        if (code) {
-            context->images_memory = NULL;
-            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
-                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu image cells: %s",
-                         layout.used / 1073741824.0, images, cudaGetErrorString((cudaError_t)code));
-        }
-        layout = (layout_t){context->images_memory, 0};
-        images_layout_(context, &layout, capacity);
-        context->images_capacity = capacity;
-    }
-    size_t bytes = context->images_capacity * (4 + uform_patch_values_k * 4);
-    if (bytes > context->image_staging_bytes) {
-        void *staging = malloc(bytes);
-        if (!staging) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging", bytes);
-        free(context->image_staging);
-        context->image_staging = staging;
-        context->image_staging_bytes = bytes;
-    }
-    return uform_ok_k;
+    return grow_(context, &context->images_memory, &context->images_capacity, images_layout_, images,
+                 &context->image_staging, &context->image_staging_bytes, 4 + uform_patch_values_k * 4, "image cells", error,
+                 error_size);
 }
 
 /* Uploads the pass's values (with PAD at image cells, a row the byte lookup may read) and its image
