@@ -29,9 +29,10 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *g, uform_cuda_ima
     if (!images || !images->capacity) return uform_ok_k;
     size_t m = images->capacity, p = uform_patch_values_k;
     TRY(uform_cuda_image_gather(d_x, images->cells, images->counts, m, d, images->d_product, s));
-    /* d vision.patch [d, 1024] += dY^T P over the capacity's rows, those past the live ones 0 in both. */
-    TRY(uform_cuda_gemm(g, 1, 0, d, p, m, images->d_product, d, images->patches, p, gradients->vision_patch,
-                        gradients->vision_patch, p, 1, s));
+    /* d vision.patch [d, 1024] = dY^T P over the capacity's rows, those past the live ones 0 in both;
+     * written, not added, so that cuBLASLt's tuning may replay it. */
+    TRY(uform_cuda_gemm(g, 1, 0, d, p, m, images->d_product, d, images->patches, p, NULL, gradients->vision_patch, p, 1,
+                        s));
     return uform_cuda_image_bias_backward(d_x, images->cells, images->counts, m, d, images->partials,
                                           gradients->vision_bias, s);
 }

@@ -39,7 +39,8 @@ typedef struct uform_cuda_images_t {
     float *partials;     /* uform_cuda_image_bias_partials(capacity, width) floats; the backward only */
 } uform_cuda_images_t;
 
-/** The frontend tensors' gradients (Float32, added into); vision's NULL without the frontend. */
+/** The frontend tensors' gradients (Float32): embed.bytes and vision.bias added into, vision.patch
+ *  written (as the step's weight products write theirs); vision's NULL without the frontend. */
 typedef struct uform_cuda_frontend_gradients_t {
     float *bytes, *vision_patch, *vision_bias;
 } uform_cuda_frontend_gradients_t;
@@ -53,7 +54,7 @@ uform_status_t uform_cuda_frontend_forward(uform_cuda_gemm_t *gemm, uform_cuda_f
                                            size_t width, float *x, void *stream);
 /** The frontend tensors' gradients from dL/dx [cells, width]: embed.bytes by the byte cells' order
  *  and offsets (uform_cuda_batch_finish's counting sort, which leaves image cells out), and with
- *  images d vision.patch += dY^T P (dY the image cells' rows of dL/dx in BF16) and d vision.bias +=
+ *  images d vision.patch = dY^T P (dY the image cells' rows of dL/dx in BF16) and d vision.bias +=
  *  the rows of dY's Float32 source: all deterministic. */
 uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_images_t const *images, float const *d_x,
                                             uint32_t const *order, uint32_t const *offsets, size_t cells, size_t width,

@@ -125,10 +125,10 @@ static void layout_(uform_cuda_step_t *step) {
         b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
         b->labels = take_(step, c->anchors * c->candidates);
         b->images = take_(step, 2 * 4), b->image_cells = take_(step, c->images * 4);
+        size_t rows_at = (step->used + 255) / 256 * 256, first = (before + 255) / 256 * 256; /* offsets in the arena */
         b->image_rows = take_(step, c->images * uform_patch_values_k * 4); /* room for Float32 rows */
         step->batch_memory[slot] = (unsigned char *)b->values;
-        step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
-        step->batch_fixed_bytes = (size_t)((unsigned char *)b->image_rows - (unsigned char *)b->values);
+        step->batch_bytes = step->used - first, step->batch_fixed_bytes = rows_at - first;
     }
     if (c->images) {
         step->patches = take_(step, c->images * uform_patch_values_k * 2);
