@@ -642,24 +642,41 @@ def test_gpu_encode_images_matches_the_cpu(library, vision_model, needs_gpu):
         f"the control (images mirrored) was not rejected for every image:\n{check}")
 
 
+def image_pairs_batch(seed):
+    """Two rows of 32 cells, each a text, an image and a text closed by padding (one run a row, as
+    the batcher packs them, which the CUDA trainer's segment capacity assumes): anchors 0 (a text,
+    positive the image 1) and 4 (an image, positive the text 3), candidates 1, 2, 3 and 5."""
+    from grids import random_patches
+    from uform_ctypes import TrainBatch
+    rng = np.random.default_rng(seed)
+    grid = GridBuilder(2, 32)
+    for row, (first, patches, grid_columns, last) in enumerate(((9, 8, 4, 6), (7, 6, 3, 5))):
+        grid.place(row, 0, rng.choice(256, size=first, replace=False), reference.text_positions(first), 0)
+        grid.place_image(row, first, random_patches(rng, patches), grid_columns, 1)
+        grid.place(row, first + patches, rng.choice(256, size=last, replace=False), reference.text_positions(last), 2)
+    anchors, candidates = np.array([0, 4], dtype=np.uint32), np.array([1, 2, 3, 5], dtype=np.uint32)
+    labels = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], dtype=np.uint8)
+    return TrainBatch(grid.kinds, grid.values, grid.segments, grid.positions, anchors=anchors, candidates=candidates,
+                      labels=labels, media=grid.media)
+
+
 def test_gpu_trainer_steps_on_images(library, train_checkpoints, needs_gpu):
-    """A CUDA trainer (src/train/cuda.c, its batches through src/cuda/batch.c) on image <-> text pairs
-    (train_contract's packed layout, segments 1 and 3 images): its first loss agrees with the CPU
-    trainer's within test_uform_base_cuda.py's first-loss bound, 2 s e / sqrt(m) relative, with e =
-    sqrt(8 L + 3) u (the patches' rounding one more forward point, docs/cuda.md), and the vision tensors
-    it trains move. step_parity.c checks every gradient and 20 steps."""
+    """A CUDA trainer (src/train/cuda.c, its batches through src/cuda/batch.c) on image <-> text pairs:
+    its first loss agrees with the CPU trainer's within test_uform_base_cuda.py's first-loss bound,
+    2 s e / sqrt(m) relative, with e = sqrt(8 L + 3) u (the patches' rounding one more forward point,
+    docs/cuda.md), and the vision tensors it trains move. step_parity.c checks every gradient and 20
+    steps."""
     import train_contract as tc
     from uform_ctypes import SLOT_PARAMETER
-    case = tc.CASES_BY_NAME["contrastive images python 64x2"]
-    batch = tc.pairs_batch(case.seed, images=True)  # anchors 0 and 3 (an image), candidates 1 (an image), 2, 4, 5
-    directory = train_checkpoints[case.checkpoint]
+    batch = image_pairs_batch(23)
+    directory = train_checkpoints["python_vision_64x2"]
     model = model_of(directory)
     depth, m, width = model.depth, model.embedding_widths[0], model.width
     losses, moved = {}, {}
     for device in (DEVICE_CPU, DEVICE_CUDA):
         with library.open(directory) as handle:
-            options = tc.options_for(library, case.objective, device=device, rows=batch.kinds.shape[0],
-                                     anchors=len(batch.anchors), candidates=len(batch.candidates))
+            options = tc.options_for(library, tc.Objective(tc.tr.OBJECTIVE_CONTRASTIVE), device=device,
+                                     rows=batch.kinds.shape[0], anchors=len(batch.anchors), candidates=len(batch.candidates))
             with handle.trainer(options, batch.cells) as trainer:
                 scale = float(np.exp(trainer.read("siglip.scale", SLOT_PARAMETER, 1)[0]))
                 before = {name: trainer.read(name, SLOT_PARAMETER, size) for name, size in
