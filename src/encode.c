@@ -176,8 +176,6 @@ uform_status_t uform_context_encode_images(uform_context_t *context, uform_image
     UFORM_TRY(uform_need_head_(model, "pool", "uform_encode_images"));
     if (!uform_model_carries(model, uform_part_vision_k))
         return uform_fail(uform_missing_k, "uform_encode_images: the model has no vision frontend (vision.patch, vision.bias)");
-    if (context->device != uform_device_cpu_k)
-        return uform_fail(uform_unsupported_k, "uform_encode_images: images run on the CPU only so far (set the device to cpu)");
     if (!width) width = uform_widest_(model);
     int known = 0;
     for (size_t i = 0; i < model->config.embedding_widths_count; ++i) known |= model->config.embedding_widths[i] == width;
@@ -303,8 +301,8 @@ uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t cons
     if (!context || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     uform_model_t *model = context->model;
     size_t widest_row = 0;
-    /* The CPU's frontend stage runs bytes and image patches; the GPU's bytes so far. */
-    unsigned frontends = UFORM_PART(uform_part_bytes_k) | (context->device == uform_device_cpu_k ? UFORM_PART(uform_part_vision_k) : 0u);
+    /* The frontend stages (the CPU's and the GPU's) run bytes and image patches. */
+    unsigned frontends = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k);
     UFORM_TRY(uform_grid_check(grid, model->parts, frontends, "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));

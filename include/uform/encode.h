@@ -26,7 +26,7 @@ UFORM_API uform_status_t uform_encode(uform_model_t *model, uform_text_t const *
 /** Matryoshka embeddings of images, in the same space as texts': `embeddings[count * width]`, each
  *  row L2-normalized. Each image is encoded bytes (PNG, JPEG, WebP) or decoded pixels (image.h),
  *  resized to at most 512 patches (or a row, if the model's rows are shorter). The model needs the
- *  vision frontend; a broken image fails the call, naming it. CPU contexts only so far. */
+ *  vision frontend; a broken image fails the call, naming it. CPU and CUDA contexts alike. */
 UFORM_API uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *images, size_t count, size_t width,
                                              float *embeddings);
 

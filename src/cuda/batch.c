@@ -8,11 +8,14 @@
 
 #include "cuda/error.h"
 #include "model/grid.h"
+#include "model/tensors.h"
 
 /* Every run is a span. Masked bytes: spans in cell order. Contrastive and rerank: the texts take
  * spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose rows TCR
  * and Lipschitz read), the padding runs the spans after them, and the rest of the capacity length 0;
- * each span is one run of cells, which is what MaxSim reads as a query's or a document's cells. */
+ * each span is one run of cells, which is what MaxSim reads as a query's or a document's cells.
+ * Image cells' patches are copied into the slot as they come: the caller's media buffer need not
+ * outlive the call. */
 uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_step_config_t const *config,
                                      uform_batch_t const *batch, char *error, size_t error_size) {
     uform_grid_t const *grid = &batch->grid;
@@ -31,6 +34,9 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
         return uform_cuda_fail(error, error_size, uform_shape_k,
                      "the batch packs %zu texts and %zu padding runs; the step holds %s %zu segments%s", live, padding_runs,
                      config->cudnn_attention ? "exactly" : "at most", capacity, pairs ? " (anchors + candidates + rows)" : "");
+    /* Image cells: their patches packed in cell order, their value PAD (a row the byte lookup may read). */
+    uform_media_t const *media = &grid->media[uform_cell_image_k - uform_cell_image_k];
+    size_t images = 0, row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4);
     size_t next_text = 0, next_padding = live, next_span = 0;
     runs = uform_runs_begin(grid, 0, grid->rows);
     for (uform_run_t run; uform_runs_next(&runs, &run);) {
@@ -38,20 +44,43 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
         slot->spans[2 * span] = (uint32_t)run.start, slot->spans[2 * span + 1] = (uint32_t)run.length;
         for (size_t cell = run.start; cell < run.start + run.length; ++cell) {
             int32_t target = pairs ? -1 : batch->targets[cell];
-            if (!run.padding && (grid->kinds[cell] != uform_cell_byte_k || grid->values[cell] >= uform_vocabulary_k))
-                return uform_cuda_fail(error, error_size, grid->kinds[cell] == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
-                             "cell %zu is not a byte cell with a value in 0..257 (the CUDA step's frontend stage runs bytes only so far)",
-                             cell);
-            if (target < -1 || target > 255 || (run.padding && target >= 0))
+            uint8_t kind = grid->kinds[cell];
+            uint32_t value = grid->values[cell];
+            int image = !run.padding && kind == uform_cell_image_k;
+            if (!run.padding && !image && (kind != uform_cell_byte_k || value >= uform_vocabulary_k))
+                return uform_cuda_fail(error, error_size, kind == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
+                             "cell %zu is not a byte cell with a value in 0..257 or an image cell (the CUDA step's frontend "
+                             "stage runs bytes and images so far)", cell);
+            if (target < -1 || target > 255 || ((run.padding || image) && target >= 0))
                 return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "target %d at cell %zu is not -1..255 on a byte cell",
                              target, cell);
+            if (image) {
+                if (!config->images)
+                    return uform_cuda_fail(error, error_size, uform_unsupported_k,
+                                 "cell %zu is an image cell, and the step has no vision frontend (the model carries no "
+                                 "vision.patch)", cell);
+                if (images == config->images)
+                    return uform_cuda_fail(error, error_size, uform_shape_k, "the batch has more than %zu image cells, the step's capacity",
+                                 config->images);
+                if (!media->data || value >= media->count ||
+                    (media->dtype != uform_media_f32_k && media->dtype != uform_media_bf16_k))
+                    return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                 "image cell %zu names row %u of an image buffer of %zu rows of dtype %d (Float32 %d or BF16 %d)",
+                                 cell, value, media->data ? media->count : 0, (int)media->dtype, (int)uform_media_f32_k,
+                                 (int)uform_media_bf16_k);
+                slot->image_cells[images] = (uint32_t)cell;
+                memcpy((unsigned char *)slot->image_rows + images * row_bytes,
+                       (unsigned char const *)media->data + value * row_bytes, row_bytes);
+                images++;
+            }
             slot->segment_of[cell] = (uint32_t)span;
-            slot->values[cell] = run.padding ? uform_pad_k : grid->values[cell];
+            slot->values[cell] = run.padding || image ? uform_pad_k : value;
             slot->targets[cell] = target;
             scored += target >= 0;
             memcpy(slot->positions + 3 * cell, grid->positions + 3 * cell, 3 * sizeof(int32_t));
         }
     }
+    slot->images[0] = (uint32_t)images, slot->images[1] = (uint32_t)(images ? media->dtype : uform_media_f32_k);
     size_t spans = pairs ? next_padding : next_span;
     for (size_t s = spans; config->segments && s < capacity; ++s) slot->spans[2 * s] = slot->spans[2 * s + 1] = 0;
     if (!pairs) return scored ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");

@@ -27,6 +27,29 @@ size_t uform_cuda_embed_partials(size_t cells, size_t width);
 uform_status_t uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
                                          size_t width, float *partials, float *grad, void *stream);
 
+/** The vision frontend around its product (frontend.cu; encoder.h runs them with cuBLASLt's
+ *  Y = P vision.patch^T between): a batch's image cells are the first images[0] of `capacity` (both
+ *  launches and live count bounded by it; images [2] in device memory: the live count, then the
+ *  rows' uform_media_dtype_t), each with its row of x in `cells` [capacity]. patches [capacity,
+ *  1024] (BF16) = rows [capacity, 1024] (16x16 RGBA patches, channel-last, Float32 or BF16)
+ *  rounded to nearest even, the rows past the live ones 0. */
+uform_status_t uform_cuda_image_patches(void const *rows, uint32_t const *images, size_t capacity, uint16_t *patches,
+                                        void *stream);
+/** x [cells[i]] = product [i] + bias for each live i (product [capacity, width], Float32); the other rows of x untouched. */
+uform_status_t uform_cuda_image_scatter(float const *product, float const *bias, uint32_t const *cells,
+                                        uint32_t const *images, size_t capacity, size_t width, float *x, void *stream);
+/** d_product [i] = d_x [cells[i]] rounded to BF16 for each live i, 0 past them (d_product [capacity, width]). */
+uform_status_t uform_cuda_image_gather(float const *d_x, uint32_t const *cells, uint32_t const *images, size_t capacity,
+                                       size_t width, uint16_t *d_product, void *stream);
+/** bias_grad [width] += the sum over live i of d_x [cells[i]], in pieces of uform_cuda_image_piece_k
+ *  rows, each in order, then the pieces in order, into `partials` (uform_cuda_image_bias_partials
+ *  floats of scratch): deterministic. */
+enum { uform_cuda_image_piece_k = 128 };
+size_t uform_cuda_image_bias_partials(size_t capacity, size_t width);
+uform_status_t uform_cuda_image_bias_backward(float const *d_x, uint32_t const *cells, uint32_t const *images,
+                                              size_t capacity, size_t width, float *partials, float *bias_grad,
+                                              void *stream);
+
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
 uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream);

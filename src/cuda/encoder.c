@@ -1,20 +1,40 @@
 /*  encoder.c: the encoder pieces the step and inference share (encoder.h). */
 #include "cuda/encoder.h"
 
+#include "cuda/error.h"
+#include "model/tensors.h"
+
 #define TRY(call)                                                                                                     \
     do {                                                                                                              \
         uform_status_t status_ = (call);                                                                              \
         if (status_ != uform_ok_k) return status_;                                                                    \
     } while (0)
 
-uform_status_t uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells,
-                                           size_t width, float *x, void *stream) {
-    return uform_cuda_embed_forward(frontend->bytes, values, cells, width, x, stream);
+uform_status_t uform_cuda_frontend_forward(uform_cuda_gemm_t *g, uform_cuda_frontend_t const *frontend,
+                                           uform_cuda_images_t const *images, uint32_t const *values, size_t n, size_t d,
+                                           float *x, void *s) {
+    TRY(uform_cuda_embed_forward(frontend->bytes, values, n, d, x, s));
+    if (!images || !images->capacity) return uform_ok_k;
+    if (!frontend->vision_patch) return uform_cuda_note(uform_missing_k, "frontend_forward: image cells, and no vision.patch");
+    size_t m = images->capacity, p = uform_patch_values_k;
+    TRY(uform_cuda_image_patches(images->rows, images->counts, m, images->patches, s));
+    TRY(uform_cuda_gemm(g, 0, 1, m, d, p, images->patches, p, frontend->vision_patch, p, NULL, images->product, d, 1, s));
+    return uform_cuda_image_scatter(images->product, frontend->vision_bias, images->cells, images->counts, m, d, x, s);
 }
 
-uform_status_t uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                                            size_t width, float *partials, float *d_bytes, void *stream) {
-    return uform_cuda_embed_backward(d_x, order, offsets, cells, width, partials, d_bytes, stream);
+uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *g, uform_cuda_images_t const *images, float const *d_x,
+                                            uint32_t const *order, uint32_t const *offsets, size_t n, size_t d,
+                                            float *partials, uform_cuda_frontend_gradients_t const *gradients, void *s) {
+    TRY(uform_cuda_embed_backward(d_x, order, offsets, n, d, partials, gradients->bytes, s));
+    if (!images || !images->capacity) return uform_ok_k;
+    size_t m = images->capacity, p = uform_patch_values_k;
+    TRY(uform_cuda_image_gather(d_x, images->cells, images->counts, m, d, images->d_product, s));
+    /* d vision.patch [d, 1024] = dY^T P over the capacity's rows, those past the live ones 0 in both;
+     * written, not added, so that cuBLASLt's tuning may replay it. */
+    TRY(uform_cuda_gemm(g, 1, 0, d, p, m, images->d_product, d, images->patches, p, NULL, gradients->vision_patch, p, 1,
+                        s));
+    return uform_cuda_image_bias_backward(d_x, images->cells, images->counts, m, d, images->partials,
+                                          gradients->vision_bias, s);
 }
 
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,

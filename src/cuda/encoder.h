@@ -16,19 +16,50 @@
 extern "C" {
 #endif
 
-/** The frontend tensors on the device. Bytes are the one case so far; the media frontends add
- *  their tensors here and their cases to the two calls below, and nowhere else. */
+/** The frontend tensors on the device. The media frontends add their tensors here and their cases
+ *  to the two calls below, and nowhere else. */
 typedef struct uform_cuda_frontend_t {
-    uint16_t const *bytes; /* embed.bytes [258, d], BF16 */
+    uint16_t const *bytes;        /* embed.bytes [258, d], BF16 */
+    uint16_t const *vision_patch; /* vision.patch [d, 1024], BF16; NULL: no vision frontend */
+    float const *vision_bias;     /* vision.bias [d] */
 } uform_cuda_frontend_t;
 
-/** x [cells, width] (Float32) = each cell's frontend vector. */
-uform_status_t uform_cuda_frontend_forward(uform_cuda_frontend_t const *frontend, uint32_t const *values, size_t cells,
+/** A pass's image cells on the device (cuda.h's image entries): `capacity` sizes every launch and
+ *  product (0: no image cells, nothing launched), counts [2] (device) holds the live count and the
+ *  rows' uform_media_dtype_t; cells [capacity] each live image cell's row of x, rows [capacity, 1024]
+ *  its patch. The rest is scratch the frontend writes: patches, the BF16 operand the backward's
+ *  product reads again; product and d_product, the product's output and the backward's operand. */
+typedef struct uform_cuda_images_t {
+    size_t capacity;
+    uint32_t const *counts, *cells;
+    void const *rows;
+    uint16_t *patches;   /* [capacity, 1024] BF16 */
+    float *product;      /* [capacity, width] Float32 */
+    uint16_t *d_product; /* [capacity, width] BF16; the backward only */
+    float *partials;     /* uform_cuda_image_bias_partials(capacity, width) floats; the backward only */
+} uform_cuda_images_t;
+
+/** The frontend tensors' gradients (Float32): embed.bytes and vision.bias added into, vision.patch
+ *  written (as the step's weight products write theirs); vision's NULL without the frontend. */
+typedef struct uform_cuda_frontend_gradients_t {
+    float *bytes, *vision_patch, *vision_bias;
+} uform_cuda_frontend_gradients_t;
+
+/** x [cells, width] (Float32) = each cell's frontend vector: byte cells a row of embed.bytes (an
+ *  image cell's value must name a row too, PAD, which the image case then overwrites), image cells
+ *  vision.patch p + vision.bias with p rounded to BF16 and the product through cuBLASLt. `images`
+ *  NULL or of capacity 0: bytes alone. */
+uform_status_t uform_cuda_frontend_forward(uform_cuda_gemm_t *gemm, uform_cuda_frontend_t const *frontend,
+                                           uform_cuda_images_t const *images, uint32_t const *values, size_t cells,
                                            size_t width, float *x, void *stream);
-/** The frontend tensors' gradients from dL/dx [cells, width]: embed.bytes by the cells' byte order
- *  and offsets (uform_cuda_batch_finish's counting sort), deterministically. */
-uform_status_t uform_cuda_frontend_backward(float const *d_x, uint32_t const *order, uint32_t const *offsets, size_t cells,
-                                            size_t width, float *partials, float *d_bytes, void *stream);
+/** The frontend tensors' gradients from dL/dx [cells, width]: embed.bytes by the byte cells' order
+ *  and offsets (uform_cuda_batch_finish's counting sort, which leaves image cells out), and with
+ *  images d vision.patch = dY^T P (dY the image cells' rows of dL/dx in BF16) and d vision.bias +=
+ *  the rows of dY's Float32 source: all deterministic. */
+uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_images_t const *images, float const *d_x,
+                                            uint32_t const *order, uint32_t const *offsets, size_t cells, size_t width,
+                                            float *partials, uform_cuda_frontend_gradients_t const *gradients,
+                                            void *stream);
 
 /** One block's weights on the device: BF16 matrices, Float32 norm gains. */
 typedef struct uform_cuda_block_weights_t {

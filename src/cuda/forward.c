@@ -21,6 +21,7 @@ enum {
     logits_stride_k = 264,        /* rows of the logits 16-byte aligned for the product, as in step.c */
     gemm_workspace_k = 32 << 20,  /* cuBLASLt's workspace */
     capacity_quantum_k = 1024,    /* activations grow in steps of this many cells */
+    image_quantum_k = 256,        /* the image launches and product take the image cells rounded up to this */
 };
 
 struct uform_cuda_forward_t {
@@ -32,8 +33,8 @@ struct uform_cuda_forward_t {
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uform_cuda_block_weights_t *blocks;
-    uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head;
-    float *final_norm, *pool_query;
+    uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *vision_patch;
+    float *final_norm, *pool_query, *vision_bias;
     /* Activations for `capacity` cells (segments are at most cells), one allocation. */
     size_t capacity;
     unsigned char *activations;
@@ -46,6 +47,15 @@ struct uform_cuda_forward_t {
     /* Host staging: the segment tables going up, outputs coming down to be scattered. */
     void *staging;
     size_t staging_bytes;
+    /* The image cells of a pass (encoder.h's uform_cuda_images_t), one allocation for `images_capacity`
+     * of them, taken when a pass first has image cells and grown as the activations are; their cells and
+     * patches gathered on the host in `image_staging`. */
+    size_t images_capacity, image_staging_bytes;
+    unsigned char *images_memory;
+    uint32_t *image_counts, *image_cells;
+    void *image_rows, *image_staging;
+    uint16_t *patches;
+    float *patch_product;
 };
 
 /* A kernel entry point's failure (cuda.h): its status, the pass's step `what`, then its noted message. */
@@ -96,6 +106,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
     context->final_norm = AT_(uform_tensor_final_norm_k, 0);
     context->pool_query = AT_(uform_tensor_pool_query_k, 0), context->pool_proj = AT_(uform_tensor_pool_proj_k, 0);
     context->rerank_proj = AT_(uform_tensor_rerank_proj_k, 0), context->mlm_head = AT_(uform_tensor_mlm_head_k, 0);
+    context->vision_patch = AT_(uform_tensor_vision_patch_k, 0), context->vision_bias = AT_(uform_tensor_vision_bias_k, 0);
 #undef AT_
 }
 
@@ -160,12 +171,14 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     cudaSetDevice(context->device);
     if (context->stream) cudaStreamSynchronize(context->stream);
     cudaFree(context->activations);
+    cudaFree(context->images_memory);
     cudaFree(context->weights);
     uform_cuda_gemm_destroy(context->gemm);
     if (context->stream) cudaStreamDestroy(context->stream);
     free(context->blocks);
     free(context->tensors);
     free(context->staging);
+    free(context->image_staging);
     free(context);
 }
 
@@ -180,8 +193,9 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     size_t widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
     if (d != context->width || widest != context->widest || model->config.colbert_width != context->colbert_width) {
         cudaFree(context->activations); /* laid out for other shapes: taken again at the next pass */
-        context->activations = NULL;
-        context->capacity = 0;
+        cudaFree(context->images_memory);
+        context->activations = context->images_memory = NULL;
+        context->capacity = context->images_capacity = 0;
     }
     context->width = d, context->depth = model->config.depth;
     context->widest = widest, context->colbert_width = model->config.colbert_width;
@@ -215,40 +229,107 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     return uform_ok_k;
 }
 
+/* Lays out one of the context's device allocations for `capacity` items. */
+typedef void layout_fn_t(uform_cuda_forward_t *context, layout_t *layout, size_t capacity);
+
+/* Makes a device allocation (`*memory`, laid out by `lay` for `*capacity` items) hold `needed` items, grown in
+ * steps of capacity_quantum_k, and its host staging `item_bytes` an item; `what` names the items. */
+static uform_status_t grow_(uform_cuda_forward_t *context, unsigned char **memory, size_t *capacity, layout_fn_t *lay,
+                            size_t needed, void **staging, size_t *staging_bytes, size_t item_bytes, char const *what,
+                            char *error, size_t error_size) {
+    if (needed > *capacity) {
+        size_t grown = (needed + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
+        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
+        cudaFree(*memory);
+        *memory = NULL;
+        *capacity = 0;
+        layout_t layout = {NULL, 0};
+        lay(context, &layout, grown);
+        int code = (int)cudaMalloc((void **)memory, layout.used);
+        if (code) {
+            *memory = NULL;
+            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
+                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu %s: %s",
+                         layout.used / 1073741824.0, needed, what, cudaGetErrorString((cudaError_t)code));
+        }
+        layout = (layout_t){*memory, 0};
+        lay(context, &layout, grown);
+        *capacity = grown;
+    }
+    if (*capacity * item_bytes > *staging_bytes) {
+        void *grown = malloc(*capacity * item_bytes);
+        if (!grown) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
+                                 *capacity * item_bytes);
+        free(*staging);
+        *staging = grown;
+        *staging_bytes = *capacity * item_bytes;
+    }
+    return uform_ok_k;
+}
+
 /* Makes the activations hold `cells` cells and the host staging every table and output of them. */
 static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char *error, size_t error_size) {
     size_t d = context->width, cw = context->colbert_width;
-    size_t row_bytes = 3 * 4; /* spans (2 per segment, segments <= cells) and segment_of going up */
+    size_t row_bytes = 4 * 4; /* spans (2 per segment, segments <= cells), segment_of and values going up */
     if (d * 2 > row_bytes) row_bytes = d * 2;                   /* h in BF16 coming down */
     if (cw * 4 > row_bytes) row_bytes = cw * 4;                 /* ColBERT vectors */
     if (vocabulary_k * 4 > row_bytes) row_bytes = vocabulary_k * 4; /* logits */
-    if (cells > context->capacity) {
-        size_t capacity = (cells + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
-        CHECK_CUDA(cudaStreamSynchronize(context->stream), "waiting for the last pass");
-        cudaFree(context->activations);
-        context->activations = NULL;
-        context->capacity = 0;
-        layout_t layout = {NULL, 0};
-        activations_layout_(context, &layout, capacity);
-        int code = (int)cudaMalloc((void **)&context->activations, layout.used);
-        if (code) {
-            context->activations = NULL;
-            return uform_cuda_fail(error, error_size, code == (int)cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_unsupported_k,
-                         "CUDA: cannot take %.3f GiB of device memory for a pass of %zu cells: %s",
-                         layout.used / 1073741824.0, cells, cudaGetErrorString((cudaError_t)code));
-        }
-        layout = (layout_t){context->activations, 0};
-        activations_layout_(context, &layout, capacity);
-        context->capacity = capacity;
+    return grow_(context, &context->activations, &context->capacity, activations_layout_, cells, &context->staging,
+                 &context->staging_bytes, row_bytes, "cells", error, error_size);
+}
+
+static void images_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t capacity) {
+    context->image_counts = take_(layout, 2 * 4);
+    context->image_cells = take_(layout, capacity * 4);
+    context->image_rows = take_(layout, capacity * uform_patch_values_k * 4);
+    context->patches = take_(layout, capacity * uform_patch_values_k * 2);
+    context->patch_product = take_(layout, capacity * context->width * 4);
+}
+
+/* Makes the image buffers hold `images` image cells, and the host staging their cells and patches. */
+static uform_status_t reserve_images_(uform_cuda_forward_t *context, size_t images, char *error, size_t error_size) {
+    return grow_(context, &context->images_memory, &context->images_capacity, images_layout_, images,
+                 &context->image_staging, &context->image_staging_bytes, 4 + uform_patch_values_k * 4, "image cells", error,
+                 error_size);
+}
+
+/* Uploads the pass's values (with PAD at image cells, a row the byte lookup may read) and its image
+ * cells and patches, in the media's dtype; returns the images to give the frontend stage. */
+static uform_status_t upload_cells_(uform_cuda_forward_t *context, uform_pass_t const *pass, uint32_t *values_staging,
+                                    uform_cuda_images_t *images, char *error, size_t error_size) {
+    size_t n = pass->cells, count = 0;
+    cudaStream_t s = context->stream;
+    enum cudaMemcpyKind up = cudaMemcpyHostToDevice;
+    *images = (uform_cuda_images_t){0};
+    for (size_t c = 0; pass->kinds && c < n; ++c) count += pass->kinds[c] == uform_cell_image_k;
+    if (!count) {
+        CHECK_CUDA(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
+        return uform_ok_k;
     }
-    if (context->capacity * row_bytes > context->staging_bytes) {
-        void *staging = malloc(context->capacity * row_bytes);
-        if (!staging) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate %zu bytes of host staging",
-                                   context->capacity * row_bytes);
-        free(context->staging);
-        context->staging = staging;
-        context->staging_bytes = context->capacity * row_bytes;
+    uform_media_t const *media = pass->media ? &pass->media[uform_cell_image_k - uform_cell_image_k] : NULL;
+    if (!context->vision_patch || !media || !media->data)
+        return uform_cuda_fail(error, error_size, uform_missing_k, "a pass of %zu image cells, and %s", count,
+                               context->vision_patch ? "no image buffer" : "no vision.patch in the GPU's copy of the weights");
+    uform_status_t status = reserve_images_(context, count, error, error_size);
+    if (status != uform_ok_k) return status;
+    size_t row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4), image = 0;
+    uint32_t *cells = context->image_staging;
+    unsigned char *rows = (unsigned char *)(cells + context->images_capacity);
+    for (size_t c = 0; c < n; ++c) {
+        int is_image = pass->kinds[c] == uform_cell_image_k;
+        values_staging[c] = is_image ? uform_pad_k : pass->values[c];
+        if (!is_image) continue;
+        cells[image] = (uint32_t)c;
+        memcpy(rows + image++ * row_bytes, (unsigned char const *)media->data + (size_t)pass->values[c] * row_bytes, row_bytes);
     }
+    uint32_t counts[2] = {(uint32_t)count, (uint32_t)media->dtype};
+    CHECK_CUDA(cudaMemcpyAsync(context->values, values_staging, n * 4, up, s), "uploading values");
+    CHECK_CUDA(cudaMemcpyAsync(context->image_counts, counts, sizeof(counts), up, s), "uploading the image count");
+    CHECK_CUDA(cudaMemcpyAsync(context->image_cells, cells, count * 4, up, s), "uploading the image cells");
+    CHECK_CUDA(cudaMemcpyAsync(context->image_rows, rows, count * row_bytes, up, s), "uploading the patches");
+    size_t capacity = (count + image_quantum_k - 1) / image_quantum_k * image_quantum_k;
+    *images = (uform_cuda_images_t){.capacity = capacity, .counts = context->image_counts, .cells = context->image_cells,
+                                    .rows = context->image_rows, .patches = context->patches, .product = context->patch_product};
     return uform_ok_k;
 }
 
@@ -311,15 +392,18 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         covered += span->length;
     }
     if (covered != n) return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
-    CHECK_CUDA(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
+    uform_cuda_images_t images;
+    status = upload_cells_(context, pass, segment_of + n, &images, error, error_size);
+    if (status != uform_ok_k) return status;
     CHECK_CUDA(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
     CHECK_CUDA(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");
     CHECK_CUDA(cudaMemcpyAsync(context->segment_of, segment_of, n * 4, up, s), "uploading segments");
     /* The pageable copies above have left the staging buffer when they return; the stream orders the rest. */
 
     CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s), "the M-RoPE table");
-    uform_cuda_frontend_t const frontend = {.bytes = context->embed};
-    CHECK(uform_cuda_frontend_forward(&frontend, context->values, n, d, context->x, s), "the frontend stage");
+    uform_cuda_frontend_t const frontend = {context->embed, context->vision_patch, context->vision_bias};
+    CHECK(uform_cuda_frontend_forward(context->gemm, &frontend, &images, context->values, n, d, context->x, s),
+          "the frontend stage");
     for (size_t l = 0; l < context->depth; ++l) {
         status = block_forward_(context, l, n, error, error_size);
         if (status != uform_ok_k) return status;

@@ -34,6 +34,8 @@ typedef struct batch_device_t {
     float *scalars;
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
+    uint32_t *images, *image_cells;
+    void *image_rows; /* the slot's last region: only its live rows go up */
 } batch_device_t;
 
 struct uform_cuda_step_t {
@@ -52,7 +54,7 @@ struct uform_cuda_step_t {
     uform_tensor_info_t *infos;    /* [tensors_count] their table entries */
     uform_cuda_tensor_t **slots;   /* [depth * uform_tensor_kinds_k]: each (block, kind)'s tensor, NULL if untrained */
     float *scratch, *gain_partials, *embed_partials, *rotations;
-    size_t batch_bytes;
+    size_t batch_bytes, batch_fixed_bytes; /* a slot, and its part before image_rows (uploaded whole) */
     unsigned char *staging[2], *batch_memory[2];
     batch_device_t batch[2];
     float *loss_host[2];
@@ -72,6 +74,10 @@ struct uform_cuda_step_t {
     float *colbert, *inverse_norms, *d_colbert;
     uint16_t *d_colbert16;
     void *maxsim_scratch;
+    /* The vision frontend (config.images > 0): the patches in BF16, the product's Float32 rows, the
+     * image cells' dL/dx in BF16 and the bias's partial sums, for config.images rows. */
+    uint16_t *patches, *d_patch_product;
+    float *patch_product, *image_partials;
 };
 
 /* Bump allocation from the arena, 256-byte aligned; a NULL arena only counts. */
@@ -118,8 +124,16 @@ static void layout_(uform_cuda_step_t *step) {
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
         b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
         b->labels = take_(step, c->anchors * c->candidates);
+        b->images = take_(step, 2 * 4), b->image_cells = take_(step, c->images * 4);
+        size_t rows_at = (step->used + 255) / 256 * 256, first = (before + 255) / 256 * 256; /* offsets in the arena */
+        b->image_rows = take_(step, c->images * uform_patch_values_k * 4); /* room for Float32 rows */
         step->batch_memory[slot] = (unsigned char *)b->values;
-        step->batch_bytes = step->used - before - ((before + 255) / 256 * 256 - before);
+        step->batch_bytes = step->used - first, step->batch_fixed_bytes = rows_at - first;
+    }
+    if (c->images) {
+        step->patches = take_(step, c->images * uform_patch_values_k * 2);
+        step->patch_product = take_(step, c->images * d * 4), step->d_patch_product = take_(step, c->images * d * 2);
+        step->image_partials = take_(step, uform_cuda_image_bias_partials(c->images, d) * 4);
     }
     step->x = take_(step, (depth + 1) * n * d * 4);
     size_t log_sums = n * step->heads;
@@ -354,6 +368,13 @@ static uform_status_t rerank_head_(uform_cuda_step_t *step, batch_device_t const
     return pool_backward_(step, b, 1);
 }
 
+/* The slot's image cells for the frontend stage (capacity 0 without the vision frontend: nothing launched). */
+static uform_cuda_images_t images_(uform_cuda_step_t const *step, batch_device_t const *b) {
+    return (uform_cuda_images_t){.capacity = step->config.images, .counts = b->images, .cells = b->image_cells,
+                                 .rows = b->image_rows, .patches = step->patches, .product = step->patch_product,
+                                 .d_product = step->d_patch_product, .partials = step->image_partials};
+}
+
 /* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
 static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     uform_cuda_step_config_t const *c = &step->config;
@@ -367,8 +388,10 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
     TRY_CUDA(cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
-    uform_cuda_frontend_t const frontend = {.bytes = embed->parameter};
-    TRY(uform_cuda_frontend_forward(&frontend, b->values, n, d, step->x, s));
+    uform_cuda_images_t const images = images_(step, b);
+    uform_cuda_tensor_t *patch = tensor_(step, uform_tensor_vision_patch_k, 0), *bias = tensor_(step, uform_tensor_vision_bias_k, 0);
+    uform_cuda_frontend_t const frontend = {embed->parameter, patch ? patch->parameter : NULL, bias ? bias->parameter : NULL};
+    TRY(uform_cuda_frontend_forward(step->gemm, &frontend, &images, b->values, n, d, step->x, s));
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[l], 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s));
@@ -380,7 +403,10 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
                                     step->dy, step->gain_partials, s));
     TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
     for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
-    TRY(uform_cuda_frontend_backward(step->d_stream, b->order, b->offsets, n, d, step->embed_partials, embed->gradient, s));
+    uform_cuda_frontend_gradients_t const frontend_gradients = {embed->gradient, patch ? patch->gradient : NULL,
+                                                                bias ? bias->gradient : NULL};
+    TRY(uform_cuda_frontend_backward(step->gemm, &images, step->d_stream, b->order, b->offsets, n, d, step->embed_partials,
+                                     &frontend_gradients, s));
     TRY_CUDA(cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return uform_ok_k;
     for (size_t i = 0; i < step->tensors_count; ++i) {
@@ -415,6 +441,9 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: the rerank step needs segments, anchors and candidates (each within the "
                      "segments) and a rerank.proj of 128 rows (MaxSim's width), not %zu", config->colbert_width);
+    if (config->images > config->cells)
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                     "uform_cuda_step_create: %zu image cells exceed the step's %zu cells", config->images, config->cells);
     if ((unsigned)config->objective > (unsigned)uform_cuda_rerank_k)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "uform_cuda_step_create: unknown objective %d",
                      (int)config->objective);
@@ -439,8 +468,9 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */
-    /* The objective's parts of the table: the bytes frontend, the encoder and the heads it trains. */
+    /* The objective's parts of the table: the bytes frontend (and vision with images), the encoder and the heads it trains. */
     unsigned parts = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k);
+    if (config->images) parts |= UFORM_PART(uform_part_vision_k);
     if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k);
     else parts |= UFORM_PART(uform_part_siglip_k) | (config->objective == uform_cuda_rerank_k ? UFORM_PART(uform_part_rerank_k) : 0);
     if (config->objective == uform_cuda_contrastive_k || spectral) parts |= UFORM_PART(uform_part_pool_k);
@@ -528,27 +558,42 @@ uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
 #define HOST_VIEW(pointer) ((void *)(host + ((unsigned char *)(pointer) - base)))
     uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
                                HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars),
-                               HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels)};
+                               HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels),
+                               HOST_VIEW(b->images), HOST_VIEW(b->image_cells), HOST_VIEW(b->image_rows)};
 #undef HOST_VIEW
     return view;
 }
 
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t) {
     uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
-    size_t n = step->config.cells, scored = 0;
+    size_t n = step->config.cells, scored = 0, images = b.images[0];
     memset(b.offsets, 0, 260 * 4);
-    for (size_t c = 0; c < n; ++c) b.offsets[b.values[c] + 1]++, scored += b.targets[c] >= 0;
+    /* Image cells (ascending in image_cells) hold PAD for the byte lookup; their gradient is the vision frontend's. */
+    for (size_t c = 0, image = 0; c < n; ++c) {
+        if (image < images && b.image_cells[image] == c) {
+            image++;
+            continue;
+        }
+        b.offsets[b.values[c] + 1]++, scored += b.targets[c] >= 0;
+    }
     for (size_t v = 0; v < vocabulary_k; ++v) b.offsets[v + 1] += b.offsets[v];
     uint32_t cursor[vocabulary_k];
     memcpy(cursor, b.offsets, sizeof(cursor));
-    for (size_t c = 0; c < n; ++c) b.order[cursor[b.values[c]]++] = (uint32_t)c;
+    for (size_t c = 0, image = 0; c < n; ++c) {
+        if (image < images && b.image_cells[image] == c) image++;
+        else b.order[cursor[b.values[c]]++] = (uint32_t)c;
+    }
     b.scalars[0] = scored ? 1.0f / (float)scored : 0.0f;
     uform_cuda_adafactor_schedule(learning_rate, step->config.beta1, step->config.beta2, t, &b.scalars[1]);
 }
 
+/* The slot's fixed part and its live image rows (packed at the end) go up. */
 static uform_status_t upload_(uform_cuda_step_t *step, int slot) {
-    TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_bytes, cudaMemcpyHostToDevice,
-                             step->copy_stream));
+    uform_cuda_batch_t const view = uform_cuda_step_batch(step, slot);
+    size_t images = view.images[0] < step->config.images ? view.images[0] : step->config.images;
+    size_t row_bytes = uform_patch_values_k * (view.images[1] == uform_media_bf16_k ? 2 : 4);
+    TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_fixed_bytes + images * row_bytes,
+                             cudaMemcpyHostToDevice, step->copy_stream));
     TRY_CUDA(cudaEventRecord(step->uploaded[slot], step->copy_stream));
     TRY_CUDA(cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0));
     return uform_ok_k;

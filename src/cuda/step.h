@@ -37,6 +37,10 @@ typedef struct uform_cuda_step_config_t {
      * section 3), so the step takes 128 alone. Its anchors (queries) and candidates (documents) are
      * distinct segments of at most 4096 cells each (longer ones would be cut: the caller refuses them). */
     size_t colbert_width;
+    /* The vision frontend: how many image cells a batch may hold, which sizes its launches and products
+     * (src/train/cuda.c: the cells, when the model carries vision.patch and vision.bias); 0: the step
+     * has no vision frontend and holds neither tensor. */
+    size_t images;
     /* Contrastive or rerank, opt-in (0: off), as uform_train_options_t: the total coding rate and
      * Lipschitz weights over Z, the normalized E-wide pool embeddings of segments 0..counts[2]-1 (with
      * rerank the step then also holds and trains pool.query and pool.proj, as the CPU's trainer does),
@@ -72,6 +76,12 @@ typedef struct uform_cuda_batch_t {
      * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
+    /* The image cells (at most config.images): images [2] holds their count and the rows'
+     * uform_media_dtype_t, image_cells [images] each one's cell (ascending; its value is PAD, a row
+     * the byte frontend may read and the image frontend overwrites), image_rows its patch
+     * [images, 1024] in that dtype, packed (so that only the live rows go up). */
+    uint32_t *images, *image_cells;
+    void *image_rows;
 } uform_cuda_batch_t;
 
 typedef struct uform_cuda_tensor_t {
@@ -94,7 +104,8 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step);
 uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot);
 /** The configuration the step runs, as uform_cuda_step_create settled it (batch.h fills slots by it). */
 uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step);
-/** Counts sort for the embedding backward and the per-step scalars, for optimizer step t (1-based). */
+/** Counts sort of the byte cells (image cells left out) for the embedding backward and the per-step
+ *  scalars, for optimizer step t (1-based). */
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t);
 /** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs.
  *  This and the calls below return uform_ok_k, or out_of_memory or device with uform_cuda_step_error
@@ -108,9 +119,10 @@ char const *uform_cuda_step_error(uform_cuda_step_t const *step);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
  *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
-/** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, each block's
- *  six, final_norm, then the objective's heads: mlm.head; or pool.query, pool.proj, siglip.scale,
- *  siglip.bias; or (pool.query, pool.proj with TCR or Lipschitz,) rerank.proj, siglip.scale, siglip.bias. */
+/** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, (with images
+ *  vision.patch, vision.bias,) each block's six, final_norm, then the objective's heads: mlm.head; or
+ *  pool.query, pool.proj, siglip.scale, siglip.bias; or (pool.query, pool.proj with TCR or
+ *  Lipschitz,) rerank.proj, siglip.scale, siglip.bias. */
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);
 /** Device bytes taken at creation: the whole footprint, since a step allocates nothing. */
 size_t uform_cuda_step_device_bytes(uform_cuda_step_t const *step);

@@ -1,5 +1,6 @@
 /*  cuda.c: the trainer on one GPU (cuda.h) through the step of src/cuda/step.h: the masked-byte,
- *  contrastive or rerank objective, the latter two with the opt-in TCR and Lipschitz terms. The
+ *  contrastive or rerank objective, the latter two with the opt-in TCR and Lipschitz terms, over
+ *  bytes and (when the model carries the vision frontend) image patches. The
  *  CPU model and trainer stay the source of truth between syncs: their weights and Adafactor
  *  moments go up once, the batches go up step by step through the step's two pinned slots (one
  *  filled while the other's step runs), and weights and moments come back down at each sync, so a
@@ -111,6 +112,8 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
                                                                  : uform_cuda_mlm_k,
                                             .recompute = recompute != 0, .keep_attention = recompute == 2, .beta1 = options->beta1, .beta2 = options->beta2,
                                             .clip = options->clip, .weight_decay = options->weight_decay};
+    /* The vision frontend, when the model carries it: any batch may be all image cells. */
+    if (trainer->vision_patch) step_config.images = cells;
     if (pairs) {
         /* The batcher's bounds: every text of a pair batch is an anchor or a candidate, each at least
          * one cell, and padding adds at most one run per row (the tail the packing leaves). */

@@ -257,8 +257,8 @@ static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, ufo
 static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
     char const *verb = "uform_trainer_gradients";
     size_t widest_row = 0;
-    /* The CPU's frontend stage runs bytes and image patches; the GPU step's bytes so far. */
-    unsigned frontends = UFORM_PART(uform_part_bytes_k) | (trainer->cuda ? 0u : UFORM_PART(uform_part_vision_k));
+    /* The frontend stages (the CPU's and the GPU step's) run bytes and image patches. */
+    unsigned frontends = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k);
     UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, frontends, verb, &widest_row));
     size_t active = 0;
     for (size_t i = 0; i < batch->grid.rows * batch->grid.columns; ++i) active += batch->grid.segments[i] != -1;

@@ -1,12 +1,14 @@
 /*  test_batch.c: the grid-to-segments step against spans written out by hand: the run walker of
  *  model/grid.h, the CPU's compaction over it, and the CUDA step's slot filling (src/cuda/batch.c, host
- *  code that needs no GPU), which must agree with each other on every text. Prints "N passed, M failed". */
+ *  code that needs no GPU), which must agree with each other on every text, and which packs an image
+ *  batch's patches and image cells for the vision frontend. Prints "N passed, M failed". */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda/batch.h"
 #include "model/grid.h"
+#include "model/tensors.h"
 #include "check.h"
 
 enum { rows_k = 2, columns_k = 8, cells_k = rows_k * columns_k, capacity_k = 8 };
@@ -19,13 +21,108 @@ typedef struct slot_t {
     uint32_t values[cells_k], segment_of[cells_k], spans[2 * cells_k], anchors[4], candidates[4], counts[3];
     int32_t targets[cells_k], positions[3 * cells_k];
     uint8_t labels[16];
+    uint32_t images[2], image_cells[cells_k];
+    float image_rows[cells_k * uform_patch_values_k]; /* room for Float32 rows */
 } slot_t;
 
 static uform_cuda_batch_t view_(slot_t *slot) {
     memset(slot, 0xff, sizeof(*slot)); /* whatever the fill leaves alone shows */
     return (uform_cuda_batch_t){.values = slot->values, .targets = slot->targets, .positions = slot->positions,
                                 .segment_of = slot->segment_of, .spans = slot->spans, .anchors = slot->anchors,
-                                .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels};
+                                .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels,
+                                .images = slot->images, .image_cells = slot->image_cells, .image_rows = slot->image_rows};
+}
+
+/* Image segments beside texts (segment 1 of row 0 and segment 0 of row 1), their patches rows of a
+ * media buffer named out of order: the slot packs them in cell order, its values PAD there, and
+ * refuses what the step cannot take. */
+static void image_batch_(void) {
+    static slot_t slot;
+    enum { media_rows_k = 8 };
+    static float media_f32[media_rows_k * uform_patch_values_k];
+    static uint16_t media_bf16[media_rows_k * uform_patch_values_k];
+    for (size_t i = 0; i < media_rows_k * uform_patch_values_k; ++i) {
+        media_f32[i] = (float)(i % 255) / 255.0f + (float)(i / uform_patch_values_k);
+        media_bf16[i] = (uint16_t)(0x3f80 + i); /* any bit patterns: copied, not converted */
+    }
+    uint8_t kinds[cells_k];
+    uint32_t values[cells_k];
+    int32_t positions[3 * cells_k], targets[cells_k];
+    uint32_t const image_cells[6] = {3, 4, 9, 10, 11, 12}, rows[6] = {7, 2, 0, 1, 5, 3};
+    for (size_t c = 0; c < cells_k; ++c) {
+        kinds[c] = segments_[c] < 0 ? uform_cell_padding_k : uform_cell_byte_k;
+        values[c] = segments_[c] < 0 ? uform_pad_k : 'a' + (uint32_t)c;
+        targets[c] = segments_[c] < 0 || c % 3 ? -1 : (int32_t)('a' + c);
+        for (int axis = 0; axis < 3; ++axis) positions[3 * c + axis] = (int32_t)c;
+    }
+    for (size_t i = 0; i < 6; ++i) {
+        size_t c = image_cells[i], first = i < 2 ? 3 : 9, columns = 2; /* a 1x2 and a 2x2 image */
+        kinds[c] = uform_cell_image_k, values[c] = rows[i], targets[c] = -1;
+        positions[3 * c] = 0, positions[3 * c + 1] = (int32_t)((c - first) / columns), positions[3 * c + 2] = (int32_t)((c - first) % columns);
+    }
+    uint32_t anchors[2] = {0, 2}, candidates[2] = {1, 3};
+    uint8_t labels[4] = {1, 0, 0, 1};
+    uform_batch_t batch = {.grid = {rows_k, columns_k, kinds, values, segments_, positions,
+                                    {{media_f32, media_rows_k, uform_media_f32_k}}},
+                           .targets = targets};
+    char error[256] = "";
+
+    /* Masked bytes with Float32 patches: the spans as for texts, the image cells listed in cell order. */
+    uform_cuda_batch_t view = view_(&slot);
+    uform_cuda_step_config_t config = {.cells = cells_k, .objective = uform_cuda_mlm_k, .images = cells_k};
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    CHECK(slot.images[0] == 6 && slot.images[1] == uform_media_f32_k && !memcmp(slot.image_cells, image_cells, sizeof(image_cells)));
+    for (size_t i = 0; i < 6; ++i) {
+        CHECK(slot.values[image_cells[i]] == uform_pad_k && slot.targets[image_cells[i]] == -1);
+        CHECK(!memcmp(slot.image_rows + i * uform_patch_values_k, media_f32 + rows[i] * uform_patch_values_k,
+                      uform_patch_values_k * sizeof(float)));
+        CHECK(slot.positions[3 * image_cells[i]] == 0 && slot.positions[3 * image_cells[i] + 1] == positions[3 * image_cells[i] + 1]);
+    }
+    CHECK(slot.values[0] == 'a' && slot.values[13] == 'a' + 13 && slot.targets[0] == 'a');
+    CHECK(slot.spans[2] == 3 && slot.spans[3] == 2 && slot.segment_of[3] == 1 && slot.segment_of[12] == 4);
+
+    /* Contrastive with BF16 patches: rows packed at 2 bytes a value; the images are texts 1 and 2. */
+    view = view_(&slot);
+    batch.grid.media[0] = (uform_media_t){media_bf16, media_rows_k, uform_media_bf16_k};
+    batch.targets = NULL, batch.anchors = anchors, batch.anchors_count = 2, batch.candidates = candidates;
+    batch.candidates_count = 2, batch.labels = labels;
+    config = (uform_cuda_step_config_t){.cells = cells_k, .objective = uform_cuda_contrastive_k, .segments = capacity_k,
+                                        .anchors = 2, .candidates = 2, .images = 6};
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    CHECK(slot.images[0] == 6 && slot.images[1] == uform_media_bf16_k && !memcmp(slot.image_cells, image_cells, sizeof(image_cells)));
+    uint16_t const *packed = (uint16_t const *)slot.image_rows;
+    for (size_t i = 0; i < 6; ++i)
+        CHECK(!memcmp(packed + i * uform_patch_values_k, media_bf16 + rows[i] * uform_patch_values_k, uform_patch_values_k * 2));
+    for (size_t s = 0; s < 4; ++s) CHECK(slot.spans[2 * s] == texts_[s][0] && slot.spans[2 * s + 1] == texts_[s][1]);
+    CHECK(slot.counts[2] == 4 && slot.values[10] == uform_pad_k);
+
+    /* A byte batch leaves the image count 0. */
+    uint8_t byte_kinds[cells_k];
+    for (size_t c = 0; c < cells_k; ++c) byte_kinds[c] = kinds[c] == uform_cell_image_k ? uform_cell_byte_k : kinds[c];
+    batch.grid.kinds = byte_kinds;
+    view = view_(&slot);
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k && slot.images[0] == 0);
+    batch.grid.kinds = kinds;
+
+    /* Refused, each with what is wrong: no vision frontend, more image cells than the capacity, a row
+     * the buffer lacks, a bad dtype, a byte target on an image cell. */
+    config.images = 0;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_unsupported_k && strstr(error, "cell 3") &&
+          strstr(error, "vision"));
+    config.images = 5;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_shape_k && strstr(error, "more than 5"));
+    config.images = 6;
+    values[11] = media_rows_k;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k &&
+          strstr(error, "image cell 11"));
+    values[11] = rows[4];
+    batch.grid.media[0].dtype = (uform_media_dtype_t)7;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "dtype 7"));
+    batch.grid.media[0].dtype = uform_media_bf16_k;
+    config = (uform_cuda_step_config_t){.cells = cells_k, .objective = uform_cuda_mlm_k, .images = 6};
+    batch.targets = targets;
+    targets[9] = 'q';
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "cell 9"));
 }
 
 int main(void) {
@@ -98,11 +195,12 @@ int main(void) {
     anchors[1] = 4; /* there are 4 texts: 0..3 */
     CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "anchor 1"));
     anchors[1] = 2;
-    kinds[10] = uform_cell_image_k;
+    kinds[10] = uform_cell_video_k; /* a kind the step has no frontend for */
     CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_unsupported_k && strstr(error, "cell 10"));
     kinds[10] = uform_cell_byte_k;
     config.objective = uform_cuda_mlm_k, config.segments = 0;
     targets[6] = 'x'; /* a target on padding */
     CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k && strstr(error, "cell 6"));
+    image_batch_();
     return check_report();
 }

@@ -754,8 +754,11 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp properties;
     CUDA_OK(cudaGetDeviceProperties(&properties, 0));
     /* Each group: production (plant 0), then its planted controls. */
-    struct { void (*check)(int); int plants; char const *controls[3]; } const groups[] = {
+    struct { void (*check)(int); int plants; char const *controls[5]; } const groups[] = {
         {check_embedding_, 1, {"shifted index"}},
+        {check_image_, 5, {"patch read transposed (pixel (y, x) as (x, y))", "alpha dropped (channel 3 read as 0)",
+                           "bias dropped (scatter)", "each gradient row read from the next cell (gather)",
+                           "the last image cell dropped (bias backward)"}},
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
         {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},

@@ -34,5 +34,7 @@ void record_(char const *name, double worst, int plant);
 void check_siglip_(int plant);
 void check_maxsim_(int plant);
 void check_spectral_(int plant);
+/* The vision frontend's (contract_frontend.c). */
+void check_image_(int plant);
 
 #endif

@@ -1,14 +1,15 @@
 /*  step_parity.c: the CUDA training step (src/cuda/step.h) against the CPU reference trainer
  *  (include/uform/train.h) from one start, for masked bytes, contrastive (Matryoshka SigLIP over the
  *  attention pool) and rerank (rerank.proj per cell, rows normalized, the ranked sigmoid over MaxSim),
- *  the pair objectives also with the opt-in TCR and Lipschitz terms: every tensor's gradient on one
+ *  the pair objectives also with the opt-in TCR and Lipschitz terms, masked bytes and contrastive also
+ *  over grids that pack image segments beside texts (a model with the vision frontend): every tensor's gradient on one
  *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
  *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
  *  check must reject. Runs without recomputation, with it, and with it but the last block kept and
  *  the others' attention outputs kept (all three bitwise equal). Exits 77 (skipped) without a CUDA device; nonzero when a check fails or a
  *  control is missed.
  *
- *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|all] [--width 128] [--depth 2]
+ *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|images|all] [--width 128] [--depth 2]
  *                        [--rows 4] [--columns 256] [--steps 20]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -24,6 +25,7 @@
 #include "cuda/batch.h"
 #include "cuda/plant.h"
 #include "cuda/step.h"
+#include "core/numeric.h"
 #include "uform/uform.h"
 
 
@@ -58,16 +60,19 @@ typedef struct variant_t {
     char const *name; /* printed, and the JSON key of a pair objective */
     uform_objective_t objective;
     double tcr_lambda, lipschitz_lambda;
+    int images; /* 1: the model carries the vision frontend and the batches pack image segments beside texts */
 } variant_t;
 
 /* The spectral runs weigh TCR and Lipschitz at 0.1 as test_uform_base_cuda.py does; power iteration
  * at the trainer's default steps on both sides. */
 static variant_t const variants_[] = {
-    {"mlm", uform_objective_mlm_k, 0, 0},
-    {"contrastive", uform_objective_contrastive_k, 0, 0},
-    {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1},
-    {"rerank", uform_objective_rerank_k, 0, 0},
-    {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1},
+    {"mlm", uform_objective_mlm_k, 0, 0, 0},
+    {"mlm+images", uform_objective_mlm_k, 0, 0, 1},
+    {"contrastive", uform_objective_contrastive_k, 0, 0, 0},
+    {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1, 0},
+    {"contrastive+images", uform_objective_contrastive_k, 0, 0, 1},
+    {"rerank", uform_objective_rerank_k, 0, 0, 0},
+    {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1, 0},
 };
 
 static int pairs_(variant_t const *v) { return v->objective != uform_objective_mlm_k; }
@@ -98,16 +103,23 @@ typedef struct host_batch_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *segment_of, *spans, *anchors, *candidates, *positives;
     int32_t *row_segments, *positions, *targets;
+    /* Image variants: the image cells' patches (grid.media's image rows, one per image cell in cell
+     * order), in Float32 and their BF16 values; `bf16` says which the batch gives both sides. */
+    size_t images;
+    float *patches;
+    uint16_t *patches16;
+    int bf16;
 } host_batch_t;
 
-static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns) {
+static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, int images) {
     size_t n = rows * columns;
     *b = (host_batch_t){.rows = rows, .columns = columns, .cells = n};
     b->kinds = malloc(n), b->values = malloc(n * 4), b->segment_of = malloc(n * 4), b->spans = malloc(2 * n * 4);
     b->row_segments = malloc(n * 4), b->positions = malloc(3 * n * 4), b->targets = malloc(n * 4);
     b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4);
+    if (images) b->patches = malloc(n * uform_patch_length_k * 4), b->patches16 = malloc(n * uform_patch_length_k * 2);
     if (!b->kinds || !b->values || !b->segment_of || !b->spans || !b->row_segments || !b->positions || !b->targets ||
-        !b->anchors || !b->candidates || !b->positives) {
+        !b->anchors || !b->candidates || !b->positives || (images && (!b->patches || !b->patches16))) {
         fprintf(stderr, "step_parity: out of host memory for a %zu-cell batch\n", n);
         exit(1);
     }
@@ -116,6 +128,7 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns) {
 static void batch_free_(host_batch_t *b) {
     free(b->kinds), free(b->values), free(b->segment_of), free(b->spans), free(b->row_segments), free(b->positions);
     free(b->targets), free(b->anchors), free(b->candidates), free(b->positives), free(b->labels);
+    free(b->patches), free(b->patches16);
 }
 
 /* Text-like bytes (skewed letters and spaces, 10% uniform over 0..255) so the loss falls within 20 steps
@@ -129,18 +142,53 @@ static uint32_t byte_(void) {
     return 'a' + k;
 }
 
+/* The image segments' patch grids (rows x columns): 6 to 72 cells, under, at and over the 64-cell tile. */
+static size_t const image_grids_[][2] = {{2, 3}, {3, 3}, {4, 5}, {5, 5}, {3, 11}, {5, 13}, {8, 9}};
+enum { image_grids_count_k = sizeof(image_grids_) / sizeof(image_grids_[0]) };
+
+/* An image of `grid` patches as one segment at `cell`, row-local segment `local`: t = 0, h = patch row,
+ * w = patch column (docs/images.md); each patch 16x16 RGBA values k / 255, alpha mostly opaque, as a
+ * decoder gives them; each cell's media row the next one. */
+static void image_write_(host_batch_t *b, size_t cell, size_t const grid[2], int32_t local) {
+    for (size_t i = 0; i < grid[0] * grid[1]; ++i) {
+        size_t at = cell + i, row = b->images++;
+        b->kinds[at] = uform_cell_image_k, b->values[at] = (uint32_t)row, b->targets[at] = -1, b->row_segments[at] = local;
+        b->positions[3 * at] = 0, b->positions[3 * at + 1] = (int32_t)(i / grid[1]), b->positions[3 * at + 2] = (int32_t)(i % grid[1]);
+        for (size_t v = 0; v < uform_patch_length_k; ++v) {
+            uint32_t level = (uint32_t)(next_() & 255);
+            if (v % 4 == 3 && uniform_() < 0.8) level = 255;
+            float value = (float)level / 255.0f;
+            b->patches[row * uform_patch_length_k + v] = value;
+            b->patches16[row * uform_patch_length_k + v] = uform_f32_to_bf16(value);
+        }
+    }
+}
+
 /* Batch `index`: rows filled wholly by segments of mixed lengths (under, at and over the 64-cell tile,
  * starting and ending mid-tile, the last one cut at the row's end), ~15% of cells masked, text
- * positions t = h = w = index in the segment (as src/data/batcher.c and src/encode.c set them). */
-static void batch_make_(host_batch_t *b, size_t index) {
+ * positions t = h = w = index in the segment (as src/data/batcher.c and src/encode.c set them). With
+ * `images`, about half the segments are images where their grid fits (never scored: image cells have
+ * no byte targets), the patches in Float32 on even batches and BF16 on odd ones. */
+static void batch_make_(host_batch_t *b, size_t index, int images) {
     static size_t const lengths[] = {1, 9, 17, 33, 48, 64, 65, 100, 130, 200};
     state_ = batch_seed_ * 0x100000001b3ull + index;
     size_t masked = 0;
-    b->segments = 0;
+    b->segments = 0, b->images = 0, b->bf16 = (int)(index % 2);
     for (size_t row = 0; row < b->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
         while (column < b->columns) {
+            if (images && next_() % 2) {
+                size_t const *grid = image_grids_[next_() % image_grids_count_k];
+                if (grid[0] * grid[1] <= b->columns - column) {
+                    size_t first = row * b->columns + column, length = grid[0] * grid[1];
+                    image_write_(b, first, grid, local);
+                    for (size_t i = 0; i < length; ++i) b->segment_of[first + i] = (uint32_t)b->segments;
+                    b->spans[2 * b->segments] = (uint32_t)first, b->spans[2 * b->segments + 1] = (uint32_t)length;
+                    b->segments++, local++, column += length;
+                    continue;
+                }
+            }
             size_t length = lengths[next_() % (sizeof(lengths) / sizeof(lengths[0]))];
             if (length > b->columns - column) length = b->columns - column;
             size_t first = row * b->columns + column;
@@ -255,25 +303,32 @@ static void record_texts_(int rerank, size_t const lengths[3], uint32_t texts[3]
 
 /* Pair batch `index`: records of a query (the anchor), its positive and, one time in three, a hard
  * negative, each record whole in one row as src/data/batcher.c places items, a row closed by padding
- * once the next record does not fit; texts under, at and over the 64-cell tile. */
-static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
+ * once the next record does not fit; texts under, at and over the 64-cell tile. With `images` (not
+ * with rerank), even records pair a text query with image documents and odd ones an image query
+ * with text documents, the patches as batch_make_'s. */
+static void pair_batch_make_(host_batch_t *b, size_t index, int rerank, int images) {
     static size_t const queries[] = {5, 9, 17, 33, 48, 64, 65};
     static size_t const documents[] = {5, 17, 33, 64, 65, 100, 130, 200}; /* rerank: from 33, at least letters_k */
     size_t const first_document = rerank ? 2 : 0, query_kinds = sizeof(queries) / sizeof(queries[0]);
     size_t const document_kinds = sizeof(documents) / sizeof(documents[0]) - first_document;
     uint32_t texts[3][text_longest_k];
     state_ = (batch_seed_ + 1 + (uint64_t)rerank) * 0x100000001b3ull + index;
-    b->texts = b->anchors_count = b->candidates_count = 0;
+    b->texts = b->anchors_count = b->candidates_count = 0, b->images = 0, b->bf16 = (int)(index % 2);
     for (size_t row = 0; row < b->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
         for (;;) {
             size_t lengths[3] = {0, 0, 0};
+            size_t const *grids[3] = {NULL, NULL, NULL}; /* the image parts' patch grids */
             int fits = 0;
             for (int tries = 0; tries < 8 && !fits; ++tries) {
                 lengths[0] = queries[next_() % query_kinds];
                 lengths[1] = documents[first_document + next_() % document_kinds];
                 lengths[2] = next_() % 3 == 0 ? documents[first_document + next_() % document_kinds] : 0;
+                for (size_t part = 0; images && part < 3 && lengths[part]; ++part) {
+                    grids[part] = (part == 0) == (b->anchors_count % 2 == 1) ? image_grids_[next_() % image_grids_count_k] : NULL;
+                    if (grids[part]) lengths[part] = grids[part][0] * grids[part][1];
+                }
                 fits = lengths[0] + lengths[1] + lengths[2] <= b->columns - column;
             }
             if (!fits) break;
@@ -281,7 +336,8 @@ static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
             b->positives[b->anchors_count] = (uint32_t)b->candidates_count;
             b->anchors[b->anchors_count++] = (uint32_t)b->texts;
             for (size_t part = 0; part < 3 && lengths[part]; ++part) {
-                text_write_(b, row * b->columns + column, texts[part], lengths[part], local++);
+                if (grids[part]) image_write_(b, row * b->columns + column, grids[part], local++);
+                else text_write_(b, row * b->columns + column, texts[part], lengths[part], local++);
                 if (part) b->candidates[b->candidates_count++] = (uint32_t)b->texts;
                 b->texts++, column += lengths[part];
             }
@@ -296,7 +352,11 @@ static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
 
 static uform_batch_t batch_cpu_(host_batch_t const *b) {
     int pairs = b->anchors_count > 0;
-    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions},
+    uform_media_t images = {0};
+    if (b->images)
+        images = (uform_media_t){b->bf16 ? (void const *)b->patches16 : (void const *)b->patches, b->images,
+                                 b->bf16 ? uform_media_bf16_k : uform_media_f32_k};
+    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions, {images}},
                            .targets = pairs ? NULL : b->targets,
                            .anchors = pairs ? b->anchors : NULL,
                            .anchors_count = b->anchors_count,
@@ -319,7 +379,23 @@ static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b,
     CHECK(!memcmp(view.spans, b->spans, 2 * b->segments * 4) && !memcmp(view.segment_of, b->segment_of, b->cells * 4));
     int rest_empty = 1;
     for (size_t i = 2 * b->segments; i < 2 * capacity; ++i) rest_empty &= view.spans[i] == 0;
-    CHECK(rest_empty && !memcmp(view.values, b->values, b->cells * 4) && !memcmp(view.positions, b->positions, 3 * b->cells * 4));
+    CHECK(rest_empty && !memcmp(view.positions, b->positions, 3 * b->cells * 4));
+    /* Image cells go up as PAD (the byte lookup's row, which the image frontend overwrites), listed in
+     * cell order with their patches packed in the batch's dtype; every other cell's value as it is. */
+    size_t images = 0, row_bytes = uform_patch_length_k * (b->bf16 ? 2 : 4);
+    int values_ok = 1, images_ok = 1;
+    for (size_t c = 0; c < b->cells; ++c) {
+        int image = b->kinds[c] == uform_cell_image_k;
+        values_ok &= view.values[c] == (image ? uform_pad_k : b->values[c]);
+        if (!image) continue;
+        void const *expected = b->bf16 ? (void const *)(b->patches16 + b->values[c] * uform_patch_length_k)
+                                       : (void const *)(b->patches + b->values[c] * uform_patch_length_k);
+        images_ok &= images < b->images && view.image_cells[images] == c &&
+                     !memcmp((unsigned char const *)view.image_rows + images * row_bytes, expected, row_bytes);
+        images++;
+    }
+    CHECK(values_ok && images_ok && view.images[0] == b->images && images == b->images);
+    if (b->images) CHECK(view.images[1] == (uint32_t)(b->bf16 ? uform_media_bf16_k : uform_media_f32_k));
     if (!b->anchors_count) CHECK(!memcmp(view.targets, b->targets, b->cells * 4));
     else CHECK(view.counts[0] == b->anchors_count && view.counts[1] == b->candidates_count && view.counts[2] == b->texts);
     uform_cuda_batch_finish(step, slot, learning_rate_, t);
@@ -523,13 +599,40 @@ static int all_zero_(float const *values, size_t count) {
  * a = m / (N 0.5), m = E here): |d| <= lambda sqrt(2 m min(N, m)) e / 2. The total within the sum.
  * ------------------------------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------------------------------
+ * The bounds: image segments (mlm+images, contrastive+images)
+ *
+ * What is derived, from encoder.c and frontend.cu. The CPU trainer reads the patches in Float32
+ * (widened exactly where the media is BF16); the GPU rounds them to BF16 before the patch product
+ * (docs/images.md), one more forward point on every image cell's x where the media is Float32
+ * (batch 0's is; a BF16 batch's rounding is exact). The product is a sum of K = 1024 products, one
+ * ulp per term on the GPU's tensor cores (2 K 2^-24 = 1.2e-4 relative at most) and K 2^-24 on the
+ * CPU: under 1% of the smallest bound here (sqrt(18) 2^-8 = 0.017), negligible as the other Float32
+ * sums are; the bias adds one Float32 rounding. So with contrastive F gains 1 (8 L + 3, and the
+ * pooled rows' e = sqrt(8 L + 3) u in the loss bound). Backward: the image cells' dL/dx leaves block
+ * 0 in Float32, as the byte cells' does: vision.bias, summed from it in Float32, counts embed.bytes'
+ * points; vision.patch's product reads it rounded to BF16 (dY) beside P~ (a forward point, counted
+ * in F): one more. (L = 2, contrastive + images: 38 for embed.bytes and vision.bias, 39 for
+ * vision.patch, 21..38 in the blocks, 20 for pool.proj, pool.query and final_norm, 19 the scalars.)
+ * With masked bytes the image segments reach no loss: attention stays within a segment and image
+ * cells are never scored, so every vision gradient is exactly 0 on both sides and F keeps 8 L + 2;
+ * what that run checks is that image cells change nothing else (the byte gradients within their
+ * bounds, embed.bytes free of the image cells' rows, which the step's sort leaves out).
+ * What is assumed: the two assumptions above, the conditioning allowance 1 now also for the image
+ * tensors' sums over many cells (vision.bias sums dL/dx over every image cell, as embed.bytes' MASK
+ * row does over every masked cell).
+ * ------------------------------------------------------------------------------------------- */
+
 static char const *const heads_[] = {"mlm.head",    "pool.query",   "pool.proj",
                                      "rerank.proj", "siglip.scale", "siglip.bias"};
 enum { heads_count_k = sizeof(heads_) / sizeof(heads_[0]) };
 
+/* The patch rounding point, where image cells reach the loss (the image bounds above). */
+static size_t image_point_(variant_t const *v) { return v->images && pairs_(v) ? 1 : 0; }
+
 /* F: the forward points the loss reads. */
 static size_t forward_points_(variant_t const *v, size_t depth) {
-    return 8 * depth + (rerank_(v) && !spectral_(v) ? 1 : 2);
+    return 8 * depth + (rerank_(v) && !spectral_(v) ? 1 : 2) + image_point_(v);
 }
 
 /* The backward points where the heads' gradients enter dL/dh: d_logits, d_embeddings, d_colbert. */
@@ -537,7 +640,7 @@ static size_t head_points_(variant_t const *v) { return rerank_(v) && spectral_(
 
 /* N for a head tensor the objective trains; 0 for one it does not. */
 static size_t head_tensor_points_(char const *name, variant_t const *v, size_t depth) {
-    size_t pool = 8 * depth + 2, colbert = 8 * depth + 1;
+    size_t pool = 8 * depth + 2 + image_point_(v), colbert = 8 * depth + 1 + image_point_(v);
     if (!strcmp(name, "mlm.head")) return pairs_(v) ? 0 : forward_points_(v, depth) + 1;
     if (!strcmp(name, "pool.query") || !strcmp(name, "pool.proj")) return pairs_(v) && pooled_(v) ? pool + 1 : 0;
     if (!strcmp(name, "rerank.proj")) return rerank_(v) ? colbert + 1 : 0;
@@ -552,7 +655,8 @@ static size_t points_(char const *name, variant_t const *v, size_t depth) {
     for (size_t i = 0; i < heads_count_k; ++i)
         if (!strcmp(name, heads_[i])) return head_tensor_points_(name, v, depth);
     if (!strcmp(name, "final_norm")) return forward + head;
-    if (!strcmp(name, "embed.bytes")) return forward + head + 1 + 9 * (depth - 1) + 8;
+    if (!strcmp(name, "embed.bytes") || !strcmp(name, "vision.bias")) return forward + head + 1 + 9 * (depth - 1) + 8;
+    if (!strcmp(name, "vision.patch")) return forward + head + 1 + 9 * (depth - 1) + 8 + 1;
     unsigned block;
     char part[32];
     if (sscanf(name, "blocks.%u.%31s", &block, part) != 2 || block >= depth) return 0;
@@ -576,7 +680,8 @@ typedef struct loss_bounds_t {
 static loss_bounds_t loss_bounds_(variant_t const *v, uform_config_t const *config, size_t depth,
                                   uform_losses_t const *cpu, double scale, size_t texts) {
     loss_bounds_t b = {0, 0, 0, 0};
-    double pooled_row = sqrt(8.0 * depth + 2) * bf16_unit_, colbert_row = sqrt(8.0 * depth + 1) * bf16_unit_;
+    double pooled_row = sqrt(8.0 * depth + 2 + image_point_(v)) * bf16_unit_;
+    double colbert_row = sqrt(8.0 * depth + 1 + image_point_(v)) * bf16_unit_;
     if (!pairs_(v)) b.head = sqrt((double)forward_points_(v, depth)) * bf16_unit_ * cpu->total;
     else if (rerank_(v)) b.head = 2 * scale * colbert_row / sqrt((double)config->colbert_width) * cpu->rerank;
     else b.head = 2 * scale * pooled_row / sqrt((double)config->embedding_widths[0]) * cpu->siglip;
@@ -637,6 +742,7 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
     snprintf(tier, sizeof(tier), "%zux%zu", s->width, s->depth);
     UFORM_OK(uform_config_from_tier(tier, &s->config));
     UFORM_OK(uform_model_init(&s->config, model_seed_, &s->model));
+    if (variant->images) UFORM_OK(uform_model_init_head(s->model, "vision", model_seed_ + 1)); /* trained like every tensor */
     uform_train_options_default(&s->options);
     s->options.objective = variant->objective;
     s->options.learning_rate = learning_rate_;
@@ -648,12 +754,12 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
     s->anchors = s->candidates = s->segments = 0;
     for (size_t t = 0; t <= s->steps; ++t) {
         host_batch_t *b = &s->batches[t];
-        batch_alloc_(b, s->rows, s->columns);
+        batch_alloc_(b, s->rows, s->columns, variant->images);
         if (!pairs_(variant)) {
-            batch_make_(b, t);
+            batch_make_(b, t, variant->images);
             continue;
         }
-        pair_batch_make_(b, t, rerank_(variant));
+        pair_batch_make_(b, t, rerank_(variant), variant->images);
         if (!b->anchors_count) {
             fprintf(stderr, "step_parity: rows of %zu cells hold no pair record; use --columns 64 or more\n",
                     s->columns);
@@ -685,7 +791,8 @@ static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute) {
                                   .recompute = recompute != 0, .kept_blocks = recompute == 2,
                                   .keep_attention = recompute == 2, .tune = 0,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
-                                  .weight_decay = s->options.weight_decay};
+                                  .weight_decay = s->options.weight_decay,
+                                  .images = v->images ? s->rows * s->columns : 0}; /* as src/train/cuda.c */
     if (!pairs_(v)) return c;
     c.objective = rerank_(v) ? uform_cuda_rerank_k : uform_cuda_contrastive_k;
     c.segments = s->segments, c.anchors = s->anchors, c.candidates = s->candidates;
@@ -1119,6 +1226,7 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
 
 static void describe_batch_(setup_t const *s) {
     host_batch_t const *b = &s->batches[0];
+    if (b->images) printf("batch 0: %zu image cells (%s patches)\n", b->images, b->bf16 ? "BF16" : "Float32");
     if (!pairs_(s->variant)) {
         printf("batch 0's segments:");
         for (size_t i = 0; i < b->segments; ++i) printf(" %u", b->spans[2 * i + 1]);
@@ -1179,14 +1287,18 @@ static int objective_run_(setup_t *s, variant_t const *variant) {
             fprintf(json_, ", \"required\": "), json_number_(required);
             fprintf(json_, "}, ");
         }
+    } else if (json_ && variant->images) {
+        fprintf(json_, ", \"%s\": {", variant->name); /* the plain masked-byte run's keys stay at the top level */
     } else if (json_) fprintf(json_, ", ");
+    if (json_ && variant->images) fprintf(json_, "\"image_cells_batch_0\": %zu, ", s->batches[0].images);
     untrained_report_(&cpu);
     if (json_) fprintf(json_, ", \"runs\": [");
     run_result_t kept = {0};
     int ok = 1;
     for (int recompute = 0; recompute <= 2; ++recompute) ok &= run_(s, &cpu, recompute, &kept);
     ok &= failed_ == failures_before;
-    if (json_) fprintf(json_, pairs_(variant) ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
+    if (json_)
+        fprintf(json_, pairs_(variant) || variant->images ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
     free_all_(kept.gradients, s->list.count);
     free(kept.losses);
     reference_free_(&cpu, s->list.count);
@@ -1224,9 +1336,9 @@ int main(int argc, char **argv) {
                         "and steps\n");
         return 2;
     }
-    int all = !strcmp(objective, "all");
-    if (!all && strcmp(objective, "mlm") && strcmp(objective, "contrastive") && strcmp(objective, "rerank")) {
-        fprintf(stderr, "step_parity: --objective takes mlm, contrastive, rerank or all, not %s\n", objective);
+    int all = !strcmp(objective, "all"), images = !strcmp(objective, "images");
+    if (!all && !images && strcmp(objective, "mlm") && strcmp(objective, "contrastive") && strcmp(objective, "rerank")) {
+        fprintf(stderr, "step_parity: --objective takes mlm, contrastive, rerank, images or all, not %s\n", objective);
         return 2;
     }
     int devices = 0;
@@ -1250,7 +1362,8 @@ int main(int argc, char **argv) {
     int ok = 1;
     for (size_t v = 0; v < sizeof(variants_) / sizeof(variants_[0]); ++v) {
         static char const *const objective_names[] = {"mlm", "contrastive", "rerank"};
-        if (all || !strcmp(objective, objective_names[variants_[v].objective])) ok &= objective_run_(&s, &variants_[v]);
+        if (all || (images && variants_[v].images) || !strcmp(objective, objective_names[variants_[v].objective]))
+            ok &= objective_run_(&s, &variants_[v]);
     }
     if (json_) {
         fprintf(json_, ", \"passed\": %s}\n", ok ? "true" : "false");

@@ -27,6 +27,11 @@
 # 5e-6 relative per side. On a NumPy model of the GPU's rounding points (150 texts, the grids of
 # these tests, both test models), and with forward.c run over host stand-ins of the CUDA entry
 # points that store BF16 where the kernels do, the worst error was 0.55 of its bound.
+# Image cells (the vision frontend, docs/images.md) add one rounding point on both sides, the patch
+# entering the patch product, where the CPU in BF16 and the GPU both round it: S_cpu = 8 L + 2 and
+# S_gpu = 12 L + 3 for an image item, a smaller ratio than the texts' (27 / 18 < 26 / 17 at L = 2), so
+# the texts' ratio bounds grids that mix both and is the one used; the patch product's depth of 1024
+# enters B_f32 where it exceeds 4 d (bounds.py's `deepest`).
 # MaxSim scores are checked as one vector over the documents, with E_r of the reference scores
 # (maxsim of the Float64 and of the BF16-input ColBERT cells): the same argument with the score as
 # the output. (contract.py's worst-case per-score bound, n_q B_q + n_q sqrt(n_d) B_d, holds too
@@ -35,7 +40,9 @@
 # Controls, at the test level only (nothing perturbs the GPU path): the same checks must reject
 # (1) embeddings and (2) MaxSim scores of texts with one byte changed (in the middle), (3) the
 # forward of a packed grid whose image and video cells have their h and w coordinates swapped
-# (contract.py's rope-axis plant, here on the CPU side). test_controls_exceed_twice_the_bound
+# (contract.py's rope-axis plant, here on the CPU side), and with images (4) the forward of a grid
+# whose patches are read transposed (pixel (y, x) as (x, y), test_images.py's patch_transposed plant,
+# here on the CPU side's input) and (5) the embeddings of images mirrored left to right. test_controls_exceed_twice_the_bound
 # shows on the CPU that each control differs from the CPU result by more than twice the bound, so
 # a GPU within the bound of the CPU is more than one bound away from the control.
 
@@ -53,7 +60,7 @@ import bounds
 import reference
 from conftest import COLUMNS
 from contract import reference_forward
-from grids import GridBuilder, longest_segment
+from grids import GridBuilder, image_positions, longest_segment
 from uform_ctypes import PRECISION_F32
 
 DEVICE_CPU, DEVICE_CUDA = 0, 1
@@ -145,10 +152,10 @@ def ratio_of_points(depth):
     return float(np.sqrt((12 * depth + 2) / (8 * depth + 1)))
 
 
-def gpu_bound(expected_f64, expected_bf16, model, longest, coordinate, allowance=1.0, extra=0.0):
-    """B_gpu = allowance (1 + sqrt(S_gpu / S_cpu)) E_r + 3 B_f32 + extra."""
+def gpu_bound(expected_f64, expected_bf16, model, longest, coordinate, allowance=1.0, extra=0.0, deepest=0):
+    """B_gpu = allowance (1 + sqrt(S_gpu / S_cpu)) E_r + 3 B_f32 + extra (`deepest`: 1024 with images)."""
     rounding = bounds.relative_error(expected_bf16, expected_f64)
-    float32 = bounds.bound_f32(expected_f64, expected_bf16, model.width, longest, coordinate)
+    float32 = bounds.bound_f32(expected_f64, expected_bf16, model.width, longest, coordinate, deepest)
     return allowance * (1.0 + ratio_of_points(model.depth)) * rounding + 3.0 * float32 + extra
 
 
@@ -217,10 +224,10 @@ def check_scores(directory, query, documents, value, expected, printed):
 OUTPUTS = ("hidden", "pooled", "colbert", "logits")
 
 
-def check_grid(directory, grid, found, value, expected, f64, bf16):
+def check_grid(directory, grid, found, value, expected, f64, bf16, deepest=0):
     """uform_forward's outputs: segment count, padding untouched, each output over all cells (B_gpu)
     and per segment (factor 2 on E_r; the pooled rows of a few segments too); `hidden` adds its
-    own BF16 rounding, 2^-8."""
+    own BF16 rounding, 2^-8. `deepest`: 1024 where the grid holds image cells."""
     model = model_of(directory)
     check = Check(f"uform_forward on {directory}, {grid.rows} rows")
     check.require("segment count", value.segments == len(found) == expected.segments, f"{value.segments} vs {len(found)}")
@@ -237,13 +244,14 @@ def check_grid(directory, grid, found, value, expected, f64, bf16):
         allowance = allowance_for(len(found) if name == "pooled" else int(cells.sum()))
         check.compare(f"{name}, all cells", pick(getattr(value, name)), pick(getattr(expected, name)),
                       gpu_bound(pick(getattr(f64, name)), pick(getattr(bf16, name)), model, longest, coordinate,
-                                allowance, extra))
+                                allowance, extra, deepest))
         for index, (row, start, length) in enumerate(found):
             span = (row, slice(start, start + length))
             pick = (lambda array: array[index]) if name == "pooled" else (lambda array: array[span])
             check.compare(f"{name}, segment {index} (row {row}, columns {start}..{start + length - 1})",
                           pick(getattr(value, name)), pick(getattr(expected, name)),
-                          gpu_bound(pick(getattr(f64, name)), pick(getattr(bf16, name)), model, length, coordinate, 2.0, extra))
+                          gpu_bound(pick(getattr(f64, name)), pick(getattr(bf16, name)), model, length, coordinate, 2.0, extra,
+                                    deepest))
     return check
 
 
@@ -252,11 +260,20 @@ def swapped_axes(positions):
     return positions[..., [0, 2, 1]]
 
 
+def transposed_patches(media):
+    """The patch-transposed control: each patch's pixel (y, x) read as (x, y)."""
+    patches = np.asarray(media[reference.CELL_IMAGE])
+    flipped = patches.reshape(len(patches), 16, 16, 4).transpose(0, 2, 1, 3).reshape(len(patches), 1024)
+    return {reference.CELL_IMAGE: flipped}
+
+
 def tall_grid(grid, copies):
-    """The grid's rows repeated: a pass of thousands of cells (the GPU's buffers must grow)."""
+    """The grid's rows repeated: a pass of thousands of cells (the GPU's buffers must grow); image
+    cells name the same media rows in every copy."""
     tall = GridBuilder(grid.rows * copies, grid.columns)
     tall.kinds, tall.values = np.tile(grid.kinds, (copies, 1)), np.tile(grid.values, (copies, 1))
     tall.segments, tall.positions = np.tile(grid.segments, (copies, 1)), np.tile(grid.positions, (copies, 1, 1))
+    tall.media = dict(grid.media)
     return tall
 
 
@@ -504,3 +521,171 @@ def test_gpu_follows_changed_weights(library, python_model, train_checkpoints, t
     check = check_grid(directory, grid, found, trained, expected, f64, bf16)
     assert check.ok, str(check)
     assert not check_grid(directory, grid, found, untrained, expected, f64, bf16).ok, "3 steps changed nothing on the GPU"
+
+
+# ---------------------------------------------------------------------------------------------
+# Images: the vision frontend (docs/images.md) on the GPU, inference and a trainer's step
+# ---------------------------------------------------------------------------------------------
+
+IMAGE_COPIES = 16  # the image grid repeated in one pass: more image cells (1120) than the GPU's first 1024
+
+
+def image_grid(directory):
+    """The packed grid with two image segments beside texts, its segments and references."""
+    _, grid, f64, bf16 = reference_forward(directory, COLUMNS, 0, images=True)
+    return grid, reference.grid_segments(grid.kinds, grid.segments), f64, bf16
+
+
+def photos():
+    """Decoded RGBA photos of three shapes (test_image_encode.py's; PNG and the decoders are its part)."""
+    rng = np.random.default_rng(21)
+    return [rng.integers(0, 256, size=shape, dtype=np.uint8) for shape in [(70, 90, 4), (40, 40, 4), (25, 130, 4)]]
+
+
+def image_patches_of(library, photos_list):
+    """Each photo's patches and grid (patches, rows, columns) as uform_encode_images cuts it for COLUMNS-cell rows."""
+    return [library.image_patches(photo, COLUMNS) for photo in photos_list]
+
+
+def image_reference(model, patches, columns, bf16):
+    """The pooled embedding e of one image segment from the library's own patches (both devices read them)."""
+    kinds = np.full(len(patches), reference.CELL_IMAGE)
+    h = reference.encode_segment(model, np.arange(len(patches)), image_positions(len(patches), columns), bf16, kinds=kinds,
+                                 media={reference.CELL_IMAGE: patches})
+    return reference.pool_segment(model, h, bf16)
+
+
+def check_images(directory, cut, value, expected):
+    """Image embeddings (widest width) of the images `cut` (image_patches_of): all as one matrix,
+    then each image; few items, so the factor 2 on E_r both times; the patch product's depth 1024
+    in B_f32."""
+    model = model_of(directory)
+    width = model.embedding_widths[-1]
+    f64 = np.array([reference.matryoshka(image_reference(model, p, c, False), width) for p, _, c in cut])
+    bf16 = np.array([reference.matryoshka(image_reference(model, p, c, True), width) for p, _, c in cut])
+    grids = [(r, c) for _, r, c in cut]
+    check = Check(f"image embeddings on {directory}")
+    check.require("count", len(value) == len(expected) == len(cut))
+    if not check.ok:
+        return check
+    longest, coordinate = max(r * c for r, c in grids), max(max(r, c) for r, c in grids)
+    check.compare("all images", value, expected,
+                  gpu_bound(f64, bf16, model, longest, coordinate, allowance_for(len(cut)), deepest=1024))
+    for index, (r, c) in enumerate(grids):
+        check.compare(f"image {index} ({r}x{c} patches)", value[index], expected[index],
+                      gpu_bound(f64[index], bf16[index], model, r * c, max(r, c), 2.0, deepest=1024))
+    return check
+
+
+def mirrored(photos_list):
+    """The image control: each photo mirrored left to right (the same patch grid, other patches)."""
+    return [np.ascontiguousarray(photo[:, ::-1]) for photo in photos_list]
+
+
+def test_image_controls_exceed_twice_the_bound(library, vision_model):
+    """On the CPU: a grid's patches read transposed, and images mirrored, differ from the CPU's own
+    results by more than twice the bound in the comparisons named."""
+    directory = str(vision_model)
+    grid, found, f64, bf16 = image_grid(directory)
+    with library.open(directory) as handle:
+        cpu = handle.forward(*grid.arrays(), media=grid.media)
+        control = handle.forward(*grid.arrays(), media=transposed_patches(grid.media))
+        embeddings, mirror = handle.encode_images(photos()), handle.encode_images(mirrored(photos()))
+    check = check_grid(directory, grid, found, control, cpu, f64, bf16, deepest=1024)
+    assert max(check.ratios.values()) > 2, f"transposed patches are within twice the bound everywhere:\n{check}"
+    check = check_images(directory, image_patches_of(library, photos()), mirror, embeddings)
+    assert min(ratio for name, ratio in check.ratios.items() if name.startswith("image ")) > 2, (
+        f"a mirrored image is within twice the bound:\n{check}")
+
+
+def test_gpu_forward_with_images_matches_the_cpu(library, vision_model, needs_gpu):
+    """uform_forward over a grid packing image segments beside texts (every head), the grid 16 times
+    in one pass (the image buffers grow), against the CPU's BF16; the transposed patches rejected."""
+    directory = str(vision_model)
+    grid, found, f64, bf16 = image_grid(directory)
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        value = gpu_handle.forward(*grid.arrays(), media=grid.media)
+        check = check_grid(directory, grid, found, value, cpu.forward(*grid.arrays(), media=grid.media), f64, bf16,
+                           deepest=1024)
+        assert check.ok, str(check)
+        control = cpu.forward(*grid.arrays(), media=transposed_patches(grid.media))
+        rejected = check_grid(directory, grid, found, value, control, f64, bf16, deepest=1024)
+        assert not rejected.ok, f"the control (patches transposed on the CPU side) was not rejected:\n{rejected}"
+        tall = tall_grid(grid, IMAGE_COPIES)
+        for handle in (cpu, gpu_handle):
+            handle.reserve(tall.rows * tall.columns)
+        check = check_grid(directory, tall, reference.grid_segments(tall.kinds, tall.segments),
+                           gpu_handle.forward(*tall.arrays(), media=tall.media),
+                           cpu.forward(*tall.arrays(), media=tall.media), tiled(f64, IMAGE_COPIES),
+                           tiled(bf16, IMAGE_COPIES), deepest=1024)
+        assert check.ok, str(check)
+
+
+def test_gpu_encode_images_matches_the_cpu(library, vision_model, needs_gpu):
+    """uform_encode_images on a CUDA context against the CPU's BF16, the images packed together and
+    one by one; mirrored images rejected for every image."""
+    directory = str(vision_model)
+    cut = image_patches_of(library, photos())
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        expected = cpu.encode_images(photos())
+        value = gpu_handle.encode_images(photos())
+        check = check_images(directory, cut, value, expected)
+        assert check.ok, str(check)
+        alone = np.concatenate([gpu_handle.encode_images([photo]) for photo in photos()])
+        check = check_images(directory, cut, alone, expected)
+        assert check.ok, str(check)
+        control = cpu.encode_images(mirrored(photos()))
+    check = check_images(directory, cut, value, control)
+    assert all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("image ")), (
+        f"the control (images mirrored) was not rejected for every image:\n{check}")
+
+
+def image_pairs_batch(seed):
+    """Two rows of 32 cells, each a text, an image and a text closed by padding (one run a row, as
+    the batcher packs them, which the CUDA trainer's segment capacity assumes): anchors 0 (a text,
+    positive the image 1) and 4 (an image, positive the text 3), candidates 1, 2, 3 and 5."""
+    from grids import random_patches
+    from uform_ctypes import TrainBatch
+    rng = np.random.default_rng(seed)
+    grid = GridBuilder(2, 32)
+    for row, (first, patches, grid_columns, last) in enumerate(((9, 8, 4, 6), (7, 6, 3, 5))):
+        grid.place(row, 0, rng.choice(256, size=first, replace=False), reference.text_positions(first), 0)
+        grid.place_image(row, first, random_patches(rng, patches), grid_columns, 1)
+        grid.place(row, first + patches, rng.choice(256, size=last, replace=False), reference.text_positions(last), 2)
+    anchors, candidates = np.array([0, 4], dtype=np.uint32), np.array([1, 2, 3, 5], dtype=np.uint32)
+    labels = np.array([[1, 0, 0, 0], [0, 0, 1, 0]], dtype=np.uint8)
+    return TrainBatch(grid.kinds, grid.values, grid.segments, grid.positions, anchors=anchors, candidates=candidates,
+                      labels=labels, media=grid.media)
+
+
+def test_gpu_trainer_steps_on_images(library, train_checkpoints, needs_gpu):
+    """A CUDA trainer (src/train/cuda.c, its batches through src/cuda/batch.c) on image <-> text pairs:
+    its first loss agrees with the CPU trainer's within test_uform_base_cuda.py's first-loss bound,
+    2 s e / sqrt(m) relative, with e = sqrt(8 L + 3) u (the patches' rounding one more forward point,
+    docs/cuda.md), and the vision tensors it trains move. step_parity.c checks every gradient and 20
+    steps."""
+    import train_contract as tc
+    from uform_ctypes import SLOT_PARAMETER
+    batch = image_pairs_batch(23)
+    directory = train_checkpoints["python_vision_64x2"]
+    model = model_of(directory)
+    depth, m, width = model.depth, model.embedding_widths[0], model.width
+    losses, moved = {}, {}
+    for device in (DEVICE_CPU, DEVICE_CUDA):
+        with library.open(directory) as handle:
+            options = tc.options_for(library, tc.Objective(tc.tr.OBJECTIVE_CONTRASTIVE), device=device,
+                                     rows=batch.kinds.shape[0], anchors=len(batch.anchors), candidates=len(batch.candidates))
+            with handle.trainer(options, batch.cells) as trainer:
+                scale = float(np.exp(trainer.read("siglip.scale", SLOT_PARAMETER, 1)[0]))
+                before = {name: trainer.read(name, SLOT_PARAMETER, size) for name, size in
+                          (("vision.patch", width * 1024), ("vision.bias", width))}
+                losses[device] = trainer.step(batch)
+                moved[device] = {name: not np.array_equal(trainer.read(name, SLOT_PARAMETER, len(values)), values)
+                                 for name, values in before.items()}
+    cpu, gpu_losses = losses[DEVICE_CPU], losses[DEVICE_CUDA]
+    bound = 2 * scale * np.sqrt(8 * depth + 3) * bounds.UNIT_BF16 / np.sqrt(m) * cpu["siglip"]
+    assert abs(gpu_losses["siglip"] - cpu["siglip"]) <= bound, (cpu, gpu_losses, bound)
+    assert abs(gpu_losses["total"] - cpu["total"]) <= bound, (cpu, gpu_losses, bound)
+    assert all(moved[DEVICE_CPU].values()) and all(moved[DEVICE_CUDA].values()), moved

@@ -1,0 +1,169 @@
+/*  contract_frontend.c: the contract suite's check of the vision frontend (frontend.cu's kernels
+ *  around cuBLASLt's patch product, run as the step and inference run them: encoder.h's
+ *  uform_cuda_frontend_forward and _backward) against a float64 reference, with its planted
+ *  controls (contract.c's groups table lists them). */
+#include "contract.h"
+#include "cuda/encoder.h"
+
+enum { image_cells_k = 900, image_width_k = 192, image_capacity_k = 640, image_live_most_k = 500, patch_k = 1024 };
+
+/* Which entry each control plants, and its number there: 1 the patch read transposed, 2 alpha
+ * dropped, 3 the bias dropped, 4 each gradient row read from the next cell, 5 the last image dropped. */
+static char const *const entries_[] = {NULL, "image_patches", "image_patches", "image_scatter", "image_gather",
+                                       "image_bias_backward"};
+static int const numbers_[] = {0, 1, 2, 1, 1, 1};
+
+/* --- The frontend over 900 cells of width 192: runs of byte cells and of image cells (at most 500,
+ *     under a capacity of 640 whose rows past the live ones are NaN, so that a read of them shows),
+ *     the patches once as Float32 rows and once as BF16 rows (their BF16 values: the same P~).
+ *     Forward. Byte cells: an exact widening (bound 0). Image cells: P~ = each value rounded to BF16
+ *     by nearest even, the specification (docs/images.md), which the host computes exactly: the
+ *     kernel's patches must equal it, the rows past the live ones 0 (bound 0). The product is a
+ *     tensor-core sum of K = 1024 products, each exact in Float32: |y - y*| <= g_K M, M = sum_k
+ *     |w_jk P~_k|, g_K = 2 K u / (1 - 2 K u) (contract.c's gemm bound); x = fl(y + b) rounds once
+ *     more: |x - x*| <= (1 + u) g_K M + u |x*|. Cells that are not image cells keep their byte row.
+ *     Backward. embed.bytes: the embedding's bound over the byte cells alone (the sort leaves image
+ *     cells out). vision.patch = sum_i dY~_i P~_i^T (written over the noise the gradient held), dY~
+ *     the image cells' d_x rows rounded to BF16 (exact on the host too), a tensor-core sum over the
+ *     capacity's K = 640 rows (the tail's terms exact zeros): |e| <= g_K sum_i |dY~_ij P~_ik|. vision.bias =
+ *     b0 + the live d_x rows summed in pieces of C = 128, then the pieces, then added: as the
+ *     embedding, (min(n, C) + P) u (|b0| + sum |dx|) for n live rows in P pieces. */
+void check_image_(int plant) {
+    size_t n = image_cells_k, d = image_width_k, m = image_capacity_k, vocabulary = 258;
+    uint8_t *image = calloc(n, 1);
+    uint32_t *values = malloc(n * 4), *cells = malloc(m * 4), *order = malloc(n * 4), offsets[259] = {0};
+    size_t live = 0;
+    /* Alternating runs of 1 to 60 cells, bytes first and last (so that the gather control's next cell exists). */
+    for (size_t c = 0, run = 0; c < n; ++run) {
+        size_t length = 1 + (size_t)((uniform_() + 1) * 30);
+        for (size_t i = 0; i < length && c < n; ++i, ++c) {
+            image[c] = run % 2 == 1 && live < image_live_most_k && c + 1 < n;
+            if (image[c]) cells[live++] = (uint32_t)c;
+            values[c] = image[c] ? 257 : (uint32_t)((uniform_() + 1) * 129) % 258; /* image cells read PAD's row */
+        }
+    }
+    for (size_t c = 0; c < n; ++c) offsets[values[c] + 1] += !image[c];
+    for (size_t v = 0; v < vocabulary; ++v) offsets[v + 1] += offsets[v];
+    uint32_t cursor[258];
+    memcpy(cursor, offsets, sizeof(cursor));
+    for (size_t c = 0; c < n; ++c)
+        if (!image[c]) order[cursor[values[c]]++] = (uint32_t)c;
+    /* Patches as a decoder gives them (k / 255), the tail NaN; P~ their BF16 values. */
+    float *rows32 = malloc(m * patch_k * 4), *expected_p = malloc(m * patch_k * 4);
+    uint16_t *rows16 = malloc(m * patch_k * 2);
+    for (size_t i = 0; i < m * patch_k; ++i) {
+        int tail = i / patch_k >= live;
+        rows32[i] = tail ? nanf("") : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
+        rows16[i] = tail ? 0x7fc0u : f32_to_bf16_(rows32[i]);
+        expected_p[i] = tail ? 0.0f : bf16_to_f32_(rows16[i]);
+    }
+    uint16_t *table = malloc(vocabulary * d * 2), *weights = malloc(d * patch_k * 2);
+    float *bias = malloc(d * 4), *noise = malloc(n * d * 4);
+    fill_bf16_(table, vocabulary * d, 1.0), fill_bf16_(weights, d * patch_k, 0.05), fill_f32_(bias, d, 0.5);
+    fill_f32_(noise, n * d, 100.0);
+    float *dx = malloc(n * d * 4), *g_bytes = malloc(vocabulary * d * 4), *g_patch = malloc(d * patch_k * 4), *g_bias = malloc(d * 4);
+    fill_f32_(dx, n * d, 1.0), fill_f32_(g_bytes, vocabulary * d, 1.0), fill_f32_(g_patch, d * patch_k, 100.0), fill_f32_(g_bias, d, 1.0);
+
+    uint16_t *t_table = device_(vocabulary * d * 2), *t_weights = device_(d * patch_k * 2), *t_patches = device_(m * patch_k * 2);
+    uint16_t *t_d_product = device_(m * d * 2);
+    uint32_t *t_values = device_(n * 4), *t_cells = device_(m * 4), *t_order = device_(n * 4), *t_offsets = device_(259 * 4);
+    uint32_t *t_counts = device_(2 * 4);
+    void *t_rows = device_(m * patch_k * 4);
+    float *t_bias = device_(d * 4), *t_x = device_(n * d * 4), *t_product = device_(m * d * 4), *t_dx = device_(n * d * 4);
+    float *t_g_bytes = device_(vocabulary * d * 4), *t_g_patch = device_(d * patch_k * 4), *t_g_bias = device_(d * 4);
+    float *t_partials = device_(uform_cuda_embed_partials(n, d) * 4);
+    float *t_image_partials = device_(uform_cuda_image_bias_partials(m, d) * 4);
+    upload_(t_table, table, vocabulary * d * 2), upload_(t_weights, weights, d * patch_k * 2), upload_(t_bias, bias, d * 4);
+    upload_(t_values, values, n * 4), upload_(t_cells, cells, live * 4), upload_(t_order, order, n * 4);
+    upload_(t_offsets, offsets, 259 * 4), upload_(t_dx, dx, n * d * 4), upload_(t_g_bytes, g_bytes, vocabulary * d * 4);
+    upload_(t_g_patch, g_patch, d * patch_k * 4), upload_(t_g_bias, g_bias, d * 4);
+    uform_cuda_gemm_t *gemm;
+    KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
+    uform_cuda_frontend_t const frontend = {t_table, t_weights, t_bias};
+    uform_cuda_images_t const images = {.capacity = m, .counts = t_counts, .cells = t_cells, .rows = t_rows,
+                                        .patches = t_patches, .product = t_product, .d_product = t_d_product,
+                                        .partials = t_image_partials};
+    int forward_plant = plant >= 1 && plant <= 3, backward_plant = plant >= 4;
+    char const *forward_entry = forward_plant ? entries_[plant] : NULL, *backward_entry = backward_plant ? entries_[plant] : NULL;
+
+    /* Forward, with Float32 rows and with BF16 rows. */
+    float *x = malloc(n * d * 4);
+    uint16_t *patches16 = malloc(m * patch_k * 2);
+    double worst_forward = 0;
+    for (int bf16 = 0; bf16 <= 1; ++bf16) {
+        uint32_t counts[2] = {(uint32_t)live, bf16 ? (uint32_t)uform_media_bf16_k : (uint32_t)uform_media_f32_k};
+        upload_(t_counts, counts, sizeof(counts));
+        upload_(t_rows, bf16 ? (void const *)rows16 : (void const *)rows32, m * patch_k * (bf16 ? 2 : 4));
+        upload_(t_x, noise, n * d * 4);
+        PLANTED_OK(forward_entry, forward_plant ? numbers_[plant] : 0,
+                   uform_cuda_frontend_forward(gemm, &frontend, &images, t_values, n, d, t_x, NULL));
+        download_(x, t_x, n * d * 4), download_(patches16, t_patches, m * patch_k * 2);
+        for (size_t i = 0; i < m * patch_k; ++i) compare_(&worst_forward, bf16_to_f32_(patches16[i]), expected_p[i], 0);
+        for (size_t c = 0, next = 0; c < n; ++c) {
+            if (!image[c]) {
+                for (size_t j = 0; j < d; ++j) compare_(&worst_forward, x[c * d + j], bf16_to_f32_(table[values[c] * d + j]), 0);
+                continue;
+            }
+            float const *p = expected_p + next++ * patch_k;
+            for (size_t j = 0; j < d; ++j) {
+                double y = 0, magnitude = 0;
+                for (size_t k = 0; k < patch_k; ++k) {
+                    double product = bf16_to_f32_(weights[j * patch_k + k]) * (double)p[k];
+                    y += product, magnitude += fabs(product);
+                }
+                double expected = y + bias[j];
+                compare_(&worst_forward, x[c * d + j], expected,
+                         (1 + unit_) * tensor_gamma_(patch_k) * magnitude + unit_ * fabs(expected) + 1e-300);
+            }
+        }
+    }
+    if (!backward_plant) record_("image_forward (patches, product, scatter)", worst_forward, plant);
+
+    /* Backward, after the BF16 forward (its patches are P~ but for a forward control). */
+    if (!forward_plant) {
+        PLANTED_OK(backward_entry, backward_plant ? numbers_[plant] : 0,
+                   uform_cuda_frontend_backward(gemm, &images, t_dx, t_order, t_offsets, n, d, t_partials,
+                                                &(uform_cuda_frontend_gradients_t){t_g_bytes, t_g_patch, t_g_bias}, NULL));
+        float *out_bytes = malloc(vocabulary * d * 4), *out_patch = malloc(d * patch_k * 4), *out_bias = malloc(d * 4);
+        download_(out_bytes, t_g_bytes, vocabulary * d * 4), download_(out_patch, t_g_patch, d * patch_k * 4);
+        download_(out_bias, t_g_bias, d * 4);
+        double worst_backward = 0, piece = uform_cuda_embed_piece_k;
+        for (size_t v = 0; v < vocabulary; ++v)
+            for (size_t j = 0; j < d; ++j) {
+                double sum = g_bytes[v * d + j], magnitude = fabs(g_bytes[v * d + j]);
+                for (uint32_t r = offsets[v]; r < offsets[v + 1]; ++r) sum += dx[order[r] * d + j], magnitude += fabs(dx[order[r] * d + j]);
+                double run = offsets[v + 1] - offsets[v], depth = (run < piece ? run : piece) + ceil(run / piece);
+                compare_(&worst_backward, out_bytes[v * d + j], sum, depth * unit_ * magnitude + 1e-300);
+            }
+        float *dy = malloc(live * d * 4);
+        for (size_t i = 0; i < live; ++i)
+            for (size_t j = 0; j < d; ++j) dy[i * d + j] = bf16_to_f32_(f32_to_bf16_(dx[cells[i] * d + j]));
+        double gamma = tensor_gamma_((double)m);
+        for (size_t j = 0; j < d; ++j)
+            for (size_t k = 0; k < patch_k; ++k) {
+                double sum = 0, magnitude = 0;
+                for (size_t i = 0; i < live; ++i) {
+                    double product = (double)dy[i * d + j] * expected_p[i * patch_k + k];
+                    sum += product, magnitude += fabs(product);
+                }
+                compare_(&worst_backward, out_patch[j * patch_k + k], sum, gamma * magnitude + 1e-300);
+            }
+        double pieces = ceil((double)live / uform_cuda_image_piece_k);
+        double depth = ((double)live < uform_cuda_image_piece_k ? (double)live : uform_cuda_image_piece_k) + pieces;
+        for (size_t j = 0; j < d; ++j) {
+            double sum = g_bias[j], magnitude = fabs(g_bias[j]);
+            for (size_t i = 0; i < live; ++i) sum += dx[cells[i] * d + j], magnitude += fabs(dx[cells[i] * d + j]);
+            compare_(&worst_backward, out_bias[j], sum, depth * unit_ * magnitude + 1e-300);
+        }
+        record_("image_backward (gather, product, bias)", worst_backward, plant);
+        free(out_bytes), free(out_patch), free(out_bias), free(dy);
+    }
+    uform_cuda_gemm_destroy(gemm);
+    free(image), free(values), free(cells), free(order), free(rows32), free(expected_p), free(rows16), free(table);
+    free(weights), free(bias), free(noise), free(dx), free(g_bytes), free(g_patch), free(g_bias), free(x);
+    free(patches16);
+    cudaFree(t_table), cudaFree(t_weights), cudaFree(t_patches), cudaFree(t_d_product), cudaFree(t_values), cudaFree(t_cells);
+    cudaFree(t_order), cudaFree(t_offsets), cudaFree(t_counts), cudaFree(t_rows), cudaFree(t_bias), cudaFree(t_x);
+    cudaFree(t_product), cudaFree(t_dx), cudaFree(t_g_bytes), cudaFree(t_g_patch), cudaFree(t_g_bias), cudaFree(t_partials);
+    cudaFree(t_image_partials);
+}
