@@ -51,7 +51,10 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
                 return uform_cuda_fail(error, error_size, kind == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
                              "cell %zu is not a byte cell with a value in 0..257 or an image cell (the CUDA step's frontend "
                              "stage runs bytes and images so far)", cell);
-            if (target < -1 || target > 255 || ((run.padding || image) && target >= 0))
+            if (image && target >= 0) /* a masked patch: the mae head's reconstruction (docs/images.md) */
+                return uform_cuda_fail(error, error_size, uform_unsupported_k,
+                             "image cell %zu is masked (target %d): masked patches train on the CPU only so far", cell, target);
+            if (target < -1 || target > 255 || (run.padding && target >= 0))
                 return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "target %d at cell %zu is not -1..255 on a byte cell",
                              target, cell);
             if (image) {
