@@ -418,7 +418,7 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k) uform_batcher_stats(batcher, &capacities);
     /* A mixture with images needs the vision frontend: a new one starts from the run's seed. */
     if (status == uform_ok_k && capacities.image_sides && !uform_model_has_head(model, "vision")) {
-        fprintf(stderr, "uform_base: the mixture holds %zu images: attaching the vision frontend (vision.patch, vision.bias)\n",
+        fprintf(stderr, "uform_base: the mixture's records hold %zu image sides: attaching the vision frontend (vision.patch, vision.bias)\n",
                 capacities.image_sides);
         status = uform_model_init_head(model, "vision", options.seed);
     }

@@ -19,6 +19,8 @@
 # `ab` times this tree against an earlier one in the same run (bench/ab.py: the training step's rows
 # and GPU encode, alternating): the earlier tree is third_party/baseline (carried; `git archive REV |
 # tar -x -C third_party/baseline`), built like this one.
+# `loader MIXTURE [ROWS] [SECONDS]` times the data loader (bench/loader.c) on this host's cores; carry
+# the mixture's data folders.
 # `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
 # mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -43,7 +45,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ] || [ "$what" = loader ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -88,6 +90,11 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$wh
       { tail -40 "$out/build-encode.log"; exit 1; }
     python3 bench/encode.py --device cuda --build build-parity --peers third_party/peers \
       --output "$out/encode_cuda.json" "$@" 2>&1 | tee "$out/encode.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = loader ]; then  # the loader's rate on this host's cores: MIXTURE [ROWS] [SECONDS] (its data carried)
+    cmake --build build-parity -j 16 --target uform_bench_loader > "$out/build-loader.log" 2>&1 || { tail -40 "$out/build-loader.log"; exit 1; }
+    ./build-parity/uform_bench_loader "$@" | tee "$out/loader.jsonl"
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
