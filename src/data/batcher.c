@@ -33,8 +33,16 @@ typedef struct uform_image_job_t {
     uint32_t source;
     uform_slice_t slice;
     size_t first, rows, columns;
-    size_t cell; /* the image's first cell in the batch */
+    size_t cell;              /* the image's first cell in the batch */
+    uint64_t key;             /* its content (uform_side_key_) */
+    uint16_t const *cached;   /* its patches from an earlier batch, or NULL: decode it */
 } uform_image_job_t;
+
+/* A decoded image kept across batches: its BF16 patches, by content key (open addressing). */
+typedef struct uform_cached_image_t {
+    uint64_t key;
+    uint16_t *patches; /* NULL: an empty slot */
+} uform_cached_image_t;
 
 /* A waiting item in the length buckets. */
 typedef struct uform_node_t {
@@ -81,6 +89,8 @@ struct uform_batcher_t {
     uint16_t *patches;      /* [cells * 1024] */
     float *decoded;         /* [threads][most_patches * 1024] one image's Float32 patches per thread */
     uform_pool_t *pool;
+    uform_cached_image_t *cache; /* [cache_slots], a power of two, at most half full */
+    size_t cache_slots, cache_count, cache_bytes, cache_limit;
     uform_status_t image_status;
     char image_error[512];
 };
@@ -293,8 +303,8 @@ static void uform_write_segment_(uform_batcher_t *batcher, size_t first, uint8_t
 
 /* An image's cells (t = 0, h = patch row, w = patch column) and its decoding job: media rows
  * from the batch's next free one. */
-static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_slice_t slice, size_t first, size_t rows,
-                               size_t columns, int32_t segment) {
+static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_slice_t slice, uint64_t key, size_t first,
+                               size_t rows, size_t columns, int32_t segment) {
     size_t row = batcher->image_cells;
     for (size_t i = 0; i < rows * columns; ++i) {
         size_t cell = first + i;
@@ -306,14 +316,44 @@ static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_
         batcher->positions[3 * cell + 2] = (int32_t)(i % columns);
         if (batcher->targets) batcher->targets[cell] = -1;
     }
-    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns, first};
+    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns, first, key, NULL};
     batcher->image_cells += rows * columns;
 }
 
 /* Decodes one job's image into its media rows, on a pool thread. */
+/* The cache's slot for `key`: where it is, or the empty slot where it would go. */
+static uform_cached_image_t *uform_cache_slot_(uform_batcher_t *batcher, uint64_t key) {
+    size_t mask = batcher->cache_slots - 1, slot = (size_t)key & mask;
+    while (batcher->cache[slot].patches && batcher->cache[slot].key != key) slot = (slot + 1) & mask;
+    return &batcher->cache[slot];
+}
+
+/* Keeps `patches` (malloc'd, `bytes` long) under `key`, growing the table past half full; 0 when the
+ * table cannot grow (the caller frees the patches). */
+static int uform_cache_insert_(uform_batcher_t *batcher, uint64_t key, uint16_t *patches, size_t bytes) {
+    if (2 * (batcher->cache_count + 1) > batcher->cache_slots) {
+        size_t slots = batcher->cache_slots ? 2 * batcher->cache_slots : 1024;
+        uform_cached_image_t *grown = calloc(slots, sizeof(uform_cached_image_t)), *old = batcher->cache;
+        if (!grown) return 0;
+        size_t old_slots = batcher->cache_slots;
+        batcher->cache = grown, batcher->cache_slots = slots;
+        for (size_t i = 0; i < old_slots; ++i)
+            if (old[i].patches) *uform_cache_slot_(batcher, old[i].key) = old[i];
+        free(old);
+    }
+    *uform_cache_slot_(batcher, key) = (uform_cached_image_t){key, patches};
+    batcher->cache_count++, batcher->cache_bytes += bytes;
+    return 1;
+}
+
 static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_batcher_t *batcher = context;
     uform_image_job_t const *job = &batcher->image_jobs[index];
+    if (job->cached) { /* decoded for an earlier batch: the same bits */
+        memcpy(batcher->patches + job->first * uform_patch_length_k, job->cached,
+               job->rows * job->columns * uform_patch_length_k * sizeof(uint16_t));
+        return;
+    }
     uform_corpus_t const *corpus = &batcher->sources[job->source].corpus;
     uform_pixels_t pixels = {0};
     size_t rows = 0, columns = 0;
@@ -382,7 +422,8 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
         size_t length = batcher->text_lengths[i];
         if (write && slice.image) {
             uint32_t grid = uform_side_grid_(source, node->record, i);
-            uform_write_image_(batcher, node->source, slice, cell, grid >> 16, grid & 0xffff, *local);
+            uform_write_image_(batcher, node->source, slice, uform_side_key_(node->source, corpus, slice), cell, grid >> 16,
+                               grid & 0xffff, *local);
             if (pairs && i > 0) batcher->candidates[batcher->candidates_count] = *segment;
         } else if (write) {
             uform_write_segment_(batcher, cell, uform_corpus_data(corpus, slice), length, *local);
@@ -484,10 +525,25 @@ uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch
     int masks_images = batcher->images && batcher->objective == uform_objective_mlm_k;
     if (masks_images) uform_mask_images_(batcher);
     if (batcher->images) {
+        for (size_t j = 0; batcher->cache_slots && j < batcher->images; ++j) {
+            uform_cached_image_t const *slot = uform_cache_slot_(batcher, batcher->image_jobs[j].key);
+            batcher->image_jobs[j].cached = slot->patches;
+        }
         batcher->image_status = uform_ok_k;
         uform_pool_for(batcher->pool, batcher->images, uform_decode_task_, batcher);
         if (batcher->image_status != uform_ok_k)
             return uform_fail(batcher->image_status, "uform_batcher_next: %s", batcher->image_error);
+        /* Keep what was decoded while the budget lasts (a failed allocation only skips keeping it). */
+        for (size_t j = 0; j < batcher->images; ++j) {
+            uform_image_job_t const *job = &batcher->image_jobs[j];
+            size_t bytes = job->rows * job->columns * uform_patch_length_k * sizeof(uint16_t);
+            if (job->cached || batcher->cache_bytes + bytes > batcher->cache_limit) continue;
+            if (batcher->cache_slots && uform_cache_slot_(batcher, job->key)->patches) continue; /* twice in this batch */
+            uint16_t *patches = malloc(bytes);
+            if (!patches) continue;
+            memcpy(patches, batcher->patches + job->first * uform_patch_length_k, bytes);
+            if (!uform_cache_insert_(batcher, job->key, patches, bytes)) free(patches);
+        }
     }
     int pairs = batcher->objective != uform_objective_mlm_k;
     *batch = (uform_batch_t){
@@ -558,6 +614,8 @@ void uform_batcher_close(uform_batcher_t *batcher) {
         free(batcher->sources[s].slice_grids);
     }
     free(batcher->sources);
+    for (size_t slot = 0; batcher->cache && slot < batcher->cache_slots; ++slot) free(batcher->cache[slot].patches);
+    free(batcher->cache);
     free(batcher->image_jobs);
     free(batcher->patches);
     free(batcher->decoded);
@@ -575,6 +633,8 @@ typedef struct uform_probe_t {
     uform_slice_t const **sides; /* [images] */
     uint32_t *grids;             /* [images] rows << 16 | columns, 0 when it failed */
     char (*problems)[320];       /* [images] */
+    uint16_t **patches;          /* [images] its BF16 patches while the cache's budget lasts, else NULL */
+    size_t budget;               /* bytes of patches the probe may still keep (taken atomically) */
 } uform_probe_t;
 
 static void uform_probe_task_(void *context, size_t index, size_t thread) {
@@ -587,10 +647,21 @@ static void uform_probe_task_(void *context, size_t index, size_t thread) {
         snprintf(probe->problems[index], sizeof(probe->problems[index]), "%s", uform_last_error());
         return;
     }
-    size_t rows, columns;
-    uform_image_grid(pixels.height, pixels.width, probe->batcher->most_patches, &rows, &columns);
-    uform_pixels_free(&pixels);
+    size_t rows, columns, most = probe->batcher->most_patches;
+    uform_image_grid(pixels.height, pixels.width, most, &rows, &columns);
     probe->grids[index] = (uint32_t)(rows << 16 | columns);
+    /* Decoded already: keep its patches for the batches while the budget lasts. */
+    size_t values = rows * columns * uform_patch_length_k, bytes = values * sizeof(uint16_t);
+    probe->patches[index] = NULL;
+    if (__atomic_sub_fetch(&probe->budget, bytes, __ATOMIC_ACQ_REL) < SIZE_MAX / 2) { /* no wrap: it fit */
+        float *decoded = probe->batcher->decoded + thread * most * uform_patch_length_k;
+        uint16_t *patches = malloc(bytes);
+        if (patches && uform_image_patches(&pixels, most, decoded, most, &rows, &columns) == uform_ok_k) {
+            uform_bf16_from_f32_array(decoded, patches, values);
+            probe->patches[index] = patches;
+        } else free(patches);
+    } else __atomic_add_fetch(&probe->budget, bytes, __ATOMIC_ACQ_REL);
+    uform_pixels_free(&pixels);
 }
 
 /* Decodes every image a source names once, on the pool: their grids, for packing; a record with an
@@ -607,11 +678,16 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         }
     if (!images) return uform_ok_k;
     if (!batcher->pool) UFORM_TRY(uform_pool_create(batcher->decode_threads, &batcher->pool));
+    if (!batcher->decoded) { /* one image's Float32 patches per thread, for the probe and the batches */
+        batcher->decoded = malloc(uform_pool_threads(batcher->pool) * batcher->most_patches * uform_patch_length_k * sizeof(float));
+        if (!batcher->decoded) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the decoding threads' patches", source->path);
+    }
+    size_t budget = batcher->cache_limit > batcher->cache_bytes ? batcher->cache_limit - batcher->cache_bytes : 0;
     uform_probe_t probe = {batcher, entry, malloc(images * sizeof(uform_slice_t *)), malloc(images * sizeof(uint32_t)),
-                           malloc(images * sizeof(*probe.problems))};
+                           malloc(images * sizeof(*probe.problems)), calloc(images, sizeof(uint16_t *)), budget};
     entry->query_grids = calloc(corpus->records_count, sizeof(uint32_t));
     entry->slice_grids = calloc(corpus->slices_count ? corpus->slices_count : 1, sizeof(uint32_t));
-    uform_status_t status = probe.sides && probe.grids && probe.problems && entry->query_grids && entry->slice_grids
+    uform_status_t status = probe.sides && probe.grids && probe.problems && probe.patches && entry->query_grids && entry->slice_grids
                                 ? uform_ok_k
                                 : uform_fail(uform_out_of_memory_k, "%s: cannot hold the grids of %zu images", source->path, images);
     size_t found = 0;
@@ -622,6 +698,17 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
             if (corpus->slices[record->first_candidate + c].image) probe.sides[found++] = &corpus->slices[record->first_candidate + c];
     }
     if (status == uform_ok_k) uform_pool_for(batcher->pool, images, uform_probe_task_, &probe);
+    /* The kept patches join the cache, once per content. */
+    for (size_t i = 0; status == uform_ok_k && i < images; ++i) {
+        uint16_t *patches = probe.patches[i];
+        if (!patches) continue;
+        uint64_t key = uform_side_key_((uint32_t)(entry - batcher->sources), corpus, *probe.sides[i]);
+        size_t bytes = (size_t)(probe.grids[i] >> 16) * (probe.grids[i] & 0xffff) * uform_patch_length_k * sizeof(uint16_t);
+        if ((batcher->cache_slots && uform_cache_slot_(batcher, key)->patches) || !uform_cache_insert_(batcher, key, patches, bytes))
+            free(patches);
+        probe.patches[i] = NULL;
+    }
+    for (size_t i = 0; probe.patches && i < images; ++i) free(probe.patches[i]);
     /* Each record's grids, then the records kept, in order. */
     size_t kept = 0;
     found = 0;
@@ -655,7 +742,7 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         }
     }
     if (status == uform_ok_k) corpus->records_count = kept;
-    free(probe.sides), free(probe.grids), free(probe.problems);
+    free(probe.sides), free(probe.grids), free(probe.problems), free(probe.patches);
     return status;
 }
 
@@ -720,6 +807,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     batcher->texts_capacity = 1;
     batcher->most_patches = batcher->columns < uform_image_patches_k ? batcher->columns : uform_image_patches_k;
     batcher->decode_threads = options->decode_threads;
+    batcher->cache_limit = options->image_cache_mb == SIZE_MAX ? 0
+                           : (options->image_cache_mb ? options->image_cache_mb : (size_t)uform_batcher_image_cache_mb_k) << 20;
     for (size_t s = 0; s < batcher->sources_count; ++s)
         UFORM_TRY(uform_load_source_(batcher, &mixture->sources[s], &batcher->sources[s]));
 
@@ -799,7 +888,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
         size_t threads = uform_pool_threads(batcher->pool), one = batcher->most_patches * uform_patch_length_k;
         batcher->image_jobs = malloc(cells * sizeof(uform_image_job_t));
         batcher->patches = malloc((cells + 1) * uform_patch_length_k * sizeof(uint16_t)); /* + MLM's blank patch */
-        batcher->decoded = malloc(threads * one * sizeof(float));
+        if (!batcher->decoded) batcher->decoded = malloc(threads * one * sizeof(float));
         if (!batcher->image_jobs || !batcher->patches || !batcher->decoded)
             return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image patches (%zu cells)", cells);
     }

@@ -24,7 +24,10 @@ typedef struct uform_batcher_options_t {
     uint64_t seed;
     size_t anchors_limit; /* contrastive / rerank: most anchors per batch; 0: as many as fit */
     size_t decode_threads; /* threads decoding images (at load and per batch); 0: one per core */
+    size_t image_cache_mb; /* decoded images kept across batches; 0: uform_batcher_image_cache_mb_k, SIZE_MAX: none */
 } uform_batcher_options_t;
+
+enum { uform_batcher_image_cache_mb_k = 1024 };
 
 /** Everything the stream's future depends on, as plain data (no pointers): save it beside a
  *  checkpoint and restore it into a batcher made from the same mixture, rows and seed. */

@@ -900,9 +900,44 @@ static void test_image_masking(void) {
     uform_mixture_close(&mixture);
 }
 
+/* Decoded images kept across batches (and from the load) give the same batches bit for bit as
+ * decoding every time, with a budget that holds all of them or only some. */
+static void test_image_cache(void) {
+    uform_mixture_t mixture = make_mixture("cached.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\"}]}");
+    size_t const budgets[] = {SIZE_MAX, 1, 0}; /* none, 1 MiB, the default (1 GiB) */
+    uint16_t *first = NULL;
+    size_t first_count = 0, mismatched = 0;
+    for (size_t b = 0; b < 3; ++b) {
+        uform_batcher_options_t options = {.rows = 2, .seed = 7, .image_cache_mb = budgets[b]};
+        uform_batcher_t *batcher = NULL;
+        CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+        if (!batcher) return;
+        size_t count = 0;
+        uint16_t *all = malloc(12 * 80 * 1024 * sizeof(uint16_t) + 1);
+        for (int batch_index = 0; batch_index < 12; ++batch_index) {
+            uform_batch_t batch;
+            CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+            size_t rows = batch.grid.media[0].count;
+            if (batch.grid.media[0].data && count + rows <= 12 * 80)
+                memcpy(all + count * 1024, batch.grid.media[0].data, rows * 1024 * sizeof(uint16_t)), count += rows;
+        }
+        if (!first) first = all, first_count = count;
+        else {
+            mismatched += count != first_count || memcmp(all, first, count * 1024 * sizeof(uint16_t));
+            free(all);
+        }
+        uform_batcher_close(batcher);
+    }
+    CHECK(first_count > 0 && mismatched == 0);
+    free(first);
+    uform_mixture_close(&mixture);
+}
+
 int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
     test_image_records();
+    test_image_cache();
     test_image_masking();
     test_jsonl_records();
     test_jsonl_malformed();
