@@ -31,8 +31,9 @@ static char const *const uform_eval_usage_ =
     "nDCG@10 for chance, a TF-IDF baseline and the checkpoint at each Matryoshka width, then per\n"
     "language when the records carry \"lang\". A retrieved text equal to the gold one is a hit; tied\n"
     "scores count as the average over their orders. A side may be an image ({\"image\": PATH}, as\n"
-    "uform_base reads): images embed on the CPU, an image is the same gold item as its same path,\n"
-    "and with images there is no TF-IDF row (chance is the baseline) and no --rerank.\n"
+    "uform_base reads): an image is the same gold item as its same path, records that share a\n"
+    "caption or an image are one gold item (any caption of the image is a hit, and back), and with\n"
+    "images there is no TF-IDF row (chance is the baseline) and no --rerank.\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
     "                   without it only the baselines run\n"
     "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...}, or\n"
@@ -118,6 +119,33 @@ static void uform_text_groups_(uform_text_t const *texts, size_t count, uint32_t
         if (before && (before->length != now->length || memcmp(before->data, now->data, now->length))) ++group;
         groups[order[i]] = group;
     }
+}
+
+/* With images, one gold item is every record joined to another by an equal query or an equal
+ * positive (union-find over both sides' groups): any caption of the same image, and any image of
+ * the same caption, is a hit in either direction. Both groups become the component's root. */
+static uint32_t uform_root_(uint32_t *parent, uint32_t i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+}
+
+static void uform_join_groups_(uint32_t *groups[2], size_t count) {
+    uint32_t *parent = malloc(count * sizeof(uint32_t)), *first = malloc(count * sizeof(uint32_t));
+    if (!parent || !first) { /* out of memory: the stricter text groups stay */
+        free(parent), free(first);
+        return;
+    }
+    for (size_t i = 0; i < count; ++i) parent[i] = (uint32_t)i;
+    for (int side = 0; side < 2; ++side) {
+        for (size_t g = 0; g < count; ++g) first[g] = UINT32_MAX;
+        for (size_t i = 0; i < count; ++i) {
+            uint32_t group = groups[side][i];
+            if (first[group] == UINT32_MAX) first[group] = (uint32_t)i;
+            else parent[uform_root_(parent, (uint32_t)i)] = uform_root_(parent, first[group]);
+        }
+    }
+    for (size_t i = 0; i < count; ++i) groups[0][i] = groups[1][i] = uform_root_(parent, (uint32_t)i);
+    free(parent), free(first);
 }
 
 /* ---- ranking ----------------------------------------------------------------------------------- */
@@ -434,6 +462,7 @@ int main(int argc, char **argv) {
     uint32_t *groups[uform_directions_k] = {malloc(count * sizeof(uint32_t)), malloc(count * sizeof(uint32_t))};
     uform_text_groups_(documents, count, order, groups[0]); /* query->positive ranks positives */
     uform_text_groups_(queries, count, order, groups[1]);
+    if (images_count) uform_join_groups_(groups, count);
     uform_text_t const *row_texts[uform_directions_k] = {queries, documents};
     uform_text_t const *column_texts[uform_directions_k] = {documents, queries};
 

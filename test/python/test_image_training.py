@@ -151,3 +151,39 @@ def test_masked_modelling_of_images(build_dir, shapes, tmp_path):
     assert np.mean(errors[-5:]) < 0.7 * np.mean(errors[:5]), errors
     names = tensors(tmp_path / "run" / "latest" / "model.safetensors")
     assert "mae.head" in names and "mae.bias" in names
+
+
+def test_eval_counts_every_caption_of_an_image(build_dir, library, shapes, tmp_path):
+    """Records that share an image (or a caption) are one gold item: recomputed here from the
+    model's own embeddings, MRR in both directions matches uform_eval's, and differs from the
+    strict rule's (only a record's own caption is gold) for images with two captions."""
+    run = tmp_path / "run"
+    train(build_dir, shapes / "shapes.json", run, "--steps", "3")
+    names = ["red-square", "red-square", "blue-circle", "green-stripes", "yellow-circle", "blue-circle"]
+    captions = ["a red square", "a crimson block", "a blue circle", "green stripes", "a yellow circle", "a blue ring"]
+    with open(tmp_path / "pairs.jsonl", "w") as pairs:
+        for caption, name in zip(captions, names):
+            pairs.write(json.dumps({"query": caption, "positives": [{"image": str(shapes / "img" / f"{name}.png")}]}) + "\n")
+    subprocess.run([str(build_dir / "uform_eval"), run, "--pairs", tmp_path / "pairs.jsonl", "--quiet", "--json",
+                    tmp_path / "eval.json"], check=True, capture_output=True)
+    report = json.load(open(tmp_path / "eval.json"))
+    with library.open(run / "latest") as model:
+        texts = model.encode([c.encode() for c in captions], 64)[0]
+        images = model.encode_images([(shapes / "img" / f"{name}.png").read_bytes() for name in names], 64)
+    component = {0: 0, 1: 0, 2: 2, 5: 2, 3: 3, 4: 4}  # by shared image
+
+    def mrr(scores, same):
+        ranks = []
+        for i in range(len(names)):
+            gold = max(scores[i, j] for j in range(len(names)) if same(i, j))
+            ranks.append(1 + sum(scores[i, j] > gold for j in range(len(names)) if not same(i, j)))
+        return float(np.mean([1 / r for r in ranks]))
+
+    for direction, (rows, columns) in {"query->positive": (texts, images), "positive->query": (images, texts)}.items():
+        scores = rows @ columns.T
+        joined = mrr(scores, lambda i, j: component[i] == component[j])
+        measured = next(r for r in report["widths"] if r["width"] == 64 and r["direction"] == direction)
+        assert abs(measured["mrr"] - joined) < 1e-5, (direction, measured, joined)
+        if direction == "positive->query":  # the strict rule ranks one of an image's two captions as a rival
+            strict = mrr(scores, lambda i, j: i == j)
+            assert abs(measured["mrr"] - strict) > 1e-3, (measured, strict)
