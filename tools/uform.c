@@ -38,7 +38,7 @@ static char const *const uform_encode_usage_ =
     "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
     "the L2-normalized Matryoshka embedding. Texts longer than a row (4096 bytes) are cut; a count\n"
     "of cut texts goes to standard error. An empty line is an error. Images (PNG, JPEG, WebP; the\n"
-    "model needs the vision frontend) embed into the same space, on the CPU:\n"
+    "model needs the vision frontend) embed into the same space, on either device:\n"
     "  --image FILE...    embed these image files instead of standard input, one line each, in order\n"
     "  --records          read JSON records instead of lines: {\"text\": \"...\"} or {\"image\": \"PATH\"}\n"
     "                     (a path relative to the working folder), one per line, in order\n"

@@ -145,13 +145,13 @@ def main(argv=None):
     names = {path: path.relative_to(svg_root).as_posix() for path in paths}
     captions, dropped = queries({names[path]: metadata(path) for path in paths}, arguments.most_repeats)
     command = renderer_command(rsvg_convert, arguments.size, arguments.background)
-    todo = [path for path in paths if names[path] in captions]
+    captioned = [path for path in paths if names[path] in captions]
     images, groups, stems = {}, {}, set()
     debian_archive.fresh_image_folder(arguments.output)
     with concurrent.futures.ThreadPoolExecutor(max(1, arguments.jobs)) as pool:
         # Saved in order as they come, so only the images still rendering are held at once.
-        rendered = pool.map(lambda path: rasterize(path, command, environment, arguments.size, arguments.background), todo)
-        for path, (image, reason) in zip(todo, rendered):
+        rendered = pool.map(lambda path: rasterize(path, command, environment, arguments.size, arguments.background), captioned)
+        for path, (image, reason) in zip(captioned, rendered):
             name = names[path]
             if image is None:
                 dropped[reason] += 1

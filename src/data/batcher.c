@@ -346,6 +346,14 @@ static int uform_cache_insert_(uform_batcher_t *batcher, uint64_t key, uint16_t 
     return 1;
 }
 
+/* An image's patches, resized and cut into the calling pool thread's Float32 buffer (`*patches`). */
+static uform_status_t uform_thread_patches_(uform_batcher_t *batcher, uform_pixels_t const *pixels, size_t thread,
+                                            float **patches, size_t *rows, size_t *columns) {
+    size_t most = batcher->most_patches;
+    *patches = batcher->decoded + thread * most * uform_patch_length_k;
+    return uform_image_patches(pixels, most, *patches, most, rows, columns);
+}
+
 static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_batcher_t *batcher = context;
     uform_image_job_t const *job = &batcher->image_jobs[index];
@@ -357,9 +365,9 @@ static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_corpus_t const *corpus = &batcher->sources[job->source].corpus;
     uform_pixels_t pixels = {0};
     size_t rows = 0, columns = 0;
-    float *decoded = batcher->decoded + thread * batcher->most_patches * uform_patch_length_k;
+    float *decoded = NULL;
     uform_status_t status = uform_corpus_image_read(corpus, job->slice, &pixels);
-    if (status == uform_ok_k) status = uform_image_patches(&pixels, batcher->most_patches, decoded, batcher->most_patches, &rows, &columns);
+    if (status == uform_ok_k) status = uform_thread_patches_(batcher, &pixels, thread, &decoded, &rows, &columns);
     uform_pixels_free(&pixels);
     if (status == uform_ok_k && (rows != job->rows || columns != job->columns))
         status = uform_fail(uform_format_k, "%s: an image changed since the batcher read it (%zux%zu patches, not %zux%zu)",
@@ -637,8 +645,16 @@ typedef struct uform_probe_t {
     size_t budget;               /* bytes of patches the probe may still keep (taken atomically) */
 } uform_probe_t;
 
+/* Takes `bytes` from a budget shared by the pool's threads; 0 when fewer are left. */
+static int uform_take_budget_(size_t *budget, size_t bytes) {
+    size_t left = __atomic_load_n(budget, __ATOMIC_ACQUIRE);
+    do {
+        if (left < bytes) return 0;
+    } while (!__atomic_compare_exchange_n(budget, &left, left - bytes, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+    return 1;
+}
+
 static void uform_probe_task_(void *context, size_t index, size_t thread) {
-    (void)thread;
     uform_probe_t *probe = context;
     uform_pixels_t pixels = {0};
     uform_status_t status = uform_corpus_image_read(&probe->entry->corpus, *probe->sides[index], &pixels);
@@ -651,16 +667,16 @@ static void uform_probe_task_(void *context, size_t index, size_t thread) {
     uform_image_grid(pixels.height, pixels.width, most, &rows, &columns);
     probe->grids[index] = (uint32_t)(rows << 16 | columns);
     /* Decoded already: keep its patches for the batches while the budget lasts. */
-    size_t values = rows * columns * uform_patch_length_k, bytes = values * sizeof(uint16_t);
+    size_t bytes = rows * columns * uform_patch_length_k * sizeof(uint16_t);
     probe->patches[index] = NULL;
-    if (__atomic_sub_fetch(&probe->budget, bytes, __ATOMIC_ACQ_REL) < SIZE_MAX / 2) { /* no wrap: it fit */
-        float *decoded = probe->batcher->decoded + thread * most * uform_patch_length_k;
+    float *decoded;
+    if (uform_take_budget_(&probe->budget, bytes)) {
         uint16_t *patches = malloc(bytes);
-        if (patches && uform_image_patches(&pixels, most, decoded, most, &rows, &columns) == uform_ok_k) {
-            uform_bf16_from_f32_array(decoded, patches, values);
+        if (patches && uform_thread_patches_(probe->batcher, &pixels, thread, &decoded, &rows, &columns) == uform_ok_k) {
+            uform_bf16_from_f32_array(decoded, patches, rows * columns * uform_patch_length_k);
             probe->patches[index] = patches;
         } else free(patches);
-    } else __atomic_add_fetch(&probe->budget, bytes, __ATOMIC_ACQ_REL);
+    }
     uform_pixels_free(&pixels);
 }
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/file.h"
 #include "core/status.h"
 #include "uform/image.h"
 
@@ -210,31 +211,10 @@ uform_status_t uform_jsonl_parse(char const *path, char const *text, size_t leng
 uform_status_t uform_jsonl_read(char const *path, uform_jsonl_options_t const *options, uform_corpus_t *corpus) {
     memset(corpus, 0, sizeof(*corpus));
     if (!path) return uform_fail(uform_invalid_argument_k, "uform_jsonl_read: NULL path");
-    struct stat status_buffer;
-    if (stat(path, &status_buffer) == 0 && !S_ISREG(status_buffer.st_mode))
-        return uform_fail(uform_io_k, "%s: not a regular file", path); /* a folder's ftell reports LONG_MAX */
-    FILE *file = fopen(path, "rb");
-    if (!file) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
-    char *text = NULL;
-    long size = -1;
-    if (fseek(file, 0, SEEK_END) == 0) size = ftell(file);
-    if (size < 0 || fseek(file, 0, SEEK_SET) != 0) {
-        fclose(file);
-        return uform_fail(uform_io_k, "%s: cannot find its size (not a regular file?)", path);
-    }
-    text = malloc(size ? (size_t)size : 1);
-    if (!text) {
-        fclose(file);
-        return uform_fail(uform_out_of_memory_k, "%s: cannot hold %ld bytes in memory", path, size);
-    }
-    size_t read = fread(text, 1, (size_t)size, file);
-    int failed = ferror(file);
-    fclose(file);
-    if (failed || read != (size_t)size) {
-        free(text);
-        return uform_fail(uform_io_k, "%s: read %zu of %ld bytes", path, read, size);
-    }
-    uform_status_t status = uform_jsonl_parse(path, text, (size_t)size, options, corpus);
+    unsigned char *text;
+    size_t size;
+    UFORM_TRY(uform_file_read(path, &text, &size));
+    uform_status_t status = uform_jsonl_parse(path, (char const *)text, size, options, corpus);
     free(text);
     return status;
 }

@@ -14,6 +14,7 @@
 #include <png.h>
 #include <webp/decode.h>
 
+#include "core/file.h"
 #include "core/status.h"
 
 static char const *uform_name_(char const *name) { return name ? name : "image"; }
@@ -157,16 +158,10 @@ uform_status_t uform_image_decode(void const *data, size_t size, char const *nam
 
 uform_status_t uform_image_read(char const *path, uform_pixels_t *pixels) {
     if (!path || !pixels) return uform_fail(uform_invalid_argument_k, "uform_image_read: NULL argument");
-    FILE *file = fopen(path, "rb");
-    if (!file) return uform_fail(uform_io_k, "%s: cannot open: %s", path, strerror(errno));
-    uform_status_t status = uform_ok_k;
-    long size = fseek(file, 0, SEEK_END) == 0 ? ftell(file) : -1;
-    unsigned char *data = NULL;
-    if (size < 0 || fseek(file, 0, SEEK_SET) != 0) status = uform_fail(uform_io_k, "%s: cannot find its size", path);
-    else if (!(data = malloc((size_t)size + 1))) status = uform_fail(uform_out_of_memory_k, "%s: cannot hold its %ld bytes", path, size);
-    else if (fread(data, 1, (size_t)size, file) != (size_t)size) status = uform_fail(uform_io_k, "%s: cannot read its %ld bytes", path, size);
-    fclose(file);
-    if (status == uform_ok_k) status = uform_image_decode(data, (size_t)size, path, pixels);
+    unsigned char *data;
+    size_t size;
+    UFORM_TRY(uform_file_read(path, &data, &size));
+    uform_status_t status = uform_image_decode(data, size, path, pixels);
     free(data);
     return status;
 }

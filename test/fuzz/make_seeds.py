@@ -99,6 +99,9 @@ def jsonl(folder):
         "pairs": [{"query": "q", "positives": ["p1", "p2\U0001f600"], "negatives": ["n1"], "id": 7},
                   {"query": "only", "positives": ["one"]}, {"query": "q2", "positives": ["a", "b", "c"],
                                                             "negatives": [], "lang": "fr"}],
+        "images": [{"query": "a red fox", "positives": [{"image": "img/fox.png"}]}, {"image": "img/a.png"},
+                   {"query": {"image": "/abs/b.webp"}, "positives": ["caption"], "negatives": [{"image": "c.jpg"}]},
+                   {"query": "q", "positives": [{"image": "x.png", "alt": "y"}]}, {"image": "", "text": "t"}],
     }
     for name, records in lines.items():
         (folder / f"{name}.jsonl").write_text("".join(json.dumps(record) + "\n" for record in records))

@@ -16,21 +16,21 @@ every=(parquet safetensors config jsonl mixture)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${every[@]}")
 flags=(-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc)
-libraries=(-ljansson -lzstd -lsnappy -lz -lm)
+libraries=(-ljansson -lzstd -lsnappy -lz -lpng -ljpeg -lwebp -lm)
 
 # The parser file whose coverage is printed, the sources a target links, and its longest input; where the
 # file also holds what the target cannot reach (file readers, writers), its functions are printed too.
 settings() {
   functions=yes
   case "$1" in
-    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c); longest=16384; functions=no ;;
+    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c src/media/image.c); longest=16384; functions=no ;;
     safetensors) parser=src/model/safetensors.c; sources=(src/model/safetensors.c); longest=16384 ;;
     config) parser=src/model/config.c; sources=(src/model/config.c src/model/tensors.c); longest=4096 ;;
-    jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c); longest=8192 ;;
+    jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c src/media/image.c); longest=8192 ;;
     mixture) parser=src/data/mixture.c; sources=(src/data/mixture.c); longest=8192 ;;
     *) echo "run.sh: unknown target '$1' (expected ${every[*]})" >&2; exit 2 ;;
   esac
-  sources=("test/fuzz/fuzz_$1.c" "${sources[@]}" src/core/status.c)
+  sources=("test/fuzz/fuzz_$1.c" "${sources[@]}" src/core/status.c src/core/file.c)
 }
 for target in "${targets[@]}"; do settings "$target"; done # refuses a misspelt target before any build
 if [ "${#targets[@]}" -gt 1 ]; then
