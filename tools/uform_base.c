@@ -39,6 +39,8 @@ static char const *const uform_base_usage_ =
     "  --tcr-lambda X           total coding rate weight (default 0)\n"
     "  --lipschitz-lambda X     spectral penalty weight (default 0)\n"
     "  --threads N              worker threads (default: all cores)\n"
+    "  --image-cache-mb N       decoded image patches kept in memory across batches, in MiB (default\n"
+    "                           1024; 0 keeps none and decodes every batch's images)\n"
     "  --device cpu|cuda        where the steps run (default cpu); cuda trains every objective, with\n"
     "                           --tcr-lambda and --lipschitz-lambda too except for mlm; its checkpoints\n"
     "                           resume on either device\n"
@@ -51,7 +53,7 @@ static char const *const uform_base_usage_ =
 typedef struct {
     char const *tier, *mixture, *objective, *output, *resume, *init_from, *device;
     double learning_rate, tcr_lambda, lipschitz_lambda;
-    unsigned long long steps, rows, warmup, seed, save_every, keep, threads, recompute;
+    unsigned long long steps, rows, warmup, seed, save_every, keep, threads, recompute, image_cache_mb;
     int warmup_set, quiet, cuda;
 } uform_base_options_t;
 
@@ -83,7 +85,8 @@ static int uform_base_check_device_(uform_base_options_t const *options, uform_o
 }
 
 static int uform_base_parse_(int argc, char **argv, uform_base_options_t *options) {
-    *options = (uform_base_options_t){.tier = "128x2", .steps = 100, .rows = 8, .keep = 2, .device = "cpu", .recompute = 1};
+    *options = (uform_base_options_t){.tier = "128x2", .steps = 100, .rows = 8, .keep = 2, .device = "cpu", .recompute = 1,
+                                      .image_cache_mb = uform_batcher_image_cache_mb_k};
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--help") || !strcmp(flag, "-h")) {
@@ -119,6 +122,7 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
             {"--keep", NULL, NULL, &options->keep},
             {"--threads", NULL, NULL, &options->threads},
             {"--recompute", NULL, NULL, &options->recompute},
+            {"--image-cache-mb", NULL, NULL, &options->image_cache_mb},
         };
         size_t found = sizeof(table) / sizeof(table[0]);
         for (size_t t = 0; t < sizeof(table) / sizeof(table[0]); ++t)
@@ -411,7 +415,8 @@ int main(int argc, char **argv) {
     train.lipschitz_lambda = options.lipschitz_lambda;
     uform_trainer_t *trainer = NULL;
     uform_batcher_t *batcher = NULL;
-    uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed};
+    uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed,
+                                        .image_cache_mb = options.image_cache_mb ? (size_t)options.image_cache_mb : SIZE_MAX};
     status = uform_batcher_create(&mixture, &batching, &batcher);
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
     uform_batcher_stats_t capacities = {0}; /* before the prefetcher's thread owns the batcher */

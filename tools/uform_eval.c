@@ -24,7 +24,7 @@
 
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K] [--no-tfidf] [--json FILE]\n"
-    "                  [--threads N] [--quiet]\n"
+    "                  [--threads N] [--device cpu|cuda] [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
     "positive (positive->query) among all pairs of the file, and prints Recall@1/5/10, MRR and\n"
@@ -44,6 +44,8 @@ static char const *const uform_eval_usage_ =
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
     "  --threads N      worker threads (default: all cores)\n"
+    "  --device D       where the checkpoint embeds: cpu (default) or cuda (the GPU, BF16 activations,\n"
+    "                   as uform encode --device cuda); scoring and reranking's MaxSim stay on the CPU\n"
     "  --quiet          no progress on standard error\n";
 
 enum { uform_ngram_shortest_k = 3, uform_ngram_longest_k = 5, uform_tfidf_buckets_k = 1 << 20 };
@@ -327,7 +329,7 @@ static json_t *uform_row_json_(uform_row_t const *row, char const *language, ufo
 }
 
 int main(int argc, char **argv) {
-    char const *checkpoint = NULL, *pairs = NULL, *json_path = NULL;
+    char const *checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
     size_t limit = 0, threads = 0, top = 0;
     int quiet = 0, use_tfidf = 1;
     for (int i = 1; i < argc; ++i) {
@@ -343,6 +345,13 @@ int main(int argc, char **argv) {
             pairs = argv[++i];
         else if (value && !strcmp(argv[i], "--json"))
             json_path = argv[++i];
+        else if (value && !strcmp(argv[i], "--device")) {
+            device = argv[++i];
+            if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
+                fprintf(stderr, "uform_eval: --device is cpu or cuda, not '%s'\n", device);
+                return 2;
+            }
+        }
         else if (value && !strcmp(argv[i], "--limit")) {
             if (!uform_parse_count_("--limit", argv[++i], 2, &limit)) return 2;
         } else if (value && !strcmp(argv[i], "--threads")) {
@@ -379,6 +388,7 @@ int main(int argc, char **argv) {
         status = uform_checkpoint_resolve(checkpoint, folder, sizeof(folder));
         if (status == uform_ok_k) status = uform_model_open(folder, &model);
         if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
+        if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(model, uform_device_cuda_k);
         if (status == uform_ok_k && top && !uform_model_has_head(model, "rerank")) {
             fprintf(stderr,
                     "uform_eval: --rerank: %s has no rerank head (train or warm-start one with --objective rerank)\n",

@@ -21,6 +21,9 @@
 # tar -x -C third_party/baseline`), built like this one.
 # `loader MIXTURE [ROWS] [SECONDS]` times the data loader (bench/loader.c) on this host's cores; carry
 # the mixture's data folders.
+# `imagerun [PACK] [flags]` is issue 14's run (scripts/device/image_run.py): tiny on mixtures/images.json
+# and its text-only control at once, then both scored on the test splits; PACK (default
+# data/pack/images.tar, from scripts/data/device_pack.py) carried with data/pack and unpacked into data/.
 # `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
 # mode's files (it needs the carried folders of all four).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -45,7 +48,8 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ] || [ "$what" = loader ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ] || [ "$what" = loader ] ||
+   [ "$what" = imagerun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -95,6 +99,17 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$wh
   if [ "$what" = loader ]; then  # the loader's rate on this host's cores: MIXTURE [ROWS] [SECONDS] (its data carried)
     cmake --build build-parity -j 16 --target uform_bench_loader > "$out/build-loader.log" 2>&1 || { tail -40 "$out/build-loader.log"; exit 1; }
     ./build-parity/uform_bench_loader "$@" | tee "$out/loader.jsonl"
+    exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = imagerun ]; then  # issue 14's run: PACK [image_run.py flags]; PACK from scripts/data/device_pack.py, carried
+    pack="${1:-data/pack/images.tar}"; shift || true
+    [ -f "$pack" ] || { echo "gpu.sh imagerun: $pack is missing: python3 scripts/data/device_pack.py, and carry data/pack"; exit 1; }
+    tar -xf "$pack" && python3 -c "import lzma, pathlib, sys
+for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" ||
+      { echo "gpu.sh imagerun: $pack does not unpack"; exit 1; }
+    cmake --build build-parity -j 16 --target uform_base uform_eval > "$out/build-imagerun.log" 2>&1 ||
+      { tail -40 "$out/build-imagerun.log"; exit 1; }
+    python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""image_run.py: issue 14's run on one GPU. Trains tiny on mixtures/images.json (image <-> caption
+beside the gettext pairs, weighted to about half of the cells) for --rows rows a step and, at the
+same time on the same card and for the same steps, two text-only controls
+(mixtures/images_text_control.json, the same gettext pairs): `text-half` with half the rows (about
+the text the image run sees) and `text-all` with all of them (the image run's cells, all text).
+Then scores each on the held-out test splits with uform_eval on the GPU: each image corpus,
+caption -> image and back (chance beside), and the gettext pairs (TF-IDF beside) for the text
+recall the images must not cost. Prints one table and writes OUT/image_run.json.
+
+The step count fills the time given: a probe runs all three for --probe steps at once and times
+their steps (log.jsonl's seconds, past the first quarter), then each gets the steps that fit.
+
+    python3 scripts/device/image_run.py --build BUILD [--seconds 300] [--rows 32] [--steps N]
+                                        [--gettext-limit 5000] [--tier tiny] [--device cuda] [--out DIR]
+
+The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
+"""
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+RUNS = {"images": ("mixtures/images.json", 1.0), "text-half": ("mixtures/images_text_control.json", 0.5),
+        "text-all": ("mixtures/images_text_control.json", 1.0)}  # name: (mixture, share of --rows)
+IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
+
+
+def train(build, name, steps, args, folder):
+    """A started uform_base process for one run into folder/name."""
+    mixture, share = RUNS[name]
+    command = [str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
+               "--steps", str(steps), "--device", args.device, "--seed", "0", "--image-cache-mb", str(args.image_cache_mb),
+               "--save-every", str(max(1, steps // 4)), "--output", str(folder / name), "--quiet"]
+    log = open(folder / f"{name}.log", "w")
+    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def wait_all(processes, folder, deadline=None):
+    """Waits for every run; past the deadline (time.time()) stops them, keeping their last
+    checkpoints, and returns the names of the runs cut short."""
+    cut = []
+    for name, process in processes.items():
+        try:
+            code = process.wait(timeout=None if deadline is None else max(1.0, deadline - time.time()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            cut.append(name)
+            continue
+        if code != 0:
+            sys.exit(f"image_run: the {name} run failed:\n" + (folder / f"{name}.log").read_text()[-3000:])
+    return cut
+
+
+def step_seconds(folder):
+    """Median seconds a step took, past the first few (graph capture, cuDNN's plans)."""
+    lines = [json.loads(line) for line in (folder / "log.jsonl").read_text().splitlines() if line.strip()]
+    return statistics.median(line["seconds"] for line in lines[len(lines) // 4:])
+
+
+def evaluate(build, run, pairs, args, out, extra=()):
+    """uform_eval's JSON for one checkpoint on one test file."""
+    target = out / f"eval-{run.name}-{pathlib.Path(pairs).parent.name}.json"
+    command = [str(build / "uform_eval"), str(run), "--pairs", pairs, "--device", args.device, "--json", str(target), "--quiet", *extra]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"image_run: {' '.join(command)} failed:\n{result.stdout[-2000:]}\n{result.stderr[-2000:]}")
+    return json.loads(target.read_text())
+
+
+def rows_of(report, method, width=None):
+    """{direction: recall@1, recall@10} for one method's language-wide rows (widest width of the model)."""
+    rows = [r for r in report["rows"] if r["method"] == method and r["language"] == "all" and r["direction"] != "both"]
+    if method == "model":
+        width = width or max(r["width"] for r in rows)
+        rows = [r for r in rows if r["width"] == width]
+    return {r["direction"]: {"r1": r["recall@1"], "r10": r["recall@10"], "mrr": r["mrr"]} for r in rows}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--seconds", type=float, default=300, help="training time of the two runs together (default 300)")
+    parser.add_argument("--rows", type=int, default=32, help="rows of the image run and text-all (default 32)")
+    parser.add_argument("--steps", type=int, default=0, help="steps of each run (default: what --seconds allows)")
+    parser.add_argument("--probe", type=int, default=60)
+    parser.add_argument("--tier", default="tiny")
+    parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a quick look at the script itself")
+    parser.add_argument("--image-cache-mb", type=int, default=16384)
+    parser.add_argument("--gettext-limit", type=int, default=5000)
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
+    args = parser.parse_args()
+    build, out = (ROOT / args.build).resolve(), pathlib.Path(args.out)
+    folder = pathlib.Path("/tmp/uform-image-run")
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+    folder.mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "wall": {}}
+
+    started = time.time()
+    steps = args.steps
+    if not steps:
+        probe = folder / "probe"
+        probe.mkdir()
+        wait_all({name: train(build, name, args.probe, args, probe) for name in RUNS}, probe)
+        together = max(step_seconds(probe / name) for name in RUNS)
+        steps = max(args.probe, int(args.seconds / together))
+        report["probe"] = {"step_seconds_together": together, "wall": time.time() - started}
+        print(f"image_run: probe: a step takes up to {together * 1e3:.1f} ms with all three running; {steps} steps each", flush=True)
+    report["steps"] = steps
+    began = time.time()
+    report["cut_short"] = wait_all({name: train(build, name, steps, args, folder) for name in RUNS}, folder,
+                                   began + args.seconds * 1.5)
+    report["wall"]["train"] = time.time() - began
+    if report["cut_short"]:
+        print(f"image_run: {', '.join(report['cut_short'])} ran past 1.5 x --seconds and were stopped: "
+              "their last checkpoints are scored", flush=True)
+    for name in RUNS:
+        report[f"{name}_step_seconds"] = step_seconds(folder / name)
+        report[f"{name}_log_tail"] = (folder / f"{name}.log").read_text()[-600:]
+
+    began = time.time()
+    table, table_tfidf = [], {}
+    for corpus in IMAGE_SETS:
+        result = evaluate(build, folder / "images", f"data/{corpus}/test.jsonl", args, out)
+        model, chance = rows_of(result, "model"), result["chance"]["recall@1"]
+        for direction, row in model.items():
+            table.append({"set": corpus, "pairs": result["count"], "direction": direction, "run": "images",
+                          "r1": row["r1"], "r10": row["r10"], "baseline": "chance", "baseline_r1": chance,
+                          "times_baseline": row["r1"] / chance if chance else None})
+    for name in RUNS:
+        extra = ("--limit", str(args.gettext_limit)) + (("--no-tfidf",) if name != "images" else ())
+        result = evaluate(build, folder / name, "data/gettext/test.jsonl", args, out, extra)
+        model, tfidf = rows_of(result, "model"), rows_of(result, "tfidf")
+        for direction, row in model.items():
+            base = tfidf.get(direction, {"r1": None})["r1"] if tfidf else table_tfidf.get(direction)
+            table.append({"set": "gettext", "pairs": result["count"], "direction": direction, "run": name,
+                          "r1": row["r1"], "r10": row["r10"], "baseline": "tf-idf", "baseline_r1": base,
+                          "times_baseline": None})
+        if tfidf:
+            table_tfidf = {direction: row["r1"] for direction, row in tfidf.items()}
+    report["wall"]["eval"] = time.time() - began
+    report["table"] = table
+    times = ", ".join(f"{name} {report[name + '_step_seconds'] * 1e3:.1f} ms" for name in RUNS)
+    print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, the three runs at once on one GPU (a step: {times})")
+    print(f"{'set':8} {'pairs':>6} {'direction':16} {'run':9} {'R@1':>7} {'R@10':>7} {'baseline':>9} {'its R@1':>8} {'x':>7}")
+    for row in table:
+        times = f"{row['times_baseline']:.0f}x" if row["times_baseline"] else "-"
+        base = f"{row['baseline_r1']:.4f}" if row["baseline_r1"] is not None else "-"
+        print(f"{row['set']:8} {row['pairs']:>6} {row['direction']:16} {row['run']:9} {row['r1']:7.4f} {row['r10']:7.4f} "
+              f"{row['baseline']:>9} {base:>8} {times:>7}")
+    (out / "image_run.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
