@@ -34,6 +34,12 @@ if command -v nvcc > /dev/null && [ ! -f "$frontend/include/cudnn_frontend.h" ];
   fi
   rm -rf "$wheels"
 fi
+# nvJPEG and NPP (the CUDA backend's optional GPU JPEG decoding): headers and libraries from their PyPI
+# wheels into site-packages/nvidia/cu13, where CMake also looks; the backend builds without them.
+if command -v nvcc > /dev/null && ! python3 -c "import site, os, sys; sys.exit(not any(os.path.exists(os.path.join(p, 'nvidia/cu13/include/nvjpeg.h')) for p in site.getsitepackages()))"; then
+  python3 -m pip install --quiet --no-deps "nvidia-nvjpeg>=13,<14" "nvidia-npp>=13,<14" ||
+    echo "setup: could not install nvJPEG and NPP; the CUDA backend builds without GPU JPEG decoding"
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null

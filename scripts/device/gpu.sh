@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|encode|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -12,6 +12,9 @@
 # GPU from threads at once) and the Python tests that train and infer on the GPU.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
+# `decode` builds uform_image_decode_test there and runs it: JPEGs decoded and resized into patches on
+# the GPU (nvJPEG, NPP) against the host path, its planted controls, a truncated and a CMYK JPEG
+# refused, and host against GPU images/s; decode.txt and decode.json (docs/images.md, "GPU decoding").
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
 # (where a NaN begins), each tensor's largest gradient after step 1, the first step's loss per run
 # (runs that disagree there went wrong in it) and cuBLASLt's chosen algorithms, tuning cuBLASLt's
@@ -22,10 +25,10 @@
 # `loader MIXTURE [ROWS] [SECONDS]` times the data loader (bench/loader.c) on this host's cores; carry
 # the mixture's data folders.
 # `imagerun [PACK] [flags]` is issue 14's run (scripts/device/image_run.py): tiny on mixtures/images.json
-# and its text-only control at once, then both scored on the test splits; PACK (default
+# beside two text-only controls at once, then each scored on the test splits; PACK (default
 # data/pack/images.tar, from scripts/data/device_pack.py) carried with data/pack and unpacked into data/.
-# `check` runs contract, trace, parity and tests in one call: check.txt summarizes, check.tgz holds each
-# mode's files (it needs the carried folders of all four).
+# `check` runs contract, trace, parity, tests and decode in one call: check.txt summarizes, check.tgz holds
+# each mode's files (it needs the carried folders of all five).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
 # and the peer's under torch.profiler (bench/profile_peer.py), for tiny at 4096- and 512-byte segments,
 # and ours for small's contrastive row.
@@ -35,21 +38,22 @@ out="${OUT:-/tmp/uform-out}"
 mkdir -p "$out"
 if [ "$what" = check ]; then  # every check in one call, each mode's files in one archive (8 files come back)
   status=0
-  for mode in contract trace parity tests; do
+  for mode in contract trace parity tests decode; do
     mkdir -p "$out/check/$mode"
     OUT="$out/check/$mode" TRACE_TUNES="${TRACE_TUNES:-3 3 3 3 2 2}" bash "$0" "$mode" > "$out/check/$mode/console.txt" 2>&1
     code=$?
     echo "$mode: exit $code" | tee -a "$out/check.txt"
     [ "$code" -eq 0 ] || status=1
   done
-  tail -n 3 "$out/check/contract/contract.txt" "$out/check/parity/parity.txt" "$out/check/tests/tests.txt" 2> /dev/null | tee -a "$out/check.txt"
+  tail -n 3 "$out/check/contract/contract.txt" "$out/check/parity/parity.txt" "$out/check/tests/tests.txt" \
+    "$out/check/decode/decode.txt" 2> /dev/null | tee -a "$out/check.txt"
   grep -v " loss " "$out/check/trace/trace.txt" 2> /dev/null | cut -c1-300 | tee -a "$out/check.txt"
   tar czf "$out/check.tgz" -C "$out" check && rm -rf "$out/check"
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$what" = ab ] || [ "$what" = loader ] ||
-   [ "$what" = imagerun ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = ab ] ||
+   [ "$what" = loader ] || [ "$what" = imagerun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -110,6 +114,13 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
     cmake --build build-parity -j 16 --target uform_base uform_eval > "$out/build-imagerun.log" 2>&1 ||
       { tail -40 "$out/build-imagerun.log"; exit 1; }
     python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = decode ]; then  # GPU JPEG decoding against the host's (built where the toolkit has nvJPEG and NPP)
+    grep "JPEG decoding" "$out/configure-build-parity.log"
+    cmake --build build-parity -j 16 --target uform_image_decode_test > "$out/build-decode.log" 2>&1 ||
+      { tail -40 "$out/build-decode.log"; exit 1; }
+    ./build-parity/uform_image_decode_test --json "$out/decode.json" "$@" 2>&1 | tee "$out/decode.txt"
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools

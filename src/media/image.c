@@ -1,4 +1,4 @@
-/*  image.c: decoding PNG, JPEG and WebP into RGBA, the patch grid, and the resize into patches
+/*  image.c: decoding PNG, JPEG and WebP into RGBA, and the resize into patches (the grid: grid.c)
  *  (include/uform/image.h; the rule and the filter: docs/images.md). */
 #include "uform/image.h"
 
@@ -166,26 +166,7 @@ uform_status_t uform_image_read(char const *path, uform_pixels_t *pixels) {
     return status;
 }
 
-/* --- The grid and the resize. */
-
-void uform_image_grid(size_t height, size_t width, size_t max_patches, size_t *rows, size_t *columns) {
-    if (!max_patches) max_patches = uform_image_patches_k;
-    if (!height || !width) {
-        *rows = *columns = 0;
-        return;
-    }
-    /* The scale that makes the image's area max_patches patches, never enlarging past its own size. */
-    double side = uform_patch_side_k, area = (double)height * (double)width / (side * side);
-    double scale = area > (double)max_patches ? sqrt((double)max_patches / area) : 1.0;
-    size_t r = (size_t)lround((double)height * scale / side), c = (size_t)lround((double)width * scale / side);
-    r = r ? r : 1, c = c ? c : 1;
-    /* Rounding may overshoot: take a patch from the side that is more over its share (rows on a tie). */
-    while (r * c > max_patches) {
-        if (r > 1 && (c == 1 || (double)r * (double)width >= (double)c * (double)height)) r--;
-        else c--;
-    }
-    *rows = r, *columns = c;
-}
+/* --- The resize (the grid: grid.c). */
 
 /* One output sample along an axis: `count` input taps from `first` with their weights. */
 typedef struct uform_taps_t {

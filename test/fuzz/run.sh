@@ -23,10 +23,10 @@ libraries=(-ljansson -lzstd -lsnappy -lz -lpng -ljpeg -lwebp -lm)
 settings() {
   functions=yes
   case "$1" in
-    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c src/media/image.c); longest=16384; functions=no ;;
+    parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c src/media/image.c src/media/grid.c); longest=16384; functions=no ;;
     safetensors) parser=src/model/safetensors.c; sources=(src/model/safetensors.c); longest=16384 ;;
     config) parser=src/model/config.c; sources=(src/model/config.c src/model/tensors.c); longest=4096 ;;
-    jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c src/media/image.c); longest=8192 ;;
+    jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c src/media/image.c src/media/grid.c); longest=8192 ;;
     mixture) parser=src/data/mixture.c; sources=(src/data/mixture.c); longest=8192 ;;
     *) echo "run.sh: unknown target '$1' (expected ${every[*]})" >&2; exit 2 ;;
   esac
