@@ -117,10 +117,10 @@ def main():
     report["steps"] = steps
     began = time.time()
     report["cut_short"] = wait_all({name: train(build, name, steps, args, folder) for name in RUNS}, folder,
-                                   began + args.seconds * 1.5)
+                                   began + args.seconds * 1.2)
     report["wall"]["train"] = time.time() - began
     if report["cut_short"]:
-        print(f"image_run: {', '.join(report['cut_short'])} ran past 1.5 x --seconds and were stopped: "
+        print(f"image_run: {', '.join(report['cut_short'])} ran past 1.2 x --seconds and were stopped: "
               "their last checkpoints are scored", flush=True)
     for name in RUNS:
         report[f"{name}_step_seconds"] = step_seconds(folder / name)
