@@ -82,6 +82,15 @@ def test_resume_with_images_is_bit_exact(build_dir, shapes, tmp_path):
     assert tensors(straight / "latest" / "model.safetensors") == tensors(halves / "latest" / "model.safetensors")
 
 
+def test_image_cache_changes_nothing(build_dir, shapes, tmp_path):
+    kept, decoded = tmp_path / "kept", tmp_path / "decoded"
+    train(build_dir, shapes / "shapes.json", kept, "--steps", "4")
+    train(build_dir, shapes / "shapes.json", decoded, "--steps", "4", "--image-cache-mb", "0")  # every batch decoded
+    assert tensors(kept / "latest" / "model.safetensors") == tensors(decoded / "latest" / "model.safetensors")
+    refused = train(build_dir, shapes / "shapes.json", tmp_path / "bad", "--image-cache-mb", "-1", check=False)
+    assert refused.returncode == 2 and "--image-cache-mb" in refused.stderr, refused.stderr
+
+
 def test_broken_images_are_named_or_skipped(build_dir, shapes, tmp_path):
     (tmp_path / "img").mkdir()
     Image.fromarray(shape_image("red", "square")).save(tmp_path / "img" / "fine.png")
