@@ -154,10 +154,18 @@ static uform_status_t uform_resize_pass_(uform_cuda_decoder_t *decoder, float co
 }
 
 /* One axis at a time, across then down, as the host resizes; an axis of the same size is left as it is.
+ * Where both shrink, one 2D area pass: NPP's supersampling refused a pass that keeps one axis
+ * (NPP_INTERPOLATION_ERROR on the H200), and the area average is separable, so it is the same filter.
  * Returns the image of out_height x out_width (Float32 RGBA, dense). */
 static uform_status_t uform_resize_(uform_cuda_decoder_t *decoder, uform_scratch_t const *scratch, size_t height, size_t width,
                                     size_t out_height, size_t out_width, char const *name, float const **result) {
     float const *image = scratch->rgba;
+    if (out_width < width && out_height < height) {
+        TRY(uform_resize_pass_(decoder, image, width, height, scratch->resized, out_width, out_height, 1, name,
+                               "nppiResize_32f_C4R_Ctx (both axes)"));
+        *result = scratch->resized;
+        return uform_ok_k;
+    }
     if (out_width != width) {
         TRY(uform_resize_pass_(decoder, image, width, height, scratch->across, out_width, height, out_width < width, name,
                                "nppiResize_32f_C4R_Ctx (across)"));
