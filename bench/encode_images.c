@@ -1,28 +1,23 @@
 /*  encode_images.c: times `uform_encode_images` (include/uform/encode.h) on one synthetic photo of
  *  --height x --width pixels, given as JPEG bytes, PNG bytes or decoded RGBA pixels: --batch copies a
  *  call, for --seconds. The photo (gradients, a few waves and noise, so that the codecs have work as on
- *  a camera's picture) is encoded here by libjpeg-turbo (quality 90) and libpng. Prints one JSON line
- *  per input with images/s; bench/encode_images.py runs it on a CPU and a CUDA context.
+ *  a camera's picture) is encoded here by libjpeg-turbo (quality 90) and libpng. `sized` is the photo
+ *  drawn at its patch grid's own size (16 rows x 16 columns pixels), so that the resize keeps the size
+ *  and what is left is cutting patches and the model. Prints one JSON line per input with images/s;
+ *  bench/encode_images.py runs it on a CPU and a CUDA context.
  *
  *      uform_bench_encode_images --model DIR [--device cpu|cuda] [--threads N] [--batch 32]
- *                                [--seconds 3] [--inputs jpeg,png,pixels] [--height 480] [--width 640]
+ *                                [--seconds 3] [--inputs jpeg,png,pixels,sized] [--height 480] [--width 640]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <jpeglib.h>
 #include <png.h>
 
-#include "uform/uform.h"
-
-static double uform_now_(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "encode_model.h"
 
 static int uform_fail_(void) {
     fprintf(stderr, "uform_bench_encode_images: %s\n", uform_last_error());
@@ -84,7 +79,7 @@ static void *uform_png_(uint8_t const *rgba, size_t height, size_t width, size_t
 }
 
 int main(int argc, char **argv) {
-    char const *model_path = NULL, *device = "cpu", *inputs = "jpeg,png,pixels";
+    char const *model_path = NULL, *device = "cpu", *inputs = "jpeg,png,pixels,sized";
     double seconds = 3.0;
     size_t threads = 0, batch = 32, height = 480, width = 640;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -103,13 +98,11 @@ int main(int argc, char **argv) {
     }
     if (!model_path || !batch || !height || !width || (strcmp(device, "cpu") && strcmp(device, "cuda"))) {
         fprintf(stderr, "usage: uform_bench_encode_images --model DIR [--device cpu|cuda] [--threads N] [--batch 32] "
-                        "[--seconds 3] [--inputs jpeg,png,pixels] [--height 480] [--width 640]\n");
+                        "[--seconds 3] [--inputs jpeg,png,pixels,sized] [--height 480] [--width 640]\n");
         return 2;
     }
     uform_model_t *model = NULL;
-    uform_status_t status = uform_model_open(model_path, &model);
-    if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
-    if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(model, uform_device_cuda_k);
+    uform_status_t status = uform_bench_open(model_path, threads, 0, device, &model);
     uform_config_t config;
     if (status == uform_ok_k) uform_model_config(model, &config);
     /* A whole call in one pass: every image fills at most 512 patches. */
@@ -117,14 +110,14 @@ int main(int argc, char **argv) {
     if (status != uform_ok_k) return uform_fail_();
     size_t embedding_width = config.embedding_widths[config.embedding_widths_count - 1], rows, columns;
     uform_image_grid(height, width, 0, &rows, &columns);
-    uint8_t *rgba = uform_photo_(height, width);
+    uint8_t *rgba = uform_photo_(height, width), *sized = uform_photo_(rows * uform_patch_side_k, columns * uform_patch_side_k);
     unsigned long jpeg_size = 0;
     size_t png_size = 0;
     unsigned char *jpeg = rgba ? uform_jpeg_(rgba, height, width, &jpeg_size) : NULL;
     void *png = rgba ? uform_png_(rgba, height, width, &png_size) : NULL;
     uform_image_t *images = malloc(batch * sizeof(uform_image_t));
     float *embeddings = malloc(batch * embedding_width * sizeof(float));
-    if (!rgba || !jpeg || !png || !images || !embeddings) {
+    if (!rgba || !sized || !jpeg || !png || !images || !embeddings) {
         fprintf(stderr, "uform_bench_encode_images: out of memory making the photo\n");
         return 1;
     }
@@ -134,23 +127,27 @@ int main(int argc, char **argv) {
         char input[16] = "";
         snprintf(input, sizeof(input), "%.*s", (int)length, cursor);
         cursor += length + (cursor[length] == ',');
-        size_t size = !strcmp(input, "jpeg") ? jpeg_size : !strcmp(input, "png") ? png_size : height * width * 4;
+        size_t sized_height = rows * uform_patch_side_k, sized_width = columns * uform_patch_side_k;
+        size_t size = !strcmp(input, "jpeg") ? jpeg_size : !strcmp(input, "png") ? png_size
+                    : !strcmp(input, "sized") ? sized_height * sized_width * 4 : height * width * 4;
         for (size_t i = 0; i < batch; ++i) {
             if (!strcmp(input, "jpeg")) images[i] = (uform_image_t){.data = jpeg, .size = jpeg_size};
             else if (!strcmp(input, "png")) images[i] = (uform_image_t){.data = png, .size = png_size};
             else if (!strcmp(input, "pixels")) images[i] = (uform_image_t){.pixels = {rgba, height, width, width * 4}};
+            else if (!strcmp(input, "sized"))
+                images[i] = (uform_image_t){.pixels = {sized, sized_height, sized_width, sized_width * 4}};
             else {
-                fprintf(stderr, "uform_bench_encode_images: --inputs are jpeg, png or pixels, not %s\n", input);
+                fprintf(stderr, "uform_bench_encode_images: --inputs are jpeg, png, pixels or sized, not %s\n", input);
                 return 2;
             }
         }
         status = uform_encode_images(model, images, batch, embedding_width, embeddings); /* warm-up */
         size_t calls = 0;
-        double start = uform_now_(), elapsed = 0;
+        double start = uform_bench_now(), elapsed = 0;
         while (status == uform_ok_k && elapsed < seconds) {
             status = uform_encode_images(model, images, batch, embedding_width, embeddings);
             calls++;
-            elapsed = uform_now_() - start;
+            elapsed = uform_bench_now() - start;
         }
         if (status != uform_ok_k) return uform_fail_();
         printf("{\"system\": \"uform\", \"version\": \"%s\", \"device\": \"%s\", \"threads\": %zu, \"input\": \"%s\", "
@@ -160,7 +157,7 @@ int main(int argc, char **argv) {
                (double)(calls * batch) / elapsed, elapsed * 1e3 / (double)(calls * batch));
         fflush(stdout);
     }
-    free(rgba), free(jpeg), free(png), free(images), free(embeddings);
+    free(rgba), free(sized), free(jpeg), free(png), free(images), free(embeddings);
     uform_model_close(model);
     return 0;
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Image-encode throughput of `uform_encode_images` on a CPU context and a CUDA context: one
-synthetic photo (default 640x480) as JPEG bytes, PNG bytes and decoded pixels, a batch of copies a
-call. Prints a table of images/s and writes JSON (default bench/out/encode_images.json).
+synthetic photo (default 640x480) as JPEG bytes, PNG bytes, decoded pixels, and pixels already at
+its patch grid's size (the resize then keeps the size), a batch of copies a call. Prints a table of images/s and writes JSON (default bench/out/encode_images.json).
 
     python3 bench/encode_images.py [--devices cpu,cuda] [--tier tiny] [--build build] [--threads N]
                                    [--batch N] [--seconds 3] [--height 480] [--width 640] [--output FILE]
@@ -15,10 +15,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from encode import cpu_name, gpu_name, run_lines  # noqa: E402  (the text encode benchmark's helpers)
+from encode import cpu_name, gpu_name, run_lines, write_report  # noqa: E402  (the text encode benchmark's helpers)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-INPUTS = ["jpeg", "png", "pixels"]
+INPUTS = ["jpeg", "png", "pixels", "sized"]  # sized: pixels already at the patch grid's size (encode_images.c)
 
 
 def main():
@@ -66,10 +66,7 @@ def main():
                   gpu=gpu_name() if "cuda" in devices else None, tier=args.tier, threads=args.threads,
                   seconds=args.seconds, unit="images/s of pooled embeddings", rows=lines,
                   errors=errors)
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {output}", file=sys.stderr)
+    write_report(args.output, report)
 
 
 if __name__ == "__main__":

@@ -99,9 +99,11 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = encode ] || [ "$wh
   if [ "$what" = images-bench ]; then  # image-caption training beside the peer, then image encode on the CPU and the GPU
     cmake --build build-parity -j 16 --target uform_cli uform_bench_encode_images uform_bench_train_cuda \
       > "$out/build-images.log" 2>&1 || { tail -40 "$out/build-images.log"; exit 1; }
-    python3 bench/torch_image_step.py --check 2>&1 | tail -5 | tee "$out/peer_check.txt"  # M-RoPE and two finite steps, uncompiled
-    python3 bench/train_images.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/train_images.txt"
+    python3 bench/torch_image_step.py --check 2>&1 | tail -5 | tee "$out/train_images.txt"  # M-RoPE and two finite steps, uncompiled
+    check=${PIPESTATUS[0]}
+    python3 bench/train_images.py --build build-parity --out "$out" "$@" 2>&1 | tee -a "$out/train_images.txt"
     status=${PIPESTATUS[0]}
+    [ "$check" -eq 0 ] || status=1
     python3 bench/encode_images.py --devices cpu,cuda --build build-parity --seconds 2 \
       --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
