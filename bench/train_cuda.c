@@ -339,6 +339,7 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaMemGetInfo(&free_before, &total));
     size_t patches = patch_rows * patch_columns;
     image_layout_t layout = {0};
+    if (patches && !pairs) { fprintf(stderr, "train_cuda: --image needs --pairs (images train contrastively here)\n"); return 2; }
     if (pairs && patches) {
         if (!text || (pack_pairs ? patches + text : patches > text ? patches : text) > columns) {
             fprintf(stderr, "train_cuda: an image of %zu patches and a caption of %zu bytes do not fit rows of %zu columns%s\n",
