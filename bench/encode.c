@@ -5,15 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "uform/uform.h"
-
-static double uform_now_(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "encode_model.h"
 
 static int uform_fail_(uform_status_t status) {
     fprintf(stderr, "uform_bench_encode: %s\n", uform_last_error());
@@ -42,15 +35,12 @@ int main(int argc, char **argv) {
                         "[--batch-bytes 8192] [--precision bf16|f32] [--device cpu|cuda]\n");
         return 2;
     }
-    uform_model_t *model = NULL;
-    uform_status_t status = uform_model_open(model_path, &model);
-    if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
-    if (status == uform_ok_k && !strcmp(precision, "f32")) status = uform_model_set_precision(model, uform_precision_f32_k);
-    if (status == uform_ok_k && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+    if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
         fprintf(stderr, "uform_bench_encode: --device is cpu or cuda, not %s\n", device);
         return 2;
     }
-    if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(model, uform_device_cuda_k);
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_bench_open(model_path, threads, !strcmp(precision, "f32"), device, &model);
     uform_config_t config;
     if (status == uform_ok_k) uform_model_config(model, &config);
     /* A whole batch in one pass: its texts packed into rows, at most one row's tail lost per text. */
@@ -71,11 +61,11 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < batch; ++i) texts[i] = (uform_text_t){bytes + i * length, length};
         status = uform_encode(model, texts, batch, width, embeddings, NULL); /* warm-up */
         size_t calls = 0;
-        double start = uform_now_(), elapsed = 0;
+        double start = uform_bench_now(), elapsed = 0;
         while (status == uform_ok_k && elapsed < seconds) {
             status = uform_encode(model, texts, batch, width, embeddings, NULL);
             calls++;
-            elapsed = uform_now_() - start;
+            elapsed = uform_bench_now() - start;
         }
         if (status != uform_ok_k) return uform_fail_(status);
         printf("{\"system\": \"uform\", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"threads\": %zu, "

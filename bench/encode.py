@@ -28,6 +28,14 @@ def run_lines(command, env=None):
     return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
+def write_report(path, report):
+    """The JSON report at `path`, its folder made."""
+    output = pathlib.Path(path)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {output}", file=sys.stderr)
+
+
 def cpu_name():
     for line in open("/proc/cpuinfo"):
         if line.startswith("model name"):
@@ -119,10 +127,7 @@ def main():
               "gpu": gpu_name() if gpu else None, "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
               "rows": [dict(zip(header, row)) for row in table]}
-    output = pathlib.Path(args.output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {output}", file=sys.stderr)
+    write_report(args.output, report)
 
 
 if __name__ == "__main__":

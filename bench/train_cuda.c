@@ -6,10 +6,15 @@
  *
  *  With --pairs P it times the contrastive step instead, as ../shared/peers/torch_siglip_step.py
  *  does: P anchors and P positives of --text bytes each, packed --columns bytes to a row, Matryoshka
- *  SigLIP over the attention pool at every power-of-two width from 64 to d.
+ *  SigLIP over the attention pool at every power-of-two width from 64 to d. With --image RxC too, as
+ *  bench/torch_image_step.py does: anchor i is an image of R x C random patches (values in [0, 1],
+ *  BF16 as the batcher hands them over; t = 0, h = patch row, w = patch column), its positive a
+ *  caption of --text random bytes. --pack-pairs 0 packs images and captions into rows first fit, the
+ *  longest first; 1 keeps each pair side by side in one row, as the batcher places a record.
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--pairs 0] [--text 128] [--recompute 0|1] [--kept 0] [--keep-attention 0|1]
+ *                             [--pairs 0] [--text 128] [--image RxC] [--pack-pairs 0|1]
+ *                             [--recompute 0|1] [--kept 0] [--keep-attention 0|1]
  *                             [--cudnn 0|1] [--steps 20] [--ceiling]
  *                             [--deterministic 1] [--tune 2] [--profile] [--trace]
  *
@@ -39,6 +44,7 @@
 #include "cuda/batch.h"
 #include "cuda/cuda.h"
 #include "cuda/step.h"
+#include "uform/image.h"
 
 /* A step call: its status and the step's message (the call and kernel that failed). */
 #define STEP_OK(step, call)                                                                                           \
@@ -210,15 +216,104 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, host_batch_t *h, size
     upload_(step, slot, h, t);
 }
 
+/* Image pairs: where each item sits. Items 0..pairs-1 are the images, pairs..2 pairs-1 the captions. */
+typedef struct image_layout_t {
+    size_t pairs, patch_rows, patch_columns, caption, columns, rows, padding_runs;
+    size_t *row_of, *column_of;  /* [2 pairs] */
+    uint16_t *patches;           /* [pool, 1024] BF16 in [0, 1], drawn once */
+    size_t pool;
+} image_layout_t;
+
+/* Lays the items out and counts the rows: first fit, the longer kind first; or each pair's image and
+ * caption side by side in the first row with room for both. */
+static image_layout_t image_layout_(size_t pairs, size_t patch_rows, size_t patch_columns, size_t caption, size_t columns,
+                                    int pack_pairs) {
+    size_t patches = patch_rows * patch_columns, items = 2 * pairs;
+    image_layout_t l = {pairs, patch_rows, patch_columns, caption, columns, 0, 0, malloc(items * sizeof(size_t)),
+                        malloc(items * sizeof(size_t)), NULL, 0};
+    size_t *filled = calloc(items, sizeof(size_t));
+    if (!l.row_of || !l.column_of || !filled) { fprintf(stderr, "train_cuda: out of host memory for the layout\n"); exit(1); }
+    for (size_t order = 0; order < (pack_pairs ? pairs : items); ++order) {
+        size_t item = pack_pairs || patches >= caption ? order : (order + pairs) % items;
+        size_t length = pack_pairs ? patches + caption : item < pairs ? patches : caption, row = 0;
+        while (row < l.rows && filled[row] + length > columns) row++;
+        if (row == l.rows) l.rows++;
+        l.row_of[item] = row, l.column_of[item] = filled[row];
+        if (pack_pairs) l.row_of[pairs + item] = row, l.column_of[pairs + item] = filled[row] + patches;
+        filled[row] += length;
+    }
+    for (size_t row = 0; row < l.rows; ++row) l.padding_runs += filled[row] < columns;
+    free(filled);
+    return l;
+}
+
+/* The grid of an image-pair batch: images and captions where the layout put them, padding after, the
+ * segments numbered in cell order (uform_forward's numbering, which anchors and candidates name). */
+static void fill_image_grid_(host_batch_t *h, image_layout_t const *l) {
+    size_t columns = l->columns, cells = l->rows * columns, patches = l->patch_rows * l->patch_columns;
+    for (size_t c = 0; c < cells; ++c) {
+        h->kinds[c] = uform_cell_padding_k, h->values[c] = uform_pad_k, h->segments[c] = -1;
+        h->positions[3 * c] = h->positions[3 * c + 1] = h->positions[3 * c + 2] = 0;
+    }
+    for (size_t item = 0; item < 2 * l->pairs; ++item) {
+        int image = item < l->pairs;
+        size_t first = l->row_of[item] * columns + l->column_of[item], length = image ? patches : l->caption;
+        for (size_t i = 0; i < length; ++i) {
+            size_t c = first + i;
+            h->kinds[c] = image ? uform_cell_image_k : uform_cell_byte_k;
+            h->segments[c] = (int32_t)item; /* renumbered below */
+            h->positions[3 * c] = image ? 0 : (int32_t)i;
+            h->positions[3 * c + 1] = (int32_t)(image ? i / l->patch_columns : i);
+            h->positions[3 * c + 2] = (int32_t)(image ? i % l->patch_columns : i);
+        }
+    }
+    uint32_t number = 0; /* the batch's segment number of each item, and row-local ids */
+    for (size_t row = 0; row < l->rows; ++row) {
+        int32_t local = 0;
+        for (size_t c = row * columns; c < (row + 1) * columns; ++c) {
+            if (h->segments[c] < 0) continue; /* padding, or a run already numbered */
+            size_t item = (size_t)h->segments[c];
+            (item < l->pairs ? h->anchors : h->candidates)[item % l->pairs] = number++;
+            for (size_t e = c; e < (row + 1) * columns && h->segments[e] == (int32_t)item; ++e) h->segments[e] = -2 - local;
+            local++;
+        }
+        for (size_t c = row * columns; c < (row + 1) * columns; ++c)
+            if (h->segments[c] <= -2) h->segments[c] = -2 - h->segments[c];
+    }
+    for (size_t i = 0; i < l->pairs; ++i)
+        for (size_t j = 0; j < l->pairs; ++j) h->labels[i * l->pairs + j] = i == j;
+    h->batch.anchors = h->anchors, h->batch.candidates = h->candidates, h->batch.labels = h->labels;
+    h->batch.anchors_count = h->batch.candidates_count = l->pairs;
+    h->batch.grid.media[0] = (uform_media_t){.data = l->patches, .count = l->pool, .dtype = uform_media_bf16_k};
+}
+
+/* One image-pair batch: new caption bytes, and each image cell a pool row that moves with the step. */
+static void fill_images_(uform_cuda_step_t *step, int slot, host_batch_t *h, image_layout_t const *l, size_t t) {
+    size_t cells = l->rows * l->columns, image_cell = 0;
+    for (size_t c = 0; c < cells; ++c)
+        if (h->kinds[c] == uform_cell_byte_k) h->values[c] = next_() & 255;
+        else if (h->kinds[c] == uform_cell_image_k) h->values[c] = (uint32_t)((image_cell++ + 7919 * t) % l->pool);
+    upload_(step, slot, h, t);
+}
+
 int main(int argc, char **argv) {
     size_t width = 512, depth = 12, rows = 16, columns = 4096, segment = 4096, steps = 20, pairs = 0, text = 128, kept = 0;
+    size_t patch_rows = 0, patch_columns = 0;
     int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2, keep_attention = 0;
+    int pack_pairs = 0;
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
         if (!strcmp(flag, "--profile")) { profile = 1; continue; }
         if (!strcmp(flag, "--trace")) { trace = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "train_cuda: %s needs a value\n", flag); return 2; }
+        if (!strcmp(flag, "--image")) {
+            if (sscanf(argv[++i], "%zux%zu", &patch_rows, &patch_columns) != 2 || !patch_rows || !patch_columns) {
+                fprintf(stderr, "train_cuda: --image takes ROWSxCOLUMNS patches, not %s\n", argv[i]);
+                return 2;
+            }
+            continue;
+        }
         size_t value = strtoull(argv[++i], NULL, 10);
         if (!strcmp(flag, "--width")) width = value;
         else if (!strcmp(flag, "--depth")) depth = value;
@@ -234,6 +329,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(flag, "--keep-attention")) keep_attention = (int)value;
         else if (!strcmp(flag, "--pairs")) pairs = value;
         else if (!strcmp(flag, "--text")) text = value;
+        else if (!strcmp(flag, "--pack-pairs")) pack_pairs = (int)value;
         else { fprintf(stderr, "train_cuda: unknown flag %s\n", flag); return 2; }
     }
     int devices = 0;
@@ -241,7 +337,22 @@ int main(int argc, char **argv) {
     double tflops_ceiling = ceiling ? ceiling_() : 0;
     size_t free_before, total;
     CUDA_OK(cudaMemGetInfo(&free_before, &total));
-    if (pairs) {
+    size_t patches = patch_rows * patch_columns;
+    image_layout_t layout = {0};
+    if (patches && !pairs) { fprintf(stderr, "train_cuda: --image needs --pairs (images train contrastively here)\n"); return 2; }
+    if (pairs && patches) {
+        if (!text || (pack_pairs ? patches + text : patches > text ? patches : text) > columns) {
+            fprintf(stderr, "train_cuda: an image of %zu patches and a caption of %zu bytes do not fit rows of %zu columns%s\n",
+                    patches, text, columns, pack_pairs ? " side by side" : "");
+            return 2;
+        }
+        layout = image_layout_(pairs, patch_rows, patch_columns, text, columns, pack_pairs);
+        layout.pool = pairs * patches < 65536 ? pairs * patches : 65536; /* a row is copied per cell either way */
+        layout.patches = malloc(layout.pool * uform_patch_length_k * sizeof(uint16_t));
+        if (!layout.patches) { fprintf(stderr, "train_cuda: out of host memory for the patches\n"); return 1; }
+        for (size_t e = 0; e < layout.pool * uform_patch_length_k; ++e) layout.patches[e] = bf16_((float)uniform_());
+        rows = layout.rows, segment = patches > text ? patches : text;
+    } else if (pairs) {
         if (!text || columns % text || 2 * pairs * text % columns) {
             fprintf(stderr, "train_cuda: --columns must hold whole texts and the 2 x pairs texts whole rows\n");
             return 2;
@@ -255,7 +366,8 @@ int main(int argc, char **argv) {
     config.segments = rows * ((columns + segment - 1) / segment);
     if (pairs) {
         config.objective = uform_cuda_contrastive_k;
-        config.segments = 2 * pairs, config.anchors = config.candidates = pairs, config.embedding_width = width;
+        config.segments = 2 * pairs + layout.padding_runs, config.anchors = config.candidates = pairs, config.embedding_width = width;
+        config.images = pairs * patches;
         for (size_t m = 64; m <= width && config.widths_count < 8; m *= 2) config.widths[config.widths_count++] = m;
     }
     uform_cuda_step_t *step;
@@ -277,7 +389,7 @@ int main(int argc, char **argv) {
         void *host = malloc(elements * 4);
         char const *name = tensors[i].name;
         float start = !strcmp(name, "pool.query") ? 0.0f : !strcmp(name, "siglip.scale") ? (float)log(10.0)
-                    : !strcmp(name, "siglip.bias") ? -10.0f : 1.0f;
+                    : !strcmp(name, "siglip.bias") ? -10.0f : !strcmp(name, "vision.bias") ? 0.0f : 1.0f;
         for (size_t e = 0; e < elements; ++e) {
             float value = (float)((uniform_() + uniform_() + uniform_() - 1.5) * 0.04);
             if (tensors[i].is_matrix) ((uint16_t *)host)[e] = bf16_(value);
@@ -287,6 +399,7 @@ int main(int argc, char **argv) {
         free(host);
     }
     host_batch_t host = host_batch_(rows, columns, pairs);
+    if (patches) fill_image_grid_(&host, &layout);
     float first_loss = 0, loss = 0;
     size_t warmup = 3, total_steps = warmup + steps, first_bad = 0; /* the first step whose loss is not finite */
     double start = 0;
@@ -296,7 +409,8 @@ int main(int argc, char **argv) {
         if (t == 2) first_loss = loss;
         if (t >= 2 && !first_bad && !isfinite(loss)) first_bad = t - 1;
         if (trace && t >= 2) fprintf(stderr, "train_cuda: step %zu loss %.6f\n", t - 1, loss);
-        if (pairs) fill_pairs_(step, slot, &host, text, pairs, t + 1);
+        if (patches) fill_images_(step, slot, &host, &layout, t + 1);
+        else if (pairs) fill_pairs_(step, slot, &host, text, pairs, t + 1);
         else fill_(step, slot, &host, segment, t + 1);
         if (t == warmup) { /* time from here: drain the warm-up steps first */
             STEP_OK(step, uform_cuda_step_wait(step, slot ^ 1, NULL));
@@ -324,11 +438,12 @@ int main(int argc, char **argv) {
     struct cudaDeviceProp properties;
     CUDA_OK(cudaGetDeviceProperties(&properties, 0));
     char first_text[32], last_text[32];
-    printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
+    printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"text_bytes\": %zu, "
+           "\"patches\": %zu, \"pack_pairs\": %d, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
            "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"keep_attention\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %s, \"loss_last\": %s, \"attention_plans\": \"%s\"}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, config.keep_attention, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, pairs ? text : 0, patches, pack_pairs, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, config.keep_attention, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0,
            json_number_(first_loss, first_text), json_number_(loss, last_text), uform_cuda_step_attention_plans(step));
@@ -338,6 +453,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_cuda: cuBLASLt plans (%zu split K): %s\n", split, plans);
     }
     uform_cuda_step_destroy(step);
+    free(layout.row_of), free(layout.column_of), free(layout.patches);
     if (!first_bad && !isfinite(loss)) first_bad = total_steps;
     if (first_bad) fprintf(stderr, "train_cuda: the loss is not finite from step %zu of %zu on\n", first_bad, total_steps);
     return first_bad ? 1 : 0;

@@ -73,6 +73,17 @@ def peer(path, plan, out, cache, result="torch_uform.json"):
         return dict(ceiling_tflops=0, rows=[], error=done.stdout[-400:] + done.stderr[-400:])
 
 
+def parse_with_cache(parser, result):
+    """Adds --compile-cache and --out (the folder for `result`), parses, makes OUT; returns the arguments and
+    the peers' TORCHINDUCTOR_CACHE_DIR (default BUILD/inductor-cache, so a second run skips compilation)."""
+    parser.add_argument("--compile-cache", default=None,
+                        help="TORCHINDUCTOR_CACHE_DIR for the peers (default BUILD/inductor-cache; '' for torch's own)")
+    parser.add_argument("--out", default=os.environ.get("OUT", "bench/out"), help=f"folder for {result}")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    return args, os.path.join(args.build, "inductor-cache") if args.compile_cache is None else args.compile_cache
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", default="build-gpu", help="folder holding uform_bench_train_cuda")
@@ -85,12 +96,7 @@ def main():
                              "and the others their attention outputs")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per row (after 3 warm-up)")
     parser.add_argument("--no-atomic", action="store_true", help="skip the rows with cuDNN's atomic-dQ backward")
-    parser.add_argument("--compile-cache", default=None,
-                        help="TORCHINDUCTOR_CACHE_DIR for the peers (default BUILD/inductor-cache; '' for torch's own)")
-    parser.add_argument("--out", default=os.environ.get("OUT", "bench/out"), help="folder for train_cuda.json")
-    args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
-    cache = os.path.join(args.build, "inductor-cache") if args.compile_cache is None else args.compile_cache
+    args, cache = parse_with_cache(parser, "train_cuda.json")
     started, walls = time.time(), {}
     peer_result = dict(ceiling_tflops=0, rows=[]) if args.no_peer or not args.plan else peer(args.peer, args.plan, args.out, cache)
     walls["mlm_peer_s"] = round(time.time() - started)

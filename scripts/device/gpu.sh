@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|images-bench|imagerun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -15,6 +15,9 @@
 # `decode` builds uform_image_decode_test there and runs it: JPEGs decoded and resized into patches on
 # the GPU (nvJPEG, NPP) against the host path, its planted controls, a truncated and a CMYK JPEG
 # refused, and host against GPU images/s; decode.txt and decode.json (docs/images.md, "GPU decoding").
+# `images-bench [train_images.py flags]` builds there too and runs, in one call, bench/train_images.py
+# (our contrastive step on image-caption pairs beside bench/torch_image_step.py, the PyTorch peer of this
+# repository) and bench/encode_images.py (uform_encode_images on a CPU and a CUDA context, images/s).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
 # (where a NaN begins), each tensor's largest gradient after step 1, the first step's loss per run
 # (runs that disagree there went wrong in it) and cuBLASLt's chosen algorithms, tuning cuBLASLt's
@@ -52,8 +55,8 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = ab ] ||
-   [ "$what" = loader ] || [ "$what" = imagerun ]; then
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = images-bench ] ||
+   [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -99,6 +102,19 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     python3 bench/encode.py --device cuda --build build-parity --peers third_party/peers \
       --output "$out/encode_cuda.json" "$@" 2>&1 | tee "$out/encode.txt"
     exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = images-bench ]; then  # image-caption training beside the peer, then image encode on the CPU and the GPU
+    cmake --build build-parity -j 16 --target uform_cli uform_bench_encode_images uform_bench_train_cuda \
+      > "$out/build-images.log" 2>&1 || { tail -40 "$out/build-images.log"; exit 1; }
+    python3 bench/torch_image_step.py --check 2>&1 | tail -5 | tee "$out/train_images.txt"  # M-RoPE and two finite steps, uncompiled
+    check=${PIPESTATUS[0]}
+    python3 bench/train_images.py --build build-parity --out "$out" "$@" 2>&1 | tee -a "$out/train_images.txt"
+    status=${PIPESTATUS[0]}
+    [ "$check" -eq 0 ] || status=1
+    python3 bench/encode_images.py --devices cpu,cuda --build build-parity --seconds 2 \
+      --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    exit "$status"
   fi
   if [ "$what" = loader ]; then  # the loader's rate on this host's cores: MIXTURE [ROWS] [SECONDS] (its data carried)
     cmake --build build-parity -j 16 --target uform_bench_loader > "$out/build-loader.log" 2>&1 || { tail -40 "$out/build-loader.log"; exit 1; }
