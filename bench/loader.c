@@ -1,7 +1,7 @@
 /*  loader.c: how fast the data loader packs. Reads a mixture, makes a batcher of ROWS x the
  *  mixture's columns and, for SECONDS each, pulls batches straight from the batcher ("direct") and
  *  through the prefetcher ("prefetch"; 2 slots, the caller doing nothing else, so this is the
- *  thread's rate plus the copy). Packed bytes are non-padding cells (image patches among them);
+ *  thread's rate, batches written in place). Packed bytes are non-padding cells (image patches among them);
  *  images/s counts image segments, each decoded and resized on the batcher's threads. One JSON
  *  line per mode. CACHE_MB is the batcher's image_cache_mb: 0 its default, "none" no cache (every
  *  batch decodes its images).
