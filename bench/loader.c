@@ -3,7 +3,8 @@
  *  through the prefetcher ("prefetch"; 2 slots, the caller doing nothing else, so this is the
  *  thread's rate, batches written in place). Packed bytes are non-padding cells (image patches among them);
  *  images/s counts image segments, each decoded and resized on the batcher's threads. One JSON
- *  line per mode. CACHE_MB is the batcher's image_cache_mb: 0 its default, "none" no cache (every
+ *  line per mode, with the CPU time of all threads per batch (steady where other work shares the
+ *  cores). CACHE_MB is the batcher's image_cache_mb: 0 its default, "none" no cache (every
  *  batch decodes its images).
  *
  *    build/uform_bench_loader mixtures/default_mlm.json [ROWS=8] [SECONDS=3] [SEED=0] [CACHE_MB=0]
@@ -19,11 +20,13 @@
 #include "data/mixture.h"
 #include "data/prefetch.h"
 
-static double now_(void) {
+static double clock_(clockid_t clock) {
     struct timespec time;
-    clock_gettime(CLOCK_MONOTONIC, &time);
+    clock_gettime(clock, &time);
     return (double)time.tv_sec + (double)time.tv_nsec * 1e-9;
 }
+
+static double now_(void) { return clock_(CLOCK_MONOTONIC); }
 
 static size_t packed_(uform_batch_t const *batch) {
     size_t cells = batch->grid.rows * batch->grid.columns, packed = 0;
@@ -67,7 +70,7 @@ int main(int argc, char **argv) {
         uform_prefetcher_t *prefetcher = NULL;
         if (mode == 1 && uform_prefetcher_create(batcher, 2, &prefetcher) != uform_ok_k) return fail_("prefetcher");
         size_t batches = 0, packed = 0, cells = 0, images = 0;
-        double start = now_(), elapsed = 0;
+        double start = now_(), elapsed = 0, cpu_start = clock_(CLOCK_PROCESS_CPUTIME_ID);
         while (elapsed < seconds) {
             uform_batch_t batch;
             uform_status_t status = prefetcher ? uform_prefetcher_next(prefetcher, &batch)
@@ -79,14 +82,15 @@ int main(int argc, char **argv) {
             batches++;
             elapsed = now_() - start;
         }
+        double cpu = clock_(CLOCK_PROCESS_CPUTIME_ID) - cpu_start; /* every thread's: steady on a shared machine */
         printf("{\"mixture\": \"%s\", \"objective\": \"%s\", \"mode\": \"%s\", \"rows\": %zu, \"columns\": %zu, "
                "\"seconds\": %.3f, \"batches\": %zu, \"packed_bytes\": %zu, \"fill\": %.4f, "
                "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"images_per_s\": %.1f, \"load_seconds\": %.3f, "
-               "\"image_cache_mb\": %lld}\n",
+               "\"image_cache_mb\": %lld, \"cpu_ms_per_batch\": %.2f}\n",
                argv[1], uform_objective_name(mixture.objective), modes[mode], rows, mixture.columns, elapsed, batches,
                packed, cells ? (double)packed / (double)cells : 0.0, (double)packed / elapsed,
                (double)batches / elapsed, (double)images / elapsed, load_seconds,
-               cache_mb == SIZE_MAX ? -1ll : (long long)cache_mb);
+               cache_mb == SIZE_MAX ? -1ll : (long long)cache_mb, batches ? 1e3 * cpu / (double)batches : 0.0);
         fflush(stdout);
         uform_prefetcher_close(prefetcher);
         uform_batcher_close(batcher);
