@@ -499,6 +499,7 @@ int main(int argc, char **argv) {
         int finished = 0;
         uform_losses_t losses = {0};
         if (status == uform_ok_k) status = uform_trainer_submit(trainer, &batch, &finished, &losses);
+        uform_prefetcher_release(prefetcher); /* the step has its own copy of the batch now */
         if (status == uform_ok_k && finished) uform_base_finished_(&progress, &losses);
         if (status != uform_ok_k) {
             if (interactive) fputc('\n', stderr);

@@ -44,6 +44,15 @@ typedef struct uform_cached_image_t {
     uint16_t *patches; /* NULL: an empty slot */
 } uform_cached_image_t;
 
+/* What a batch is written into; the batcher's own set, or one per prefetcher slot. */
+struct uform_batch_buffers_t {
+    uform_batcher_t const *batcher; /* the one it was made for */
+    uint8_t *kinds, *labels;
+    uint32_t *values, *anchors, *candidates;
+    int32_t *segments, *positions, *targets;
+    uint16_t *patches; /* [cells + 1, 1024] BF16, + MLM's blank patch; NULL without images */
+};
+
 /* A waiting item in the length buckets. */
 typedef struct uform_node_t {
     uint32_t source, record, length;
@@ -70,14 +79,16 @@ struct uform_batcher_t {
     int32_t *heads, *tails; /* [columns + 1] */
     uint64_t *occupied;     /* [columns / 64 + 1] */
 
-    /* What a batch is written into. */
-    uform_arena_t arena;
-    uint8_t *kinds;
-    uint32_t *values;
+    /* What a batch is written into: the set of the call under way (`own` for uform_batcher_next). */
+    uform_batch_buffers_t *own;
+    uint8_t *kinds, *labels;
+    uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
-    uint32_t *anchors, *candidates, *anchor_first, *anchor_positives;
+    uint16_t *patches; /* [cells + 1, 1024] */
+    /* The batcher's own working memory. */
+    uform_arena_t arena;
+    uint32_t *anchor_first, *anchor_positives;
     uint64_t *anchor_keys, *candidate_keys; /* each segment's content: equal texts or images, equal keys */
-    uint8_t *labels;
     size_t anchors_count, candidates_count;
     uint32_t *span_lengths; /* [columns] */
     uint32_t *text_lengths; /* [texts_capacity] */
@@ -86,7 +97,6 @@ struct uform_batcher_t {
     size_t most_patches;    /* an image's grid holds at most min(512, columns) patches */
     size_t images, image_cells, images_skipped; /* this batch's; records dropped at load for a bad image */
     uform_image_job_t *image_jobs; /* [cells] */
-    uint16_t *patches;      /* [cells * 1024] */
     float *decoded;         /* [threads][most_patches * 1024] one image's Float32 patches per thread */
     uform_pool_t *pool;
     uform_cached_image_t *cache; /* [cache_slots], a power of two, at most half full */
@@ -529,6 +539,16 @@ static void uform_mask_images_(uform_batcher_t *batcher) {
 
 uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch) {
     if (!batcher || !batch) return uform_fail(uform_invalid_argument_k, "uform_batcher_next: NULL argument");
+    return uform_batcher_next_into(batcher, batcher->own, batch);
+}
+
+uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buffers_t *buffers, uform_batch_t *batch) {
+    if (!batcher || !buffers || !batch) return uform_fail(uform_invalid_argument_k, "uform_batcher_next_into: NULL argument");
+    if (buffers->batcher != batcher)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_next_into: the buffers were made for another batcher");
+    batcher->kinds = buffers->kinds, batcher->values = buffers->values, batcher->segments = buffers->segments;
+    batcher->positions = buffers->positions, batcher->targets = buffers->targets, batcher->anchors = buffers->anchors;
+    batcher->candidates = buffers->candidates, batcher->labels = buffers->labels, batcher->patches = buffers->patches;
     uform_pack_(batcher, 1);
     int masks_images = batcher->images && batcher->objective == uform_objective_mlm_k;
     if (masks_images) uform_mask_images_(batcher);
@@ -625,7 +645,7 @@ void uform_batcher_close(uform_batcher_t *batcher) {
     for (size_t slot = 0; batcher->cache && slot < batcher->cache_slots; ++slot) free(batcher->cache[slot].patches);
     free(batcher->cache);
     free(batcher->image_jobs);
-    free(batcher->patches);
+    uform_batch_buffers_close(batcher->own);
     free(batcher->decoded);
     uform_pool_destroy(batcher->pool);
     uform_arena_destroy(&batcher->arena);
@@ -633,6 +653,39 @@ void uform_batcher_close(uform_batcher_t *batcher) {
 }
 
 /* --- creation -------------------------------------------------------------------------------- */
+
+void uform_batch_buffers_close(uform_batch_buffers_t *buffers) {
+    if (!buffers) return;
+    free(buffers->kinds), free(buffers->values), free(buffers->segments), free(buffers->positions), free(buffers->targets);
+    free(buffers->anchors), free(buffers->candidates), free(buffers->labels), free(buffers->patches);
+    free(buffers);
+}
+
+uform_status_t uform_batch_buffers_create(uform_batcher_t const *batcher, uform_batch_buffers_t **result) {
+    if (!batcher || !result) return uform_fail(uform_invalid_argument_k, "uform_batch_buffers_create: NULL argument");
+    *result = NULL;
+    uform_batch_buffers_t *buffers = calloc(1, sizeof(*buffers));
+    if (!buffers) return uform_fail(uform_out_of_memory_k, "uform_batch_buffers_create: out of memory");
+    size_t cells = batcher->cells, anchors = batcher->anchors_capacity, candidates = batcher->candidates_capacity;
+    int pairs = batcher->objective != uform_objective_mlm_k;
+    buffers->batcher = batcher;
+    buffers->kinds = malloc(cells);
+    buffers->values = malloc(cells * sizeof(uint32_t));
+    buffers->segments = malloc(cells * sizeof(int32_t));
+    buffers->positions = malloc(cells * 3 * sizeof(int32_t));
+    buffers->targets = pairs ? NULL : malloc(cells * sizeof(int32_t));
+    buffers->anchors = malloc(anchors * sizeof(uint32_t) + 1); /* +1: text runs have none, and malloc(0) may be NULL */
+    buffers->candidates = malloc(candidates * sizeof(uint32_t) + 1);
+    buffers->labels = malloc(anchors * candidates + 1);
+    buffers->patches = batcher->image_sides ? malloc((cells + 1) * uform_patch_length_k * sizeof(uint16_t)) : NULL;
+    if (!buffers->kinds || !buffers->values || !buffers->segments || !buffers->positions || (!pairs && !buffers->targets) ||
+        !buffers->anchors || !buffers->candidates || !buffers->labels || (batcher->image_sides && !buffers->patches)) {
+        uform_batch_buffers_close(buffers);
+        return uform_fail(uform_out_of_memory_k, "uform_batch_buffers_create: out of memory for a batch of %zu cells", cells);
+    }
+    *result = buffers;
+    return uform_ok_k;
+}
 
 /* What reading a source's images at load finds: each image side's grid, or why it failed. */
 typedef struct uform_probe_t {
@@ -873,41 +926,33 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     }
 
     size_t cells = batcher->cells, columns = batcher->columns, anchors = batcher->anchors_capacity;
-    size_t bytes = cells * (1 + 4 + 4 + 12 + (pairs ? 0 : 4)) + columns * 4 + batcher->texts_capacity * 4 +
-                   2 * (columns + 1) * 4 + (columns / 64 + 1) * 8 + anchors * 20 + batcher->candidates_capacity * 12 +
-                   anchors * batcher->candidates_capacity + 18 * 64;
+    size_t bytes = columns * 4 + batcher->texts_capacity * 4 + 2 * (columns + 1) * 4 + (columns / 64 + 1) * 8 +
+                   anchors * 16 + batcher->candidates_capacity * 8 + 12 * 64;
     UFORM_TRY(uform_arena_create(&batcher->arena, bytes));
     uform_arena_t *arena = &batcher->arena;
-    batcher->kinds = uform_arena_take(arena, cells);
-    batcher->values = uform_arena_take(arena, cells * 4);
-    batcher->segments = uform_arena_take(arena, cells * 4);
-    batcher->positions = uform_arena_take(arena, cells * 12);
-    batcher->targets = pairs ? NULL : uform_arena_take(arena, cells * 4);
     batcher->span_lengths = uform_arena_take(arena, columns * 4);
     batcher->text_lengths = uform_arena_take(arena, batcher->texts_capacity * 4);
     batcher->heads = uform_arena_take(arena, (columns + 1) * 4);
     batcher->tails = uform_arena_take(arena, (columns + 1) * 4);
     batcher->occupied = uform_arena_take(arena, (columns / 64 + 1) * 8);
-    batcher->anchors = uform_arena_take(arena, anchors * 4);
     batcher->anchor_first = uform_arena_take(arena, anchors * 4);
     batcher->anchor_positives = uform_arena_take(arena, anchors * 4);
-    batcher->candidates = uform_arena_take(arena, batcher->candidates_capacity * 4);
     batcher->anchor_keys = uform_arena_take(arena, anchors * 8);
     batcher->candidate_keys = uform_arena_take(arena, batcher->candidates_capacity * 8);
-    batcher->labels = uform_arena_take(arena, anchors * batcher->candidates_capacity);
     for (size_t i = 0; i <= columns; ++i) batcher->heads[i] = batcher->tails[i] = -1;
     memset(batcher->occupied, 0, (columns / 64 + 1) * 8);
     for (int i = 0; i < uform_batcher_lookahead_k; ++i) batcher->nodes[i].next = i + 1 < uform_batcher_lookahead_k ? i + 1 : -1;
     batcher->free_node = 0;
 
-    if (batcher->image_sides) { /* the batch's patches, and one image's Float32 patches per decoding thread */
+    if (batcher->image_sides) { /* the batch's image jobs, and one image's Float32 patches per decoding thread */
         size_t threads = uform_pool_threads(batcher->pool), one = batcher->most_patches * uform_patch_length_k;
         batcher->image_jobs = malloc(cells * sizeof(uform_image_job_t));
-        batcher->patches = malloc((cells + 1) * uform_patch_length_k * sizeof(uint16_t)); /* + MLM's blank patch */
         if (!batcher->decoded) batcher->decoded = malloc(threads * one * sizeof(float));
-        if (!batcher->image_jobs || !batcher->patches || !batcher->decoded)
-            return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image patches (%zu cells)", cells);
+        if (!batcher->image_jobs || !batcher->decoded)
+            return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image jobs (%zu cells)", cells);
     }
+    UFORM_TRY(uform_batch_buffers_create(batcher, &batcher->own));
+    batcher->targets = batcher->own->targets; /* skipping packs as writing would: MLM has targets */
     batcher->state.fingerprint = fingerprint;
     batcher->state.rng = uform_derive_seed_(options->seed, 0, 0);
     batcher->state.sources_count = (uint32_t)batcher->sources_count;

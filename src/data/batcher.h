@@ -5,7 +5,8 @@
  *  creation (their patch grids size the items) and again, on worker threads, into each batch's
  *  BF16 patches (grid.media). MLM masks spans per segment; pair objectives get
  *  anchors, candidates and labels numbered as `uform_forward` numbers segments. The batcher owns
- *  every buffer from creation on: `uform_batcher_next` allocates nothing. docs/data.md has the rules.
+ *  every buffer from creation on: `uform_batcher_next` allocates nothing (but what the image cache
+ *  keeps), and `uform_batcher_next_into` writes into a caller's set. docs/data.md has the rules.
  */
 #ifndef UFORM_DATA_BATCHER_H
 #define UFORM_DATA_BATCHER_H
@@ -66,6 +67,15 @@ void uform_batcher_close(uform_batcher_t *batcher);
 /** Fills `batch` with pointers into the batcher's buffers, valid until the next call on it.
  *  MLM: `targets` set, no anchors. Pairs: `targets` NULL; anchors, candidates, labels set. */
 uform_status_t uform_batcher_next(uform_batcher_t *batcher, uform_batch_t *batch);
+
+/** Memory for one batch of one batcher (its cells, anchors, candidates, labels and image patches),
+ *  so that several batches can be alive at once without copying them. */
+typedef struct uform_batch_buffers_t uform_batch_buffers_t;
+uform_status_t uform_batch_buffers_create(uform_batcher_t const *batcher, uform_batch_buffers_t **buffers);
+void uform_batch_buffers_close(uform_batch_buffers_t *buffers);
+/** `uform_batcher_next`, written into `buffers` (made for this batcher): the batch's pointers stay
+ *  valid until `buffers` is written again or closed, whatever else the batcher does meanwhile. */
+uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buffers_t *buffers, uform_batch_t *batch);
 /** Advances past `batches` batches exactly as `uform_batcher_next` would, without writing them. */
 uform_status_t uform_batcher_skip(uform_batcher_t *batcher, size_t batches);
 

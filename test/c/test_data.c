@@ -16,14 +16,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <png.h>
-
 #include "core/numeric.h"
 #include "data/batcher.h"
 #include "data/jsonl.h"
 #include "data/mixture.h"
 #include "uform/image.h"
 #include "check.h"
+#include "png_file.h"
 
 static void write_text(char const *name, char const *text) { write_file(name, text, strlen(text)); }
 
@@ -747,18 +746,6 @@ static void test_batcher_errors(void) {
     uform_mixture_close(&mixture);
 }
 
-/* A PNG of `height` x `width` RGBA pixels whose values follow (x, y, channel), written by libpng. */
-static void write_png(char const *name, size_t height, size_t width, unsigned salt) {
-    uint8_t *rgba = malloc(height * width * 4);
-    for (size_t i = 0; i < height * width * 4; ++i) rgba[i] = (uint8_t)(i * 7 + salt * 31 + (i / (width * 4)) * 3);
-    png_image image;
-    memset(&image, 0, sizeof(image));
-    image.version = PNG_IMAGE_VERSION;
-    image.width = (png_uint_32)width, image.height = (png_uint_32)height, image.format = PNG_FORMAT_RGBA;
-    CHECK(png_image_write_to_file(&image, path_in(name), 0, rgba, 0, NULL));
-    free(rgba);
-}
-
 /* Image sides of pair records: their cells (t = 0, h = patch row, w = patch column), their media
  * rows exactly the file's patches in BF16, texts beside them cut to what the images leave; a
  * broken image fails the batcher naming file and line, or with skip_malformed drops its record. */
@@ -901,23 +888,27 @@ static void test_image_masking(void) {
 }
 
 /* Decoded images kept across batches (and from the load) give the same batches bit for bit as
- * decoding every time, with a budget that holds all of them or only some. */
+ * decoding every time, with a budget that holds all of them or only some, written into the
+ * batcher's own buffers or alternately into two sets of the caller's (as the prefetcher does). */
 static void test_image_cache(void) {
     uform_mixture_t mixture = make_mixture("cached.json",
         "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\"}]}");
     size_t const budgets[] = {SIZE_MAX, 1, 0}; /* none, 1 MiB, the default (1 GiB) */
     uint16_t *first = NULL;
     size_t first_count = 0, mismatched = 0;
-    for (size_t b = 0; b < 3; ++b) {
-        uform_batcher_options_t options = {.rows = 2, .seed = 7, .image_cache_mb = budgets[b]};
+    for (size_t run = 0; run < 6; ++run) {
+        uform_batcher_options_t options = {.rows = 2, .seed = 7, .image_cache_mb = budgets[run % 3]};
         uform_batcher_t *batcher = NULL;
         CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
         if (!batcher) return;
+        uform_batch_buffers_t *sets[2] = {NULL, NULL};
+        for (int i = 0; run >= 3 && i < 2; ++i) CHECK(uform_batch_buffers_create(batcher, &sets[i]) == uform_ok_k);
         size_t count = 0;
         uint16_t *all = malloc(12 * 80 * 1024 * sizeof(uint16_t) + 1);
         for (int batch_index = 0; batch_index < 12; ++batch_index) {
             uform_batch_t batch;
-            CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+            uform_batch_buffers_t *set = sets[batch_index % 2];
+            CHECK((set ? uform_batcher_next_into(batcher, set, &batch) : uform_batcher_next(batcher, &batch)) == uform_ok_k);
             size_t rows = batch.grid.media[0].count;
             if (batch.grid.media[0].data && count + rows <= 12 * 80)
                 memcpy(all + count * 1024, batch.grid.media[0].data, rows * 1024 * sizeof(uint16_t)), count += rows;
@@ -927,6 +918,7 @@ static void test_image_cache(void) {
             mismatched += count != first_count || memcmp(all, first, count * 1024 * sizeof(uint16_t));
             free(all);
         }
+        uform_batch_buffers_close(sets[0]), uform_batch_buffers_close(sets[1]);
         uform_batcher_close(batcher);
     }
     CHECK(first_count > 0 && mismatched == 0);
