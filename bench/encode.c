@@ -1,7 +1,8 @@
 /*  encode.c: times `uform_encode` on random byte texts, as ../shared/peers/torch_encode.py times
  *  its encoder: texts of one length, batch_bytes / length texts a call, for a number of seconds.
  *  Prints one JSON line per text length; bench/encode.py puts it beside the peer. With --device cuda
- *  the model runs on the GPU and the workspace is reserved so that one call is one pass. */
+ *  the model runs on the GPU and the workspace is reserved so that one call is one pass. Each line
+ *  names the CPU, its class and the BF16 kernel table that ran (uform_device_name; UFORM_CPU pins it). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,11 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k) status = uform_model_reserve(model, 2 * batch_bytes + config.columns);
     if (status != uform_ok_k) return uform_fail_(status);
     size_t width = config.embedding_widths[config.embedding_widths_count - 1];
+    char cpu[512], kernels[64] = "";
+    uform_device_name(uform_device_cpu_k, cpu, sizeof(cpu));
+    char const *named = strstr(cpu, "; kernels ");
+    if (named) snprintf(kernels, sizeof(kernels), "%s", named + strlen("; kernels "));
+    for (char *quote = strchr(cpu, '"'); quote; quote = strchr(quote, '"')) *quote = '\'';
     char *cursor = (char *)lengths;
     unsigned seed = 1;
     while (*cursor) {
@@ -69,8 +75,9 @@ int main(int argc, char **argv) {
         }
         if (status != uform_ok_k) return uform_fail_(status);
         printf("{\"system\": \"uform\", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"threads\": %zu, "
-               "\"text_bytes\": %zu, \"batch\": %zu, \"bytes_per_s\": %.0f}\n",
-               uform_version(), device, precision, threads, length, batch, (double)(calls * batch * length) / elapsed);
+               "\"text_bytes\": %zu, \"batch\": %zu, \"bytes_per_s\": %.0f, \"cpu\": \"%s\", \"kernels\": \"%s\"}\n",
+               uform_version(), device, precision, threads, length, batch, (double)(calls * batch * length) / elapsed, cpu,
+               kernels);
         fflush(stdout);
         free(bytes);
         free(texts);

@@ -75,7 +75,9 @@ UFORM_API uform_status_t uform_context_create(uform_model_t *model, uform_device
 UFORM_API uform_status_t uform_context_reserve(uform_context_t *context, size_t cells);
 /** Frees the context. NULL is allowed. */
 UFORM_API void uform_context_close(uform_context_t *context);
-/** Names the device that `device` means here ("a CPU of N cores", the GPU's name) into `name`.
+/** Names the device that `device` means here into `name`: the GPU's name, or for the CPU its model,
+ *  cores, class (ISA extensions) and the BF16 kernel table this process runs, as in
+ *  "<model>, 2 cores; class x86-64 avx2 fma avx512f; kernels avx512f" (env UFORM_CPU pins a table).
  *  uform_unsupported_k, with the reason, in a build without the CUDA backend or where no GPU is usable. */
 UFORM_API uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity);
 /** Grows the workspace to hold `cells` cells per pass (default: two rows). Allocates here only. */

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,7 +44,7 @@ static void uform_gemm_generic_(uint16_t const *a, size_t a_stride, uint16_t con
     for (size_t row = 0; row < rows; ++row)
         for (size_t panel = 0; panel < panels; ++panel) {
             float sums[16] = {0};
-            for (size_t pair = 0; pair < pairs; ++pair) {
+            for (size_t pair = 0; pair < UFORM_PAIRS_USED(pairs); ++pair) {
                 uint16_t const *b = packed + (panel * pairs + pair) * 32;
                 float first = uform_bf16_to_f32(a[row * a_stride + 2 * pair]);
                 float second = uform_bf16_to_f32(a[row * a_stride + 2 * pair + 1]);
@@ -82,19 +83,71 @@ static void uform_swiglu_bf16_generic_(float const *gate_up, size_t rows, size_t
 uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, uform_softmax_bf16_generic_,
                                                 uform_swiglu_bf16_generic_, uform_bf16_from_f32_array};
 
+/* The one place a table is chosen. A table is listed where this build compiled it (x86-64 with a
+ * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the
+ * OS's XSAVE support for the wide registers). */
+uform_kernels_t const *const uform_kernels_all[] = {
+#if defined(UFORM_HAVE_AVX512BF16)
+    &uform_kernels_avx512bf16,
+#endif
+#if defined(UFORM_HAVE_AVX512F)
+    &uform_kernels_avx512f,
+#endif
+#if defined(UFORM_HAVE_AVX2)
+    &uform_kernels_avx2,
+#endif
+    &uform_kernels_generic, NULL};
+
+int uform_kernels_runs(char const *name) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+#if defined(UFORM_HAVE_AVX512BF16)
+    if (!strcmp(name, "avx512bf16")) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                                                   __builtin_cpu_supports("avx512vl");
+#endif
+#if defined(UFORM_HAVE_AVX512F)
+    if (!strcmp(name, "avx512f")) return __builtin_cpu_supports("avx512f") != 0;
+#endif
+#if defined(UFORM_HAVE_AVX2)
+    if (!strcmp(name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+#endif
+    return !strcmp(name, "generic");
+}
+
+void uform_cpu_class(char *text, size_t capacity) {
+#if defined(__x86_64__) || defined(__i386__)
+    static char const *const features[] = {"avx2", "fma", "avx512f", "avx512bw", "avx512vnni", "avx512bf16", "amx-bf16"};
+    __builtin_cpu_init();
+    int supported[sizeof(features) / sizeof(features[0])] = {
+        __builtin_cpu_supports("avx2"),       __builtin_cpu_supports("fma"),        __builtin_cpu_supports("avx512f"),
+        __builtin_cpu_supports("avx512bw"),   __builtin_cpu_supports("avx512vnni"), __builtin_cpu_supports("avx512bf16"),
+        __builtin_cpu_supports("amx-bf16")};
+    size_t length = (size_t)snprintf(text, capacity, "x86-64");
+    for (size_t i = 0; i < sizeof(features) / sizeof(features[0]) && length < capacity; ++i)
+        if (supported[i]) length += (size_t)snprintf(text + length, capacity - length, " %s", features[i]);
+#else
+    snprintf(text, capacity, "not x86: generic kernels only");
+#endif
+}
+
 static uform_kernels_t const *uform_kernels_chosen_;
 static pthread_once_t uform_kernels_once_ = PTHREAD_ONCE_INIT;
 
 static void uform_kernels_choose_(void) {
     char const *forced = getenv("UFORM_CPU");
-    uform_kernels_chosen_ = &uform_kernels_generic;
-#if defined(UFORM_HAVE_AVX512BF16)
-    __builtin_cpu_init();
-    if (!(forced && !strcmp(forced, "generic")) && __builtin_cpu_supports("avx512bf16"))
-        uform_kernels_chosen_ = &uform_kernels_avx512bf16;
-#else
-    (void)forced;
-#endif
+    uform_kernels_t const *named = NULL;
+    for (size_t i = 0; forced && uform_kernels_all[i]; ++i)
+        if (!strcmp(forced, uform_kernels_all[i]->name)) named = uform_kernels_all[i];
+    if (forced && *forced && !named) {
+        fprintf(stderr, "uform: UFORM_CPU=%s names no kernel table of this build; using the best this CPU runs\n", forced);
+    } else if (named && !uform_kernels_runs(named->name)) {
+        fprintf(stderr, "uform: UFORM_CPU=%s: this CPU cannot run those kernels; using the best it runs\n", forced);
+        named = NULL;
+    }
+    uform_kernels_chosen_ = named;
+    for (size_t i = 0; !uform_kernels_chosen_ && uform_kernels_all[i]; ++i)
+        if (uform_kernels_runs(uform_kernels_all[i]->name)) uform_kernels_chosen_ = uform_kernels_all[i];
 }
 
 uform_kernels_t const *uform_kernels(void) {

@@ -1,6 +1,8 @@
-/*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time:
- *  "avx512bf16" (VDPBF16PS micro-kernels) where the CPU has AVX512-BF16, else "generic" (plain C).
- *  `UFORM_CPU=generic` in the environment forces the generic table, so tests can check both. */
+/*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time (kernels.c),
+ *  the first this CPU runs of: "avx512bf16" (VDPBF16PS), "avx512f" and "avx2" (BF16 widened to
+ *  Float32, FMA; kernels_widen.h), "generic" (plain C). All share one packed layout of B.
+ *  `UFORM_CPU=<name>` in the environment picks a table by name (one the CPU cannot run is refused
+ *  with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
 #define UFORM_CPU_KERNELS_H
 
@@ -24,6 +26,21 @@ typedef struct uform_kernels_t {
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
+/** The tables in order of preference, ending with NULL, whether or not this CPU runs them. */
+extern uform_kernels_t const *const uform_kernels_all[];
+/** Whether this CPU (and its OS) runs the named table. */
+int uform_kernels_runs(char const *name);
+/** This CPU's class: its vendor's ISA extensions that matter here, e.g. "x86-64 avx2 fma avx512f
+ *  avx512vnni avx512bf16 amx", into `text`. */
+void uform_cpu_class(char *text, size_t capacity);
+
+/* The planted control of the test build (UFORM_PLANT_GEMM_LAST_PAIR): every table's product
+ * skips the last depth pair. */
+#if defined(UFORM_PLANT_GEMM_LAST_PAIR)
+#define UFORM_PAIRS_USED(pairs) ((pairs) - ((pairs) > 1))
+#else
+#define UFORM_PAIRS_USED(pairs) (pairs)
+#endif
 
 /** Bytes of B [width, depth] packed: panels of 16 rows of B, depth in pairs. */
 size_t uform_packed_size(size_t width, size_t depth);
@@ -34,6 +51,8 @@ void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width
                      uint16_t *packed);
 
 extern uform_kernels_t const uform_kernels_generic;
+extern uform_kernels_t const uform_kernels_avx2;
+extern uform_kernels_t const uform_kernels_avx512f;
 extern uform_kernels_t const uform_kernels_avx512bf16;
 
 #endif

@@ -1,9 +1,9 @@
 /*  kernels_avx512.c: BF16 kernels for CPUs with AVX512-BF16 (Zen 4, Cooper Lake, Sapphire Rapids).
  *  The product is an outer-product micro-kernel: up to 6 rows of A against up to 64 columns of B,
  *  24 Float32 accumulators held in registers, one VDPBF16PS per accumulator per depth pair.
- *  Compiled with AVX-512 flags and only called after a CPU check (kernels.c). */
+ *  Softmax and SwiGLU are the avx512f table's. Compiled with AVX-512 flags and only called after a
+ *  CPU check (kernels.c). */
 #include <immintrin.h>
-#include <math.h>
 #include <string.h>
 
 #include "cpu/kernels.h"
@@ -16,7 +16,7 @@ enum { uform_tile_rows_most_k = 6, uform_tile_panels_most_k = 4 };
         __m512 sums[ROWS][PANELS];                                                                                 \
         for (int r = 0; r < ROWS; ++r)                                                                             \
             for (int p = 0; p < PANELS; ++p) sums[r][p] = _mm512_setzero_ps();                                     \
-        for (size_t pair = 0; pair < pairs; ++pair) {                                                              \
+        for (size_t pair = 0; pair < UFORM_PAIRS_USED(pairs); ++pair) {                                            \
             __m512bh columns[PANELS];                                                                              \
             for (int p = 0; p < PANELS; ++p)                                                                       \
                 columns[p] = (__m512bh)_mm512_loadu_si512(b + ((size_t)p * pairs + pair) * 32);                    \
@@ -63,22 +63,6 @@ static void uform_gemm_avx512_(uint16_t const *a, size_t a_stride, uint16_t cons
     }
 }
 
-/* exp(x) for x in [-87, 88]: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 Taylor polynomial, then 2^n. */
-static inline __m512 uform_exp_avx512_(__m512 x) {
-    x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
-
 static void uform_round_bf16_avx512_(float const *source, uint16_t *target, size_t count) {
     size_t i = 0;
     for (; i + 16 <= count; i += 16)
@@ -90,47 +74,14 @@ static void uform_round_bf16_avx512_(float const *source, uint16_t *target, size
     }
 }
 
+/* Softmax and SwiGLU are avx512f's (kernels_widen.h): only the product and the rounding have a BF16 instruction. */
 static void uform_softmax_bf16_avx512_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                                        uint16_t *probabilities, size_t probabilities_stride, float *sums) {
-    for (size_t r = 0; r < rows; ++r) {
-        float const *row = scores + r * stride;
-        uint16_t *target = probabilities + r * probabilities_stride;
-        __m512 largest = _mm512_set1_ps(-INFINITY);
-        size_t j = 0;
-        for (; j + 16 <= columns; j += 16) largest = _mm512_max_ps(largest, _mm512_loadu_ps(row + j));
-        __mmask16 tail = (__mmask16)((1u << (columns - j)) - 1);
-        if (tail) largest = _mm512_max_ps(largest, _mm512_mask_loadu_ps(largest, tail, row + j));
-        __m512 offset = _mm512_set1_ps(-_mm512_reduce_max_ps(largest) * scale), factor = _mm512_set1_ps(scale);
-        __m512 total = _mm512_setzero_ps();
-        for (j = 0; j + 16 <= columns; j += 16) {
-            __m512 e = uform_exp_avx512_(_mm512_fmadd_ps(_mm512_loadu_ps(row + j), factor, offset));
-            total = _mm512_add_ps(total, e);
-            _mm256_storeu_si256((__m256i *)(target + j), (__m256i)_mm512_cvtneps_pbh(e));
-        }
-        if (tail) {
-            __m512 e = uform_exp_avx512_(_mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, row + j), factor, offset));
-            e = _mm512_maskz_mov_ps(tail, e);
-            total = _mm512_add_ps(total, e);
-            _mm256_mask_storeu_epi16(target + j, tail, (__m256i)_mm512_cvtneps_pbh(e));
-        }
-        if (columns % 2) target[columns] = 0;
-        sums[r] = _mm512_reduce_add_ps(total);
-    }
+    uform_kernels_avx512f.softmax_bf16(scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
 }
 
 static void uform_swiglu_bf16_avx512_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
-    __m512 one = _mm512_set1_ps(1.0f);
-    for (size_t r = 0; r < rows; ++r) {
-        float const *gate = gate_up + r * 2 * width, *up = gate + width;
-        uint16_t *target = hidden + r * width;
-        for (size_t i = 0; i < width; i += 16) {
-            __mmask16 mask = width - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (width - i)) - 1);
-            __m512 g = _mm512_maskz_loadu_ps(mask, gate + i), u = _mm512_maskz_loadu_ps(mask, up + i);
-            __m512 e = uform_exp_avx512_(_mm512_sub_ps(_mm512_setzero_ps(), g));
-            __m512 value = _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), u);
-            _mm256_mask_storeu_epi16(target + i, mask, (__m256i)_mm512_cvtneps_pbh(value));
-        }
-    }
+    uform_kernels_avx512f.swiglu_bf16(gate_up, rows, width, hidden);
 }
 
 uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx512_, uform_softmax_bf16_avx512_,

@@ -517,7 +517,11 @@ uform_status_t uform_context_reserve(uform_context_t *context, size_t cells) {
 uform_status_t uform_device_name(uform_device_t device, char *name, size_t capacity) {
     if (!name || !capacity) return uform_fail(uform_invalid_argument_k, "uform_device_name: NULL name");
     if (device == uform_device_cpu_k) {
+        char class[256];
         uform_hardware_(name, capacity);
+        uform_cpu_class(class, sizeof(class));
+        size_t length = strlen(name);
+        snprintf(name + length, capacity - length, "; class %s; kernels %s", class, uform_kernels()->name);
         return uform_ok_k;
     }
     if (device != uform_device_cuda_k)

@@ -4,6 +4,7 @@
 
 import os
 import pathlib
+import shutil
 import sys
 
 import pytest
@@ -18,6 +19,7 @@ BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build")
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
 IMAGE_PLANTS = ("patch_transposed", "rope_axis")  # planted bugs that only images show (test_images.py)
+CPU_KERNELS = ("avx512bf16", "avx512f", "avx2", "generic")  # the BF16 kernel tables (src/cpu/kernels.h)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
 
@@ -37,6 +39,56 @@ def library():
 @pytest.fixture(scope="session", params=PLANTS)
 def plant(request):
     return request.param, Library(built(f"libuform_plant_{request.param}.so"))
+
+
+def cpu_flags():
+    """The ISA flags /proc/cpuinfo reports, read apart from the library's own check."""
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
+def cpu_runs(kernels):
+    """Whether this CPU runs a kernel table, by the flags each one needs (kernels.c)."""
+    needs = {"avx512bf16": {"avx512_bf16", "avx512bw", "avx512vl"}, "avx512f": {"avx512f"}, "avx2": {"avx2", "fma"},
+             "generic": set()}[kernels]
+    return needs <= cpu_flags()
+
+
+def pinned(path, kernels, directory):
+    """A copy of the library at `path` that runs one kernel table: a file of its own is a library of
+    its own in this process, with its own once-only choice (kernels.c), made here under UFORM_CPU.
+    Skips, saying so, where this CPU cannot run the table."""
+    if not cpu_runs(kernels):
+        pytest.skip(f"this CPU cannot run the {kernels} kernels (flags {sorted(cpu_flags() & {'avx2', 'fma', 'avx512f', 'avx512_bf16'})})")
+    copy = pathlib.Path(directory) / f"{pathlib.Path(path).stem}_{kernels}.so"
+    shutil.copyfile(path, copy)
+    saved = os.environ.get("UFORM_CPU")
+    os.environ["UFORM_CPU"] = kernels
+    try:
+        library = Library(copy)
+        chosen = library.cpu_kernels()  # the choice is made at this first use
+    finally:
+        if saved is None:
+            del os.environ["UFORM_CPU"]
+        else:
+            os.environ["UFORM_CPU"] = saved
+    assert chosen == kernels, f"UFORM_CPU={kernels} ran {chosen}"
+    return library
+
+
+@pytest.fixture(scope="session", params=CPU_KERNELS)
+def cpu_library(request, tmp_path_factory):
+    """The library pinned to each kernel table in turn."""
+    return request.param, pinned(built("libuform.so"), request.param, tmp_path_factory.mktemp(f"cpu_{request.param}"))
+
+
+@pytest.fixture(scope="session", params=CPU_KERNELS)
+def cpu_plant(request, tmp_path_factory):
+    """The planted control whose products skip the last depth pair, pinned to each kernel table."""
+    return request.param, pinned(built("libuform_plant_gemm_last_pair.so"), request.param,
+                                 tmp_path_factory.mktemp(f"cpu_plant_{request.param}"))
 
 
 @pytest.fixture(scope="session")

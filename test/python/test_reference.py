@@ -99,6 +99,36 @@ def test_masked_ids_logits_match_reference(library, python_model):
 
 
 # ---------------------------------------------------------------------------------------------
+# Each BF16 kernel table this CPU runs (kernels.h), pinned by UFORM_CPU, against the same bounds:
+# the tables differ only in the order of Float32 accumulation of exact BF16 x BF16 products, which
+# bounds.bound_bf16 already allows (its B_f32 term covers any order of a depth-K sum).
+# ---------------------------------------------------------------------------------------------
+
+
+def test_bf16_forward_matches_reference_with_each_kernel_table(cpu_library, any_model):
+    kernels, library = cpu_library
+    ok, report = check_forward(library, any_model, "bf16")
+    print(report)
+    assert ok, f"{kernels}: {report}"
+
+
+def test_bf16_text_verbs_match_reference_with_each_kernel_table(cpu_library, python_model):
+    kernels, library = cpu_library
+    ok, report = check_verbs(library, python_model, "bf16")
+    print(report)
+    assert ok, f"{kernels}: {report}"
+
+
+def test_planted_last_pair_is_rejected_with_each_kernel_table(cpu_plant, python_model, init_model):
+    """The control's products skip their last depth pair, in every table: both models must see it."""
+    kernels, planted = cpu_plant
+    for model in (python_model, init_model):
+        ok, report = check_forward(planted, model, "bf16")
+        print(report)
+        assert not ok, f"the BF16 forward check accepted the planted last-pair control under {kernels}:\n{report}"
+
+
+# ---------------------------------------------------------------------------------------------
 # Planted controls: each carries one deliberate bug, and the checks above must reject it
 # ---------------------------------------------------------------------------------------------
 

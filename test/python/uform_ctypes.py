@@ -215,6 +215,7 @@ class Library:
             "uform_mlm_logits": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint16), ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_float)],
             "uform_forward": [ctypes.c_void_p, ctypes.POINTER(Grid), ctypes.POINTER(OutputsStruct)],
+            "uform_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
             "uform_encode_images": [ctypes.c_void_p, ctypes.POINTER(Image), ctypes.c_size_t, ctypes.c_size_t,
                                     ctypes.POINTER(ctypes.c_float)],
             "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
@@ -278,6 +279,16 @@ class Library:
 
     def version(self):
         return self.dll.uform_version().decode()
+
+    def device_name(self, device=0):
+        """uform_device_name: for the CPU (0), "<model>, N cores; class ...; kernels <table>"."""
+        name = ctypes.create_string_buffer(1024)
+        self.call("uform_device_name", device, name, len(name))
+        return name.value.decode()
+
+    def cpu_kernels(self):
+        """The BF16 kernel table this copy of the library runs (kernels.h), chosen at its first use."""
+        return self.device_name(0).rsplit("; kernels ", 1)[1]
 
     def call(self, name, *arguments):
         """Calls a status-returning function; raises UFormError on a non-zero status."""

@@ -1,0 +1,70 @@
+/*  kernels_avx2.c: BF16 kernels for CPUs with AVX2 and FMA but no AVX-512 (Haswell and later, Zen 1-3):
+ *  kernels_widen.h over 8-lane vectors, tiles of up to 4 rows of A against one panel of 16 columns of
+ *  B (8 accumulators, 4 widened B vectors: 12 of the 16 registers). Compiled with -mavx2 -mfma and
+ *  only called after a CPU check (kernels.c). */
+#include <immintrin.h>
+#include <stdint.h>
+
+typedef __m256 uform_v_t;
+#define UFORM_LANES 8
+#define UFORM_TILE_ROWS_MOST 4
+#define UFORM_TILE_PANELS_MOST 1
+#define UFORM_WIDEN_TABLE uform_kernels_avx2
+#define UFORM_WIDEN_NAME "avx2"
+
+static inline __m256 uform_v_zero(void) { return _mm256_setzero_ps(); }
+static inline __m256 uform_v_set1(float x) { return _mm256_set1_ps(x); }
+static inline __m256 uform_v_load(float const *p) { return _mm256_loadu_ps(p); }
+static inline void uform_v_store(float *p, __m256 x) { _mm256_storeu_ps(p, x); }
+static inline __m256 uform_v_add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+static inline __m256 uform_v_sub(__m256 a, __m256 b) { return _mm256_sub_ps(a, b); }
+static inline __m256 uform_v_mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+static inline __m256 uform_v_div(__m256 a, __m256 b) { return _mm256_div_ps(a, b); }
+static inline __m256 uform_v_max(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+static inline __m256 uform_v_min(__m256 a, __m256 b) { return _mm256_min_ps(a, b); }
+static inline __m256 uform_v_fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+static inline __m256 uform_v_fnma(__m256 a, __m256 b, __m256 c) { return _mm256_fnmadd_ps(a, b, c); }
+static inline __m256 uform_v_round(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+/* 2^n built in the exponent field: n stays in [-126, 127] for the clamped arguments of exp. */
+static inline __m256 uform_v_scale(__m256 p, __m256 n) {
+    __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));
+}
+static inline float uform_v_sum(__m256 x) {
+    __m128 half = _mm_add_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    half = _mm_add_ps(half, _mm_movehl_ps(half, half));
+    return _mm_cvtss_f32(_mm_add_ss(half, _mm_movehdup_ps(half)));
+}
+static inline float uform_v_largest(__m256 x) {
+    __m128 half = _mm_max_ps(_mm256_castps256_ps128(x), _mm256_extractf128_ps(x, 1));
+    half = _mm_max_ps(half, _mm_movehl_ps(half, half));
+    return _mm_cvtss_f32(_mm_max_ss(half, _mm_movehdup_ps(half)));
+}
+static inline __m256 uform_v_even(uint16_t const *pairs) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256((__m256i const *)pairs), 16));
+}
+static inline __m256 uform_v_odd(uint16_t const *pairs) {
+    __m256i high = _mm256_set1_epi32((int)0xffff0000u);
+    return _mm256_castsi256_ps(_mm256_and_si256(_mm256_loadu_si256((__m256i const *)pairs), high));
+}
+static inline void uform_v_store_bf16(uint16_t *target, __m256 x) {
+    __m256i bits = _mm256_castps_si256(x);
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+    __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7fff))), 16);
+    __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    __m256i nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000));
+    __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x0040));
+    __m256i chosen = _mm256_blendv_epi8(rounded, quiet, nan);
+    __m128i packed = _mm_packus_epi32(_mm256_castsi256_si128(chosen), _mm256_extracti128_si256(chosen, 1));
+    _mm_storeu_si128((__m128i *)target, packed);
+}
+
+#include "cpu/kernels_widen.h"
+
+UFORM_WIDEN_TILE(1, 1)
+UFORM_WIDEN_TILE(2, 1)
+UFORM_WIDEN_TILE(3, 1)
+UFORM_WIDEN_TILE(4, 1)
+static uform_tile_t const uform_tiles_[UFORM_TILE_ROWS_MOST][UFORM_TILE_PANELS_MOST] = {
+    {uform_tile_1_1_}, {uform_tile_2_1_}, {uform_tile_3_1_}, {uform_tile_4_1_}};
+UFORM_WIDEN_GEMM(uform_tiles_)

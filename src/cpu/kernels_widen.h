@@ -1,0 +1,177 @@
+/*  kernels_widen.h: the BF16 kernel table for CPUs with Float32 FMA but no BF16 dot product, written
+ *  once over a vector of UFORM_LANES floats and included by kernels_avx2.c (8 lanes) and
+ *  kernels_avx512f.c (16 lanes), each compiled for its own ISA. BF16 values are widened to Float32
+ *  (a shift or a mask of the packed pair) and multiplied with FMA: a BF16 x BF16 product is exact
+ *  in Float32, so each step rounds once, as VDPBF16PS's accumulation does.
+ *
+ *  The including file defines, before including this header:
+ *    uform_v_t, UFORM_LANES, UFORM_TILE_ROWS_MOST, UFORM_TILE_PANELS_MOST, UFORM_WIDEN_TABLE, UFORM_WIDEN_NAME
+ *    uform_v_zero, uform_v_set1, uform_v_load, uform_v_store, uform_v_add, uform_v_sub, uform_v_mul,
+ *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
+ *    uform_v_round (to nearest integer), uform_v_scale (p * 2^n, n integral), uform_v_sum, uform_v_largest
+ *    (horizontal), uform_v_even and uform_v_odd (the first and second BF16 of each packed 32-bit pair of
+ *    the UFORM_LANES pairs at a pointer, widened), uform_v_store_bf16 (UFORM_LANES values rounded to
+ *    nearest even, NaN kept quiet). */
+#ifndef UFORM_CPU_KERNELS_WIDEN_H
+#define UFORM_CPU_KERNELS_WIDEN_H
+
+#include <math.h>
+#include <string.h>
+
+#include "core/numeric.h"
+#include "cpu/kernels.h"
+
+/* Vectors per panel of 16 B rows, and pairs of A widened at a time (a stack buffer, no allocation). */
+enum { uform_panel_vectors_k = 16 / UFORM_LANES, uform_widen_pairs_k = 128 };
+
+#define UFORM_WIDEN_TILE(ROWS, PANELS)                                                                              \
+    static void uform_tile_##ROWS##_##PANELS##_(uint16_t const *a, size_t a_stride, uint16_t const *b,             \
+                                                size_t pairs, float *c, size_t c_stride, size_t last) {            \
+        uform_v_t sums[ROWS][PANELS * uform_panel_vectors_k];                                                       \
+        float widened[ROWS][2 * uform_widen_pairs_k];                                                               \
+        for (int r = 0; r < ROWS; ++r)                                                                              \
+            for (int v = 0; v < PANELS * uform_panel_vectors_k; ++v) sums[r][v] = uform_v_zero();                   \
+        size_t used = UFORM_PAIRS_USED(pairs);                                                                      \
+        for (size_t start = 0; start < used; start += uform_widen_pairs_k) {                                        \
+            size_t count = used - start < uform_widen_pairs_k ? used - start : uform_widen_pairs_k;                 \
+            for (int r = 0; r < ROWS; ++r)                                                                          \
+                for (size_t j = 0; j < 2 * count; ++j) widened[r][j] = uform_bf16_to_f32(a[r * a_stride + 2 * start + j]); \
+            for (size_t pair = 0; pair < count; ++pair) {                                                           \
+                uform_v_t even[PANELS * uform_panel_vectors_k], odd[PANELS * uform_panel_vectors_k];                \
+                for (int v = 0; v < PANELS * uform_panel_vectors_k; ++v) {                                          \
+                    uint16_t const *column = b + ((size_t)(v / uform_panel_vectors_k) * pairs + start + pair) * 32 + \
+                                             (v % uform_panel_vectors_k) * 2 * UFORM_LANES;                         \
+                    even[v] = uform_v_even(column), odd[v] = uform_v_odd(column);                                   \
+                }                                                                                                   \
+                for (int r = 0; r < ROWS; ++r) {                                                                    \
+                    uform_v_t first = uform_v_set1(widened[r][2 * pair]);                                           \
+                    uform_v_t second = uform_v_set1(widened[r][2 * pair + 1]);                                      \
+                    for (int v = 0; v < PANELS * uform_panel_vectors_k; ++v)                                        \
+                        sums[r][v] = uform_v_fma(second, odd[v], uform_v_fma(first, even[v], sums[r][v]));          \
+                }                                                                                                   \
+            }                                                                                                       \
+        }                                                                                                           \
+        uform_tile_store_(&sums[0][0], ROWS, PANELS, c, c_stride, last);                                            \
+    }
+
+/* Writes a tile's sums; the last panel holds `last` (1..16) columns of C. */
+static inline void uform_tile_store_(uform_v_t const *sums, int rows, int panels, float *c, size_t c_stride,
+                                     size_t last) {
+    size_t vectors = (size_t)panels * uform_panel_vectors_k, columns = (size_t)(panels - 1) * 16 + last;
+    for (int r = 0; r < rows; ++r)
+        for (size_t v = 0; v < vectors; ++v) {
+            float *target = c + r * c_stride + v * UFORM_LANES;
+            if ((v + 1) * UFORM_LANES <= columns) {
+                uform_v_store(target, sums[r * vectors + v]);
+            } else if (v * UFORM_LANES < columns) {
+                float spill[UFORM_LANES];
+                uform_v_store(spill, sums[r * vectors + v]);
+                memcpy(target, spill, (columns - v * UFORM_LANES) * sizeof(float));
+            }
+        }
+}
+
+typedef void (*uform_tile_t)(uint16_t const *, size_t, uint16_t const *, size_t, float *, size_t, size_t);
+
+/* exp(x) for x in [-87, 88]: x = n ln2 + r, |r| <= ln2 / 2, a degree-6 Taylor polynomial, then 2^n
+ * (the same steps as kernels_avx512.c's). */
+static inline uform_v_t uform_v_exp_(uform_v_t x) {
+    x = uform_v_min(uform_v_max(x, uform_v_set1(-87.0f)), uform_v_set1(88.0f));
+    uform_v_t n = uform_v_round(uform_v_mul(x, uform_v_set1(1.44269504088896341f)));
+    uform_v_t r = uform_v_fnma(n, uform_v_set1(0.693145751953125f), x);
+    r = uform_v_fnma(n, uform_v_set1(1.428606765330187045e-06f), r);
+    uform_v_t p = uform_v_set1(1.0f / 720.0f);
+    p = uform_v_fma(p, r, uform_v_set1(1.0f / 120.0f));
+    p = uform_v_fma(p, r, uform_v_set1(1.0f / 24.0f));
+    p = uform_v_fma(p, r, uform_v_set1(1.0f / 6.0f));
+    p = uform_v_fma(p, r, uform_v_set1(0.5f));
+    p = uform_v_fma(p, r, uform_v_set1(1.0f));
+    p = uform_v_fma(p, r, uform_v_set1(1.0f));
+    return uform_v_scale(p, n);
+}
+
+/* Loads `count` (< UFORM_LANES) floats, the rest `fill`. */
+static inline uform_v_t uform_v_load_part_(float const *source, size_t count, float fill) {
+    float part[UFORM_LANES];
+    for (size_t i = 0; i < UFORM_LANES; ++i) part[i] = i < count ? source[i] : fill;
+    return uform_v_load(part);
+}
+
+/* Stores the first `count` (< UFORM_LANES) lanes as BF16. */
+static inline void uform_v_store_bf16_part_(uint16_t *target, uform_v_t value, size_t count) {
+    uint16_t part[UFORM_LANES];
+    uform_v_store_bf16(part, value);
+    memcpy(target, part, count * sizeof(uint16_t));
+}
+
+static void uform_round_bf16_widen_(float const *source, uint16_t *target, size_t count) {
+    size_t i = 0;
+    for (; i + UFORM_LANES <= count; i += UFORM_LANES) uform_v_store_bf16(target + i, uform_v_load(source + i));
+    if (i < count) uform_v_store_bf16_part_(target + i, uform_v_load_part_(source + i, count - i, 0.0f), count - i);
+}
+
+static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                                      uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+    for (size_t r = 0; r < rows; ++r) {
+        float const *row = scores + r * stride;
+        uint16_t *target = probabilities + r * probabilities_stride;
+        size_t whole = columns - columns % UFORM_LANES, tail = columns - whole;
+        uform_v_t largest = uform_v_set1(-INFINITY);
+        for (size_t j = 0; j < whole; j += UFORM_LANES) largest = uform_v_max(largest, uform_v_load(row + j));
+        if (tail) largest = uform_v_max(largest, uform_v_load_part_(row + whole, tail, -INFINITY));
+        uform_v_t offset = uform_v_set1(-uform_v_largest(largest) * scale), factor = uform_v_set1(scale);
+        uform_v_t total = uform_v_zero();
+        for (size_t j = 0; j < whole; j += UFORM_LANES) {
+            uform_v_t e = uform_v_exp_(uform_v_fma(uform_v_load(row + j), factor, offset));
+            total = uform_v_add(total, e);
+            uform_v_store_bf16(target + j, e);
+        }
+        if (tail) {
+            float e[UFORM_LANES];
+            uform_v_store(e, uform_v_exp_(uform_v_fma(uform_v_load_part_(row + whole, tail, 0.0f), factor, offset)));
+            uform_v_t kept = uform_v_load_part_(e, tail, 0.0f);  /* the padding lanes add nothing */
+            total = uform_v_add(total, kept);
+            uform_v_store_bf16_part_(target + whole, kept, tail);
+        }
+        if (columns % 2) target[columns] = 0;
+        sums[r] = uform_v_sum(total);
+    }
+}
+
+static void uform_swiglu_bf16_widen_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
+    uform_v_t one = uform_v_set1(1.0f);
+    for (size_t r = 0; r < rows; ++r) {
+        float const *gate = gate_up + r * 2 * width, *up = gate + width;
+        uint16_t *target = hidden + r * width;
+        for (size_t i = 0; i < width; i += UFORM_LANES) {
+            size_t count = width - i < UFORM_LANES ? width - i : UFORM_LANES;
+            uform_v_t g = count == UFORM_LANES ? uform_v_load(gate + i) : uform_v_load_part_(gate + i, count, 0.0f);
+            uform_v_t u = count == UFORM_LANES ? uform_v_load(up + i) : uform_v_load_part_(up + i, count, 0.0f);
+            uform_v_t e = uform_v_exp_(uform_v_sub(uform_v_zero(), g));
+            uform_v_t value = uform_v_mul(uform_v_div(g, uform_v_add(one, e)), u);
+            if (count == UFORM_LANES) uform_v_store_bf16(target + i, value);
+            else uform_v_store_bf16_part_(target + i, value, count);
+        }
+    }
+}
+
+/* The driver over the tiles the including file instantiated, as kernels_avx512.c's. */
+#define UFORM_WIDEN_GEMM(TILES)                                                                                     \
+    static void uform_gemm_widen_(uint16_t const *a, size_t a_stride, uint16_t const *packed, float *c,           \
+                                  size_t c_stride, size_t rows, size_t width, size_t depth) {                      \
+        size_t pairs = (depth + 1) / 2, panels = (width + 15) / 16;                                 \
+        for (size_t panel = 0; panel < panels; panel += UFORM_TILE_PANELS_MOST) {                                   \
+            size_t group = panels - panel < UFORM_TILE_PANELS_MOST ? panels - panel : UFORM_TILE_PANELS_MOST;       \
+            size_t valid = width - (panel + group - 1) * 16;                                                        \
+            size_t last = valid >= 16 ? 16 : valid;                                                                 \
+            for (size_t row = 0; row < rows; row += UFORM_TILE_ROWS_MOST) {                                         \
+                size_t count = rows - row < UFORM_TILE_ROWS_MOST ? rows - row : UFORM_TILE_ROWS_MOST;               \
+                TILES[count - 1][group - 1](a + row * a_stride, a_stride, packed + panel * pairs * 32, pairs,       \
+                                            c + row * c_stride + panel * 16, c_stride, last);                       \
+            }                                                                                                       \
+        }                                                                                                           \
+    }                                                                                                               \
+    uform_kernels_t const UFORM_WIDEN_TABLE = {UFORM_WIDEN_NAME, uform_gemm_widen_, uform_softmax_bf16_widen_,      \
+                                               uform_swiglu_bf16_widen_, uform_round_bf16_widen_};
+
+#endif
