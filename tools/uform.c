@@ -1,4 +1,4 @@
-/*  uform.c: the `uform` command: init, info, encode and rerank over the C ABI. */
+/*  uform.c: the `uform` command: init, info, encode, calibrate and rerank over the C ABI. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +15,7 @@ static char const *const uform_usage_ =
     "  init     write a randomly initialized checkpoint\n"
     "  info     print a checkpoint's configuration and parameter count\n"
     "  encode   embed one text per line of standard input\n"
+    "  calibrate  write int8/uint8 calibration ranges from the embeddings of standard input's texts\n"
     "  rerank   score one document per line of standard input against a query (MaxSim)\n";
 
 static char const *const uform_init_usage_ =
@@ -34,6 +35,7 @@ static char const *const uform_info_usage_ =
 static char const *const uform_encode_usage_ =
     "usage: uform encode --model DIR [--image FILE...] [--records] [--width M] [--threads N]\n"
     "                    [--precision bf16|f32] [--device cpu|cuda]\n"
+    "                    [--output-precision float32|int8|uint8|binary|ubinary] [--calibration FILE]\n"
     "\n"
     "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
     "the L2-normalized Matryoshka embedding. Texts longer than a row (4096 bytes) are cut; a count\n"
@@ -47,7 +49,26 @@ static char const *const uform_encode_usage_ =
     "  --threads N        worker threads (default: all cores)\n"
     "  --precision P      bf16 (default, fast) or f32 (products in Float32)\n"
     "  --device D         cpu (default) or cuda: the GPU (BF16 activations, Float32 accumulation;\n"
-    "                     agrees with the CPU's bf16 within the bound of docs/cuda.md)\n";
+    "                     agrees with the CPU's bf16 within the bound of docs/cuda.md)\n"
+    "  --output-precision P  float32 (default), int8, uint8, binary or ubinary (docs/quantization.md):\n"
+    "                     int8/uint8 print JSON arrays of M integers (-128..127 / 0..255), each\n"
+    "                     dimension's range cut into 256 buckets; binary/ubinary print the sign bits\n"
+    "                     (x > 0) packed eight to a byte, first dimension in the top bit, as (M + 7) / 8\n"
+    "                     integers (-128..127 / 0..255)\n"
+    "  --calibration FILE the int8/uint8 ranges, as `uform calibrate` writes them at the same width;\n"
+    "                     without it the ranges are the minimum and maximum of each dimension over\n"
+    "                     the inputs being encoded (so the output waits for the whole input)\n";
+
+static char const *const uform_calibrate_usage_ =
+    "usage: uform calibrate --model DIR --output FILE [--image FILE...] [--records] [--width M]\n"
+    "                       [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
+    "\n"
+    "Embeds its inputs as `uform encode` does (one text per line of standard input, or --records, or\n"
+    "--image) and writes FILE: JSON {\"model\", \"width\", \"count\", \"minimums\": [M], \"maximums\": [M]},\n"
+    "each dimension's minimum and maximum over the embeddings, for `uform encode --output-precision\n"
+    "int8|uint8 --calibration FILE` at the same width. Calibrate on texts like the ones you index.\n"
+    "  --output FILE      the ranges file, written whole or not at all\n"
+    "  --width M          one of the model's embedding widths (default: the widest)\n";
 
 static char const *const uform_rerank_usage_ =
     "usage: uform rerank --model DIR --query TEXT [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
@@ -61,7 +82,7 @@ static char const *const uform_rerank_usage_ =
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
 
 typedef struct {
-    char const *tier, *output, *model, *query, *precision, *device, *frontends;
+    char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration;
     char **images; /* --image's files, in argv */
     size_t images_count;
     unsigned long long seed;
@@ -131,6 +152,8 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--query")) options->query = value;
         else if (!strcmp(flag, "--precision")) options->precision = value;
         else if (!strcmp(flag, "--frontends")) options->frontends = value;
+        else if (!strcmp(flag, "--output-precision")) options->output_precision = value;
+        else if (!strcmp(flag, "--calibration")) options->calibration = value;
         else if (!strcmp(flag, "--device")) {
             if (strcmp(value, "cpu") && strcmp(value, "cuda")) {
                 fprintf(stderr, "uform %s: --device is cpu or cuda, not '%s'\n", argv[1], value);
@@ -278,10 +301,146 @@ static int uform_out_of_memory_(void) {
     return 1;
 }
 
-static void uform_print_embedding_(float const *embedding, size_t width) {
-    putchar('[');
-    for (size_t j = 0; j < width; ++j) printf("%s%.7g", j ? ", " : "", embedding[j]);
-    puts("]");
+/* Where embeddings go: printed at the output precision as they come, or held to the end, when the
+ * int8/uint8 ranges come from the inputs themselves or `uform calibrate` writes them. */
+typedef struct uform_sink_t {
+    char const *verb, *ranges_path; /* ranges_path: calibrate's --output */
+    uform_output_precision_t precision;
+    size_t width;
+    int hold;
+    uform_ranges_t ranges; /* from --calibration, or computed from the held embeddings */
+    float *held;
+    size_t held_count, held_capacity;
+} uform_sink_t;
+
+/* Reads a `uform calibrate` file into `ranges` (allocated here) for embeddings of `width`. */
+static int uform_read_ranges_(char const *path, size_t width, uform_ranges_t *ranges) {
+    json_error_t error;
+    json_t *root = json_load_file(path, 0, &error);
+    if (!root) {
+        fprintf(stderr, "uform encode: --calibration %s: %s\n", path, error.text);
+        return 0;
+    }
+    json_t *minimums = json_object_get(root, "minimums"), *maximums = json_object_get(root, "maximums");
+    int good = json_is_array(minimums) && json_is_array(maximums) && json_array_size(minimums) == json_array_size(maximums);
+    for (size_t i = 0; good && i < json_array_size(minimums); ++i)
+        good = json_is_number(json_array_get(minimums, i)) && json_is_number(json_array_get(maximums, i));
+    if (!good) fprintf(stderr, "uform encode: --calibration %s: needs arrays \"minimums\" and \"maximums\" of one length, of numbers\n", path);
+    else if (json_array_size(minimums) != width)
+        fprintf(stderr, "uform encode: --calibration %s holds ranges of width %zu; the embeddings are %zu wide (--width)\n", path,
+                json_array_size(minimums), width), good = 0;
+    if (good) {
+        ranges->width = width;
+        ranges->minimums = malloc(width * sizeof(float)), ranges->maximums = malloc(width * sizeof(float));
+        good = ranges->minimums && ranges->maximums;
+        for (size_t i = 0; good && i < width; ++i)
+            ranges->minimums[i] = (float)json_number_value(json_array_get(minimums, i)),
+            ranges->maximums[i] = (float)json_number_value(json_array_get(maximums, i));
+    }
+    json_decref(root);
+    return good;
+}
+
+static int uform_sink_open_(uform_options_t const *options, char const *verb, size_t width, uform_sink_t *sink) {
+    *sink = (uform_sink_t){.verb = verb, .width = width};
+    if (!strcmp(verb, "calibrate")) {
+        sink->ranges_path = options->output, sink->hold = 1;
+        return 1;
+    }
+    if (options->output_precision && uform_output_precision_parse(options->output_precision, &sink->precision) != uform_ok_k) {
+        fprintf(stderr, "uform encode: --output-precision is float32, int8, uint8, binary or ubinary, not '%s'\n",
+                options->output_precision);
+        return 0;
+    }
+    int integers = sink->precision == uform_output_int8_k || sink->precision == uform_output_uint8_k;
+    if (options->calibration && !integers) {
+        fprintf(stderr, "uform encode: --calibration holds int8/uint8 ranges; --output-precision %s takes none\n",
+                uform_output_precision_name(sink->precision));
+        return 0;
+    }
+    if (options->calibration) return uform_read_ranges_(options->calibration, width, &sink->ranges);
+    sink->hold = integers;
+    return 1;
+}
+
+/* Prints `count` embeddings at the sink's precision, one JSON array a line. */
+static uform_status_t uform_sink_print_(uform_sink_t const *sink, float const *embeddings, size_t count) {
+    if (sink->precision == uform_output_float32_k) {
+        for (size_t i = 0; i < count; ++i) {
+            putchar('[');
+            for (size_t j = 0; j < sink->width; ++j) printf("%s%.7g", j ? ", " : "", embeddings[i * sink->width + j]);
+            puts("]");
+        }
+        return uform_ok_k;
+    }
+    size_t bytes = 0;
+    uform_status_t status = uform_output_bytes(sink->precision, sink->width, &bytes);
+    uint8_t *quantized = status == uform_ok_k ? malloc(count * bytes) : NULL;
+    if (status != uform_ok_k || !quantized) return status != uform_ok_k ? status : uform_out_of_memory_k;
+    status = uform_quantize(embeddings, count, sink->width, sink->precision, &sink->ranges, quantized);
+    int is_signed = sink->precision == uform_output_int8_k || sink->precision == uform_output_binary_k;
+    for (size_t i = 0; status == uform_ok_k && i < count; ++i) {
+        putchar('[');
+        for (size_t j = 0; j < bytes; ++j)
+            printf("%s%d", j ? ", " : "", is_signed ? (int)(int8_t)quantized[i * bytes + j] : (int)quantized[i * bytes + j]);
+        puts("]");
+    }
+    free(quantized);
+    return status;
+}
+
+static uform_status_t uform_sink_put_(uform_sink_t *sink, float const *embeddings, size_t count) {
+    if (!sink->hold) return uform_sink_print_(sink, embeddings, count);
+    if (sink->held_count + count > sink->held_capacity) {
+        size_t capacity = 2 * (sink->held_count + count);
+        float *held = realloc(sink->held, capacity * sink->width * sizeof(float));
+        if (!held) return uform_out_of_memory_k;
+        sink->held = held, sink->held_capacity = capacity;
+    }
+    memcpy(sink->held + sink->held_count * sink->width, embeddings, count * sink->width * sizeof(float));
+    sink->held_count += count;
+    return uform_ok_k;
+}
+
+/* Writes the calibration file of the held embeddings through a temporary name, whole or not at all. */
+static int uform_write_ranges_(uform_sink_t const *sink, char const *model) {
+    json_t *root = json_object(), *minimums = json_array(), *maximums = json_array();
+    for (size_t i = 0; i < sink->width; ++i)
+        json_array_append_new(minimums, json_real(sink->ranges.minimums[i])),
+            json_array_append_new(maximums, json_real(sink->ranges.maximums[i]));
+    json_object_set_new(root, "model", json_string(model));
+    json_object_set_new(root, "width", json_integer((json_int_t)sink->width));
+    json_object_set_new(root, "count", json_integer((json_int_t)sink->held_count));
+    json_object_set_new(root, "minimums", minimums);
+    json_object_set_new(root, "maximums", maximums);
+    size_t length = strlen(sink->ranges_path) + 8;
+    char *temporary = malloc(length);
+    int written = temporary && (snprintf(temporary, length, "%s.part", sink->ranges_path), 1) &&
+                  json_dump_file(root, temporary, JSON_INDENT(1)) == 0 && rename(temporary, sink->ranges_path) == 0;
+    if (!written) fprintf(stderr, "uform calibrate: %s: cannot write\n", sink->ranges_path);
+    if (!written && temporary) remove(temporary);
+    free(temporary);
+    json_decref(root);
+    return written;
+}
+
+/* The end of the input: the held embeddings calibrate, then print or become the ranges file. */
+static int uform_sink_finish_(uform_sink_t *sink, char const *model) {
+    if (!sink->hold) return 0;
+    if (!sink->held_count) {
+        fprintf(stderr, "uform %s: no inputs to calibrate on\n", sink->verb);
+        return 1;
+    }
+    sink->ranges = (uform_ranges_t){malloc(sink->width * sizeof(float)), malloc(sink->width * sizeof(float)), sink->width};
+    if (!sink->ranges.minimums || !sink->ranges.maximums) return uform_out_of_memory_();
+    uform_status_t status = uform_calibrate(sink->held, sink->held_count, sink->width, &sink->ranges);
+    if (status != uform_ok_k) return uform_report_(status);
+    if (sink->ranges_path) return uform_write_ranges_(sink, model) ? 0 : 1;
+    return uform_report_(uform_sink_print_(sink, sink->held, sink->held_count));
+}
+
+static void uform_sink_close_(uform_sink_t *sink) {
+    free(sink->held), free(sink->ranges.minimums), free(sink->ranges.maximums);
 }
 
 /* Embeds the image files `paths` into `embeddings[count * width]`, a few at a time. */
@@ -304,25 +463,27 @@ static uform_status_t uform_encode_files_(uform_model_t *model, char const *cons
     return status;
 }
 
-/* --records: each line a JSON object with "text" or "image"; embeddings printed in input order. */
-static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines, size_t count, size_t width) {
+/* --records: each line a JSON object with "text" or "image"; embeddings go to the sink in input order. */
+static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines, size_t count, uform_sink_t *sink) {
+    size_t width = sink->width;
     float *embeddings = malloc((count ? count : 1) * width * sizeof(float));
+    float *ordered = malloc((count ? count : 1) * width * sizeof(float));
     json_t **records = calloc(count ? count : 1, sizeof(json_t *));
     char const **paths = calloc(count ? count : 1, sizeof(char *));
     uform_text_t *texts = calloc(count ? count : 1, sizeof(uform_text_t));
     size_t *order = calloc(count ? count : 1, sizeof(size_t)), images = 0, text_count = 0;
-    int result = embeddings && records && paths && texts && order ? 0 : uform_out_of_memory_();
+    int result = embeddings && ordered && records && paths && texts && order ? 0 : uform_out_of_memory_();
     for (size_t i = 0; !result && i < count; ++i) {
         json_error_t error;
         records[i] = json_loadb((char const *)lines[i].data, lines[i].length, 0, &error);
         json_t *text = records[i] ? json_object_get(records[i], "text") : NULL, *image = records[i] ? json_object_get(records[i], "image") : NULL;
         if (!records[i] || !json_is_object(records[i]) || (!text == !image) || (text && !json_is_string(text)) ||
             (image && !json_is_string(image))) {
-            fprintf(stderr, "uform encode: line %zu of standard input is not a record {\"text\": ...} or {\"image\": PATH}%s%s\n",
-                    i + 1, records[i] ? "" : ": ", records[i] ? "" : error.text);
+            fprintf(stderr, "uform %s: line %zu of standard input is not a record {\"text\": ...} or {\"image\": PATH}%s%s\n",
+                    sink->verb, i + 1, records[i] ? "" : ": ", records[i] ? "" : error.text);
             result = 1;
         } else if (text && !json_string_length(text)) {
-            fprintf(stderr, "uform encode: line %zu of standard input has an empty text: nothing to encode\n", i + 1);
+            fprintf(stderr, "uform %s: line %zu of standard input has an empty text: nothing to encode\n", sink->verb, i + 1);
             result = 1;
         } else if (image) {
             order[i] = images, paths[images++] = json_string_value(image);
@@ -336,73 +497,68 @@ static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines
     if (!result && text_count) result = uform_report_(uform_encode(model, texts, text_count, width, text_embeddings, &truncated));
     if (!result && images) result = uform_report_(uform_encode_files_(model, paths, images, width, image_embeddings));
     for (size_t i = 0; !result && i < count; ++i)
-        uform_print_embedding_((json_object_get(records[i], "image") ? image_embeddings : text_embeddings) + order[i] * width, width);
-    if (!result && truncated) fprintf(stderr, "uform encode: %zu of %zu texts were longer than a row and were cut\n", truncated, text_count);
+        memcpy(ordered + i * width,
+               (json_object_get(records[i], "image") ? image_embeddings : text_embeddings) + order[i] * width, width * sizeof(float));
+    if (!result && count) result = uform_report_(uform_sink_put_(sink, ordered, count));
+    if (!result && truncated)
+        fprintf(stderr, "uform %s: %zu of %zu texts were longer than a row and were cut\n", sink->verb, truncated, text_count);
     for (size_t i = 0; records && i < count; ++i) json_decref(records[i]);
-    free(embeddings), free(records), free(paths), free(texts), free(order);
+    free(embeddings), free(ordered), free(records), free(paths), free(texts), free(order);
     return result;
 }
 
-static int uform_encode_(uform_options_t const *options) {
-    if (!uform_require_(options->model, "--model", "encode")) return 2;
-    if (options->images_count && options->records) {
-        fprintf(stderr, "uform encode: --image and --records are two ways in; give one\n");
-        return 2;
-    }
-    if (options->images_count || options->records) {
-        uform_model_t *model = NULL;
-        uform_status_t status = uform_open_(options, &model);
-        if (status != uform_ok_k) return uform_report_(status);
-        uform_config_t config;
-        uform_model_config(model, &config);
-        size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
-        int result = 0;
-        if (options->images_count) {
-            float *embeddings = malloc(options->images_count * width * sizeof(float));
-            result = !embeddings ? uform_out_of_memory_()
-                                 : uform_report_(uform_encode_files_(model, (char const *const *)options->images,
-                                                                     options->images_count, width, embeddings));
-            for (size_t i = 0; !result && i < options->images_count; ++i) uform_print_embedding_(embeddings + i * width, width);
-            free(embeddings);
-        } else {
-            char *buffer = NULL;
-            uform_text_t *lines = NULL;
-            size_t count = 0;
-            result = uform_read_lines_(&buffer, &lines, &count) ? uform_encode_records_(model, lines, count, width)
-                                                                  : uform_out_of_memory_();
-            free(lines);
-            free(buffer);
-        }
-        uform_model_close(model);
-        return result;
-    }
-    uform_model_t *model = NULL;
-    char *buffer = NULL;
-    uform_text_t *texts = NULL;
-    size_t count = 0, truncated = 0;
-    uform_status_t status;
-    int result = uform_open_and_read_(options, "encode", &model, &buffer, &texts, &count);
-    size_t width = options->width;
-    if (!result && !width) { /* the model's full width; read only from a model that opened */
-        uform_config_t config;
-        uform_model_config(model, &config);
-        width = config.embedding_widths[config.embedding_widths_count - 1];
-    }
+/* Standard input's lines, a batch at a time, into the sink. */
+static int uform_encode_lines_(uform_model_t *model, uform_text_t const *texts, size_t count, uform_sink_t *sink) {
     enum { batch_k = 256 };
-    float *embeddings = result ? NULL : malloc(batch_k * width * sizeof(float));
+    size_t truncated = 0;
+    float *embeddings = malloc(batch_k * sink->width * sizeof(float));
+    int result = embeddings ? 0 : uform_out_of_memory_();
     for (size_t first = 0; !result && first < count; first += batch_k) {
         size_t batch = count - first < batch_k ? count - first : batch_k, cut = 0;
-        status = uform_encode(model, texts + first, batch, width, embeddings, &cut);
-        if (status != uform_ok_k) {
-            result = uform_report_(status);
-            break;
-        }
+        uform_status_t status = uform_encode(model, texts + first, batch, sink->width, embeddings, &cut);
+        if (status == uform_ok_k) status = uform_sink_put_(sink, embeddings, batch);
+        result = uform_report_(status);
         truncated += cut;
-        for (size_t i = 0; i < batch; ++i) uform_print_embedding_(embeddings + i * width, width);
     }
-    if (truncated) fprintf(stderr, "uform encode: %zu of %zu texts were longer than a row and were cut\n", truncated, count);
+    if (truncated) fprintf(stderr, "uform %s: %zu of %zu texts were longer than a row and were cut\n", sink->verb, truncated, count);
     free(embeddings);
-    free(texts);
+    return result;
+}
+
+/* `uform encode` and `uform calibrate`: the same inputs, printed or summarized into ranges. */
+static int uform_encode_(uform_options_t const *options, char const *verb) {
+    if (!uform_require_(options->model, "--model", verb)) return 2;
+    if (!strcmp(verb, "calibrate") && !uform_require_(options->output, "--output", verb)) return 2;
+    if (options->images_count && options->records) {
+        fprintf(stderr, "uform %s: --image and --records are two ways in; give one\n", verb);
+        return 2;
+    }
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_open_(options, &model);
+    if (status != uform_ok_k) return uform_report_(status);
+    uform_config_t config;
+    uform_model_config(model, &config);
+    size_t width = options->width ? options->width : config.embedding_widths[config.embedding_widths_count - 1];
+    uform_sink_t sink;
+    int result = uform_sink_open_(options, verb, width, &sink) ? 0 : 2;
+    char *buffer = NULL;
+    uform_text_t *lines = NULL;
+    size_t count = 0;
+    if (!result && options->images_count) {
+        float *embeddings = malloc(options->images_count * width * sizeof(float));
+        status = !embeddings ? uform_out_of_memory_k
+                             : uform_encode_files_(model, (char const *const *)options->images, options->images_count, width, embeddings);
+        if (status == uform_ok_k) status = uform_sink_put_(&sink, embeddings, options->images_count);
+        result = uform_report_(status);
+        free(embeddings);
+    } else if (!result) {
+        result = uform_read_lines_(&buffer, &lines, &count) ? 0 : uform_out_of_memory_();
+        if (!result && options->records) result = uform_encode_records_(model, lines, count, &sink);
+        else if (!result) result = uform_check_lines_(lines, count, verb) ? uform_encode_lines_(model, lines, count, &sink) : 1;
+    }
+    if (!result) result = uform_sink_finish_(&sink, options->model);
+    uform_sink_close_(&sink);
+    free(lines);
     free(buffer);
     uform_model_close(model);
     return result;
@@ -450,7 +606,9 @@ int main(int argc, char **argv) {
     } const verbs[] = {
         {"init", uform_init_usage_, "--tier --seed --output --frontends"},
         {"info", uform_info_usage_, "--model"},
-        {"encode", uform_encode_usage_, "--model --width --threads --precision --device --image --records"},
+        {"encode", uform_encode_usage_,
+         "--model --width --threads --precision --device --image --records --output-precision --calibration"},
+        {"calibrate", uform_calibrate_usage_, "--model --width --threads --precision --device --image --records --output"},
         {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
@@ -462,7 +620,7 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[1], "init")) return uform_init_(argc, argv, &options);
         if (!strcmp(argv[1], "info")) return uform_info_(&options);
-        if (!strcmp(argv[1], "encode")) return uform_encode_(&options);
+        if (!strcmp(argv[1], "encode") || !strcmp(argv[1], "calibrate")) return uform_encode_(&options, argv[1]);
         return uform_rerank_(&options);
     }
     fprintf(stderr, "uform: unknown verb '%s'\n\n%s", argv[1], uform_usage_);

@@ -1,8 +1,8 @@
 /*  uform_eval.c: retrieval quality on held-out pairs (JSONL records with a query and positives):
  *  each query against every pair's first positive and back, as Recall@1/5/10, MRR and nDCG@10,
  *  for chance, a character n-gram TF-IDF baseline, the checkpoint at every Matryoshka width and,
- *  optionally, its top candidates reranked by MaxSim; overall and per language ("lang" of each
- *  record). A table on the terminal, JSON on request. Metrics: src/eval/metrics.h.
+ *  optionally, its top candidates reranked by MaxSim, and at each requested output precision
+ *  (quantize.h); overall and per language ("lang" of each record). A table on the terminal, JSON on request. Metrics: src/eval/metrics.h.
  */
 #include <errno.h>
 #include <jansson.h>
@@ -24,7 +24,7 @@
 
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K] [--no-tfidf] [--json FILE]\n"
-    "                  [--threads N] [--device cpu|cuda] [--quiet]\n"
+    "                  [--threads N] [--device cpu|cuda] [--output-precision LIST] [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
     "positive (positive->query) among all pairs of the file, and prints Recall@1/5/10, MRR and\n"
@@ -46,6 +46,12 @@ static char const *const uform_eval_usage_ =
     "  --threads N      worker threads (default: all cores)\n"
     "  --device D       where the checkpoint embeds: cpu (default) or cuda (the GPU, BF16 activations,\n"
     "                   as uform encode --device cuda); scoring and reranking's MaxSim stay on the CPU\n"
+    "  --output-precision LIST  the model rows at these output precisions, comma-separated, or all:\n"
+    "                   float32 (default; the rows \"model\"), int8, uint8, binary, ubinary (rows\n"
+    "                   \"model-int8\", ...). Both sides are quantized at each width; int8/uint8 ranges\n"
+    "                   are calibrated on the positives' embeddings at that width and score by the dot\n"
+    "                   product of the centred buckets, binary/ubinary by minus the Hamming distance\n"
+    "                   (docs/quantization.md). --rerank reranks the float32 rows only\n"
     "  --quiet          no progress on standard error\n";
 
 enum { uform_ngram_shortest_k = 3, uform_ngram_longest_k = 5, uform_tfidf_buckets_k = 1 << 20 };
@@ -159,6 +165,9 @@ typedef struct uform_ranking_job_t {
     float const *rows, *columns; /* dense: `count` vectors of `width` floats, `stride` apart */
     size_t width, stride;
     uform_sparse_t const *sparse_rows, *sparse_index; /* TF-IDF instead, when set */
+    uint8_t const *quantized_rows, *quantized_columns; /* quantized embeddings instead, when set: */
+    uform_output_precision_t precision;                /* `count` rows of `row_bytes` at this precision */
+    size_t row_bytes;
     uint32_t const *groups; /* column text ids */
     uform_placement_t *placements; /* [count] */
     size_t top;
@@ -184,6 +193,9 @@ static void uform_ranking_task_(void *context, size_t row, size_t thread) {
     float *scores = job->scratch + thread * job->count;
     if (job->sparse_rows)
         uform_tfidf_scores(job->sparse_rows, row, job->sparse_index, scores, job->count);
+    else if (job->quantized_rows) /* arguments checked by the caller's uform_quantize */
+        uform_quantized_scores(job->precision, job->width, job->quantized_rows + row * job->row_bytes,
+                               job->quantized_columns, job->count, scores);
     else
         for (size_t column = 0; column < job->count; ++column)
             scores[column] = uform_dot_(job->rows + row * job->stride, job->columns + column * job->stride, job->width);
@@ -274,6 +286,79 @@ static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t cons
     return status;
 }
 
+/* ---- output precisions ------------------------------------------------------------------------- */
+
+enum { uform_output_precisions_k = 5 };
+
+/* "all", or names of quantize.h's precisions, comma-separated, each once. */
+static int uform_parse_precisions_(char const *list, uform_output_precision_t *precisions, size_t *count) {
+    if (!strcmp(list, "all")) list = "float32,int8,uint8,binary,ubinary";
+    *count = 0;
+    for (char const *name = list; *name; name += strcspn(name, ","), name += *name == ',') {
+        char word[32];
+        snprintf(word, sizeof(word), "%.*s", (int)strcspn(name, ","), name);
+        uform_output_precision_t precision;
+        int seen = 0;
+        if (uform_output_precision_parse(word, &precision) != uform_ok_k) {
+            fprintf(stderr, "uform_eval: --output-precision: %s, or all\n", uform_last_error());
+            return 0;
+        }
+        for (size_t i = 0; i < *count; ++i) seen |= precisions[i] == precision;
+        if (seen || *count == uform_output_precisions_k) {
+            fprintf(stderr, "uform_eval: --output-precision names %s twice\n", word);
+            return 0;
+        }
+        precisions[(*count)++] = precision;
+    }
+    if (!*count) fprintf(stderr, "uform_eval: --output-precision needs at least one precision\n");
+    return *count > 0;
+}
+
+/* Both directions at one width and output precision: each side's prefixes packed, quantized with
+ * ranges calibrated on the positives (side 1), and ranked by uform_quantized_scores. */
+static uform_status_t uform_quantized_rows_(uform_pool_t *pool, float *const prefixes[uform_directions_k], size_t count,
+                                            size_t stride, size_t width, uform_output_precision_t precision,
+                                            uint32_t *const groups[uform_directions_k], float *scratch,
+                                            uform_progress_t *progress, uform_placement_t *placements[uform_directions_k]) {
+    size_t row_bytes = 0;
+    UFORM_TRY(uform_output_bytes(precision, width, &row_bytes));
+    float *packed = malloc(count * width * sizeof(float)), *minimums = malloc(width * sizeof(float)),
+          *maximums = malloc(width * sizeof(float));
+    uint8_t *quantized[uform_directions_k] = {malloc(count * row_bytes), malloc(count * row_bytes)};
+    uform_status_t status = packed && minimums && maximums && quantized[0] && quantized[1]
+                                ? uform_ok_k
+                                : uform_fail(uform_out_of_memory_k, "uform_eval: out of memory quantizing");
+    uform_ranges_t ranges = {minimums, maximums, width};
+    for (int side = uform_directions_k - 1; status == uform_ok_k && side >= 0; --side) { /* positives first: they calibrate */
+        for (size_t i = 0; i < count; ++i) memcpy(packed + i * width, prefixes[side] + i * stride, width * sizeof(float));
+        if (side == 1) status = uform_calibrate(packed, count, width, &ranges);
+        if (status == uform_ok_k) status = uform_quantize(packed, count, width, precision, &ranges, quantized[side]);
+    }
+    for (int direction = 0; status == uform_ok_k && direction < uform_directions_k; ++direction) {
+        placements[direction] = malloc(count * sizeof(uform_placement_t));
+        if (!placements[direction]) {
+            status = uform_fail(uform_out_of_memory_k, "uform_eval: out of memory ranking");
+            break;
+        }
+        uform_ranking_job_t job = {.count = count,
+                                   .width = width,
+                                   .quantized_rows = quantized[direction],
+                                   .quantized_columns = quantized[1 - direction],
+                                   .precision = precision,
+                                   .row_bytes = row_bytes,
+                                   .groups = groups[direction],
+                                   .placements = placements[direction],
+                                   .scratch = scratch,
+                                   .progress = progress};
+        char what[64];
+        snprintf(what, sizeof(what), "width %zu %s %s", width, uform_output_precision_name(precision),
+                 uform_direction_names_[direction]);
+        uform_rank_(pool, &job, what);
+    }
+    free(packed), free(minimums), free(maximums), free(quantized[0]), free(quantized[1]);
+    return status;
+}
+
 /* ---- reranking --------------------------------------------------------------------------------- */
 
 /* The reranked placement of one row at one width: the top columns reordered by MaxSim go first,
@@ -303,6 +388,7 @@ static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t t
 /* One row of the table: a method at a width in a direction, with one placement per pair. */
 typedef struct uform_row_t {
     char method[40];
+    char const *output_precision; /* the model rows' (quantize.h), NULL for the baselines */
     size_t width; /* 0: not a model width */
     int direction; /* -1: both (chance) */
     uform_placement_t const *placements;
@@ -319,6 +405,7 @@ static void uform_metrics_json_(json_t *object, uform_metrics_t const *mean) {
 static json_t *uform_row_json_(uform_row_t const *row, char const *language, uform_metrics_t const *mean) {
     json_t *object = json_object();
     json_object_set_new(object, "method", json_string(row->method));
+    json_object_set_new(object, "output_precision", row->output_precision ? json_string(row->output_precision) : json_null());
     json_object_set_new(object, "width", row->width ? json_integer((json_int_t)row->width) : json_null());
     json_object_set_new(object, "direction",
                         json_string(row->direction < 0 ? "both" : uform_direction_names_[row->direction]));
@@ -330,6 +417,8 @@ static json_t *uform_row_json_(uform_row_t const *row, char const *language, ufo
 
 int main(int argc, char **argv) {
     char const *checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
+    uform_output_precision_t precisions[uform_output_precisions_k] = {uform_output_float32_k};
+    size_t precisions_count = 1;
     size_t limit = 0, threads = 0, top = 0;
     int quiet = 0, use_tfidf = 1;
     for (int i = 1; i < argc; ++i) {
@@ -352,7 +441,9 @@ int main(int argc, char **argv) {
                 return 2;
             }
         }
-        else if (value && !strcmp(argv[i], "--limit")) {
+        else if (value && !strcmp(argv[i], "--output-precision")) {
+            if (!uform_parse_precisions_(argv[++i], precisions, &precisions_count)) return 2;
+        } else if (value && !strcmp(argv[i], "--limit")) {
             if (!uform_parse_count_("--limit", argv[++i], 2, &limit)) return 2;
         } else if (value && !strcmp(argv[i], "--threads")) {
             if (!uform_parse_count_("--threads", argv[++i], 1, &threads)) return 2;
@@ -372,6 +463,10 @@ int main(int argc, char **argv) {
     }
     if (top && !checkpoint) {
         fprintf(stderr, "uform_eval: --rerank needs a CHECKPOINT\n");
+        return 2;
+    }
+    if (!checkpoint && (precisions_count > 1 || precisions[0] != uform_output_float32_k)) {
+        fprintf(stderr, "uform_eval: --output-precision needs a CHECKPOINT\n");
         return 2;
     }
     if (!checkpoint && !use_tfidf) {
@@ -483,10 +578,10 @@ int main(int argc, char **argv) {
     }
     size_t pool_threads = uform_pool_threads(pool);
     float *scratch = malloc(pool_threads * count * sizeof(float));
-    uform_row_t rows[2 + 2 * 2 * uform_max_embedding_widths_k + 2];
+    uform_row_t rows[3 + uform_directions_k * uform_max_embedding_widths_k * (uform_output_precisions_k + 1)];
     size_t rows_count = 0;
     uform_metrics_t chance = uform_metrics_chance(count);
-    rows[rows_count++] = (uform_row_t){"chance", 0, -1, NULL};
+    rows[rows_count++] = (uform_row_t){"chance", NULL, 0, -1, NULL};
 
     /* The TF-IDF baseline, fitted on both sides of the evaluated pairs. */
     uform_placement_t *tfidf_placements[uform_directions_k] = {NULL, NULL};
@@ -519,7 +614,7 @@ int main(int argc, char **argv) {
             char what[64];
             snprintf(what, sizeof(what), "tf-idf %s", uform_direction_names_[direction]);
             uform_rank_(pool, &job, what);
-            rows[rows_count++] = (uform_row_t){"tfidf", 0, direction, tfidf_placements[direction]};
+            rows[rows_count++] = (uform_row_t){"tfidf", NULL, 0, direction, tfidf_placements[direction]};
         }
         for (int direction = 0; direction < uform_directions_k; ++direction)
             uform_sparse_free(&vectors[direction]), uform_sparse_free(&index[direction]);
@@ -532,6 +627,7 @@ int main(int argc, char **argv) {
     size_t widths_count = 0, truncated = 0, rerank_truncated = 0;
     uform_placement_t *model_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
     uform_placement_t *rerank_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    uform_placement_t *quantized_placements[uform_max_embedding_widths_k][uform_output_precisions_k][uform_directions_k] = {{{NULL}}};
     uint32_t *top_columns[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
     float *top_scores[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
     float *gold_scores[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
@@ -539,6 +635,8 @@ int main(int argc, char **argv) {
     if (model) {
         uform_model_config(model, &config);
         widths_count = config.embedding_widths_count;
+        int float_rows = 0;
+        for (size_t index = 0; index < precisions_count; ++index) float_rows |= precisions[index] == uform_output_float32_k;
         size_t widest = config.embedding_widths[widths_count - 1];
         float *embeddings[uform_directions_k] = {malloc(count * widest * sizeof(float)),
                                                  malloc(count * widest * sizeof(float))};
@@ -580,7 +678,23 @@ int main(int argc, char **argv) {
                 char what[64];
                 snprintf(what, sizeof(what), "width %zu %s", width, uform_direction_names_[direction]);
                 uform_rank_(pool, &job, what);
-                rows[rows_count++] = (uform_row_t){"model", width, direction, model_placements[slot][direction]};
+                if (float_rows)
+                    rows[rows_count++] = (uform_row_t){"model", "float32", width, direction, model_placements[slot][direction]};
+            }
+            for (size_t index = 0; index < precisions_count; ++index) {
+                if (precisions[index] == uform_output_float32_k) continue;
+                status = uform_quantized_rows_(pool, prefixes, count, widest, width, precisions[index], groups, scratch,
+                                               &progress, quantized_placements[slot][index]);
+                if (status != uform_ok_k) {
+                    fprintf(stderr, "uform_eval: %s\n", uform_last_error());
+                    return 1;
+                }
+                for (int direction = 0; direction < uform_directions_k; ++direction) {
+                    uform_row_t row = {"", uform_output_precision_name(precisions[index]), width, direction,
+                                       quantized_placements[slot][index][direction]};
+                    snprintf(row.method, sizeof(row.method), "model-%s", row.output_precision);
+                    rows[rows_count++] = row;
+                }
             }
         }
         for (int side = 0; side < uform_directions_k; ++side) free(embeddings[side]), free(prefixes[side]);
@@ -634,7 +748,7 @@ int main(int argc, char **argv) {
         }
         for (size_t slot = 0; slot < widths_count; ++slot)
             for (int direction = 0; direction < uform_directions_k; ++direction) {
-                uform_row_t row = {"", config.embedding_widths[slot], direction, rerank_placements[slot][direction]};
+                uform_row_t row = {"", "float32", config.embedding_widths[slot], direction, rerank_placements[slot][direction]};
                 snprintf(row.method, sizeof(row.method), "model+maxsim@%zu", top);
                 rows[rows_count++] = row;
             }
@@ -680,7 +794,7 @@ int main(int argc, char **argv) {
         printf("\nRecall@1 per language (query->positive / positive->query; all %zu pairs are candidates%s):\n\n| lang "
                "| pairs |",
                count, model ? ", model at its widest width" : "");
-        size_t shown[2 + 2 * 2], shown_count = 0;
+        size_t shown[sizeof(rows) / sizeof(rows[0])], shown_count = 0;
         for (size_t entry = 1; entry < rows_count; ++entry)
             if (rows[entry].direction == 0 &&
                 (!rows[entry].width || rows[entry].width == config.embedding_widths[widths_count - 1]))
@@ -749,6 +863,9 @@ int main(int argc, char **argv) {
         json_decref(root);
     }
 
+    for (size_t slot = 0; slot < uform_max_embedding_widths_k; ++slot)
+        for (int direction = 0; direction < uform_directions_k; ++direction)
+            for (size_t index = 0; index < uform_output_precisions_k; ++index) free(quantized_placements[slot][index][direction]);
     for (size_t slot = 0; slot < uform_max_embedding_widths_k; ++slot)
         for (int direction = 0; direction < uform_directions_k; ++direction)
             free(model_placements[slot][direction]), free(rerank_placements[slot][direction]),

@@ -4,6 +4,7 @@
 #include "uform/types.h"
 #include "uform/model.h"
 #include "uform/encode.h"
+#include "uform/quantize.h"
 #include "uform/image.h"
 #include "uform/train.h"
 #endif

@@ -14,6 +14,10 @@ MAX_EMBEDDING_WIDTHS = 8
 PRECISION_BF16 = 0
 PRECISION_F32 = 1
 
+# quantize.h: uform_output_precision_t
+OUTPUT_PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
+OUTPUT_DTYPES = {"float32": np.float32, "int8": np.int8, "uint8": np.uint8, "binary": np.int8, "ubinary": np.uint8}
+
 # train.h
 OBJECTIVE_MLM = 0
 OBJECTIVE_CONTRASTIVE = 1
@@ -43,6 +47,11 @@ class UFormError(Exception):
         self.function = function
         self.status = status
         self.message = message
+
+
+class Ranges(ctypes.Structure):
+    _fields_ = [("minimums", ctypes.POINTER(ctypes.c_float)), ("maximums", ctypes.POINTER(ctypes.c_float)),
+                ("width", ctypes.c_size_t)]
 
 
 class Config(ctypes.Structure):
@@ -220,6 +229,13 @@ class Library:
                                     ctypes.POINTER(ctypes.c_float)],
             "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_image_read": [ctypes.c_char_p, ctypes.POINTER(Pixels)],
+            "uform_output_precision_parse": [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)],
+            "uform_output_bytes": [ctypes.c_int, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+            "uform_calibrate": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(Ranges)],
+            "uform_quantize": [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(Ranges),
+                               ctypes.c_void_p],
+            "uform_quantized_scores": [ctypes.c_int, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                       ctypes.POINTER(ctypes.c_float)],
             "uform_image_patches": [ctypes.POINTER(Pixels), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
                                     ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)],
         }
@@ -242,6 +258,8 @@ class Library:
         self.dll.uform_image_grid.restype = None
         self.dll.uform_image_grid.argtypes = [ctypes.c_size_t, ctypes.c_size_t, ctypes.c_size_t,
                                               ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+        self.dll.uform_output_precision_name.restype = ctypes.c_char_p
+        self.dll.uform_output_precision_name.argtypes = [ctypes.c_int]
         self.dll.uform_config_parameters.restype = ctypes.c_size_t
         self.dll.uform_config_parameters.argtypes = [ctypes.POINTER(Config)]
         # train.h: registered only where the shared object has it, so older builds still load.
@@ -296,6 +314,40 @@ class Library:
         if status != 0:
             raise UFormError(name, status, self.last_error())
         return status
+
+    def calibrate(self, embeddings):
+        """uform_calibrate: (minimums, maximums), float32 [width] each."""
+        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        count, width = embeddings.shape
+        minimums, maximums = np.empty(width, np.float32), np.empty(width, np.float32)
+        ranges = Ranges(_pointer(minimums, ctypes.c_float), _pointer(maximums, ctypes.c_float), width)
+        self.call("uform_calibrate", embeddings.ctypes.data, count, width, ctypes.byref(ranges))
+        return minimums, maximums
+
+    def quantize(self, embeddings, precision, minimums=None, maximums=None):
+        """uform_quantize: [count, bytes] of the precision's dtype (its name in OUTPUT_PRECISIONS)."""
+        embeddings = np.ascontiguousarray(embeddings, dtype=np.float32)
+        count, width = embeddings.shape
+        code = OUTPUT_PRECISIONS.index(precision)
+        size = ctypes.c_size_t()
+        self.call("uform_output_bytes", code, width, ctypes.byref(size))
+        dtype = OUTPUT_DTYPES[precision]
+        output = np.zeros((count, size.value // np.dtype(dtype).itemsize), dtype)
+        ranges = None
+        if minimums is not None:
+            minimums = np.ascontiguousarray(minimums, dtype=np.float32)
+            maximums = np.ascontiguousarray(maximums, dtype=np.float32)
+            ranges = ctypes.byref(Ranges(_pointer(minimums, ctypes.c_float), _pointer(maximums, ctypes.c_float), len(minimums)))
+        self.call("uform_quantize", embeddings.ctypes.data, count, width, code, ranges, output.ctypes.data)
+        return output
+
+    def quantized_scores(self, precision, width, query, documents):
+        """uform_quantized_scores of one quantized row against [count, bytes] rows."""
+        query, documents = np.ascontiguousarray(query), np.ascontiguousarray(documents)
+        scores = np.empty(len(documents), np.float32)
+        self.call("uform_quantized_scores", OUTPUT_PRECISIONS.index(precision), width, query.ctypes.data,
+                  documents.ctypes.data, len(documents), _pointer(scores, ctypes.c_float))
+        return scores
 
     def decode_image(self, data, name="test image"):
         """uform_image_decode: RGBA [height, width, 4] uint8."""
