@@ -134,6 +134,17 @@ void uform_cpu_class(char *text, size_t capacity) {
 static uform_kernels_t const *uform_kernels_chosen_;
 static pthread_once_t uform_kernels_once_ = PTHREAD_ONCE_INIT;
 
+/* On Intel the avx512f table's FMAs outran VDPBF16PS (1.4x the products, 1.2-1.4x encode, on a
+ * Sapphire Rapids-class Xeon: docs/benchmarks.md); on AMD's Zen 4 VDPBF16PS runs at twice the FMA rate. */
+static int uform_kernels_prefer_fma_(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel");
+#else
+    return 0;
+#endif
+}
+
 static void uform_kernels_choose_(void) {
     char const *forced = getenv("UFORM_CPU");
     uform_kernels_t const *named = NULL;
@@ -146,8 +157,12 @@ static void uform_kernels_choose_(void) {
         named = NULL;
     }
     uform_kernels_chosen_ = named;
-    for (size_t i = 0; !uform_kernels_chosen_ && uform_kernels_all[i]; ++i)
-        if (uform_kernels_runs(uform_kernels_all[i]->name)) uform_kernels_chosen_ = uform_kernels_all[i];
+    int fma_first = uform_kernels_prefer_fma_();
+    for (size_t i = 0; !uform_kernels_chosen_ && uform_kernels_all[i]; ++i) {
+        char const *name = uform_kernels_all[i]->name;
+        if (fma_first && !strcmp(name, "avx512bf16") && uform_kernels_runs("avx512f")) continue;
+        if (uform_kernels_runs(name)) uform_kernels_chosen_ = uform_kernels_all[i];
+    }
 }
 
 uform_kernels_t const *uform_kernels(void) {

@@ -1,6 +1,7 @@
 /*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time (kernels.c),
  *  the first this CPU runs of: "avx512bf16" (VDPBF16PS), "avx512f" and "avx2" (BF16 widened to
- *  Float32, FMA; kernels_widen.h), "generic" (plain C). All share one packed layout of B.
+ *  Float32, FMA; kernels_widen.h), "generic" (plain C); on Intel "avx512f" goes ahead of
+ *  "avx512bf16", which measured slower there. All share one packed layout of B.
  *  `UFORM_CPU=<name>` in the environment picks a table by name (one the CPU cannot run is refused
  *  with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
@@ -26,7 +27,8 @@ typedef struct uform_kernels_t {
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
-/** The tables in order of preference, ending with NULL, whether or not this CPU runs them. */
+/** The tables in order of preference (on Intel, avx512f before avx512bf16), ending with NULL,
+ *  whether or not this CPU runs them. */
 extern uform_kernels_t const *const uform_kernels_all[];
 /** Whether this CPU (and its OS) runs the named table. */
 int uform_kernels_runs(char const *name);
