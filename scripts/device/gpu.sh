@@ -124,7 +124,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   if [ "$what" = imagerun ]; then  # issue 14's run: PACK [image_run.py flags]; PACK from scripts/data/device_pack.py, carried
     pack="${1:-data/pack/images.tar}"; shift || true
     [ -f "$pack" ] || { echo "gpu.sh imagerun: $pack is missing: python3 scripts/data/device_pack.py, and carry data/pack"; exit 1; }
-    tar -xf "$pack" && python3 -c "import lzma, pathlib, sys
+    tar -xf "$pack" && python3 -c "import lzma, pathlib
 for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" ||
       { echo "gpu.sh imagerun: $pack does not unpack"; exit 1; }
     cmake --build build-parity -j 16 --target uform_base uform_eval > "$out/build-imagerun.log" 2>&1 ||

@@ -152,7 +152,7 @@ def main():
     print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, the three runs at once on one GPU (a step: {times})")
     print(f"{'set':8} {'pairs':>6} {'direction':16} {'run':9} {'R@1':>7} {'R@10':>7} {'baseline':>9} {'its R@1':>8} {'x':>7}")
     for row in table:
-        times = f"{row['times_baseline']:.0f}x" if row["times_baseline"] else "-"
+        times = f"{row['times_baseline']:.0f}x" if row["times_baseline"] is not None else "-"
         base = f"{row['baseline_r1']:.4f}" if row["baseline_r1"] is not None else "-"
         print(f"{row['set']:8} {row['pairs']:>6} {row['direction']:16} {row['run']:9} {row['r1']:7.4f} {row['r10']:7.4f} "
               f"{row['baseline']:>9} {base:>8} {times:>7}")
