@@ -36,7 +36,7 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
                      config->cudnn_attention ? "exactly" : "at most", capacity, pairs ? " (anchors + candidates + rows)" : "");
     /* Image cells: their patches packed in cell order, their value PAD (a row the byte lookup may read). */
     uform_media_t const *media = &grid->media[uform_cell_image_k - uform_cell_image_k];
-    size_t images = 0, row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4);
+    size_t images = 0, masked = 0, row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4);
     size_t next_text = 0, next_padding = live, next_span = 0;
     runs = uform_runs_begin(grid, 0, grid->rows);
     for (uform_run_t run; uform_runs_next(&runs, &run);) {
@@ -51,9 +51,18 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
                 return uform_cuda_fail(error, error_size, kind == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
                              "cell %zu is not a byte cell with a value in 0..257 or an image cell (the CUDA step's frontend "
                              "stage runs bytes and images so far)", cell);
-            if (image && target >= 0) /* a masked patch: the mae head's reconstruction (docs/images.md) */
-                return uform_cuda_fail(error, error_size, uform_unsupported_k,
-                             "image cell %zu is masked (target %d): masked patches train on the CPU only so far", cell, target);
+            if (image && target >= 0) { /* a masked patch: the mae head's reconstruction (docs/images.md) */
+                if (!config->mae)
+                    return uform_cuda_fail(error, error_size, uform_missing_k,
+                                 "image cell %zu is masked (target %d), and the step has no mae head", cell, target);
+                if (!media->data || (size_t)target >= media->count)
+                    return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                 "image cell %zu's target names row %d of %zu image rows", cell, target, media->data ? media->count : 0);
+                if (masked < config->images) /* image cells past the capacity are refused below */
+                    slot->mae_cells[masked] = (uint32_t)cell, memcpy((unsigned char *)slot->mae_rows + masked * row_bytes,
+                           (unsigned char const *)media->data + (size_t)target * row_bytes, row_bytes);
+                masked++, target = -1; /* no byte target: the byte head skips it */
+            }
             if (target < -1 || target > 255 || (run.padding && target >= 0))
                 return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "target %d at cell %zu is not -1..255 on a byte cell",
                              target, cell);
@@ -84,9 +93,11 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
         }
     }
     slot->images[0] = (uint32_t)images, slot->images[1] = (uint32_t)(images ? media->dtype : uform_media_f32_k);
+    slot->images[2] = (uint32_t)masked;
     size_t spans = pairs ? next_padding : next_span;
     for (size_t s = spans; config->segments && s < capacity; ++s) slot->spans[2 * s] = slot->spans[2 * s + 1] = 0;
-    if (!pairs) return scored ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");
+    if (!pairs)
+        return scored || masked ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");
     size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
     if (!batch->anchors || !anchors || !batch->candidates || !candidates || !batch->labels)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a pair batch needs anchors, candidates and labels");

@@ -50,6 +50,26 @@ uform_status_t uform_cuda_image_bias_backward(float const *d_x, uint32_t const *
                                               size_t capacity, size_t width, float *partials, float *bias_grad,
                                               void *stream);
 
+/** The mae head's kernels (frontend.cu; docs/images.md, "Masked image modelling"): a batch's masked
+ *  patches are the first images[2] of `capacity` (images [3] in device memory: the live image cells,
+ *  the rows' uform_media_dtype_t, the masked patches), each with its cell in `cells` [capacity] and
+ *  its true patch in `targets` [capacity, 1024] of that dtype. gathered [i] = h [cells[i]] (BF16
+ *  rows of `width`) for each masked i, 0 past them. */
+uform_status_t uform_cuda_mae_gather(uint16_t const *h, uint32_t const *cells, uint32_t const *images, size_t capacity,
+                                     size_t width, uint16_t *gathered, void *stream);
+/** With e = predictions [i, v] + bias [v] - targets [i, v] over the M masked rows (predictions
+ *  [capacity, 1024], Float32): d_predictions [i, v] = BF16(2 e / (M 1024)) (0 past them); bias_grad
+ *  [1024] += the Float32 sum of those gradients over i; loss [0] = sum e^2 / (M 1024), 0 with M = 0.
+ *  Sums in pieces of uform_cuda_image_piece_k rows, each in order, then the pieces in order
+ *  (`partials`: uform_cuda_mae_partials(capacity) floats): deterministic. */
+size_t uform_cuda_mae_partials(size_t capacity);
+uform_status_t uform_cuda_mae_loss(float const *predictions, float const *bias, void const *targets, uint32_t const *images,
+                                   size_t capacity, uint16_t *d_predictions, float *partials, float *bias_grad, float *loss,
+                                   void *stream);
+/** d_h [cells[i]] += d_gathered [i] for each masked i (Float32 rows of `width`); cells are distinct. */
+uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t const *cells, uint32_t const *images,
+                                          size_t capacity, size_t width, float *d_h, void *stream);
+
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
 uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream);

@@ -37,6 +37,20 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *g, uform_cuda_ima
                                           gradients->vision_bias, s);
 }
 
+uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *g, uform_cuda_mae_t const *mae, uint16_t const *h, size_t d,
+                                   float *loss, float *d_h, void *s) {
+    if (!mae->capacity) return uform_ok_k;
+    size_t m = mae->capacity, p = uform_patch_values_k;
+    TRY(uform_cuda_mae_gather(h, mae->cells, mae->counts, m, d, mae->gathered, s));
+    TRY(uform_cuda_gemm(g, 0, 1, m, p, d, mae->gathered, d, mae->head, d, NULL, mae->predictions, p, 1, s));
+    TRY(uform_cuda_mae_loss(mae->predictions, mae->bias, mae->targets, mae->counts, m, mae->d_predictions, mae->partials,
+                            mae->bias_grad, loss, s));
+    /* Over the capacity's rows; those past the masked ones are 0 in both operands. */
+    TRY(uform_cuda_gemm(g, 1, 0, p, d, m, mae->d_predictions, p, mae->gathered, d, NULL, mae->head_grad, d, 1, s));
+    TRY(uform_cuda_gemm(g, 0, 0, m, d, p, mae->d_predictions, p, mae->head, d, NULL, mae->d_gathered, d, 1, s));
+    return uform_cuda_mae_scatter_add(mae->d_gathered, mae->cells, mae->counts, m, d, d_h, s);
+}
+
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,
                                         uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
                                         float const *x, float const *rotations, uint32_t const *spans,

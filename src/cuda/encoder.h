@@ -74,6 +74,32 @@ typedef struct uform_cuda_block_buffers_t {
     float *scales1, *log_sums, *middle, *scales2;                    /* Float32 */
 } uform_cuda_block_buffers_t;
 
+/** The mae head on the device (docs/images.md, "Masked image modelling"): `capacity` sizes every
+ *  launch and product (0: nothing launched); counts [3] (device) the live image cells, the rows'
+ *  uform_media_dtype_t and the masked patches; cells [capacity] each masked patch's cell, targets
+ *  [capacity, 1024] its true pixels in that dtype. The rest is scratch the head writes. */
+typedef struct uform_cuda_mae_t {
+    size_t capacity;
+    uint32_t const *counts, *cells;
+    void const *targets;
+    uint16_t const *head; /* mae.head [1024, d], BF16 */
+    float const *bias;    /* mae.bias [1024] */
+    float *head_grad;     /* written, as the step's weight products write theirs */
+    float *bias_grad;     /* added into */
+    uint16_t *gathered;   /* [capacity, d] BF16: the masked cells' rows of h */
+    float *predictions;   /* [capacity, 1024] */
+    uint16_t *d_predictions; /* [capacity, 1024] BF16 */
+    float *d_gathered;    /* [capacity, d] */
+    float *partials;      /* uform_cuda_mae_partials(capacity) floats */
+} uform_cuda_mae_t;
+
+/** The mae head forward and back from h [cells, width] (BF16, the final norm's output): p = h
+ *  mae.head^T + mae.bias on each masked cell, loss [0] = the mean squared error against the true
+ *  pixels, mae.head's and mae.bias's gradients, and dL/dh added into d_h [cells, width] (Float32)
+ *  at the masked cells. */
+uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *gemm, uform_cuda_mae_t const *mae, uint16_t const *h, size_t width,
+                                   float *loss, float *d_h, void *stream);
+
 /** The block: x -> middle = x + attention, then (when `x_next` is not NULL) x_next = middle + MLP.
  *  Attention runs cuDNN's plan when `cudnn` is not NULL, else attention.cu's kernels over `spans`
  *  and `segment_of`, and not at all when `keep_attention` (the buffers hold its output already). */

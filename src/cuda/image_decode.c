@@ -141,39 +141,30 @@ static uform_status_t uform_scratch_(uform_cuda_decoder_t *decoder, size_t sourc
     return uform_ok_k;
 }
 
-/* One NPP resize of a Float32 RGBA image (dense rows): area average when it shrinks, bilinear when it grows. */
-static uform_status_t uform_resize_pass_(uform_cuda_decoder_t *decoder, float const *from, size_t from_width, size_t from_height,
-                                         float *to, size_t to_width, size_t to_height, int shrinks, char const *name,
-                                         char const *call) {
-    int pixel = 4 * (int)sizeof(float);
-    NppiSize from_size = {(int)from_width, (int)from_height}, to_size = {(int)to_width, (int)to_height};
-    NppiRect from_roi = {0, 0, from_size.width, from_size.height}, to_roi = {0, 0, to_size.width, to_size.height};
-    return uform_npp_(nppiResize_32f_C4R_Ctx(from, from_size.width * pixel, from_size, from_roi, to, to_size.width * pixel, to_size,
-                                             to_roi, shrinks ? NPPI_INTER_SUPER : NPPI_INTER_LINEAR, decoder->npp),
-                      name, call);
-}
-
-/* One axis at a time, across then down, as the host resizes; an axis of the same size is left as it is.
- * Where both shrink, one 2D area pass: NPP's supersampling refused a pass that keeps one axis
- * (NPP_INTERPOLATION_ERROR on the H200), and the area average is separable, so it is the same filter.
- * Returns the image of out_height x out_width (Float32 RGBA, dense). */
+/* Where both axes shrink, one 2D NPP pass, NPPI_INTER_SUPER (the area average is separable, so it is
+ * the filter of the host's two passes). Else one axis at a time, across then down, as the host resizes,
+ * each by our kernel: NPP's supersampling takes only images shrinking in both axes, and its bilinear
+ * pass that keeps one axis was refused too (NPP_INTERPOLATION_ERROR on the H200). An axis of the same
+ * size is left as it is. Returns the image of out_height x out_width (Float32 RGBA, dense). */
 static uform_status_t uform_resize_(uform_cuda_decoder_t *decoder, uform_scratch_t const *scratch, size_t height, size_t width,
                                     size_t out_height, size_t out_width, char const *name, float const **result) {
     float const *image = scratch->rgba;
     if (out_width < width && out_height < height) {
-        TRY(uform_resize_pass_(decoder, image, width, height, scratch->resized, out_width, out_height, 1, name,
-                               "nppiResize_32f_C4R_Ctx (both axes)"));
+        int pixel = 4 * (int)sizeof(float);
+        NppiSize from_size = {(int)width, (int)height}, to_size = {(int)out_width, (int)out_height};
+        NppiRect from_roi = {0, 0, from_size.width, from_size.height}, to_roi = {0, 0, to_size.width, to_size.height};
+        TRY(uform_npp_(nppiResize_32f_C4R_Ctx(image, from_size.width * pixel, from_size, from_roi, scratch->resized,
+                                              to_size.width * pixel, to_size, to_roi, NPPI_INTER_SUPER, decoder->npp),
+                       name, "nppiResize_32f_C4R_Ctx"));
         *result = scratch->resized;
         return uform_ok_k;
     }
     if (out_width != width) {
-        TRY(uform_resize_pass_(decoder, image, width, height, scratch->across, out_width, height, out_width < width, name,
-                               "nppiResize_32f_C4R_Ctx (across)"));
+        TRY(uform_cuda_resize_axis(image, width, height, scratch->across, out_width, height, decoder->stream));
         image = scratch->across;
     }
     if (out_height != height) {
-        TRY(uform_resize_pass_(decoder, image, out_width, height, scratch->resized, out_width, out_height, out_height < height, name,
-                               "nppiResize_32f_C4R_Ctx (down)"));
+        TRY(uform_cuda_resize_axis(image, out_width, height, scratch->resized, out_width, out_height, decoder->stream));
         image = scratch->resized;
     }
     *result = image;

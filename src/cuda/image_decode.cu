@@ -1,5 +1,7 @@
-/*  image_decode.cu: the two kernels around nvJPEG and NPP's resize (image_decode.h): 8-bit pixels
- *  widened to RGBA in Float32, and the resized image divided by 255 and cut into patches. Planted
+/*  image_decode.cu: the kernels around nvJPEG and NPP's resize (image_decode.h): 8-bit pixels
+ *  widened to RGBA in Float32, the one-axis resize passes NPP refuses (the filter of
+ *  docs/images.md, its taps as the host's src/media/image.c computes them), and the resized image
+ *  divided by 255 and cut into patches. Planted
  *  controls for test/cuda/image_decode.c: red and blue swapped, and the samples half a pixel late.
  *  C-style CUDA behind extern "C" entry points. */
 #include <cuda_runtime.h>
@@ -22,6 +24,45 @@ __global__ void rgba_widen_kernel(uint8_t const *pixels, size_t pitch, unsigned 
     uint8_t const *source = pixels + y * pitch + x * channels;
     float4 value = make_float4(source[0], source[1], source[2], channels == 4 ? source[3] : 255.0f);
     reinterpret_cast<float4 *>(rgba)[pixel] = value;
+}
+
+/* One output pixel of a pass along one axis (across: the width changes, else the height), in
+ * Float32 RGBA: the area average of the input interval it covers when the axis shrinks, bilinear
+ * with half-pixel centres and clamped edges when it grows; taps in Float64, weights and sums in
+ * Float32, in the host's order. */
+__global__ void resize_axis_kernel(float const *from, size_t in_width, size_t in_height, float *to, size_t out_width,
+                                   size_t out_height, int across) {
+    size_t pixel = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (pixel >= out_width * out_height) return;
+    size_t y = pixel / out_width, x = pixel % out_width;
+    size_t in = across ? in_width : in_height, out = across ? out_width : out_height, o = across ? x : y;
+    size_t stride = across ? 1 : in_width; /* between taps, in pixels */
+    float4 const *base = reinterpret_cast<float4 const *>(from) + (across ? y * in_width : x);
+    double scale = (double)in / (double)out;
+    float4 sum = make_float4(0, 0, 0, 0);
+    if (scale >= 1.0) {
+        double low = ((double)o) * scale, high = ((double)o + 1.0) * scale;
+        size_t first = (size_t)floor(low), last = (size_t)ceil(high);
+        if (last > in) last = in;
+        for (size_t i = first; i < last; ++i) {
+            float w = (float)((fmin(high, (double)(i + 1)) - fmax(low, (double)i)) / scale);
+            float4 v = base[i * stride];
+            sum.x += w * v.x, sum.y += w * v.y, sum.z += w * v.z, sum.w += w * v.w;
+        }
+    } else {
+        double position = ((double)o + 0.5) * scale - 0.5;
+        size_t i = position <= 0 ? 0 : (size_t)floor(position);
+        if (position <= 0 || i + 1 >= in) {
+            sum = base[(position <= 0 ? 0 : in - 1) * stride];
+        } else {
+            double fraction = position - (double)i;
+            float w0 = (float)(1.0 - fraction), w1 = (float)fraction;
+            float4 a = base[i * stride], b = base[(i + 1) * stride];
+            sum.x += w0 * a.x, sum.y += w0 * a.y, sum.z += w0 * a.z, sum.w += w0 * a.w;
+            sum.x += w1 * b.x, sum.y += w1 * b.y, sum.z += w1 * b.z, sum.w += w1 * b.w;
+        }
+    }
+    reinterpret_cast<float4 *>(to)[pixel] = sum;
 }
 
 __global__ void rgba_patches_kernel(float const *rgba, size_t rows, size_t columns, float *patches, int plant) {
@@ -56,4 +97,13 @@ extern "C" uform_status_t uform_cuda_rgba_patches(float const *rgba, size_t rows
     rgba_patches_kernel<<<(unsigned)(rows * columns), patch_threads, 0, (cudaStream_t)stream>>>(
         rgba, rows, columns, patches, uform_cuda_planted("rgba_patches"));
     return uform_cuda_launched("rgba_patches");
+}
+
+extern "C" uform_status_t uform_cuda_resize_axis(float const *from, size_t from_width, size_t from_height, float *to,
+                                                 size_t to_width, size_t to_height, void *stream) {
+    if (!to_width || !to_height) return uform_ok_k;
+    size_t blocks = (to_width * to_height + widen_threads - 1) / widen_threads;
+    resize_axis_kernel<<<(unsigned)blocks, widen_threads, 0, (cudaStream_t)stream>>>(from, from_width, from_height, to, to_width,
+                                                                                   to_height, to_width != from_width);
+    return uform_cuda_launched("resize_axis");
 }

@@ -45,6 +45,10 @@ uform_status_t uform_cuda_pixels_patches(uform_cuda_decoder_t *decoder, uform_pi
  *  the source repeats its last row or column (a side of one pixel doubled for NPP). */
 uform_status_t uform_cuda_rgba_widen(uint8_t const *pixels, size_t pitch, size_t channels, size_t source_height,
                                      size_t source_width, size_t height, size_t width, float *rgba, void *stream);
+/** One resize pass along one axis of a Float32 RGBA image (dense rows), from_height == to_height
+ *  (across) or from_width == to_width (down): the filter of docs/images.md, as the host computes it. */
+uform_status_t uform_cuda_resize_axis(float const *from, size_t from_width, size_t from_height, float *to, size_t to_width,
+                                      size_t to_height, void *stream);
 /** patches [rows * columns, 1024] = rgba [rows * 16, columns * 16, 4] / 255, cut into patches row by row. */
 uform_status_t uform_cuda_rgba_patches(float const *rgba, size_t rows, size_t columns, float *patches, void *stream);
 

@@ -34,8 +34,8 @@ typedef struct batch_device_t {
     float *scalars;
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
-    uint32_t *images, *image_cells;
-    void *image_rows; /* the slot's last region: only its live rows go up */
+    uint32_t *images, *image_cells, *mae_cells;
+    void *image_rows, *mae_rows; /* the slot's last regions: only their live rows go up */
 } batch_device_t;
 
 struct uform_cuda_step_t {
@@ -55,6 +55,7 @@ struct uform_cuda_step_t {
     uform_cuda_tensor_t **slots;   /* [depth * uform_tensor_kinds_k]: each (block, kind)'s tensor, NULL if untrained */
     float *scratch, *gain_partials, *embed_partials, *rotations;
     size_t batch_bytes, batch_fixed_bytes; /* a slot, and its part before image_rows (uploaded whole) */
+    size_t mae_rows_offset;                /* mae_rows' offset in a slot */
     unsigned char *staging[2], *batch_memory[2];
     batch_device_t batch[2];
     float *loss_host[2];
@@ -78,6 +79,9 @@ struct uform_cuda_step_t {
      * image cells' dL/dx in BF16 and the bias's partial sums, for config.images rows. */
     uint16_t *patches, *d_patch_product;
     float *patch_product, *image_partials;
+    /* The mae head (config.mae): its scratch, for config.images masked patches (encoder.h). */
+    uint16_t *mae_gathered, *mae_d_predictions;
+    float *mae_predictions, *mae_d_gathered, *mae_partials;
 };
 
 /* Bump allocation from the arena, 256-byte aligned; a NULL arena only counts. */
@@ -124,9 +128,12 @@ static void layout_(uform_cuda_step_t *step) {
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
         b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
         b->labels = take_(step, c->anchors * c->candidates);
-        b->images = take_(step, 2 * 4), b->image_cells = take_(step, c->images * 4);
+        b->images = take_(step, 3 * 4), b->image_cells = take_(step, c->images * 4);
+        b->mae_cells = take_(step, (c->mae ? c->images : 0) * 4);
         size_t rows_at = (step->used + 255) / 256 * 256, first = (before + 255) / 256 * 256; /* offsets in the arena */
         b->image_rows = take_(step, c->images * uform_patch_values_k * 4); /* room for Float32 rows */
+        step->mae_rows_offset = (step->used + 255) / 256 * 256 - first;
+        b->mae_rows = take_(step, (c->mae ? c->images : 0) * uform_patch_values_k * 4);
         step->batch_memory[slot] = (unsigned char *)b->values;
         step->batch_bytes = step->used - first, step->batch_fixed_bytes = rows_at - first;
     }
@@ -134,6 +141,12 @@ static void layout_(uform_cuda_step_t *step) {
         step->patches = take_(step, c->images * uform_patch_values_k * 2);
         step->patch_product = take_(step, c->images * d * 4), step->d_patch_product = take_(step, c->images * d * 2);
         step->image_partials = take_(step, uform_cuda_image_bias_partials(c->images, d) * 4);
+    }
+    if (c->mae) {
+        size_t m = c->images, p = uform_patch_values_k;
+        step->mae_gathered = take_(step, m * d * 2), step->mae_predictions = take_(step, m * p * 4);
+        step->mae_d_predictions = take_(step, m * p * 2), step->mae_d_gathered = take_(step, m * d * 4);
+        step->mae_partials = take_(step, uform_cuda_mae_partials(m) * 4);
     }
     step->x = take_(step, (depth + 1) * n * d * 4);
     size_t log_sums = n * step->heads;
@@ -267,20 +280,32 @@ static uform_status_t block_backward_(uform_cuda_step_t *step, batch_device_t co
     return uform_ok_k;
 }
 
-/* The masked-byte head and its loss: d_normed gets dL/dh. */
+/* The masked-byte head and its loss: d_normed gets dL/dh. With the mae head the masked patches'
+ * reconstruction adds its loss (loss [2], the bytes' in [1], their sum the total) and its dL/dh. */
 static uform_status_t mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
     uform_cuda_tensor_t *head = tensor_(step, uform_tensor_mlm_head_k, 0);
+    int mae = step->config.mae;
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
                         logits_stride_k, 0, s));
     TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
                                  step->d_logits, s));
-    TRY(uform_cuda_sum(step->losses, n, &b->scalars[0], step->loss, s));
+    TRY(uform_cuda_sum(step->losses, n, &b->scalars[0], mae ? step->loss + 1 : step->loss, s));
     TRY(uform_cuda_gemm(step->gemm, 1, 0, vocabulary_k, d, n, step->d_logits, logits_stride_k, step->h, d, NULL,
                         head->gradient, d, 1, s));
-    return uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d,
-                           NULL, step->d_normed, d, 1, s);
+    TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d, NULL,
+                        step->d_normed, d, 1, s));
+    if (!mae) return uform_ok_k;
+    uform_cuda_tensor_t *mae_head = tensor_(step, uform_tensor_mae_head_k, 0), *mae_bias = tensor_(step, uform_tensor_mae_bias_k, 0);
+    uform_cuda_mae_t const head_ = {.capacity = step->config.images, .counts = b->images, .cells = b->mae_cells,
+                                    .targets = b->mae_rows, .head = mae_head->parameter, .bias = mae_bias->parameter,
+                                    .head_grad = mae_head->gradient, .bias_grad = mae_bias->gradient,
+                                    .gathered = step->mae_gathered, .predictions = step->mae_predictions,
+                                    .d_predictions = step->mae_d_predictions, .d_gathered = step->mae_d_gathered,
+                                    .partials = step->mae_partials};
+    TRY(uform_cuda_mae_head(step->gemm, &head_, step->h, d, step->loss + 2, step->d_normed, s));
+    return uform_cuda_sum(step->loss + 1, 2, NULL, step->loss, s);
 }
 
 /* The attention pool and pool.proj: `embeddings` [segments, E] from h, d_embeddings zeroed. */
@@ -444,6 +469,9 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
     if (config->images > config->cells)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: %zu image cells exceed the step's %zu cells", config->images, config->cells);
+    if (config->mae && (config->objective != uform_cuda_mlm_k || !config->images))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                     "uform_cuda_step_create: the mae head needs the masked-bytes objective and the vision frontend (images > 0)");
     if ((unsigned)config->objective > (unsigned)uform_cuda_rerank_k)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "uform_cuda_step_create: unknown objective %d",
                      (int)config->objective);
@@ -471,7 +499,7 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
     /* The objective's parts of the table: the bytes frontend (and vision with images), the encoder and the heads it trains. */
     unsigned parts = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k);
     if (config->images) parts |= UFORM_PART(uform_part_vision_k);
-    if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k);
+    if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k) | (config->mae ? UFORM_PART(uform_part_mae_k) : 0);
     else parts |= UFORM_PART(uform_part_siglip_k) | (config->objective == uform_cuda_rerank_k ? UFORM_PART(uform_part_rerank_k) : 0);
     if (config->objective == uform_cuda_contrastive_k || spectral) parts |= UFORM_PART(uform_part_pool_k);
     uform_config_t shape = {.width = config->width, .depth = config->depth, .heads = config->width / 64,
@@ -559,7 +587,8 @@ uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
     uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
                                HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars),
                                HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels),
-                               HOST_VIEW(b->images), HOST_VIEW(b->image_cells), HOST_VIEW(b->image_rows)};
+                               HOST_VIEW(b->images), HOST_VIEW(b->image_cells), HOST_VIEW(b->mae_cells),
+                               HOST_VIEW(b->image_rows), HOST_VIEW(b->mae_rows)};
 #undef HOST_VIEW
     return view;
 }
@@ -594,6 +623,10 @@ static uform_status_t upload_(uform_cuda_step_t *step, int slot) {
     size_t row_bytes = uform_patch_values_k * (view.images[1] == uform_media_bf16_k ? 2 : 4);
     TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_fixed_bytes + images * row_bytes,
                              cudaMemcpyHostToDevice, step->copy_stream));
+    size_t masked = step->config.mae ? (view.images[2] < step->config.images ? view.images[2] : step->config.images) : 0;
+    if (masked)
+        TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot] + step->mae_rows_offset, step->staging[slot] + step->mae_rows_offset,
+                                 masked * row_bytes, cudaMemcpyHostToDevice, step->copy_stream));
     TRY_CUDA(cudaEventRecord(step->uploaded[slot], step->copy_stream));
     TRY_CUDA(cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0));
     return uform_ok_k;
@@ -644,7 +677,8 @@ char const *uform_cuda_step_error(uform_cuda_step_t const *step) { return step->
 
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]) {
     memcpy(losses, step->loss_host[slot], 4 * sizeof(float));
-    if (!step->spectral) losses[1] = losses[0], losses[2] = losses[3] = 0; /* the head's loss was written as the total */
+    if (step->config.mae) losses[3] = 0; /* the parts were written: bytes, then reconstruction */
+    else if (!step->spectral) losses[1] = losses[0], losses[2] = losses[3] = 0; /* the head's loss was written as the total */
 }
 
 uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step) { return &step->config; }

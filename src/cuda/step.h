@@ -41,6 +41,9 @@ typedef struct uform_cuda_step_config_t {
      * (src/train/cuda.c: the cells, when the model carries vision.patch and vision.bias); 0: the step
      * has no vision frontend and holds neither tensor. */
     size_t images;
+    /* Masked bytes with images, 1: masked patches train the mae head (mae.head, mae.bias; docs/images.md),
+     * as many as `images`; 0: a batch with a masked patch is refused. */
+    int mae;
     /* Contrastive or rerank, opt-in (0: off), as uform_train_options_t: the total coding rate and
      * Lipschitz weights over Z, the normalized E-wide pool embeddings of segments 0..counts[2]-1 (with
      * rerank the step then also holds and trains pool.query and pool.proj, as the CPU's trainer does),
@@ -76,12 +79,14 @@ typedef struct uform_cuda_batch_t {
      * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
-    /* The image cells (at most config.images): images [2] holds their count and the rows'
-     * uform_media_dtype_t, image_cells [images] each one's cell (ascending; its value is PAD, a row
-     * the byte frontend may read and the image frontend overwrites), image_rows its patch
-     * [images, 1024] in that dtype, packed (so that only the live rows go up). */
-    uint32_t *images, *image_cells;
-    void *image_rows;
+    /* The image cells (at most config.images): images [3] holds their count, the rows'
+     * uform_media_dtype_t and the masked patches' count, image_cells [images] each one's cell
+     * (ascending; its value is PAD, a row the byte frontend may read and the image frontend
+     * overwrites), image_rows its patch [images, 1024] in that dtype, packed (so that only the live
+     * rows go up; a masked cell's is the blank one it shows). With config.mae, mae_cells [masked]
+     * each masked patch's cell (ascending) and mae_rows [masked, 1024] its true pixels, packed too. */
+    uint32_t *images, *image_cells, *mae_cells;
+    void *image_rows, *mae_rows;
 } uform_cuda_batch_t;
 
 typedef struct uform_cuda_tensor_t {
@@ -117,10 +122,12 @@ uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *lo
  *  noted message (cuda.h) with its error. */
 char const *uform_cuda_step_error(uform_cuda_step_t const *step);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
- *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off. */
+ *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off;
+ *  with the mae head [2] is the masked patches' reconstruction instead. */
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
 /** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, (with images
- *  vision.patch, vision.bias,) each block's six, final_norm, then the objective's heads: mlm.head; or
+ *  vision.patch, vision.bias,) each block's six, final_norm, then the objective's heads: mlm.head (and
+ *  mae.head, mae.bias with the mae head); or
  *  pool.query, pool.proj, siglip.scale, siglip.bias; or (pool.query, pool.proj with TCR or
  *  Lipschitz,) rerank.proj, siglip.scale, siglip.bias. */
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);

@@ -114,6 +114,8 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
                                             .clip = options->clip, .weight_decay = options->weight_decay};
     /* The vision frontend, when the model carries it: any batch may be all image cells. */
     if (trainer->vision_patch) step_config.images = cells;
+    /* Masked patches, as the CPU trainer scores them, where the model carries the mae head. */
+    step_config.mae = !pairs && trainer->vision_patch && trainer->mae_head;
     if (pairs) {
         /* The batcher's bounds: every text of a pair batch is an anchor or a candidate, each at least
          * one cell, and padding adds at most one run per row (the tail the packing leaves). */
@@ -172,10 +174,14 @@ uform_status_t uform_train_cuda_upload(uform_train_cuda_t *cuda) { return uform_
 static void uform_losses_(uform_train_cuda_t const *cuda, int slot, uform_losses_t *losses) {
     float parts[4];
     uform_cuda_step_losses(cuda->step, slot, parts);
-    *losses = (uform_losses_t){.total = parts[0], .tcr = parts[2], .lipschitz = parts[3]};
+    *losses = (uform_losses_t){.total = parts[0]};
+    if (!cuda->pairs) { /* masked bytes: [2] holds the masked patches' reconstruction (0 without the mae head) */
+        losses->mlm = parts[1], losses->reconstruction = parts[2];
+        return;
+    }
+    losses->tcr = parts[2], losses->lipschitz = parts[3];
     if (cuda->objective == uform_objective_rerank_k) losses->rerank = parts[1];
-    else if (cuda->pairs) losses->siglip = parts[1];
-    else losses->mlm = parts[1];
+    else losses->siglip = parts[1];
 }
 
 uform_status_t uform_train_cuda_submit(uform_train_cuda_t *cuda, uform_batch_t const *batch, double learning_rate, size_t t,

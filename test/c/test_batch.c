@@ -21,8 +21,8 @@ typedef struct slot_t {
     uint32_t values[cells_k], segment_of[cells_k], spans[2 * cells_k], anchors[4], candidates[4], counts[3];
     int32_t targets[cells_k], positions[3 * cells_k];
     uint8_t labels[16];
-    uint32_t images[2], image_cells[cells_k];
-    float image_rows[cells_k * uform_patch_values_k]; /* room for Float32 rows */
+    uint32_t images[3], image_cells[cells_k], mae_cells[cells_k];
+    float image_rows[cells_k * uform_patch_values_k], mae_rows[cells_k * uform_patch_values_k]; /* room for Float32 rows */
 } slot_t;
 
 static uform_cuda_batch_t view_(slot_t *slot) {
@@ -30,7 +30,8 @@ static uform_cuda_batch_t view_(slot_t *slot) {
     return (uform_cuda_batch_t){.values = slot->values, .targets = slot->targets, .positions = slot->positions,
                                 .segment_of = slot->segment_of, .spans = slot->spans, .anchors = slot->anchors,
                                 .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels,
-                                .images = slot->images, .image_cells = slot->image_cells, .image_rows = slot->image_rows};
+                                .images = slot->images, .image_cells = slot->image_cells, .mae_cells = slot->mae_cells,
+                                .image_rows = slot->image_rows, .mae_rows = slot->mae_rows};
 }
 
 /* Image segments beside texts (segment 1 of row 0 and segment 0 of row 1), their patches rows of a
@@ -71,7 +72,8 @@ static void image_batch_(void) {
     uform_cuda_batch_t view = view_(&slot);
     uform_cuda_step_config_t config = {.cells = cells_k, .objective = uform_cuda_mlm_k, .images = cells_k};
     CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
-    CHECK(slot.images[0] == 6 && slot.images[1] == uform_media_f32_k && !memcmp(slot.image_cells, image_cells, sizeof(image_cells)));
+    CHECK(slot.images[0] == 6 && slot.images[1] == uform_media_f32_k && slot.images[2] == 0 &&
+          !memcmp(slot.image_cells, image_cells, sizeof(image_cells)));
     for (size_t i = 0; i < 6; ++i) {
         CHECK(slot.values[image_cells[i]] == uform_pad_k && slot.targets[image_cells[i]] == -1);
         CHECK(!memcmp(slot.image_rows + i * uform_patch_values_k, media_f32 + rows[i] * uform_patch_values_k,
@@ -121,9 +123,26 @@ static void image_batch_(void) {
     batch.grid.media[0].dtype = uform_media_bf16_k;
     config = (uform_cuda_step_config_t){.cells = cells_k, .objective = uform_cuda_mlm_k, .images = 6};
     batch.targets = targets;
-    targets[9] = 'q'; /* a masked patch: the mae head is the CPU trainer's alone so far */
-    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_unsupported_k && strstr(error, "cell 9") &&
-          strstr(error, "masked patches"));
+    targets[9] = 4; /* a masked patch: its target is the media row of its true pixels */
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_missing_k && strstr(error, "cell 9") &&
+          strstr(error, "mae head"));
+
+    /* With the mae head: the masked patch listed with its true row, no byte target; a row the buffer lacks refused. */
+    config.mae = 1;
+    view = view_(&slot);
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    CHECK(slot.images[0] == 6 && slot.images[2] == 1 && slot.mae_cells[0] == 9 && slot.targets[9] == -1);
+    CHECK(!memcmp(slot.mae_rows, media_bf16 + 4 * uform_patch_values_k, uform_patch_values_k * 2));
+    CHECK(!memcmp(slot.image_rows, media_bf16 + rows[0] * uform_patch_values_k, uform_patch_values_k * 2));
+    targets[9] = media_rows_k;
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k &&
+          strstr(error, "image cell 9's target names row 8"));
+    /* Masked patches alone are something to score. */
+    for (size_t c = 0; c < cells_k; ++c) targets[c] = -1;
+    targets[10] = 2;
+    view = view_(&slot);
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k && slot.images[2] == 1 &&
+          slot.mae_cells[0] == 10);
 }
 
 int main(void) {

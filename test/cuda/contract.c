@@ -759,6 +759,8 @@ int main(int argc, char **argv) {
         {check_image_, 5, {"patch read transposed (pixel (y, x) as (x, y))", "alpha dropped (channel 3 read as 0)",
                            "bias dropped (scatter)", "each gradient row read from the next cell (gather)",
                            "the last image cell dropped (bias backward)"}},
+        {check_mae_, 4, {"each masked row read from the cell after its own (gather)", "the gradient's factor 2 dropped (loss)",
+                         "the last masked patch dropped (loss)", "dL/dh written, not added (scatter)"}},
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
         {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},

@@ -36,5 +36,6 @@ void check_maxsim_(int plant);
 void check_spectral_(int plant);
 /* The vision frontend's (contract_frontend.c). */
 void check_image_(int plant);
+void check_mae_(int plant);
 
 #endif

@@ -167,3 +167,141 @@ void check_image_(int plant) {
     cudaFree(t_product), cudaFree(t_dx), cudaFree(t_g_bytes), cudaFree(t_g_patch), cudaFree(t_g_bias), cudaFree(t_partials);
     cudaFree(t_image_partials);
 }
+
+/* --- The mae head (encoder.h's uform_cuda_mae_head: gather, two products, the loss, the scatter) over
+ *     900 cells of width 192, a capacity of 640 and 300 masked cells (then none), the true pixels in
+ *     Float32 (their tail NaN, so that a read past the masked rows shows) and in BF16.
+ *     gathered = the masked cells' rows of h, exactly, 0 past them (bound 0). The product
+ *     p = G mae.head^T, a tensor-core sum of K = d terms: |p - p*| <= g_K M_p, M_p = sum |G W|.
+ *     e = fl(fl(p + b) - t): |e - e*| <= (1 + 2u) g_K M_p + 2u (|p*| + |b| + |t|) =: E. The gradient
+ *     fl(e s), s = fl(2 / (M 1024)) (one rounding): |g - g*| <= s (E + 3u |e*|) =: G, and its BF16
+ *     store d_pred: u_bf16 (|g*| + G) + G. mae.bias = b0 + sum_i g_i in pieces: the embedding's
+ *     (min(M, C) + P) u (|b0| + sum |g*|) plus sum G. The loss: squares and their sums in Float32,
+ *     then Float64: (sum (2 |e*| E + E^2) + (min(M, C) + P + 1) u sum e*^2) / (M 1024). The weight
+ *     products read the kernel's own d_pred (checked above): mae.head = d_pred^T G over the
+ *     capacity's rows, g_640 sum |d_pred G|; d_h [cell] = d_h0 + d_pred W, g_1024 sum |d_pred W| + u
+ *     |d_h*| on the masked cells, the other rows untouched (bound 0). */
+void check_mae_(int plant) {
+    enum { cells_k = 900, width_k = 192, capacity_k = 640, masked_k = 300, patch = 1024 };
+    static char const *const entries[] = {NULL, "mae_gather", "mae_loss", "mae_loss", "mae_scatter_add"};
+    static int const numbers[] = {0, 1, 1, 2, 1};
+    size_t n = cells_k, d = width_k, m = capacity_k;
+    uint16_t *h = malloc(n * d * 2), *head = malloc(patch * d * 2), *targets16 = malloc(m * patch * 2);
+    float *bias = malloc(patch * 4), *bias0 = malloc(patch * 4), *targets32 = malloc(m * patch * 4);
+    float *d_h0 = malloc(n * d * 4), *head_noise = malloc(patch * d * 4);
+    uint32_t *cells = malloc(m * 4);
+    fill_bf16_(h, n * d, 2.0), fill_bf16_(head, patch * d, 0.1), fill_f32_(bias, patch, 0.5), fill_f32_(bias0, patch, 1.0);
+    fill_f32_(d_h0, n * d, 1.0), fill_f32_(head_noise, patch * d, 100.0);
+    size_t live = 0;
+    for (size_t c = 0; c < n - 1 && live < masked_k; ++c) /* ascending, never the last cell (the gather control's next exists) */
+        if (uniform_() > 0.3) cells[live++] = (uint32_t)c;
+    for (size_t i = 0; i < m * patch; ++i) {
+        targets32[i] = i / patch >= live ? nanf("") : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
+        targets16[i] = f32_to_bf16_(targets32[i]);
+    }
+    uint16_t *t_h = device_(n * d * 2), *t_head = device_(patch * d * 2), *t_gathered = device_(m * d * 2);
+    uint16_t *t_d_pred = device_(m * patch * 2);
+    uint32_t *t_counts = device_(3 * 4), *t_cells = device_(m * 4);
+    void *t_targets = device_(m * patch * 4);
+    float *t_bias = device_(patch * 4), *t_bias_grad = device_(patch * 4), *t_head_grad = device_(patch * d * 4);
+    float *t_pred = device_(m * patch * 4), *t_d_gathered = device_(m * d * 4), *t_partials = device_(uform_cuda_mae_partials(m) * 4);
+    float *t_d_h = device_(n * d * 4), *t_loss = device_(4);
+    upload_(t_h, h, n * d * 2), upload_(t_head, head, patch * d * 2), upload_(t_bias, bias, patch * 4);
+    upload_(t_cells, cells, live * 4);
+    uform_cuda_gemm_t *gemm;
+    KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
+    uform_cuda_mae_t const mae = {.capacity = m, .counts = t_counts, .cells = t_cells, .targets = t_targets, .head = t_head,
+                                  .bias = t_bias, .head_grad = t_head_grad, .bias_grad = t_bias_grad, .gathered = t_gathered,
+                                  .predictions = t_pred, .d_predictions = t_d_pred, .d_gathered = t_d_gathered,
+                                  .partials = t_partials};
+    uint16_t *gathered = malloc(m * d * 2), *d_pred = malloc(m * patch * 2);
+    float *out_bias = malloc(patch * 4), *out_head = malloc(patch * d * 4), *out_d_h = malloc(n * d * 4), loss = 0;
+    double *e = malloc(m * patch * sizeof(double)), *e_bound = malloc(m * patch * sizeof(double));
+    double parts[6] = {0}, piece = uform_cuda_image_piece_k; /* gathered, d_pred, bias, loss, mae.head, d_h */
+    for (int run = 0; run < 3; ++run) { /* Float32 pixels, BF16 pixels, no masked patch */
+        int bf16 = run == 1;
+        size_t masked = run == 2 ? 0 : live;
+        uint32_t counts[3] = {(uint32_t)masked, bf16 ? (uint32_t)uform_media_bf16_k : (uint32_t)uform_media_f32_k, (uint32_t)masked};
+        upload_(t_counts, counts, sizeof(counts));
+        upload_(t_targets, bf16 ? (void const *)targets16 : (void const *)targets32, m * patch * (bf16 ? 2 : 4));
+        upload_(t_bias_grad, bias0, patch * 4), upload_(t_head_grad, head_noise, patch * d * 4), upload_(t_d_h, d_h0, n * d * 4);
+        PLANTED_OK(entries[plant], numbers[plant], uform_cuda_mae_head(gemm, &mae, t_h, d, t_loss, t_d_h, NULL));
+        download_(gathered, t_gathered, m * d * 2), download_(d_pred, t_d_pred, m * patch * 2);
+        download_(out_bias, t_bias_grad, patch * 4), download_(out_head, t_head_grad, patch * d * 4);
+        download_(out_d_h, t_d_h, n * d * 4), download_(&loss, t_loss, 4);
+        for (size_t i = 0; i < m; ++i)
+            for (size_t k = 0; k < d; ++k) compare_(&parts[0], bf16_to_f32_(gathered[i * d + k]), i < masked ? bf16_to_f32_(h[cells[i] * d + k]) : 0, 0);
+        double s = masked ? 2.0 / ((double)masked * patch) : 0, squares = 0, square_bound = 0;
+        for (size_t i = 0; i < m; ++i)
+            for (size_t v = 0; v < patch; ++v) {
+                size_t at = i * patch + v;
+                if (i >= masked) {
+                    compare_(&parts[1], bf16_to_f32_(d_pred[at]), 0, 0);
+                    continue;
+                }
+                double p = 0, magnitude = 0;
+                for (size_t k = 0; k < d; ++k) {
+                    double product = (double)bf16_to_f32_(h[cells[i] * d + k]) * bf16_to_f32_(head[v * d + k]);
+                    p += product, magnitude += fabs(product);
+                }
+                double t = bf16 ? bf16_to_f32_(targets16[at]) : targets32[at];
+                e[at] = p + bias[v] - t;
+                e_bound[at] = (1 + 2 * unit_) * tensor_gamma_((double)d) * magnitude + 2 * unit_ * (fabs(p) + fabs(bias[v]) + fabs(t));
+                double g = e[at] * s, g_bound = s * (e_bound[at] + 3 * unit_ * fabs(e[at]));
+                compare_(&parts[1], bf16_to_f32_(d_pred[at]), g, bf16_unit_ * (fabs(g) + g_bound) + g_bound + 1e-300);
+                squares += e[at] * e[at], square_bound += 2 * fabs(e[at]) * e_bound[at] + e_bound[at] * e_bound[at];
+            }
+        double pieces = ceil((double)masked / piece), depth = ((double)masked < piece ? (double)masked : piece) + pieces;
+        for (size_t v = 0; v < patch; ++v) {
+            double sum = bias0[v], magnitude = fabs(bias0[v]), carried = 0;
+            for (size_t i = 0; i < masked; ++i) {
+                double g = e[i * patch + v] * s;
+                sum += g, magnitude += fabs(g), carried += s * (e_bound[i * patch + v] + 3 * unit_ * fabs(e[i * patch + v]));
+            }
+            compare_(&parts[2], out_bias[v], sum, depth * unit_ * magnitude + carried + 1e-300);
+        }
+        double expected_loss = masked ? squares / ((double)masked * patch) : 0;
+        compare_(&parts[3], loss, expected_loss,
+                 masked ? (square_bound + (depth + 1) * unit_ * squares) / ((double)masked * patch) + 1e-300 : 0);
+        double gamma = tensor_gamma_((double)m);
+        for (size_t v = 0; v < patch; ++v)
+            for (size_t k = 0; k < d; ++k) {
+                double sum = 0, magnitude = 0;
+                for (size_t i = 0; i < masked; ++i) {
+                    double product = (double)bf16_to_f32_(d_pred[i * patch + v]) * bf16_to_f32_(h[cells[i] * d + k]);
+                    sum += product, magnitude += fabs(product);
+                }
+                compare_(&parts[4], out_head[v * d + k], sum, gamma * magnitude + 1e-300);
+            }
+        gamma = tensor_gamma_((double)patch);
+        for (size_t c = 0, i = 0; c < n; ++c) {
+            int is_masked = i < masked && cells[i] == c;
+            for (size_t k = 0; k < d; ++k) {
+                if (!is_masked) {
+                    compare_(&parts[5], out_d_h[c * d + k], d_h0[c * d + k], 0);
+                    continue;
+                }
+                double sum = 0, magnitude = 0;
+                for (size_t v = 0; v < patch; ++v) {
+                    double product = (double)bf16_to_f32_(d_pred[i * patch + v]) * bf16_to_f32_(head[v * d + k]);
+                    sum += product, magnitude += fabs(product);
+                }
+                double expected = d_h0[c * d + k] + sum;
+                compare_(&parts[5], out_d_h[c * d + k], expected, gamma * magnitude + unit_ * fabs(expected) + 1e-300);
+            }
+            i += is_masked;
+        }
+    }
+    double worst = 0;
+    for (size_t k = 0; k < 6; ++k) worst = parts[k] > worst ? parts[k] : worst;
+    if (!plant)
+        printf("mae_head, worst error / bound by part: gathered %.3g, d_pred %.3g, mae.bias %.3g, loss %.3g, mae.head %.3g, "
+               "dL/dh %.3g\n", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    record_("mae_head (gather, products, loss, bias, scatter)", worst, plant);
+    uform_cuda_gemm_destroy(gemm);
+    free(h), free(head), free(targets16), free(bias), free(bias0), free(targets32), free(d_h0), free(head_noise), free(cells);
+    free(gathered), free(d_pred), free(out_bias), free(out_head), free(out_d_h), free(e), free(e_bound);
+    cudaFree(t_h), cudaFree(t_head), cudaFree(t_gathered), cudaFree(t_d_pred), cudaFree(t_counts), cudaFree(t_cells);
+    cudaFree(t_targets), cudaFree(t_bias), cudaFree(t_bias_grad), cudaFree(t_head_grad), cudaFree(t_pred);
+    cudaFree(t_d_gathered), cudaFree(t_partials), cudaFree(t_d_h), cudaFree(t_loss);
+}

@@ -2,7 +2,8 @@
  *  (include/uform/train.h) from one start, for masked bytes, contrastive (Matryoshka SigLIP over the
  *  attention pool) and rerank (rerank.proj per cell, rows normalized, the ranked sigmoid over MaxSim),
  *  the pair objectives also with the opt-in TCR and Lipschitz terms, masked bytes and contrastive also
- *  over grids that pack image segments beside texts (a model with the vision frontend): every tensor's gradient on one
+ *  over grids that pack image segments beside texts (a model with the vision frontend; masked bytes
+ *  once more with half the patches masked for the mae head): every tensor's gradient on one
  *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
  *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
  *  check must reject. Runs without recomputation, with it, and with it but the last block kept and
@@ -61,18 +62,20 @@ typedef struct variant_t {
     uform_objective_t objective;
     double tcr_lambda, lipschitz_lambda;
     int images; /* 1: the model carries the vision frontend and the batches pack image segments beside texts */
+    int mae;    /* 1 (masked bytes with images): the model carries the mae head and half the patches are masked */
 } variant_t;
 
 /* The spectral runs weigh TCR and Lipschitz at 0.1 as test_uform_base_cuda.py does; power iteration
  * at the trainer's default steps on both sides. */
 static variant_t const variants_[] = {
-    {"mlm", uform_objective_mlm_k, 0, 0, 0},
-    {"mlm+images", uform_objective_mlm_k, 0, 0, 1},
-    {"contrastive", uform_objective_contrastive_k, 0, 0, 0},
-    {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1, 0},
-    {"contrastive+images", uform_objective_contrastive_k, 0, 0, 1},
-    {"rerank", uform_objective_rerank_k, 0, 0, 0},
-    {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1, 0},
+    {"mlm", uform_objective_mlm_k, 0, 0, 0, 0},
+    {"mlm+images", uform_objective_mlm_k, 0, 0, 1, 0},
+    {"mlm+images+mae", uform_objective_mlm_k, 0, 0, 1, 1},
+    {"contrastive", uform_objective_contrastive_k, 0, 0, 0, 0},
+    {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1, 0, 0},
+    {"contrastive+images", uform_objective_contrastive_k, 0, 0, 1, 0},
+    {"rerank", uform_objective_rerank_k, 0, 0, 0, 0},
+    {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1, 0, 0},
 };
 
 static int pairs_(variant_t const *v) { return v->objective != uform_objective_mlm_k; }
@@ -109,6 +112,7 @@ typedef struct host_batch_t {
     float *patches;
     uint16_t *patches16;
     int bf16;
+    int mae; /* media row 0 is the blank patch that masked cells show; their targets name their true rows */
 } host_batch_t;
 
 static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, int images) {
@@ -117,7 +121,8 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, int image
     b->kinds = malloc(n), b->values = malloc(n * 4), b->segment_of = malloc(n * 4), b->spans = malloc(2 * n * 4);
     b->row_segments = malloc(n * 4), b->positions = malloc(3 * n * 4), b->targets = malloc(n * 4);
     b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4);
-    if (images) b->patches = malloc(n * uform_patch_length_k * 4), b->patches16 = malloc(n * uform_patch_length_k * 2);
+    if (images) /* a row per cell, and the blank one */
+        b->patches = malloc((n + 1) * uform_patch_length_k * 4), b->patches16 = malloc((n + 1) * uform_patch_length_k * 2);
     if (!b->kinds || !b->values || !b->segment_of || !b->spans || !b->row_segments || !b->positions || !b->targets ||
         !b->anchors || !b->candidates || !b->positives || (images && (!b->patches || !b->patches16))) {
         fprintf(stderr, "step_parity: out of host memory for a %zu-cell batch\n", n);
@@ -153,6 +158,7 @@ static void image_write_(host_batch_t *b, size_t cell, size_t const grid[2], int
     for (size_t i = 0; i < grid[0] * grid[1]; ++i) {
         size_t at = cell + i, row = b->images++;
         b->kinds[at] = uform_cell_image_k, b->values[at] = (uint32_t)row, b->targets[at] = -1, b->row_segments[at] = local;
+        if (b->mae && uniform_() < 0.5) b->values[at] = 0, b->targets[at] = (int32_t)row; /* masked: shows the blank */
         b->positions[3 * at] = 0, b->positions[3 * at + 1] = (int32_t)(i / grid[1]), b->positions[3 * at + 2] = (int32_t)(i % grid[1]);
         for (size_t v = 0; v < uform_patch_length_k; ++v) {
             uint32_t level = (uint32_t)(next_() & 255);
@@ -169,11 +175,15 @@ static void image_write_(host_batch_t *b, size_t cell, size_t const grid[2], int
  * positions t = h = w = index in the segment (as src/data/batcher.c and src/encode.c set them). With
  * `images`, about half the segments are images where their grid fits (never scored: image cells have
  * no byte targets), the patches in Float32 on even batches and BF16 on odd ones. */
-static void batch_make_(host_batch_t *b, size_t index, int images) {
+static void batch_make_(host_batch_t *b, size_t index, int images, int mae) {
     static size_t const lengths[] = {1, 9, 17, 33, 48, 64, 65, 100, 130, 200};
     state_ = batch_seed_ * 0x100000001b3ull + index;
     size_t masked = 0;
-    b->segments = 0, b->images = 0, b->bf16 = (int)(index % 2);
+    b->segments = 0, b->images = 0, b->bf16 = (int)(index % 2), b->mae = mae;
+    if (mae) { /* the blank patch, media row 0 */
+        memset(b->patches, 0, uform_patch_length_k * 4), memset(b->patches16, 0, uform_patch_length_k * 2);
+        b->images = 1;
+    }
     for (size_t row = 0; row < b->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
@@ -381,23 +391,33 @@ static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b,
     for (size_t i = 2 * b->segments; i < 2 * capacity; ++i) rest_empty &= view.spans[i] == 0;
     CHECK(rest_empty && !memcmp(view.positions, b->positions, 3 * b->cells * 4));
     /* Image cells go up as PAD (the byte lookup's row, which the image frontend overwrites), listed in
-     * cell order with their patches packed in the batch's dtype; every other cell's value as it is. */
-    size_t images = 0, row_bytes = uform_patch_length_k * (b->bf16 ? 2 : 4);
-    int values_ok = 1, images_ok = 1;
+     * cell order with their patches packed in the batch's dtype; every other cell's value as it is.
+     * Masked patches: their cells and true rows listed in cell order too, and no byte target. */
+    size_t images = 0, masked = 0, row_bytes = uform_patch_length_k * (b->bf16 ? 2 : 4);
+    int values_ok = 1, images_ok = 1, targets_ok = 1;
     for (size_t c = 0; c < b->cells; ++c) {
         int image = b->kinds[c] == uform_cell_image_k;
         values_ok &= view.values[c] == (image ? uform_pad_k : b->values[c]);
+        if (!b->anchors_count) targets_ok &= view.targets[c] == (image ? -1 : b->targets[c]);
         if (!image) continue;
+        if (b->targets[c] >= 0) {
+            void const *truth = b->bf16 ? (void const *)(b->patches16 + b->targets[c] * uform_patch_length_k)
+                                        : (void const *)(b->patches + b->targets[c] * uform_patch_length_k);
+            images_ok &= view.mae_cells[masked] == c &&
+                         !memcmp((unsigned char const *)view.mae_rows + masked * row_bytes, truth, row_bytes);
+            masked++;
+        }
         void const *expected = b->bf16 ? (void const *)(b->patches16 + b->values[c] * uform_patch_length_k)
                                        : (void const *)(b->patches + b->values[c] * uform_patch_length_k);
         images_ok &= images < b->images && view.image_cells[images] == c &&
                      !memcmp((unsigned char const *)view.image_rows + images * row_bytes, expected, row_bytes);
         images++;
     }
-    CHECK(values_ok && images_ok && view.images[0] == b->images && images == b->images);
+    size_t image_cells = b->images - (b->mae ? 1 : 0); /* media rows less the blank one */
+    CHECK(values_ok && images_ok && targets_ok && view.images[0] == image_cells && images == image_cells);
+    CHECK(view.images[2] == masked && (masked > 0) == (b->mae && images > 0));
     if (b->images) CHECK(view.images[1] == (uint32_t)(b->bf16 ? uform_media_bf16_k : uform_media_f32_k));
-    if (!b->anchors_count) CHECK(!memcmp(view.targets, b->targets, b->cells * 4));
-    else CHECK(view.counts[0] == b->anchors_count && view.counts[1] == b->candidates_count && view.counts[2] == b->texts);
+    if (b->anchors_count) CHECK(view.counts[0] == b->anchors_count && view.counts[1] == b->candidates_count && view.counts[2] == b->texts);
     uform_cuda_batch_finish(step, slot, learning_rate_, t);
 }
 
@@ -621,14 +641,25 @@ static int all_zero_(float const *values, size_t count) {
  * What is assumed: the two assumptions above, the conditioning allowance 1 now also for the image
  * tensors' sums over many cells (vision.bias sums dL/dx over every image cell, as embed.bytes' MASK
  * row does over every masked cell).
+ *
+ * With the mae head (mlm+images+mae: half the patches masked, each cell showing the blank patch, its
+ * target its true pixels; docs/images.md) the image cells reach the loss: the patch point counts (F =
+ * 8 L + 3). The head's prediction p = h mae.head^T + mae.bias reads h (a forward point) through a
+ * Float32 product and the loss stays Float32 (encoder.c, frontend.cu); backward, the gradient
+ * enters its two products rounded to BF16 (d_pred, a head point like d_logits). So mae.head counts
+ * F + 1, mae.bias (summed from the Float32 gradient) F, and the rest as with masked bytes.
+ * The loss: the bytes' part as above; the reconstruction R = mean (p - t)^2 moves, with each
+ * prediction's product part off by at most e = sqrt(F) u of its root mean square q (assumed, as the
+ * rows above), by |dR| <= 2 sqrt(R) e q + (e q)^2 (Cauchy-Schwarz), where q <= sqrt(R) + rms(t) +
+ * rms(mae.bias), all read from the CPU's side (pixels_rms_, bias_rms_).
  * ------------------------------------------------------------------------------------------- */
 
-static char const *const heads_[] = {"mlm.head",    "pool.query",   "pool.proj",
-                                     "rerank.proj", "siglip.scale", "siglip.bias"};
+static char const *const heads_[] = {"mlm.head",     "pool.query",  "pool.proj", "rerank.proj",
+                                     "siglip.scale", "siglip.bias", "mae.head",  "mae.bias"};
 enum { heads_count_k = sizeof(heads_) / sizeof(heads_[0]) };
 
 /* The patch rounding point, where image cells reach the loss (the image bounds above). */
-static size_t image_point_(variant_t const *v) { return v->images && pairs_(v) ? 1 : 0; }
+static size_t image_point_(variant_t const *v) { return v->images && (pairs_(v) || v->mae) ? 1 : 0; }
 
 /* F: the forward points the loss reads. */
 static size_t forward_points_(variant_t const *v, size_t depth) {
@@ -642,6 +673,8 @@ static size_t head_points_(variant_t const *v) { return rerank_(v) && spectral_(
 static size_t head_tensor_points_(char const *name, variant_t const *v, size_t depth) {
     size_t pool = 8 * depth + 2 + image_point_(v), colbert = 8 * depth + 1 + image_point_(v);
     if (!strcmp(name, "mlm.head")) return pairs_(v) ? 0 : forward_points_(v, depth) + 1;
+    if (!strcmp(name, "mae.head")) return v->mae ? forward_points_(v, depth) + 1 : 0;
+    if (!strcmp(name, "mae.bias")) return v->mae ? forward_points_(v, depth) : 0;
     if (!strcmp(name, "pool.query") || !strcmp(name, "pool.proj")) return pairs_(v) && pooled_(v) ? pool + 1 : 0;
     if (!strcmp(name, "rerank.proj")) return rerank_(v) ? colbert + 1 : 0;
     if (!strcmp(name, "siglip.scale") || !strcmp(name, "siglip.bias"))
@@ -673,16 +706,39 @@ static double gradient_bound_(char const *name, variant_t const *v, size_t depth
 }
 
 typedef struct loss_bounds_t {
-    double head, tcr, lipschitz, total; /* absolute */
+    double head, tcr, lipschitz, reconstruction, total; /* absolute */
 } loss_bounds_t;
 
-/* The loss bounds above from the CPU's loss in parts, s = exp(siglip.scale) and the batch's texts (N). */
+/* The batch's masked patches' true pixels, their root mean square (0 without any). */
+static double pixels_rms_(host_batch_t const *b) {
+    double sum = 0;
+    size_t count = 0;
+    for (size_t c = 0; b->mae && c < b->cells; ++c) {
+        if (b->kinds[c] != uform_cell_image_k || b->targets[c] < 0) continue;
+        for (size_t v = 0; v < uform_patch_length_k; ++v) {
+            double t = b->bf16 ? uform_bf16_to_f32(b->patches16[b->targets[c] * uform_patch_length_k + v])
+                               : b->patches[b->targets[c] * uform_patch_length_k + v];
+            sum += t * t, count++;
+        }
+    }
+    return count ? sqrt(sum / (double)count) : 0;
+}
+
+/* The loss bounds above from the CPU's loss in parts, s = exp(siglip.scale), the batch's texts (N)
+ * and, with the mae head, the masked pixels' and mae.bias's root mean squares. */
 static loss_bounds_t loss_bounds_(variant_t const *v, uform_config_t const *config, size_t depth,
-                                  uform_losses_t const *cpu, double scale, size_t texts) {
-    loss_bounds_t b = {0, 0, 0, 0};
+                                  uform_losses_t const *cpu, double scale, size_t texts, double pixels, double bias) {
+    loss_bounds_t b = {0, 0, 0, 0, 0};
     double pooled_row = sqrt(8.0 * depth + 2 + image_point_(v)) * bf16_unit_;
     double colbert_row = sqrt(8.0 * depth + 1 + image_point_(v)) * bf16_unit_;
-    if (!pairs_(v)) b.head = sqrt((double)forward_points_(v, depth)) * bf16_unit_ * cpu->total;
+    if (!pairs_(v)) {
+        double e = sqrt((double)forward_points_(v, depth)) * bf16_unit_, r = sqrt(fabs(cpu->reconstruction));
+        b.head = e * cpu->mlm;
+        /* The mae bound above: |dR| <= 2 sqrt(R) e q + (e q)^2, q = sqrt(R) + rms(t) + rms(b) >= rms(h W). */
+        if (v->mae) b.reconstruction = 2 * r * e * (r + pixels + bias) + pow(e * (r + pixels + bias), 2);
+        b.total = b.head + b.reconstruction;
+        return b;
+    }
     else if (rerank_(v)) b.head = 2 * scale * colbert_row / sqrt((double)config->colbert_width) * cpu->rerank;
     else b.head = 2 * scale * pooled_row / sqrt((double)config->embedding_widths[0]) * cpu->siglip;
     double m = (double)config->embedding_widths[config->embedding_widths_count - 1];
@@ -728,6 +784,7 @@ typedef struct reference_t { /* what the CPU computed once, from the start */
     double *losses;        /* [steps + 1], 1-based: step t's loss on batch t, before its update */
     uform_losses_t *parts; /* [steps + 1]: the same in parts */
     double *scales;        /* [steps + 1]: exp(siglip.scale) before step t; [0] at the start */
+    double *bias_rms;      /* [steps + 1]: the same of mae.bias's root mean square (0 without the mae head) */
     double *progress;      /* [steps + 1]: sum of |change| of batch 0's loss over the updates before step t */
     size_t untrained_count;
     char const *untrained[heads_count_k]; /* the CPU's heads the step does not hold */
@@ -743,6 +800,7 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
     UFORM_OK(uform_config_from_tier(tier, &s->config));
     UFORM_OK(uform_model_init(&s->config, model_seed_, &s->model));
     if (variant->images) UFORM_OK(uform_model_init_head(s->model, "vision", model_seed_ + 1)); /* trained like every tensor */
+    if (variant->mae) UFORM_OK(uform_model_init_head(s->model, "mae", model_seed_ + 2));
     uform_train_options_default(&s->options);
     s->options.objective = variant->objective;
     s->options.learning_rate = learning_rate_;
@@ -756,7 +814,7 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
         host_batch_t *b = &s->batches[t];
         batch_alloc_(b, s->rows, s->columns, variant->images);
         if (!pairs_(variant)) {
-            batch_make_(b, t, variant->images);
+            batch_make_(b, t, variant->images, variant->mae);
             continue;
         }
         pair_batch_make_(b, t, rerank_(variant), variant->images);
@@ -792,7 +850,8 @@ static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute) {
                                   .keep_attention = recompute == 2, .tune = 0,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
                                   .weight_decay = s->options.weight_decay,
-                                  .images = v->images ? s->rows * s->columns : 0}; /* as src/train/cuda.c */
+                                  .images = v->images ? s->rows * s->columns : 0, /* as src/train/cuda.c */
+                                  .mae = v->mae};
     if (!pairs_(v)) return c;
     c.objective = rerank_(v) ? uform_cuda_rerank_k : uform_cuda_contrastive_k;
     c.segments = s->segments, c.anchors = s->anchors, c.candidates = s->candidates;
@@ -840,6 +899,8 @@ static size_t head_elements_(setup_t const *s, char const *name) {
     if (!strcmp(name, "pool.query")) return d;
     if (!strcmp(name, "pool.proj")) return widest * d;
     if (!strcmp(name, "rerank.proj")) return s->config.colbert_width * d;
+    if (!strcmp(name, "mae.head")) return (size_t)uform_patch_length_k * d;
+    if (!strcmp(name, "mae.bias")) return uform_patch_length_k;
     return 1;
 }
 
@@ -849,7 +910,7 @@ static void untrained_(setup_t const *s, reference_t *cpu) {
     for (size_t h = 0; h < heads_count_k; ++h) {
         int held = 0;
         for (size_t i = 0; i < s->list.count; ++i) held |= !strcmp(s->list.names[i], heads_[h]);
-        if (held) continue;
+        if (held || (!strncmp(heads_[h], "mae.", 4) && !uform_model_has_head(s->model, "mae"))) continue;
         size_t count = head_elements_(s, heads_[h]);
         float *gradient = malloc(count * 4);
         if (!gradient) exit(1);
@@ -866,16 +927,26 @@ static double scale_of_(uform_trainer_t const *trainer) {
     return exp((double)scale);
 }
 
+/* mae.bias's root mean square; 0 where the model has no mae head. */
+static double bias_rms_(uform_trainer_t const *trainer) {
+    float bias[uform_patch_length_k];
+    if (uform_trainer_read(trainer, "mae.bias", uform_slot_parameter_k, bias, uform_patch_length_k) != uform_ok_k) return 0;
+    double sum = 0;
+    for (size_t v = 0; v < uform_patch_length_k; ++v) sum += (double)bias[v] * bias[v];
+    return sqrt(sum / uform_patch_length_k);
+}
+
 /* The CPU reference, once: gradients on batch 0, then the loss curve of `steps` steps. */
 static void reference_(setup_t const *s, reference_t *cpu) {
     size_t count = s->list.count, steps = s->steps;
     cpu->gradients = calloc(count, sizeof(float *));
     cpu->losses = calloc(steps + 1, sizeof(double)), cpu->progress = calloc(steps + 1, sizeof(double));
     cpu->scales = calloc(steps + 1, sizeof(double)), cpu->parts = calloc(steps + 1, sizeof(uform_losses_t));
-    if (!cpu->gradients || !cpu->losses || !cpu->progress || !cpu->scales || !cpu->parts) exit(1);
+    cpu->bias_rms = calloc(steps + 1, sizeof(double));
+    if (!cpu->gradients || !cpu->losses || !cpu->progress || !cpu->scales || !cpu->parts || !cpu->bias_rms) exit(1);
     uform_losses_t losses;
     uform_batch_t batch = batch_cpu_(&s->batches[0]);
-    cpu->scales[0] = scale_of_(s->trainer);
+    cpu->scales[0] = scale_of_(s->trainer), cpu->bias_rms[0] = bias_rms_(s->trainer);
     UFORM_OK(uform_trainer_gradients(s->trainer, &batch, &losses));
     cpu->loss0 = losses.total, cpu->parts0 = losses;
     for (size_t i = 0; i < count; ++i) {
@@ -889,7 +960,7 @@ static void reference_(setup_t const *s, reference_t *cpu) {
     uform_batch_t fixed_batch = batch_cpu_(&s->batches[0]);
     for (size_t t = 1; t <= steps; ++t) {
         batch = batch_cpu_(&s->batches[t]);
-        cpu->scales[t] = scale_of_(s->trainer);
+        cpu->scales[t] = scale_of_(s->trainer), cpu->bias_rms[t] = bias_rms_(s->trainer);
         UFORM_OK(uform_trainer_step(s->trainer, &batch, &losses));
         cpu->losses[t] = losses.total, cpu->parts[t] = losses;
         if (t == steps) break;
@@ -946,7 +1017,7 @@ static void maxsim_margins_(setup_t const *s, double margins[2]) {
 
 static void reference_free_(reference_t *cpu, size_t count) {
     free_all_(cpu->gradients, count);
-    free(cpu->losses), free(cpu->progress), free(cpu->scales), free(cpu->parts);
+    free(cpu->losses), free(cpu->progress), free(cpu->scales), free(cpu->parts), free(cpu->bias_rms);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -1031,9 +1102,27 @@ static void json_loss_(char const *key, double cpu, double gpu, double error, do
     fprintf(json_, "}");
 }
 
-/* Masked bytes: batch 0's loss by relative error within sqrt(F) u. */
+/* Masked bytes: batch 0's loss by relative error within sqrt(F) u; with the mae head its parts by
+ * absolute error within their bounds. */
 static void loss_check_mlm_(setup_t const *s, reference_t const *cpu, float const gpu[4]) {
     size_t forward = forward_points_(s->variant, s->depth);
+    if (s->variant->mae) {
+        loss_bounds_t b = loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts0, cpu->scales[0], 0,
+                                       pixels_rms_(&s->batches[0]), cpu->bias_rms[0]);
+        struct { char const *name; double cpu, gpu, bound; } parts[3] = {
+            {"loss.mlm", cpu->parts0.mlm, gpu[1], b.head},
+            {"loss.reconstruction", cpu->parts0.reconstruction, gpu[2], b.reconstruction},
+            {"loss", cpu->loss0, gpu[0], b.total}};
+        CHECK(cpu->parts0.reconstructed > 0); /* the batch masks patches */
+        for (size_t p = 0; p < 3; ++p) {
+            double error = fabs(parts[p].gpu - parts[p].cpu);
+            printf("  %-22s %6s %10.3e %10.3e %8.3f  %s   (cpu %.6f, gpu %.6f)\n", parts[p].name, "", error, parts[p].bound,
+                   error / parts[p].bound, error <= parts[p].bound ? "pass" : "FAIL", parts[p].cpu, parts[p].gpu);
+            CHECK(error <= parts[p].bound);
+            if (json_) fprintf(json_, ", "), json_loss_(parts[p].name, parts[p].cpu, parts[p].gpu, error, parts[p].bound);
+        }
+        return;
+    }
     double error = fabs((double)gpu[0] - cpu->loss0) / cpu->loss0, bound = sqrt((double)forward) * bf16_unit_;
     printf("  %-22s %6zu %10.3e %10.3e %8.3f  %s   (cpu %.6f, gpu %.6f)\n", "loss", forward, error, bound,
            error / bound, error <= bound ? "pass" : "FAIL", cpu->loss0, (double)gpu[0]);
@@ -1044,7 +1133,7 @@ static void loss_check_mlm_(setup_t const *s, reference_t const *cpu, float cons
 /* Pair objectives: batch 0's loss and each part by absolute error within the derived bounds. */
 static void loss_check_pairs_(setup_t const *s, reference_t const *cpu, float const gpu[4]) {
     variant_t const *v = s->variant;
-    loss_bounds_t b = loss_bounds_(v, &s->config, s->depth, &cpu->parts0, cpu->scales[0], s->batches[0].texts);
+    loss_bounds_t b = loss_bounds_(v, &s->config, s->depth, &cpu->parts0, cpu->scales[0], s->batches[0].texts, 0, 0);
     struct { char const *name; double cpu, gpu, bound; int on; } parts[4] = {
         {rerank_(v) ? "loss.rerank" : "loss.siglip", rerank_(v) ? cpu->parts0.rerank : cpu->parts0.siglip, gpu[1],
          b.head, 1},
@@ -1065,7 +1154,8 @@ static void loss_check_pairs_(setup_t const *s, reference_t const *cpu, float co
 /* Step t's trajectory bound: the loss bound at step t plus 2 e_g times batch 0's progress before it. */
 static double trajectory_bound_(setup_t const *s, reference_t const *cpu, size_t t, double largest_gradient_bound) {
     loss_bounds_t b =
-        loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts[t], cpu->scales[t], s->batches[t].texts);
+        loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts[t], cpu->scales[t], s->batches[t].texts,
+                     pixels_rms_(&s->batches[t]), cpu->bias_rms[t]);
     return b.total + 2 * largest_gradient_bound * cpu->progress[t];
 }
 

@@ -2,7 +2,9 @@
 # corpus of coloured shapes written here: the vision frontend is attached, SigLIP's loss falls,
 # resume stays bit for bit with images in the batches, the checkpoint carries vision.* and lists
 # the modality, `uform encode --image` reads it; an image that does not decode is refused naming
-# the file and the record's line, or with skip_malformed its record is dropped and counted.
+# the file and the record's line, or with skip_malformed its record is dropped and counted. Masked
+# patches train through the mae head on the CPU and, where a GPU is present, in the CUDA step, whose
+# first losses agree with the CPU's.
 
 import json
 import os
@@ -12,6 +14,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from cuda_env import cuda_build, gpu_present
 from test_uform_base import tensors
 
 COLOURS = {"red": (220, 30, 30), "green": (30, 180, 40), "blue": (30, 60, 220), "yellow": (230, 210, 30)}
@@ -142,17 +145,27 @@ def test_parquet_image_columns(build_dir, shapes, tmp_path):
     assert run.returncode != 0 and "'positive' and 'positive_image'" in run.stderr, run.stderr
 
 
-def test_masked_modelling_of_images(build_dir, shapes, tmp_path):
-    """{"image": PATH} records under the mlm objective: half of each image's patches blanked and
-    reconstructed through the mae head, beside masked bytes; the reconstruction error falls."""
-    with open(tmp_path / "mlm.jsonl", "w") as records:
+def masked_images_mixture(shapes, folder, texts=True):
+    with open(folder / "mlm.jsonl", "w") as records:
         for line in open(shapes / "pairs.jsonl"):
             record = json.loads(line)
             records.write(json.dumps({"image": str(shapes / record["positives"][0]["image"])}) + "\n")
-            records.write(json.dumps({"text": record["query"]}) + "\n")
-    (tmp_path / "mlm.json").write_text(json.dumps({"objective": "mlm", "columns": 128, "image_mask_ratio": 0.5,
-                                                   "sources": [{"path": "mlm.jsonl"}]}))
-    run = train(build_dir, tmp_path / "mlm.json", tmp_path / "run", "--objective", "mlm", "--steps", "30")
+            if texts:
+                records.write(json.dumps({"text": record["query"]}) + "\n")
+    (folder / "mlm.json").write_text(json.dumps({"objective": "mlm", "columns": 128, "image_mask_ratio": 0.5,
+                                                 "sources": [{"path": "mlm.jsonl"}]}))
+    return folder / "mlm.json"
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_masked_modelling_of_images(build_dir, shapes, tmp_path, device):
+    """{"image": PATH} records under the mlm objective: half of each image's patches blanked and
+    reconstructed through the mae head, beside masked bytes; the reconstruction error falls, on the
+    CPU and in the CUDA step."""
+    if device == "cuda" and not (cuda_build(build_dir) and gpu_present()):
+        pytest.skip("needs a CUDA build and a GPU")
+    mixture = masked_images_mixture(shapes, tmp_path)
+    run = train(build_dir, mixture, tmp_path / "run", "--objective", "mlm", "--steps", "30", "--device", device)
     assert "attaching the vision frontend" in run.stderr and "attaching the mae head" in run.stderr
     log = [json.loads(line) for line in open(tmp_path / "run" / "log.jsonl") if '"reconstruction"' in line]
     errors = [entry["reconstruction"] for entry in log if entry["reconstruction"] > 0]  # batches with images
@@ -160,6 +173,26 @@ def test_masked_modelling_of_images(build_dir, shapes, tmp_path):
     assert np.mean(errors[-5:]) < 0.7 * np.mean(errors[:5]), errors
     names = tensors(tmp_path / "run" / "latest" / "model.safetensors")
     assert "mae.head" in names and "mae.bias" in names
+
+
+def test_gpu_first_reconstruction_matches_cpu(build_dir, shapes, tmp_path):
+    """The first step's reconstruction loss on the GPU against the CPU trainer's, from the same start
+    and batch (images alone, so that it has masked patches and no masked bytes): within
+    step_parity.c's derived bound (e = sqrt(8 L + 3) 2^-8 for L = 2; R within 2 sqrt(R) e q + (e q)^2,
+    q = sqrt(R) + 1, pixels at most 1 and mae.bias 0 at the start)."""
+    if not (cuda_build(build_dir) and gpu_present()):
+        pytest.skip("needs a CUDA build and a GPU")
+    mixture = masked_images_mixture(shapes, tmp_path, texts=False)
+    first = {}
+    for device in ("cpu", "cuda"):
+        train(build_dir, mixture, tmp_path / device, "--objective", "mlm", "--steps", "1", "--device", device)
+        first[device] = json.loads(open(tmp_path / device / "log.jsonl").readline())
+    cpu, gpu = first["cpu"], first["cuda"]
+    e = (8 * 2 + 3) ** 0.5 / 256
+    r = cpu["reconstruction"] ** 0.5
+    assert cpu["reconstruction"] > 0, cpu
+    assert abs(gpu["reconstruction"] - cpu["reconstruction"]) <= 2 * r * e * (r + 1) + (e * (r + 1)) ** 2, (cpu, gpu)
+    assert cpu["mlm"] == gpu["mlm"] == 0, (cpu, gpu)
 
 
 def test_eval_counts_every_caption_of_an_image(build_dir, library, shapes, tmp_path):
