@@ -11,6 +11,7 @@ import pathlib
 import subprocess
 import sys
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -64,22 +65,28 @@ def build_package(directory, default_model=""):
 
 
 @pytest.fixture(scope="module")
-def uform(tmp_path_factory):
-    site, wheel = build_package(tmp_path_factory.mktemp("package"))
-    sys.path.insert(0, str(site))
-    try:
-        import uform as package
-    finally:
-        sys.path.remove(str(site))
-    assert pathlib.Path(package.__file__).parent == site / "uform", f"imported {package.__file__}, not the one just built"
-    return package
-
-
-@pytest.fixture(scope="module")
 def checkpoint(cli, tmp_path_factory):
     directory = tmp_path_factory.mktemp("package_model") / "model"
     run_cli(cli, "init", "--tier", "128x2", "--seed", "5", "--output", directory)
     return directory
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory, checkpoint):
+    """The package built once, with `checkpoint` packaged as its default model: (module, wheel)."""
+    site, wheel = build_package(tmp_path_factory.mktemp("package"), default_model=str(checkpoint))
+    sys.path.insert(0, str(site))
+    try:
+        import uform as module
+    finally:
+        sys.path.remove(str(site))
+    assert pathlib.Path(module.__file__).parent == site / "uform", f"imported {module.__file__}, not the one just built"
+    return module, wheel
+
+
+@pytest.fixture(scope="module")
+def uform(package):
+    return package[0]
 
 
 @pytest.fixture(scope="module")
@@ -216,9 +223,24 @@ def test_model_info_matches_the_cli(uform, cli, checkpoint):
     assert info["device"] == "cpu" and info["precision"] == "bf16" and info["origin"] == "path"
 
 
-def test_the_default_model_without_a_packaged_one(uform, cli, tmp_path, monkeypatch):
-    """This build packages none: Model() is the untrained 128x2 of seed 0, and says so."""
+def test_the_packaged_default(uform, package, cli, checkpoint, monkeypatch):
+    """Built with UFORM_DEFAULT_MODEL, the wheel carries that checkpoint and Model() opens it."""
+    import zipfile
+    assert "uform/default/model.safetensors" in zipfile.ZipFile(package[1]).namelist()
     monkeypatch.delenv("UFORM_MODEL", raising=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning: this default is a real checkpoint
+        model = uform.Model()
+    with model:
+        assert model.info["origin"] == "packaged default"
+        assert printed_rows(model.encode(["hi"])) == cli_encode(cli, checkpoint, ["hi"])
+
+
+def test_the_default_model_without_a_packaged_one(uform, cli, tmp_path, monkeypatch):
+    """Where a build packages none, Model() is the untrained 128x2 of seed 0, and says so; UFORM_MODEL names another."""
+    import uform._default as default
+    monkeypatch.delenv("UFORM_MODEL", raising=False)
+    monkeypatch.setattr(default, "PACKAGED", tmp_path / "absent")
     seed0 = tmp_path / "seed0"
     run_cli(cli, "init", "--tier", "128x2", "--seed", "0", "--output", seed0)
     with pytest.warns(UserWarning, match="untrained 128x2 of seed 0"):
@@ -228,23 +250,7 @@ def test_the_default_model_without_a_packaged_one(uform, cli, tmp_path, monkeypa
         assert printed_rows(model.encode(["hi"])) == cli_encode(cli, seed0, ["hi"])
     monkeypatch.setenv("UFORM_MODEL", str(seed0))
     with uform.Model() as named:
-        assert named.info["origin"] == "UFORM_MODEL"
-
-
-def test_a_packaged_default(cli, checkpoint, tmp_path):
-    """Built with UFORM_DEFAULT_MODEL, the wheel carries that checkpoint and Model() opens it."""
-    site, wheel = build_package(tmp_path, default_model=str(checkpoint))
-    import zipfile
-    assert "uform/default/model.safetensors" in zipfile.ZipFile(wheel).namelist()
-    program = "import uform, json; m = uform.Model(); print(json.dumps([m.info['origin'], m.encode(['hi']).tolist()]))"
-    environment = {k: v for k, v in os.environ.items() if k != "UFORM_MODEL"}
-    environment["PYTHONPATH"] = str(site)
-    run = subprocess.run([sys.executable, "-W", "error", "-c", program], capture_output=True, text=True, env=environment,
-                         timeout=120)
-    assert run.returncode == 0, run.stderr
-    origin, rows = json.loads(run.stdout)
-    assert origin == "packaged default"
-    assert printed_rows(np.array(rows, np.float32)) == cli_encode(cli, checkpoint, ["hi"])
+        assert named.info["origin"] == "UFORM_MODEL" and named.info["path"] == str(seed0)
 
 
 def test_threads_share_one_model(uform, checkpoint):
