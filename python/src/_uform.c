@@ -63,6 +63,7 @@ static int uform_check_open_(uform_model_object_t *self) {
 
 /* Takes an idle context or makes one; the GIL is held on entry and exit, released while making it. */
 static uform_context_t *uform_borrow_(uform_model_object_t *self) {
+    if (!uform_check_open_(self)) return NULL; /* another thread may have closed it while inputs were read */
     if (self->idle_count) {
         self->busy++;
         return self->idle[--self->idle_count];
@@ -206,6 +207,7 @@ typedef struct uform_input_t {
     uform_image_t image;
     uform_pixels_t decoded;  /* read from a path here; freed after the call */
     uint8_t *converted;      /* RGB pixels widened to RGBA; freed after the call */
+    PyObject *kept;          /* a dict's image object, held so that no other thread can free it mid-call */
 } uform_input_t;
 
 static char const *const uform_input_kinds_ =
@@ -215,7 +217,11 @@ static char const *const uform_input_kinds_ =
 static int uform_pixels_from_array_(PyArrayObject *array, Py_ssize_t index, uform_input_t *input) {
     int channels = PyArray_NDIM(array) == 3 ? (int)PyArray_DIM(array, 2) : 0;
     if (PyArray_TYPE(array) != NPY_UINT8 || (channels != 3 && channels != 4)) {
-        PyErr_Format(PyExc_TypeError, "input %zd: an image array must be uint8 of shape HxWx3 or HxWx4", index);
+        PyObject *shape = PyObject_GetAttrString((PyObject *)array, "shape");
+        if (shape)
+            PyErr_Format(PyExc_TypeError, "input %zd: an image array must be uint8 of shape HxWx3 or HxWx4, not %s of "
+                                          "shape %R (texts go as str)", index, PyArray_DESCR(array)->typeobj->tp_name, shape);
+        Py_XDECREF(shape);
         return 0;
     }
     size_t height = (size_t)PyArray_DIM(array, 0), width = (size_t)PyArray_DIM(array, 1);
@@ -270,6 +276,7 @@ static int uform_input_read_(PyObject *item, Py_ssize_t index, uform_input_t *in
             PyErr_Format(PyExc_TypeError, "input %zd: a dict input is {'image': path or bytes}", index);
             return 0;
         }
+        input->kept = Py_NewRef(image);
         if (PyBytes_Check(image) || PyArray_Check(image)) return uform_input_read_(image, index, input);
         PyObject *encoded = NULL;
         if (!PyUnicode_FSConverter(image, &encoded)) return 0;
@@ -292,6 +299,7 @@ static void uform_inputs_free_(uform_input_t *inputs, size_t count) {
     for (size_t i = 0; inputs && i < count; ++i) {
         if (inputs[i].decoded.rgba) uform_pixels_free(&inputs[i].decoded);
         free(inputs[i].converted);
+        Py_XDECREF(inputs[i].kept);
     }
     free(inputs);
 }
@@ -361,7 +369,7 @@ static int uform_ranges_read_(PyObject *calibration, size_t width, uform_ranges_
     if (!good && !PyErr_Occurred()) PyErr_NoMemory();
     for (int side = 0; good && side < 2; ++side) {
         PyObject *values = PyMapping_Check(mapping) ? PyObject_GetItem(mapping, names[side]) : NULL;
-        PyArrayObject *array = values ? (PyArrayObject *)PyArray_FROMANY(values, NPY_FLOAT32, 1, 1, NPY_ARRAY_CARRAY) : NULL;
+        PyArrayObject *array = values ? (PyArrayObject *)PyArray_FROMANY(values, NPY_FLOAT32, 1, 1, NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST) : NULL;
         if (!values || !array) {
             PyErr_Clear();
             PyErr_Format(PyExc_ValueError, "calibration needs '%U' as a list of numbers", names[side]);
@@ -743,7 +751,7 @@ static PyTypeObject uform_model_type_ = {
 static PyObject *uform_calibrate_(PyObject *module, PyObject *args) {
     PyObject *given;
     if (!PyArg_ParseTuple(args, "O:calibrate", &given)) return NULL;
-    PyArrayObject *embeddings = (PyArrayObject *)PyArray_FROMANY(given, NPY_FLOAT32, 2, 2, NPY_ARRAY_CARRAY);
+    PyArrayObject *embeddings = (PyArrayObject *)PyArray_FROMANY(given, NPY_FLOAT32, 2, 2, NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
     if (!embeddings) return NULL;
     size_t count = (size_t)PyArray_DIM(embeddings, 0), width = (size_t)PyArray_DIM(embeddings, 1);
     npy_intp shape = (npy_intp)width;
