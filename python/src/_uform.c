@@ -726,8 +726,9 @@ static PyGetSetDef uform_model_getset_[] = {
 PyDoc_STRVAR(uform_model_doc_,
              "Model(path=None, *, device='cpu', precision='bf16', threads=0)\n--\n\n"
              "A UForm encoder opened from a checkpoint folder (one holding model.safetensors).\n\n"
-             "path: the folder; None opens the default this package was built with (the trained demo embedder where\n"
-             "scripts/setup.sh made one before the build; else the untrained 128x2 of seed 0, with a warning).\n"
+             "path: the folder; None opens the folder of env UFORM_MODEL, else the default this package was built with\n"
+             "(the demo embedder where scripts/setup.sh trained one before the build), else the untrained 128x2 of seed 0,\n"
+             "with a warning; info['origin'] says which.\n"
              "device: 'cpu' or 'cuda' (a library built with the CUDA backend and a GPU; else uform.Error says why).\n"
              "precision: 'bf16' (products with BF16 inputs, Float32 accumulation) or 'f32' (CPU only).\n"
              "threads: host threads a call uses, 0 for all cores.\n\n"
