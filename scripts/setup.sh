@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 packages=(build-essential cmake pkg-config git libopenblas-dev libjansson-dev zlib1g-dev libzstd-dev libsnappy-dev
-          libpng-dev libjpeg62-turbo-dev libwebp-dev)
+          libpng-dev libjpeg62-turbo-dev libwebp-dev python3-dev)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -75,3 +75,4 @@ echo
 echo "setup: MaxSim of each sample against the query 'a cat sat on the mat' (untrained rerank head):"
 ./build/uform rerank --model "$checkpoint" --query "a cat sat on the mat" < "$samples" | paste - "$samples"
 echo "setup: done. Loss curve: $run/loss.png; checkpoint: $checkpoint"
+echo "setup: \`pip install ./python\` now packages this checkpoint as uform.Model()'s default (docs/python.md)"
