@@ -168,6 +168,30 @@ static uform_status_t uform_image_to_patches_(uform_image_t const *image, size_t
     return status;
 }
 
+/* A chunk of images decoded on the context's threads, each into its own buffer of `most` patches;
+ * a failure keeps its message, which the worker's thread-local error would lose. */
+typedef struct uform_decoded_t {
+    float *patches;
+    size_t rows, columns;
+    uform_status_t status;
+    char message[512];
+} uform_decoded_t;
+
+typedef struct uform_decode_job_t {
+    uform_image_t const *images;
+    size_t first, most;
+    uform_decoded_t *decoded;
+} uform_decode_job_t;
+
+static void uform_decode_task_(void *job_pointer, size_t index, size_t thread) {
+    (void)thread;
+    uform_decode_job_t const *job = job_pointer;
+    uform_decoded_t *d = &job->decoded[index];
+    size_t image = job->first + index;
+    d->status = uform_image_to_patches_(&job->images[image], image, job->most, d->patches, &d->rows, &d->columns);
+    if (d->status != uform_ok_k) snprintf(d->message, sizeof(d->message), "%s", uform_last_error());
+}
+
 uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
                                            size_t width, float *embeddings) {
     if (!context || !images || !embeddings || !count)
@@ -183,19 +207,35 @@ uform_status_t uform_context_encode_images(uform_context_t *context, uform_image
     /* An image fills at most 512 patches, and at most a row. */
     size_t most = model->config.columns < uform_image_patches_k ? model->config.columns : uform_image_patches_k;
     if (context->workspace.cells < model->config.columns) UFORM_TRY(uform_workspace_reserve(context, model->config.columns));
-    size_t capacity = context->workspace.cells;
-    float *patches = malloc(capacity * uform_patch_length_k * sizeof(float));
-    if (!patches) return uform_fail(uform_out_of_memory_k, "uform_encode_images: cannot hold %zu patches", capacity);
+    size_t capacity = context->workspace.cells, values = uform_patch_length_k;
+    /* Decoding runs on the pool, two images a thread at a time; packing and the passes keep the images' order. */
+    size_t chunk = 2 * uform_pool_threads(context->pool);
+    chunk = chunk < count ? chunk : count;
+    float *patches = malloc(capacity * values * sizeof(float));
+    uform_decoded_t *decoded = calloc(chunk, sizeof(*decoded));
+    float *buffers = malloc(chunk * most * values * sizeof(float));
     uform_status_t status = uform_ok_k;
+    if (!patches || !decoded || !buffers)
+        status = uform_fail(uform_out_of_memory_k, "uform_encode_images: cannot hold %zu patches and %zu decoded images", capacity, chunk);
+    for (size_t i = 0; status == uform_ok_k && i < chunk; ++i) decoded[i].patches = buffers + i * most * values;
+    size_t chunk_first = 0, chunk_count = 0; /* the decoded images [chunk_first, chunk_first + chunk_count) */
     for (size_t done = 0; done < count && status == uform_ok_k;) {
         uform_packer_t packer = {.context = context};
-        size_t first = done, rows, columns;
+        size_t first = done;
         while (done < count && status == uform_ok_k) {
             if (capacity - packer.cells < most) break; /* the next image might not fit this pass */
-            status = uform_image_to_patches_(&images[done], done, most, patches + packer.cells * uform_patch_length_k, &rows,
-                                             &columns);
-            if (status != uform_ok_k) break;
-            uform_packer_add_image_(&packer, packer.cells, rows, columns);
+            if (done == chunk_first + chunk_count) {
+                chunk_first = done, chunk_count = count - done < chunk ? count - done : chunk;
+                uform_decode_job_t job = {images, chunk_first, most, decoded};
+                uform_pool_for(context->pool, chunk_count, uform_decode_task_, &job);
+            }
+            uform_decoded_t const *d = &decoded[done - chunk_first];
+            if ((status = d->status) != uform_ok_k) {
+                status = uform_fail(status, "%s", d->message);
+                break;
+            }
+            memcpy(patches + packer.cells * values, d->patches, d->rows * d->columns * values * sizeof(float));
+            uform_packer_add_image_(&packer, packer.cells, d->rows, d->columns);
             done++;
         }
         if (status != uform_ok_k) break;
@@ -206,7 +246,7 @@ uform_status_t uform_context_encode_images(uform_context_t *context, uform_image
         status = uform_context_pass(context, &pass);
         if (status == uform_ok_k) uform_write_embeddings_(context, done - first, width, embeddings + first * width);
     }
-    free(patches);
+    free(patches), free(decoded), free(buffers);
     return status;
 }
 

@@ -2,7 +2,8 @@
 # (`uform encode --image`, `--records`): against the float64 reference (the documented resize,
 # then reference.encode_segment and the pool) within bounds.py's Float32 bound; the three formats
 # and decoded pixels agree with uform_forward over the same patches; texts and images share one
-# output in input order; broken files and models without the vision frontend are refused by name.
+# output in input order; images decoded across the context's threads as on one; broken files and
+# models without the vision frontend are refused by name.
 
 import io
 import json
@@ -72,6 +73,27 @@ def test_encode_images_refuses_bad_input(library, vision_model, python_model):
         with pytest.raises(UFormError) as error:
             handle.encode_images(photos()[:1])
         assert error.value.status == 5 and "vision" in error.value.message
+
+
+def test_images_decode_across_threads(library, vision_model):
+    """Eleven images (more than a chunk of two a thread) decoded on three threads: the same
+    embeddings as one thread, in input order; of two broken files the first is the one named."""
+    photos_list = [np.roll(photo, k, axis=1) for k in range(4) for photo in photos()][:11]
+    encoded = [png_bytes(photo) for photo in photos_list]
+    with library.open(vision_model) as handle:
+        handle.set_threads(1)
+        serial = handle.encode_images(encoded)
+        handle.set_threads(3)
+        threaded = handle.encode_images(encoded)
+        alone = handle.encode_images(encoded[7:8])
+        broken = list(encoded)
+        broken[6], broken[9] = broken[6][:90], broken[9][:70]
+        with pytest.raises(UFormError) as error:
+            handle.encode_images(broken)
+    np.testing.assert_array_equal(threaded, serial)
+    np.testing.assert_allclose(threaded[7:8], alone, atol=1e-6)
+    assert not np.allclose(threaded[7], threaded[8], atol=1e-3)  # distinct images: the order shows
+    assert error.value.status == 3 and "image 6" in error.value.message and "image 9" not in error.value.message
 
 
 @pytest.fixture(scope="module")
