@@ -11,8 +11,9 @@ recall the images must not cost. Prints one table and writes OUT/image_run.json.
 The step count fills the time given: a probe runs all three for --probe steps at once and times
 their steps (log.jsonl's seconds, past the first quarter), then each gets the steps that fit.
 
-    python3 scripts/device/image_run.py --build BUILD [--seconds 300] [--rows 32] [--steps N]
-                                        [--gettext-limit 5000] [--tier tiny] [--device cuda] [--out DIR]
+    python3 scripts/device/image_run.py --build BUILD [--seconds 300] [--rows 32] [--steps N] [--seed 0]
+                                        [--runs images,text-half,text-all] [--gettext-limit 5000] [--tier tiny]
+                                        [--device cuda] [--out DIR]
 
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
@@ -36,7 +37,7 @@ def train(build, name, steps, args, folder):
     """A started uform_base process for one run into folder/name."""
     mixture, share = RUNS[name]
     command = [str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
-               "--steps", str(steps), "--device", args.device, "--seed", "0", "--image-cache-mb", str(args.image_cache_mb),
+               "--steps", str(steps), "--device", args.device, "--seed", str(args.seed), "--image-cache-mb", str(args.image_cache_mb),
                "--save-every", str(max(1, steps // 4)), "--output", str(folder / name), "--quiet"]
     log = open(folder / f"{name}.log", "w")
     return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
@@ -95,14 +96,21 @@ def main():
     parser.add_argument("--device", default="cuda", help="cuda (default), or cpu for a quick look at the script itself")
     parser.add_argument("--image-cache-mb", type=int, default=16384)
     parser.add_argument("--gettext-limit", type=int, default=5000)
+    parser.add_argument("--seed", type=int, default=0, help="every run's seed (default 0): another seed repeats the comparison")
+    parser.add_argument("--runs", default=",".join(RUNS), help="the runs to make, of images,text-half,text-all (default all)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
     args = parser.parse_args()
+    runs = args.runs.split(",")
+    if "images" not in runs or any(name not in RUNS for name in runs):
+        parser.error(f"--runs takes images and any of text-half, text-all, not {args.runs}")
+    for name in [name for name in RUNS if name not in runs]:
+        del RUNS[name]
     build, out = (ROOT / args.build).resolve(), pathlib.Path(args.out)
     folder = pathlib.Path("/tmp/uform-image-run")
     subprocess.run(["rm", "-rf", str(folder)], check=True)
     folder.mkdir(parents=True)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "wall": {}}
+    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "wall": {}}
 
     started = time.time()
     steps = args.steps
