@@ -157,7 +157,8 @@ def main():
     report["wall"]["eval"] = time.time() - began
     report["table"] = table
     times = ", ".join(f"{name} {report[name + '_step_seconds'] * 1e3:.1f} ms" for name in RUNS)
-    print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, the three runs at once on one GPU (a step: {times})")
+    print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, seed {args.seed}, the {len(RUNS)} runs at once on one GPU "
+          f"(a step: {times})")
     print(f"{'set':8} {'pairs':>6} {'direction':16} {'run':9} {'R@1':>7} {'R@10':>7} {'baseline':>9} {'its R@1':>8} {'x':>7}")
     for row in table:
         times = f"{row['times_baseline']:.0f}x" if row["times_baseline"] is not None else "-"
