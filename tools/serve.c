@@ -516,6 +516,7 @@ typedef struct {
     size_t index;
 } uform_ranked_t;
 
+/* Higher scores first; ties keep the documents' order. */
 static int uform_ranked_order_(void const *left, void const *right) {
     uform_ranked_t const *a = left, *b = right;
     if (a->score != b->score) return a->score > b->score ? -1 : 1;
