@@ -188,12 +188,20 @@ static void uform_printf_(uform_buffer_t *buffer, char const *format, ...) {
 
 /* Appends `length` bytes of UTF-8 as a JSON string, quotes included. */
 static void uform_append_string_(uform_buffer_t *buffer, char const *text, size_t length) {
-    json_t *string = json_stringn_nocheck(text, length);
+    json_t *string = json_stringn(text, length);
     char *encoded = string ? json_dumps(string, JSON_ENCODE_ANY) : NULL;
+    json_decref(string);
+    if (!encoded && !buffer->failed) { /* not UTF-8 (a header, an argument): its ASCII, the rest as '?' */
+        char *ascii = malloc(length + 1);
+        for (size_t i = 0; ascii && i < length; ++i) ascii[i] = (unsigned char)text[i] < 0x80 && text[i] ? text[i] : '?';
+        string = ascii ? json_stringn(ascii, length) : NULL;
+        encoded = string ? json_dumps(string, JSON_ENCODE_ANY) : NULL;
+        json_decref(string);
+        free(ascii);
+    }
     if (encoded) uform_append_(buffer, encoded, strlen(encoded));
     else buffer->failed = 1;
     free(encoded);
-    json_decref(string);
 }
 
 static void uform_append_base64_(uform_buffer_t *buffer, uint8_t const *bytes, size_t length) {
@@ -685,9 +693,10 @@ static enum MHD_Result uform_headers_(uform_server_t *server, struct MHD_Connect
                                 "a valid API key is required: 'Authorization: Bearer KEY'");
     }
     char const *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (length && strtoull(length, NULL, 10) > server->options.max_request_bytes)
+    unsigned long long declared = length ? strtoull(length, NULL, 10) : 0;
+    if (declared > server->options.max_request_bytes)
         return uform_error_(server, connection, request, 413, "request_too_large",
-                            "the request body of %s bytes is over the limit of %llu (--max-request-bytes)", length,
+                            "the request body of %llu bytes is over the limit of %llu (--max-request-bytes)", declared,
                             server->options.max_request_bytes);
     return MHD_YES;
 }
@@ -893,6 +902,12 @@ int uform_serve(int argc, char **argv) {
     int ipv6 = 0;
     if (!uform_address_(options, &address, &ipv6)) return 2;
 
+    /* Blocked before any thread starts (the contexts' pools too), so that only sigwait below takes them. */
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGTERM), sigaddset(&signals, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &signals, NULL);
+    signal(SIGPIPE, SIG_IGN);
     pthread_mutex_init(&server.lock, NULL);
     pthread_cond_init(&server.work, NULL);
     uform_status_t status = uform_model_open(options->model_path, &server.model);
@@ -917,12 +932,6 @@ int uform_serve(int argc, char **argv) {
         return code;
     }
 
-    /* Every thread started from here inherits the blocked signals; this one takes them with sigwait. */
-    sigset_t signals;
-    sigemptyset(&signals);
-    sigaddset(&signals, SIGTERM), sigaddset(&signals, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &signals, NULL);
-    signal(SIGPIPE, SIG_IGN);
     size_t started = 0;
     for (; started < options->workers; ++started)
         if (pthread_create(&server.workers[started].thread, NULL, uform_worker_main_, &server.workers[started])) break;
