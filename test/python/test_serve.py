@@ -37,8 +37,9 @@ class Server:
 
     def __init__(self, cli, model, *flags, directory):
         self.log = pathlib.Path(directory) / f"serve_{time.monotonic_ns()}.log"
-        self.process = subprocess.Popen([str(cli), "serve", "--model", str(model), "--host", "127.0.0.1", "--port", "0",
-                                         *map(str, flags)], stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+        with open(self.log, "w") as stderr:  # the child keeps its own copy
+            self.process = subprocess.Popen([str(cli), "serve", "--model", str(model), "--host", "127.0.0.1", "--port", "0",
+                                             *map(str, flags)], stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             found = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log.read_text())
