@@ -359,6 +359,16 @@ def test_sigterm_drains_in_flight_requests(cli, serve_model, tmp_path):
         socket.create_connection(("127.0.0.1", running.port), timeout=5)
 
 
+def test_verbose_logs_one_line_per_request(cli, serve_model, server, tmp_path):
+    running = Server(cli, serve_model, "--verbose", directory=tmp_path)
+    assert running.request("POST", "/v1/embeddings", {"input": "one"})[0] == 200
+    assert running.request("GET", "/nowhere")[0] == 404
+    assert running.stop() == 0
+    lines = [line for line in running.log.read_text().splitlines() if " ms" in line and "bytes in" in line]
+    assert len(lines) == 2 and "/v1/embeddings 200" in lines[0] and "other 404" in lines[1], lines
+    assert "bytes in" not in server.log.read_text()  # without --verbose: no line per request
+
+
 def test_sigint_with_pool_threads_exits_0(cli, serve_model, tmp_path):
     """SIGINT, with the contexts' pool threads running beside the workers, ends as SIGTERM does."""
     running = Server(cli, serve_model, "--workers", "2", "--threads", "2", directory=tmp_path)
