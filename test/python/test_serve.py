@@ -255,6 +255,29 @@ def test_bad_requests_get_400(server, route, body, names):
     assert server.request("GET", "/health") == (200, {"status": "ok"})
 
 
+def test_mutated_requests_never_get_500(server):
+    """Seeded byte mutations of valid bodies: each is answered 200 or 400, never 500, never a crash."""
+    generator = np.random.default_rng(17)
+    valid = [(b"/v1/embeddings", json.dumps({"input": ["hello", "world"], "dimensions": 64, "encoding_format": "base64"}).encode()),
+             (b"/v1/rerank", json.dumps({"query": "cat", "documents": ["a", {"text": "b"}], "top_n": 1}).encode())]
+    for trial in range(300):
+        route, body = valid[trial % 2]
+        mutated = bytearray(body)
+        for _ in range(int(generator.integers(1, 4))):
+            position = int(generator.integers(0, len(mutated)))
+            choice = int(generator.integers(0, 3))
+            if choice == 0:
+                mutated[position] = int(generator.integers(0, 256))
+            elif choice == 1:
+                del mutated[position]
+            else:
+                mutated[position:position] = bytes([int(generator.integers(0, 256))])
+        status, answer = server.request("POST", route.decode(), bytes(mutated))
+        assert status in (200, 400), (bytes(mutated), status, answer)
+        assert status == 200 or answer["error"]["message"], answer
+    assert server.request("GET", "/health") == (200, {"status": "ok"})
+
+
 def test_routes_and_methods(server):
     assert server.request("GET", "/nowhere")[0] == 404
     assert server.request("POST", "/v1/chat/completions", {"x": 1})[0] == 404
