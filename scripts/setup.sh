@@ -7,7 +7,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 packages=(build-essential cmake pkg-config git libopenblas-dev libjansson-dev zlib1g-dev libzstd-dev libsnappy-dev
-          libpng-dev libjpeg62-turbo-dev libwebp-dev python3-dev)
+          libpng-dev libjpeg62-turbo-dev libwebp-dev libmicrohttpd-dev python3-dev curl)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -18,8 +18,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
 fi
-python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow, PIL, fontTools" 2>/dev/null ||
-  python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow pillow fonttools
+python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow, PIL, fontTools, openai" 2>/dev/null ||
+  python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow pillow fonttools openai
 # cuDNN's header-only C++ frontend (for the CUDA backend's fused attention): PyPI ships it inside
 # its wheel; only the headers are kept, in third_party/ (git-ignored).
 frontend=third_party/cudnn-frontend

@@ -1,4 +1,4 @@
-/*  uform.c: the `uform` command: init, info, encode, calibrate and rerank over the C ABI. */
+/*  uform.c: the `uform` command: init, info, encode, calibrate, rerank and serve over the C ABI. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "serve.h"
 #include "uform/uform.h"
 
 static char const *const uform_usage_ =
@@ -16,7 +17,8 @@ static char const *const uform_usage_ =
     "  info     print a checkpoint's configuration and parameter count\n"
     "  encode   embed one text per line of standard input\n"
     "  calibrate  write int8/uint8 calibration ranges from the embeddings of standard input's texts\n"
-    "  rerank   score one document per line of standard input against a query (MaxSim)\n";
+    "  rerank   score one document per line of standard input against a query (MaxSim)\n"
+    "  serve    an HTTP server of embeddings and reranking (OpenAI's and Cohere/Jina's shapes)\n";
 
 static char const *const uform_init_usage_ =
     "usage: uform init --tier TIER --output DIR [--seed S] [--frontends LIST]\n"
@@ -600,6 +602,7 @@ int main(int argc, char **argv) {
         printf("uform %s\n", uform_version());
         return 0;
     }
+    if (!strcmp(argv[1], "serve")) return uform_serve(argc, argv);
     uform_options_t options = {0};
     struct {
         char const *verb, *usage, *flags;
