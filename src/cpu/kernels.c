@@ -87,6 +87,9 @@ uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, u
  * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the
  * OS's XSAVE support for the wide registers). */
 uform_kernels_t const *const uform_kernels_all[] = {
+#if defined(UFORM_HAVE_AMX)
+    &uform_kernels_amx,
+#endif
 #if defined(UFORM_HAVE_AVX512BF16)
     &uform_kernels_avx512bf16,
 #endif
@@ -101,6 +104,11 @@ uform_kernels_t const *const uform_kernels_all[] = {
 int uform_kernels_runs(char const *name) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+#if defined(UFORM_HAVE_AMX)
+    /* Its softmax, SwiGLU and rounding are avx512bf16's; Linux must also grant the tile state. */
+    if (!strcmp(name, "amx")) return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                                        uform_kernels_runs("avx512bf16") && uform_amx_permitted();
+#endif
 #if defined(UFORM_HAVE_AVX512BF16)
     if (!strcmp(name, "avx512bf16")) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                                                    __builtin_cpu_supports("avx512vl");
