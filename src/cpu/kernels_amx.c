@@ -76,7 +76,9 @@ static inline void uform_amx_multiply_(uint16_t const *a, uint16_t const *a_seco
 
 /* C [row_tiles tiles of rows, panels of 16 columns] of one block: the whole depth steps of 16 pairs
  * straight from A and B, the tail of `tail` pairs from zero-padded copies (`b_tail`, both panels,
- * made by the caller), and the stores, through a scratch tile where the last panel is partial. */
+ * made by the caller), and the stores, through a scratch tile where the last panel is partial.
+ * `next` (or NULL): the next pair of panels, prefetched a step's share at a time, so that the
+ * weights arrive from memory while this pair's first block computes. */
 static void uform_amx_block_(uint16_t const *a, size_t a_stride, uint16_t const *b, size_t pairs, size_t steps,
                              size_t tail, uint16_t const *b_tail, size_t rows, int panels, size_t valid, float *c,
                              size_t c_stride, char const *next) {
