@@ -101,7 +101,8 @@ static void uform_amx_block_(uint16_t const *a, size_t a_stride, uint16_t const 
             memcpy(a_tail[r / uform_amx_rows_k][r % uform_amx_rows_k], a + r * a_stride + steps * 2 * uform_amx_pairs_k,
                    tail * 2 * sizeof(uint16_t));
         uform_amx_read_(a_tail);
-        uform_amx_multiply_(&a_tail[0][0][0], &a_tail[1][0][0], 64, b_tail, b_tail + uform_amx_pairs_k * 32, row_tiles, panels);
+        uform_amx_multiply_(&a_tail[0][0][0], &a_tail[1][0][0], 64, b_tail, b_tail + uform_amx_pairs_k * 32, row_tiles,
+                            panels);
     }
     size_t c_bytes = c_stride * sizeof(float);
     float *c_second = c + c_stride * uform_amx_rows_k;
@@ -141,7 +142,8 @@ static void uform_amx_rows_(uint16_t const *a, size_t a_stride, uint16_t const *
         if (tail) {
             memset(b_tail, 0, sizeof(b_tail));
             for (int p = 0; p < group; ++p)
-                memcpy(b_tail[p], b + ((size_t)p * pairs + steps * uform_amx_pairs_k) * 32, tail * 32 * sizeof(uint16_t));
+                memcpy(b_tail[p], b + ((size_t)p * pairs + steps * uform_amx_pairs_k) * 32,
+                       tail * 32 * sizeof(uint16_t));
             uform_amx_read_(b_tail);
         }
         for (size_t row = first; row < last; row += 2 * uform_amx_rows_k) {
@@ -162,7 +164,8 @@ static void uform_gemm_amx_(uint16_t const *a, size_t a_stride, uint16_t const *
         uform_amx_rows_(a, a_stride, packed, c, c_stride, 0, whole, width, pairs);
     }
     if (rest) {
-        uform_amx_configure_(rest < uform_amx_rows_k ? rest : uform_amx_rows_k, rest > uform_amx_rows_k ? rest - uform_amx_rows_k : 0);
+        size_t first = rest < uform_amx_rows_k ? rest : uform_amx_rows_k;
+        uform_amx_configure_(first, rest - first);
         uform_amx_rows_(a, a_stride, packed, c, c_stride, whole, rows, width, pairs);
     }
     _tile_release(); /* the 8 KiB tile state need not be saved at the next context switch */
@@ -171,7 +174,8 @@ static void uform_gemm_amx_(uint16_t const *a, size_t a_stride, uint16_t const *
 /* Only the product has tiles: the rest is avx512bf16's. */
 static void uform_softmax_bf16_amx_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                                     uint16_t *probabilities, size_t probabilities_stride, float *sums) {
-    uform_kernels_avx512bf16.softmax_bf16(scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
+    uform_kernels_avx512bf16.softmax_bf16(scores, rows, columns, stride, scale, probabilities, probabilities_stride,
+                                          sums);
 }
 
 static void uform_swiglu_bf16_amx_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
