@@ -8,7 +8,7 @@
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
-#                           [--kernels avx512bf16,avx512f,avx2]
+#                           [--kernels amx,avx512bf16,avx512f,avx2]
 #                           [--build build] [--peers DIR] [--output FILE]
 import argparse
 import json

@@ -1,4 +1,4 @@
-/*  gemm.c: single-thread GFLOP/s of every BF16 kernel table this CPU runs (kernels.h: avx512bf16,
+/*  gemm.c: single-thread GFLOP/s of every BF16 kernel table this CPU runs (kernels.h: amx, avx512bf16,
  *  avx512f, avx2, generic) against OpenBLAS sgemm, at the encoder's product shapes for a width, with
  *  128-row tiles as the forward pass issues them. Prints the CPU class, a table with a column per
  *  table, and one JSON line per shape and table (stderr).

@@ -14,11 +14,19 @@ size_t uform_packed_size(size_t width, size_t depth) {
 }
 
 /* Layout: for each panel of 16 B rows, for each depth pair, 16 x (B[i][2k], B[i][2k+1]). */
-#define UFORM_PACK_BODY(CONVERT)                                                                                    \
+#define UFORM_PACK_BODY(TYPE, CONVERT)                                                                              \
     size_t pairs = (depth + 1) / 2, panels = (width + 15) / 16;                                                     \
     for (size_t panel = 0; panel < panels; ++panel)                                                                 \
         for (size_t pair = 0; pair < pairs; ++pair) {                                                               \
             uint16_t *target = packed + (panel * pairs + pair) * 32;                                                \
+            if (panel * 16 + 16 <= width && 2 * pair + 2 <= depth) { /* a whole panel and pair: no tests */         \
+                TYPE const *first = b + panel * 16 * width_stride + 2 * pair * depth_stride;                        \
+                for (size_t lane = 0; lane < 16; ++lane) {                                                          \
+                    target[lane * 2] = CONVERT(first[lane * width_stride]);                                         \
+                    target[lane * 2 + 1] = CONVERT(first[lane * width_stride + depth_stride]);                      \
+                }                                                                                                   \
+                continue;                                                                                           \
+            }                                                                                                       \
             for (size_t lane = 0; lane < 16; ++lane)                                                                \
                 for (size_t half = 0; half < 2; ++half) {                                                           \
                     size_t row = panel * 16 + lane, column = 2 * pair + half;                                       \
@@ -30,12 +38,12 @@ size_t uform_packed_size(size_t width, size_t depth) {
 #define UFORM_SAME_(x) (x)
 void uform_pack_f32(float const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
                     uint16_t *packed) {
-    UFORM_PACK_BODY(uform_f32_to_bf16)
+    UFORM_PACK_BODY(float, uform_f32_to_bf16)
 }
 
 void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
                      uint16_t *packed) {
-    UFORM_PACK_BODY(UFORM_SAME_)
+    UFORM_PACK_BODY(uint16_t, UFORM_SAME_)
 }
 
 static void uform_gemm_generic_(uint16_t const *a, size_t a_stride, uint16_t const *packed, float *c, size_t c_stride,
@@ -87,6 +95,9 @@ uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, u
  * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the
  * OS's XSAVE support for the wide registers). */
 uform_kernels_t const *const uform_kernels_all[] = {
+#if defined(UFORM_HAVE_AMX)
+    &uform_kernels_amx,
+#endif
 #if defined(UFORM_HAVE_AVX512BF16)
     &uform_kernels_avx512bf16,
 #endif
@@ -101,6 +112,11 @@ uform_kernels_t const *const uform_kernels_all[] = {
 int uform_kernels_runs(char const *name) {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
+#if defined(UFORM_HAVE_AMX)
+    /* Its softmax, SwiGLU and rounding are avx512bf16's; Linux must also grant the tile state. */
+    if (!strcmp(name, "amx")) return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                                        uform_kernels_runs("avx512bf16") && uform_amx_permitted();
+#endif
 #if defined(UFORM_HAVE_AVX512BF16)
     if (!strcmp(name, "avx512bf16")) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
                                                    __builtin_cpu_supports("avx512vl");

@@ -1,9 +1,9 @@
 /*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time (kernels.c),
- *  the first this CPU runs of: "avx512bf16" (VDPBF16PS), "avx512f" and "avx2" (BF16 widened to
- *  Float32, FMA; kernels_widen.h), "generic" (plain C); on Intel "avx512f" goes ahead of
- *  "avx512bf16", which measured slower there. All share one packed layout of B.
- *  `UFORM_CPU=<name>` in the environment picks a table by name (one the CPU cannot run is refused
- *  with a note on stderr), so tests and benchmarks can run each. */
+ *  the first this CPU runs of: "amx" (TDPBF16PS on AMX tiles, where Linux grants the tile state),
+ *  "avx512bf16" (VDPBF16PS), "avx512f" and "avx2" (BF16 widened to Float32, FMA; kernels_widen.h),
+ *  "generic" (plain C); on Intel "avx512f" goes ahead of "avx512bf16", which measured slower there.
+ *  All share one packed layout of B. `UFORM_CPU=<name>` in the environment picks a table by name
+ *  (one the CPU cannot run is refused with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
 #define UFORM_CPU_KERNELS_H
 
@@ -27,7 +27,7 @@ typedef struct uform_kernels_t {
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
-/** The tables in order of preference (on Intel, avx512f before avx512bf16), ending with NULL,
+/** The tables in order of preference (amx first; on Intel, avx512f before avx512bf16), ending with NULL,
  *  whether or not this CPU runs them. */
 extern uform_kernels_t const *const uform_kernels_all[];
 /** Whether this CPU (and its OS) runs the named table. */
@@ -56,5 +56,8 @@ extern uform_kernels_t const uform_kernels_generic;
 extern uform_kernels_t const uform_kernels_avx2;
 extern uform_kernels_t const uform_kernels_avx512f;
 extern uform_kernels_t const uform_kernels_avx512bf16;
+extern uform_kernels_t const uform_kernels_amx;
+/** Whether Linux granted this process the AMX tile state (asked once; kernels_amx.c). */
+int uform_amx_permitted(void);
 
 #endif

@@ -2,6 +2,7 @@
 # checkpoints the suites share. A missing library, planted control or CLI fails loudly; nothing
 # is skipped silently.
 
+import ctypes
 import os
 import pathlib
 import shutil
@@ -19,7 +20,7 @@ BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build")
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
 IMAGE_PLANTS = ("patch_transposed", "rope_axis")  # planted bugs that only images show (test_images.py)
-CPU_KERNELS = ("avx512bf16", "avx512f", "avx2", "generic")  # the BF16 kernel tables (src/cpu/kernels.h)
+CPU_KERNELS = ("amx", "avx512bf16", "avx512f", "avx2", "generic")  # the BF16 kernel tables (src/cpu/kernels.h)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
 
@@ -49,11 +50,18 @@ def cpu_flags():
     return set()
 
 
+def amx_granted():
+    """Whether Linux grants this process the AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM, XTILEDATA)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(158, 0x1023, 18) == 0  # SYS_arch_prctl on x86-64
+
+
 def cpu_runs(kernels):
     """Whether this CPU runs a kernel table, by the flags each one needs (kernels.c)."""
-    needs = {"avx512bf16": {"avx512_bf16", "avx512bw", "avx512vl"}, "avx512f": {"avx512f"}, "avx2": {"avx2", "fma"},
+    needs = {"amx": {"amx_bf16", "amx_tile", "avx512_bf16", "avx512bw", "avx512vl"},
+             "avx512bf16": {"avx512_bf16", "avx512bw", "avx512vl"}, "avx512f": {"avx512f"}, "avx2": {"avx2", "fma"},
              "generic": set()}[kernels]
-    return needs <= cpu_flags()
+    return needs <= cpu_flags() and (kernels != "amx" or amx_granted())
 
 
 def pinned(path, kernels, directory):
@@ -61,7 +69,7 @@ def pinned(path, kernels, directory):
     its own in this process, with its own once-only choice (kernels.c), made here under UFORM_CPU.
     Skips, saying so, where this CPU cannot run the table."""
     if not cpu_runs(kernels):
-        pytest.skip(f"this CPU cannot run the {kernels} kernels (flags {sorted(cpu_flags() & {'avx2', 'fma', 'avx512f', 'avx512_bf16'})})")
+        pytest.skip(f"this CPU cannot run the {kernels} kernels (flags {sorted(cpu_flags() & {'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile'})})")
     copy = pathlib.Path(directory) / f"{pathlib.Path(path).stem}_{kernels}.so"
     shutil.copyfile(path, copy)
     saved = os.environ.get("UFORM_CPU")
