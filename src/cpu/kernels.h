@@ -52,6 +52,12 @@ void uform_pack_f32(float const *b, size_t width, size_t depth, size_t width_str
 void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
                      uint16_t *packed);
 
+/* The avx512bf16 and amx tables' elementwise kernels (kernels_avx512_elementwise.c). */
+void uform_softmax_bf16_avx512bf16(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                                   uint16_t *probabilities, size_t probabilities_stride, float *sums);
+void uform_swiglu_bf16_avx512bf16(float const *gate_up, size_t rows, size_t width, uint16_t *hidden);
+void uform_round_bf16_avx512bf16(float const *source, uint16_t *target, size_t count);
+
 extern uform_kernels_t const uform_kernels_generic;
 extern uform_kernels_t const uform_kernels_avx2;
 extern uform_kernels_t const uform_kernels_avx512f;

@@ -171,20 +171,6 @@ static void uform_gemm_amx_(uint16_t const *a, size_t a_stride, uint16_t const *
     _tile_release(); /* the 8 KiB tile state need not be saved at the next context switch */
 }
 
-/* Only the product has tiles: the rest is avx512bf16's. */
-static void uform_softmax_bf16_amx_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
-                                    uint16_t *probabilities, size_t probabilities_stride, float *sums) {
-    uform_kernels_avx512bf16.softmax_bf16(scores, rows, columns, stride, scale, probabilities, probabilities_stride,
-                                          sums);
-}
-
-static void uform_swiglu_bf16_amx_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
-    uform_kernels_avx512bf16.swiglu_bf16(gate_up, rows, width, hidden);
-}
-
-static void uform_round_bf16_amx_(float const *source, uint16_t *target, size_t count) {
-    uform_kernels_avx512bf16.round_bf16(source, target, count);
-}
-
-uform_kernels_t const uform_kernels_amx = {"amx", uform_gemm_amx_, uform_softmax_bf16_amx_, uform_swiglu_bf16_amx_,
-                                           uform_round_bf16_amx_};
+/* Only the product has tiles: the rest is avx512bf16's (kernels_avx512_elementwise.c). */
+uform_kernels_t const uform_kernels_amx = {"amx", uform_gemm_amx_, uform_softmax_bf16_avx512bf16, uform_swiglu_bf16_avx512bf16,
+                                           uform_round_bf16_avx512bf16};

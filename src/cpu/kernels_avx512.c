@@ -1,7 +1,7 @@
 /*  kernels_avx512.c: BF16 kernels for CPUs with AVX512-BF16 (Zen 4, Cooper Lake, Sapphire Rapids).
  *  The product is an outer-product micro-kernel: up to 6 rows of A against up to 64 columns of B,
  *  24 Float32 accumulators held in registers, one VDPBF16PS per accumulator per depth pair.
- *  Softmax and SwiGLU are the avx512f table's. Compiled with AVX-512 flags and only called after a
+ *  Softmax, SwiGLU and rounding are kernels_avx512_elementwise.c's. Compiled with AVX-512 flags and only called after a
  *  CPU check (kernels.c). */
 #include <immintrin.h>
 #include <string.h>
@@ -63,26 +63,6 @@ static void uform_gemm_avx512_(uint16_t const *a, size_t a_stride, uint16_t cons
     }
 }
 
-static void uform_round_bf16_avx512_(float const *source, uint16_t *target, size_t count) {
-    size_t i = 0;
-    for (; i + 16 <= count; i += 16)
-        _mm256_storeu_si256((__m256i *)(target + i), (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(source + i)));
-    if (i < count) {
-        __mmask16 mask = (__mmask16)((1u << (count - i)) - 1);
-        __m256i rounded = (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, source + i));
-        _mm256_mask_storeu_epi16(target + i, mask, rounded);
-    }
-}
-
-/* Softmax and SwiGLU are avx512f's (kernels_widen.h): only the product and the rounding have a BF16 instruction. */
-static void uform_softmax_bf16_avx512_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
-                                       uint16_t *probabilities, size_t probabilities_stride, float *sums) {
-    uform_kernels_avx512f.softmax_bf16(scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
-}
-
-static void uform_swiglu_bf16_avx512_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
-    uform_kernels_avx512f.swiglu_bf16(gate_up, rows, width, hidden);
-}
-
-uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx512_, uform_softmax_bf16_avx512_,
-                                                   uform_swiglu_bf16_avx512_, uform_round_bf16_avx512_};
+/* Softmax, SwiGLU and rounding: kernels_avx512_elementwise.c's, with the native BF16 store. */
+uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx512_, uform_softmax_bf16_avx512bf16,
+                                                   uform_swiglu_bf16_avx512bf16, uform_round_bf16_avx512bf16};

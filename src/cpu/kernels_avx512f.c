@@ -2,48 +2,12 @@
  *  Zen 4 takes kernels_avx512.c): kernels_widen.h over 16-lane vectors, one vector per panel, tiles
  *  of up to 6 rows of A against 3 panels of B (18 accumulators, 6 widened B vectors). AVX-512F
  *  instructions only; compiled with -mavx512f -mfma and only called after a CPU check (kernels.c). */
-#include <immintrin.h>
-#include <stdint.h>
-
-typedef __m512 uform_v_t;
-#define UFORM_LANES 16
 #define UFORM_TILE_ROWS_MOST 6
 #define UFORM_TILE_PANELS_MOST 3
 #define UFORM_WIDEN_TABLE uform_kernels_avx512f
 #define UFORM_WIDEN_NAME "avx512f"
 
-static inline __m512 uform_v_zero(void) { return _mm512_setzero_ps(); }
-static inline __m512 uform_v_set1(float x) { return _mm512_set1_ps(x); }
-static inline __m512 uform_v_load(float const *p) { return _mm512_loadu_ps(p); }
-static inline void uform_v_store(float *p, __m512 x) { _mm512_storeu_ps(p, x); }
-static inline __m512 uform_v_add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
-static inline __m512 uform_v_sub(__m512 a, __m512 b) { return _mm512_sub_ps(a, b); }
-static inline __m512 uform_v_mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
-static inline __m512 uform_v_div(__m512 a, __m512 b) { return _mm512_div_ps(a, b); }
-static inline __m512 uform_v_max(__m512 a, __m512 b) { return _mm512_max_ps(a, b); }
-static inline __m512 uform_v_min(__m512 a, __m512 b) { return _mm512_min_ps(a, b); }
-static inline __m512 uform_v_fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
-static inline __m512 uform_v_fnma(__m512 a, __m512 b, __m512 c) { return _mm512_fnmadd_ps(a, b, c); }
-static inline __m512 uform_v_round(__m512 x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT); }
-static inline __m512 uform_v_scale(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
-static inline float uform_v_sum(__m512 x) { return _mm512_reduce_add_ps(x); }
-static inline float uform_v_largest(__m512 x) { return _mm512_reduce_max_ps(x); }
-static inline __m512 uform_v_even(uint16_t const *pairs) {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(pairs), 16));
-}
-static inline __m512 uform_v_odd(uint16_t const *pairs) {
-    return _mm512_castsi512_ps(_mm512_and_si512(_mm512_loadu_si512(pairs), _mm512_set1_epi32((int)0xffff0000u)));
-}
-static inline void uform_v_store_bf16(uint16_t *target, __m512 x) {
-    __m512i bits = _mm512_castps_si512(x);
-    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-    __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7fff))), 16);
-    __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
-    __mmask16 nan = _mm512_cmpgt_epi32_mask(magnitude, _mm512_set1_epi32(0x7f800000));
-    __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x0040));
-    _mm256_storeu_si256((__m256i *)target, _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, nan, quiet)));
-}
-
+#include "cpu/kernels_avx512_vector.h"
 #include "cpu/kernels_widen.h"
 
 #define UFORM_WIDEN_TILE_ROW(R) UFORM_WIDEN_TILE(R, 1) UFORM_WIDEN_TILE(R, 2) UFORM_WIDEN_TILE(R, 3)

@@ -1,0 +1,20 @@
+/*  kernels_avx512_elementwise.c: the avx512bf16 (and amx) tables' softmax, SwiGLU and rounding:
+ *  kernels_widen.h's bodies over 16-lane vectors with the native BF16 store (VCVTNEPS2BF16) in place
+ *  of avx512f's integer rounding. Compiled with AVX512-BF16 flags and only called after a CPU check
+ *  (kernels.c). */
+#define UFORM_NATIVE_BF16 1
+#include "cpu/kernels_avx512_vector.h"
+#include "cpu/kernels_widen.h"
+
+void uform_softmax_bf16_avx512bf16(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                                   uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+    uform_softmax_bf16_widen_(scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
+}
+
+void uform_swiglu_bf16_avx512bf16(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
+    uform_swiglu_bf16_widen_(gate_up, rows, width, hidden);
+}
+
+void uform_round_bf16_avx512bf16(float const *source, uint16_t *target, size_t count) {
+    uform_round_bf16_widen_(source, target, count);
+}
