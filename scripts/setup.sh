@@ -18,8 +18,8 @@ if [ "${#missing[@]}" -gt 0 ]; then
   $sudo_ apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -qq "${missing[@]}"
 fi
-python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow, PIL, fontTools, openai" 2>/dev/null ||
-  python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow pillow fonttools openai
+python3 -c "import numpy, safetensors, pytest, matplotlib, pyarrow, PIL, fontTools, openai, scikit_build_core" 2>/dev/null ||
+  python3 -m pip install --quiet numpy safetensors pytest matplotlib pyarrow pillow fonttools openai scikit-build-core
 # cuDNN's header-only C++ frontend (for the CUDA backend's fused attention): PyPI ships it inside
 # its wheel; only the headers are kept, in third_party/ (git-ignored).
 frontend=third_party/cudnn-frontend

@@ -1,8 +1,8 @@
 /*  image_decode.h (internal): JPEG decoding and the resize into patches on the GPU, the device twin
  *  of src/media/image.c (docs/images.md, "GPU decoding"): nvJPEG decodes to RGB, a kernel widens it
- *  to RGBA in Float32 (alpha 255), NPP resizes each axis by the host's filter (area average when
- *  shrinking, NPPI_INTER_SUPER; bilinear with half-pixel centres when growing, NPPI_INTER_LINEAR),
- *  and a kernel divides by 255 and lays the result out as patches, value (y, x, c) of a patch at
+ *  to RGBA in Float32 (alpha 255), the resize follows the host's filter (one NPPI_INTER_SUPER area
+ *  pass where both axes shrink; else our kernel per axis that changes: area average when it shrinks,
+ *  bilinear with half-pixel centres when it grows), and a kernel divides by 255 and lays the result out as patches, value (y, x, c) of a patch at
  *  (16 y + x) 4 + c. The grid is the host's (uform_image_grid). Built only where nvJPEG and NPP are
  *  found (UFORM_HAVE_NVJPEG). Failures note a message naming the image (error.h). */
 #ifndef UFORM_CUDA_IMAGE_DECODE_H
