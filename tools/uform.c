@@ -1,11 +1,14 @@
-/*  uform.c: the `uform` command: init, info, encode, calibrate, rerank and serve over the C ABI. */
+/*  uform.c: the `uform` command: init, info, shard, encode, calibrate, rerank and serve over the C ABI. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <jansson.h>
+#include <sys/stat.h>
 
+#include "core/file.h"
+#include "model/safetensors.h"
 #include "serve.h"
 #include "uform/uform.h"
 
@@ -15,6 +18,7 @@ static char const *const uform_usage_ =
     "verbs:\n"
     "  init     write a randomly initialized checkpoint\n"
     "  info     print a checkpoint's configuration and parameter count\n"
+    "  shard    rewrite a checkpoint as Hugging Face's sharded SafeTensors layout (files under a size limit)\n"
     "  encode   embed one text per line of standard input\n"
     "  calibrate  write int8/uint8 calibration ranges from the embeddings of standard input's texts\n"
     "  rerank   score one document per line of standard input against a query (MaxSim)\n"
@@ -33,6 +37,19 @@ static char const *const uform_info_usage_ =
     "usage: uform info --model DIR\n"
     "\n"
     "Prints the configuration, the heads and frontends present and the parameter count as JSON.\n";
+
+static char const *const uform_shard_usage_ =
+    "usage: uform shard --model DIR --output DIR [--max-shard-mb MB]\n"
+    "\n"
+    "Writes the model's tensors into DIR as model-0000N-of-0000M.safetensors, each file at most MB\n"
+    "MiB, and model.safetensors.index.json (docs/checkpoints.md), and copies the checkpoint's README.md.\n"
+    "Optimizer and trainer state are not part of it. A tensor larger than the limit gets a shard of\n"
+    "its own, with a warning. Every file is written atomically, the index last.\n"
+    "  --model DIR        checkpoint folder (single file or sharded)\n"
+    "  --output DIR       the sharded checkpoint's folder, created if absent; it must not hold a\n"
+    "                     model.safetensors, which readers would prefer to the shards\n"
+    "  --max-shard-mb MB  the largest file in MiB (2^20 bytes), a positive number such as 16 or 0.5\n"
+    "                     (default 16)\n";
 
 static char const *const uform_encode_usage_ =
     "usage: uform encode --model DIR [--image FILE...] [--records] [--width M] [--threads N]\n"
@@ -89,6 +106,7 @@ typedef struct {
     size_t images_count;
     unsigned long long seed;
     size_t width, threads;
+    double max_shard_mb;
     int help, records;
 } uform_options_t;
 
@@ -162,6 +180,14 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
                 return 0;
             }
             options->device = value;
+        }
+        else if (!strcmp(flag, "--max-shard-mb")) {
+            char *end = NULL;
+            options->max_shard_mb = strtod(value, &end);
+            if (!end || *end || !(options->max_shard_mb > 0) || options->max_shard_mb > 1e9) {
+                fprintf(stderr, "uform %s: --max-shard-mb needs a positive number of MiB, got '%s'\n", argv[1], value);
+                return 0;
+            }
         }
         else if (!uform_parse_number_(value, flag, &number)) return 0;
         else if (!strcmp(flag, "--seed")) options->seed = number;
@@ -254,6 +280,36 @@ static int uform_info_(uform_options_t const *options) {
     printf("]}\n");
     uform_model_close(model);
     return 0;
+}
+
+/* `uform shard`: the weights as shards, and the source's README.md beside them. */
+static int uform_shard_(uform_options_t const *options) {
+    if (!uform_require_(options->model, "--model", "shard") || !uform_require_(options->output, "--output", "shard")) return 2;
+    double mb = options->max_shard_mb ? options->max_shard_mb : 16;
+    size_t limit = (size_t)(mb * 1048576.0);
+    if (!limit) {
+        fprintf(stderr, "uform shard: --max-shard-mb %g is less than a byte\n", mb);
+        return 2;
+    }
+    uform_model_t *model = NULL;
+    uform_status_t status = uform_model_open(options->model, &model);
+    if (status == uform_ok_k) status = uform_model_save_sharded(model, options->output, limit);
+    uform_model_close(model);
+    struct stat status_buffer;
+    int folder = stat(options->model, &status_buffer) == 0 && S_ISDIR(status_buffer.st_mode);
+    char source[4200], target[4200];
+    snprintf(source, sizeof(source), "%s/README.md", options->model);
+    snprintf(target, sizeof(target), "%s/README.md", options->output);
+    unsigned char *readme = NULL;
+    size_t bytes = 0;
+    if (status == uform_ok_k && folder && stat(source, &status_buffer) == 0) {
+        status = uform_file_read(source, &readme, &bytes);
+        if (status == uform_ok_k) status = uform_write_atomic(target, readme, bytes);
+    } else if (status == uform_ok_k)
+        fprintf(stderr, "uform shard: no README.md to copy (%s)\n", folder ? source : "the model is a file named directly");
+    free(readme);
+    if (status == uform_ok_k) fprintf(stderr, "uform: wrote %s (shards of at most %zu bytes)\n", options->output, limit);
+    return uform_report_(status);
 }
 
 /* Reads standard input into lines (without their line ends); the caller frees both. */
@@ -609,6 +665,7 @@ int main(int argc, char **argv) {
     } const verbs[] = {
         {"init", uform_init_usage_, "--tier --seed --output --frontends"},
         {"info", uform_info_usage_, "--model"},
+        {"shard", uform_shard_usage_, "--model --output --max-shard-mb"},
         {"encode", uform_encode_usage_,
          "--model --width --threads --precision --device --image --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_, "--model --width --threads --precision --device --image --records --output"},
@@ -623,6 +680,7 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(argv[1], "init")) return uform_init_(argc, argv, &options);
         if (!strcmp(argv[1], "info")) return uform_info_(&options);
+        if (!strcmp(argv[1], "shard")) return uform_shard_(&options);
         if (!strcmp(argv[1], "encode") || !strcmp(argv[1], "calibrate")) return uform_encode_(&options, argv[1]);
         return uform_rerank_(&options);
     }

@@ -31,11 +31,18 @@ typedef enum uform_device_t {
 
 /** Creates a randomly initialized model, deterministic for a seed (see docs/model.md). */
 UFORM_API uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
-/** Opens a checkpoint directory holding `model.safetensors`; validates header, shapes and config. */
+/** Opens a checkpoint directory holding `model.safetensors`, or, where that is absent, Hugging Face's
+ *  sharded layout (`model.safetensors.index.json` and the shards its weight_map names); validates
+ *  header, shapes and config (docs/checkpoints.md). `directory` may also name either file itself. */
 UFORM_API uform_status_t uform_model_open(char const *directory, uform_model_t **model);
 /** Writes `model.safetensors` and `README.md` into `directory` (created if absent), atomically.
  *  `command` is recorded in the README as the command that made it; it may be NULL. */
 UFORM_API uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command);
+/** Writes the model's tensors into `directory` (created if absent) in the sharded layout:
+ *  `model-0000N-of-0000M.safetensors`, each file at most `max_shard_bytes` bytes (a tensor larger
+ *  than that alone in a shard, with a warning on stderr), and `model.safetensors.index.json`, each
+ *  atomically, the index last. Writes no README.md; refuses a folder holding `model.safetensors`. */
+UFORM_API uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *directory, size_t max_shard_bytes);
 /** (Re)initializes a head, "pool", "rerank" or "mlm", as `uform_model_init` would for `seed`,
  *  adding it when absent; the pool and rerank heads also reset siglip.scale and siglip.bias.
  *  Used to warm-start a new variant from another's checkpoint. */

@@ -725,7 +725,8 @@ static PyGetSetDef uform_model_getset_[] = {
 
 PyDoc_STRVAR(uform_model_doc_,
              "Model(path=None, *, device='cpu', precision='bf16', threads=0)\n--\n\n"
-             "A UForm encoder opened from a checkpoint folder (one holding model.safetensors).\n\n"
+             "A UForm encoder opened from a checkpoint folder (one holding model.safetensors, or the sharded\n"
+             "layout: model.safetensors.index.json and its shards).\n\n"
              "path: the folder; None opens the folder of env UFORM_MODEL, else the default this package was built with\n"
              "(the demo embedder where scripts/setup.sh trained one before the build), else the untrained 128x2 of seed 0,\n"
              "with a warning; info['origin'] says which.\n"

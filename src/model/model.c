@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/context.h"
 #include "model/safetensors.h"
+#include "model/shards.h"
 #if defined(UFORM_HAVE_CUDA)
 #include "cuda/forward.h" /* uform_cuda_device_name */
 #endif
@@ -271,13 +272,16 @@ static uform_status_t uform_load_tensor_(uform_safetensors_t const *file, uform_
 
 /* Walks the table part by part: required parts must be whole, an optional one is carried when the
  * file holds any of its tensors and must then be whole, and the SigLIP scalars default when absent. */
-static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform_model_t *model) {
+static uform_status_t uform_load_weights_(uform_shards_t const *shards, uform_model_t *model) {
     uform_config_t const *config = &model->config;
-    for (size_t i = 0; i < file->count; ++i) {
-        unsigned long index;
-        if (sscanf(file->tensors[i].name, "blocks.%lu.", &index) == 1 && index >= config->depth)
-            return uform_fail(uform_format_k, "%s: tensor '%s' is beyond the config's depth %zu", file->path,
-                              file->tensors[i].name, config->depth);
+    for (size_t f = 0; f < shards->count; ++f) {
+        uform_safetensors_t const *file = &shards->files[f];
+        for (size_t i = 0; i < file->count; ++i) {
+            unsigned long index;
+            if (sscanf(file->tensors[i].name, "blocks.%lu.", &index) == 1 && index >= config->depth)
+                return uform_fail(uform_format_k, "%s: tensor '%s' is beyond the config's depth %zu", file->path,
+                                  file->tensors[i].name, config->depth);
+        }
     }
     for (int part = 0; part < uform_parts_k; ++part) {
         int required = (UFORM_PARTS_REQUIRED & UFORM_PART(part)) && part != uform_part_siglip_k;
@@ -286,12 +290,12 @@ static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform
         for (size_t i = 0; i < model->tensors_count; ++i) {
             if (model->tensors[i].part != (uform_part_t)part) continue;
             members++;
-            if (uform_safetensors_find(file, model->tensors[i].name)) found++, present = present ? present : model->tensors[i].name;
+            if (uform_shards_find(shards, model->tensors[i].name, NULL)) found++, present = present ? present : model->tensors[i].name;
             else absent = absent ? absent : model->tensors[i].name;
         }
-        if (required && absent) return uform_fail(uform_missing_k, "%s: tensor '%s' is missing", file->path, absent);
+        if (required && absent) return uform_fail(uform_missing_k, "%s: tensor '%s' is missing", shards->path, absent);
         if (part != uform_part_siglip_k && found && found < members)
-            return uform_fail(uform_missing_k, "%s: the %s %s has '%s' but tensor '%s' is missing", file->path,
+            return uform_fail(uform_missing_k, "%s: the %s %s has '%s' but tensor '%s' is missing", shards->path,
                               uform_part_name((uform_part_t)part), part < uform_part_encoder_k ? "frontend" : "head", present, absent);
         if (!found && part != uform_part_siglip_k) {
             uform_model_detach_(model, (uform_part_t)part);
@@ -301,14 +305,16 @@ static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform
         for (size_t i = 0; i < model->tensors_count; ++i) {
             uform_tensor_info_t const *info = &model->tensors[i];
             if (info->part != (uform_part_t)part) continue;
-            uform_tensor_view_t const *tensor = uform_safetensors_find(file, info->name);
+            uform_safetensors_t const *file = NULL;
+            uform_tensor_view_t const *tensor = uform_shards_find(shards, info->name, &file);
             if (tensor) UFORM_TRY(uform_load_tensor_(file, info, tensor, &model->weights[i]));
             else model->weights[i].f32[0] = (float)info->value; /* a SigLIP scalar the file lacks */
         }
     }
-    char const *recipe = json_string_value(json_object_get(file->metadata, "recipe"));
-    char const *datasets = json_string_value(json_object_get(file->metadata, "datasets"));
-    char const *warm_start = json_string_value(json_object_get(file->metadata, "warm_start"));
+    json_t const *metadata = shards->files[0].metadata; /* every shard carries the checkpoint's: the first's stands for all */
+    char const *recipe = json_string_value(json_object_get(metadata, "recipe"));
+    char const *datasets = json_string_value(json_object_get(metadata, "datasets"));
+    char const *warm_start = json_string_value(json_object_get(metadata, "warm_start"));
     snprintf(model->recipe, sizeof(model->recipe), "%s", recipe ? recipe : "unknown");
     snprintf(model->datasets, sizeof(model->datasets), "%s", datasets ? datasets : "");
     snprintf(model->warm_start, sizeof(model->warm_start), "%s", warm_start ? warm_start : "");
@@ -317,20 +323,25 @@ static uform_status_t uform_load_weights_(uform_safetensors_t const *file, uform
 
 uform_status_t uform_model_open(char const *directory, uform_model_t **result) {
     if (!directory || !result) return uform_fail(uform_invalid_argument_k, "uform_model_open: NULL argument");
-    char path[4096];
+    char path[4200];
     struct stat status_buffer;
     if (stat(directory, &status_buffer) != 0)
         return uform_fail(uform_io_k, "%s: cannot open checkpoint: %s", directory, strerror(errno));
-    if (S_ISDIR(status_buffer.st_mode)) snprintf(path, sizeof(path), "%s/model.safetensors", directory);
-    else snprintf(path, sizeof(path), "%s", directory); /* a model.safetensors file named directly */
-    uform_safetensors_t file;
-    UFORM_TRY(uform_safetensors_open(path, &file));
+    if (S_ISDIR(status_buffer.st_mode)) {
+        /* model.safetensors first, as Hugging Face's loaders prefer it; the sharded index where it is absent. */
+        snprintf(path, sizeof(path), "%s/model.safetensors", directory);
+        char index[sizeof(path)];
+        snprintf(index, sizeof(index), "%s/" UFORM_SHARDS_INDEX, directory);
+        if (stat(path, &status_buffer) != 0 && stat(index, &status_buffer) == 0) memcpy(path, index, sizeof(path));
+    } else snprintf(path, sizeof(path), "%s", directory); /* a model.safetensors file or an index named directly */
+    uform_shards_t shards;
+    UFORM_TRY(uform_shards_open(path, &shards));
     uform_config_t config;
     uform_model_t *model = NULL;
-    uform_status_t status = uform_parse_config_(&file, &config);
+    uform_status_t status = uform_parse_config_(&shards.files[0], &config);
     if (status == uform_ok_k) status = uform_model_skeleton_(&config, 0, &model);
-    if (status == uform_ok_k) status = uform_load_weights_(&file, model);
-    uform_safetensors_close(&file);
+    if (status == uform_ok_k) status = uform_load_weights_(&shards, model);
+    uform_shards_close(&shards);
     if (status == uform_ok_k) status = uform_model_finish_(model);
     if (status != uform_ok_k) {
         uform_model_close(model);
@@ -404,30 +415,65 @@ static uform_status_t uform_make_folders_(char const *directory) {
     return uform_ok_k;
 }
 
+/* What a save writes besides the README: the carried tensors' views and the __metadata__ object,
+ * with its config text in `*config_text`; the caller frees all three. */
+static uform_status_t uform_save_contents_(uform_model_t const *model, uform_tensor_view_t **views, size_t *count,
+                                           json_t **metadata, char **config_text) {
+    *views = calloc(model->tensors_count, sizeof(**views));
+    *count = 0, *metadata = NULL, *config_text = NULL;
+    if (!*views) return uform_fail(uform_out_of_memory_k, "cannot list tensors to save");
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (uform_model_carries(model, model->tensors[i].part)) (*views)[(*count)++] = uform_view_(&model->tensors[i], &model->weights[i]);
+    char modalities[64];
+    uform_modalities_(model, modalities, sizeof(modalities));
+    json_t *config_json = uform_config_json_(&model->config, modalities);
+    *config_text = config_json ? json_dumps(config_json, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
+    if (config_json) json_decref(config_json);
+    if (*config_text)
+        *metadata = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", "pt", "config", *config_text, "recipe", model->recipe,
+                              "datasets", model->datasets, "warm_start", model->warm_start, "uform_version", UFORM_VERSION_STRING);
+    if (*metadata) return uform_ok_k;
+    free(*views), free(*config_text);
+    *views = NULL, *config_text = NULL;
+    return uform_fail(uform_out_of_memory_k, "cannot build the header");
+}
+
+uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *directory, size_t max_shard_bytes) {
+    if (!model || !directory) return uform_fail(uform_invalid_argument_k, "uform_model_save_sharded: NULL argument");
+    if (!max_shard_bytes) return uform_fail(uform_invalid_argument_k, "uform_model_save_sharded: a shard limit of 0 bytes");
+    UFORM_TRY(uform_make_folders_(directory));
+    char path[4200];
+    struct stat status_buffer;
+    snprintf(path, sizeof(path), "%s/model.safetensors", directory);
+    if (stat(path, &status_buffer) == 0)
+        return uform_fail(uform_invalid_argument_k, "%s: exists, and readers prefer it to shards: write the shards into another folder", path);
+    uform_tensor_view_t *views;
+    size_t count;
+    json_t *metadata;
+    char *config_text;
+    UFORM_TRY(uform_save_contents_(model, &views, &count, &metadata, &config_text));
+    uform_status_t status = uform_shards_write(directory, views, count, metadata, max_shard_bytes);
+    free(views), free(config_text);
+    json_decref(metadata);
+    return status;
+}
+
 uform_status_t uform_model_save(uform_model_t const *model, char const *directory, char const *command) {
     if (!model || !directory) return uform_fail(uform_invalid_argument_k, "uform_model_save: NULL argument");
     UFORM_TRY(uform_make_folders_(directory));
     uform_config_t const *config = &model->config;
-    size_t count = 0;
-    uform_tensor_view_t *views = calloc(model->tensors_count, sizeof(*views));
-    if (!views) return uform_fail(uform_out_of_memory_k, "cannot list tensors to save");
-    for (size_t i = 0; i < model->tensors_count; ++i)
-        if (uform_model_carries(model, model->tensors[i].part)) views[count++] = uform_view_(&model->tensors[i], &model->weights[i]);
+    uform_tensor_view_t *views;
+    size_t count;
+    json_t *metadata;
+    char *config_text;
+    UFORM_TRY(uform_save_contents_(model, &views, &count, &metadata, &config_text));
     char modalities[64];
     uform_modalities_(model, modalities, sizeof(modalities));
-
-    json_t *config_json = uform_config_json_(config, modalities);
-    char *config_text = config_json ? json_dumps(config_json, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10)) : NULL;
-    json_t *metadata = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", "pt", "config", config_text ? config_text : "{}",
-                                 "recipe", model->recipe, "datasets", model->datasets, "warm_start", model->warm_start,
-                                 "uform_version", UFORM_VERSION_STRING);
     char path[4096];
     snprintf(path, sizeof(path), "%s/model.safetensors", directory);
-    uform_status_t status = metadata && config_text ? uform_safetensors_write(path, views, count, metadata)
-                                                    : uform_fail(uform_out_of_memory_k, "cannot build the header");
+    uform_status_t status = uform_safetensors_write(path, views, count, metadata);
     free(views);
-    if (config_json) json_decref(config_json);
-    if (metadata) json_decref(metadata);
+    json_decref(metadata);
 
     if (status == uform_ok_k) {
         char hardware[256], date[64], readme[8192];

@@ -240,8 +240,9 @@ uform_status_t uform_write_atomic(char const *path, void const *data, size_t byt
     return uform_commit_temporary_(descriptor, temporary, path);
 }
 
-uform_status_t uform_safetensors_write(char const *path, uform_tensor_view_t const *tensors, size_t count,
-                                       json_t const *metadata) {
+/* The header uform_safetensors_write writes for these tensors (the caller frees it), unpadded. */
+static uform_status_t uform_header_text_(char const *path, uform_tensor_view_t const *tensors, size_t count,
+                                         json_t const *metadata, char **text) {
     json_t *header = json_object();
     if (!header) return uform_fail(uform_out_of_memory_k, "%s: header", path);
     if (metadata) json_object_set(header, "__metadata__", (json_t *)metadata);
@@ -258,10 +259,28 @@ uform_status_t uform_safetensors_write(char const *path, uform_tensor_view_t con
         }
         offset += tensors[i].bytes;
     }
-    char *text = json_dumps(header, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    *text = json_dumps(header, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(header);
-    if (!text) return uform_fail(uform_out_of_memory_k, "%s: header", path);
-    size_t text_bytes = strlen(text), padded = (text_bytes + 7) & ~(size_t)7; /* data starts 8-aligned */
+    return *text ? uform_ok_k : uform_fail(uform_out_of_memory_k, "%s: header", path);
+}
+
+static size_t uform_padded_(size_t text_bytes) { return (text_bytes + 7) & ~(size_t)7; /* data starts 8-aligned */ }
+
+uform_status_t uform_safetensors_size(uform_tensor_view_t const *tensors, size_t count, json_t const *metadata,
+                                      size_t *bytes) {
+    char *text;
+    UFORM_TRY(uform_header_text_("uform_safetensors_size", tensors, count, metadata, &text));
+    *bytes = 8 + uform_padded_(strlen(text));
+    for (size_t i = 0; i < count; ++i) *bytes += tensors[i].bytes;
+    free(text);
+    return uform_ok_k;
+}
+
+uform_status_t uform_safetensors_write(char const *path, uform_tensor_view_t const *tensors, size_t count,
+                                       json_t const *metadata) {
+    char *text;
+    UFORM_TRY(uform_header_text_(path, tensors, count, metadata, &text));
+    size_t text_bytes = strlen(text), padded = uform_padded_(text_bytes);
     unsigned char prefix[8];
     for (int i = 0; i < 8; ++i) prefix[i] = (unsigned char)((uint64_t)padded >> (8 * i));
     char temporary[4200];

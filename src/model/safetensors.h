@@ -46,6 +46,10 @@ uform_tensor_view_t const *uform_safetensors_find(uform_safetensors_t const *fil
 uform_status_t uform_safetensors_write(char const *path, uform_tensor_view_t const *tensors, size_t count,
                                        json_t const *metadata);
 
+/** The size in bytes of the file uform_safetensors_write would write for these arguments. */
+uform_status_t uform_safetensors_size(uform_tensor_view_t const *tensors, size_t count, json_t const *metadata,
+                                      size_t *bytes);
+
 /** Writes `bytes` to `path` atomically (temporary name, fsync, rename, fsync of the folder). */
 uform_status_t uform_write_atomic(char const *path, void const *data, size_t bytes);
 

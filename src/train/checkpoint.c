@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "model/safetensors.h"
+#include "model/shards.h"
 #include "train/trainer.h"
 
 static char const *const uform_checkpoint_files_[] = {"model.safetensors", "README.md", "optimizer.safetensors",
@@ -87,7 +88,9 @@ uform_status_t uform_checkpoint_resolve(char const *directory, char *resolved, s
     char path[4200];
     struct stat status;
     snprintf(path, sizeof(path), "%s/model.safetensors", directory);
-    if (stat(path, &status) == 0) {
+    int checkpoint = stat(path, &status) == 0;
+    snprintf(path, sizeof(path), "%s/" UFORM_SHARDS_INDEX, directory);
+    if (checkpoint || stat(path, &status) == 0) {
         if (snprintf(resolved, capacity, "%s", directory) >= (int)capacity)
             return uform_fail(uform_invalid_argument_k, "%s: path too long", directory);
         return uform_ok_k;
@@ -96,7 +99,7 @@ uform_status_t uform_checkpoint_resolve(char const *directory, char *resolved, s
     snprintf(path, sizeof(path), "%s/latest", directory);
     ssize_t length = readlink(path, link, sizeof(link) - 1);
     if (length <= 0)
-        return uform_fail(uform_io_k, "%s: neither a checkpoint (no model.safetensors) nor a run folder (no latest)", directory);
+        return uform_fail(uform_io_k, "%s: neither a checkpoint (no model.safetensors or " UFORM_SHARDS_INDEX ") nor a run folder (no latest)", directory);
     link[length] = 0;
     if (snprintf(resolved, capacity, "%s/%s", directory, link) >= (int)capacity)
         return uform_fail(uform_invalid_argument_k, "%s: path too long", directory);
