@@ -6,6 +6,7 @@ import ctypes
 import os
 import pathlib
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -102,6 +103,13 @@ def cpu_plant(request, tmp_path_factory):
 @pytest.fixture(scope="session")
 def cli():
     return built("uform")
+
+
+def run_cli(cli, *arguments, stdin=""):
+    """Runs the `uform` binary with text input; a run killed by a signal fails the test."""
+    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, text=True, timeout=120)
+    assert run.returncode >= 0, f"uform {' '.join(map(str, arguments))} was killed by signal {-run.returncode}"
+    return run
 
 
 def init_checkpoint(library, directory, tier, seed, columns=COLUMNS):

@@ -3,21 +3,15 @@
 # rerank prints one MaxSim score per document line; --help works for every verb.
 
 import json
-import subprocess
 
 import numpy as np
 import pytest
 
 import bounds
 import reference
+from conftest import run_cli as uform
 
 LINES = ["hello world", "Grüße, 世界", "a", "tokenizer-free byte-level encoders"]
-
-
-def uform(cli, *arguments, stdin=""):
-    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, text=True, timeout=120)
-    assert run.returncode >= 0, f"uform {' '.join(map(str, arguments))} was killed by signal {-run.returncode}"
-    return run
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +22,7 @@ def cli_model(cli, tmp_path_factory):
     return directory
 
 
-@pytest.mark.parametrize("verb", ["init", "encode", "rerank", "info"])
+@pytest.mark.parametrize("verb", ["init", "encode", "rerank", "info", "shard"])
 def test_help(cli, verb):
     run = uform(cli, verb, "--help")
     assert run.returncode == 0, run.stderr

@@ -105,6 +105,20 @@ def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
     assert str(base) in readme and "rerank" in readme
 
 
+def test_warm_start_from_shards(build_dir, cli, corpus, tmp_path):
+    """--init-from takes a sharded checkpoint (`uform shard`) and starts where its single-file source does."""
+    base, sharded = tmp_path / "base", tmp_path / "sharded"
+    train(build_dir, *common(corpus, "mlm"), "--steps", "2", "--output", base)
+    run = subprocess.run([str(cli), "shard", "--model", base / "latest", "--output", sharded, "--max-shard-mb", "0.05"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and len(list(sharded.glob("model-*-of-*.safetensors"))) >= 3, run.stderr
+    for source, output in ((base, tmp_path / "from_single"), (sharded, tmp_path / "from_shards")):
+        train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--learning-rate", "0", "--seed", "7",
+              "--init-from", source, "--output", output)
+    assert tensors(tmp_path / "from_single" / "latest" / "model.safetensors") == \
+        tensors(tmp_path / "from_shards" / "latest" / "model.safetensors")
+
+
 def test_bad_mixture_and_malformed_lines(build_dir, corpus, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"objective": "contrastive", "sources": [{"path": "missing.jsonl", "weight": 1}]}))

@@ -211,6 +211,7 @@ class Library:
             "uform_model_init": [ctypes.POINTER(Config), ctypes.c_uint64, ctypes.POINTER(ctypes.c_void_p)],
             "uform_model_open": [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)],
             "uform_model_save": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p],
+            "uform_model_save_sharded": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
             "uform_model_config": [ctypes.c_void_p, ctypes.POINTER(Config)],
             "uform_model_set_threads": [ctypes.c_void_p, ctypes.c_size_t],
             "uform_model_set_precision": [ctypes.c_void_p, ctypes.c_int],
@@ -443,6 +444,9 @@ class ModelHandle(_Handle):
 
     def save(self, directory, command=None):
         self._call("uform_model_save", str(directory).encode(), command.encode() if command else None)
+
+    def save_sharded(self, directory, max_shard_bytes):
+        self._call("uform_model_save_sharded", str(directory).encode(), max_shard_bytes)
 
     def config(self):
         config = Config()
