@@ -23,7 +23,7 @@
 #include "uform/uform.h"
 
 static char const *const uform_eval_usage_ =
-    "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K] [--no-tfidf] [--json FILE]\n"
+    "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR]] [--no-tfidf] [--json FILE]\n"
     "                  [--threads N] [--device cpu|cuda] [--output-precision LIST] [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
@@ -41,6 +41,8 @@ static char const *const uform_eval_usage_ =
     "  --limit N        the first N pairs only (default: all)\n"
     "  --rerank K       also rescore each query's top K candidates (at every width) by MaxSim\n"
     "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
+    "  --reranker DIR   with --rerank: MaxSim from this checkpoint's rerank head instead (the lineage's\n"
+    "                   reranker reranking its embedder's candidates); rows model+maxsim@K as before\n"
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
     "  --threads N      worker threads (default: all cores)\n"
@@ -416,7 +418,7 @@ static json_t *uform_row_json_(uform_row_t const *row, char const *language, ufo
 }
 
 int main(int argc, char **argv) {
-    char const *checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
+    char const *checkpoint = NULL, *reranker_checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
     uform_output_precision_t precisions[uform_output_precisions_k] = {uform_output_float32_k};
     size_t precisions_count = 1;
     size_t limit = 0, threads = 0, top = 0;
@@ -449,7 +451,8 @@ int main(int argc, char **argv) {
             if (!uform_parse_count_("--threads", argv[++i], 1, &threads)) return 2;
         } else if (value && !strcmp(argv[i], "--rerank")) {
             if (!uform_parse_count_("--rerank", argv[++i], 1, &top)) return 2;
-        } else if (argv[i][0] != '-' && !checkpoint)
+        } else if (value && !strcmp(argv[i], "--reranker"))
+            reranker_checkpoint = argv[++i]; else if (argv[i][0] != '-' && !checkpoint)
             checkpoint = argv[i];
         else {
             fprintf(stderr, "uform_eval: unexpected argument '%s'%s (see --help)\n", argv[i],
@@ -465,6 +468,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "uform_eval: --rerank needs a CHECKPOINT\n");
         return 2;
     }
+    if (reranker_checkpoint && !top) {
+        fprintf(stderr, "uform_eval: --reranker needs --rerank K\n");
+        return 2;
+    }
     if (!checkpoint && (precisions_count > 1 || precisions[0] != uform_output_float32_k)) {
         fprintf(stderr, "uform_eval: --output-precision needs a CHECKPOINT\n");
         return 2;
@@ -475,8 +482,8 @@ int main(int argc, char **argv) {
     }
     uform_progress_t progress = {.quiet = quiet, .interactive = isatty(fileno(stderr))};
 
-    char folder[4096] = "";
-    uform_model_t *model = NULL;
+    char folder[4096] = "", reranker_folder[4096] = "";
+    uform_model_t *model = NULL, *reranker = NULL;
     uform_corpus_t corpus;
     uform_status_t status = uform_ok_k;
     if (checkpoint) {
@@ -484,10 +491,17 @@ int main(int argc, char **argv) {
         if (status == uform_ok_k) status = uform_model_open(folder, &model);
         if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
         if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(model, uform_device_cuda_k);
-        if (status == uform_ok_k && top && !uform_model_has_head(model, "rerank")) {
+        reranker = model;
+        if (status == uform_ok_k && reranker_checkpoint) { /* a second model scores MaxSim */
+            status = uform_checkpoint_resolve(reranker_checkpoint, reranker_folder, sizeof(reranker_folder));
+            if (status == uform_ok_k) status = uform_model_open(reranker_folder, &reranker);
+            if (status == uform_ok_k && threads) status = uform_model_set_threads(reranker, threads);
+            if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(reranker, uform_device_cuda_k);
+        }
+        if (status == uform_ok_k && top && !uform_model_has_head(reranker, "rerank")) {
             fprintf(stderr,
                     "uform_eval: --rerank: %s has no rerank head (train or warm-start one with --objective rerank)\n",
-                    folder);
+                    reranker_checkpoint ? reranker_folder : folder);
             return 1;
         }
     }
@@ -725,7 +739,7 @@ int main(int argc, char **argv) {
                             union_texts[union_count++] = column_texts[direction][column];
                     }
                 size_t cut = 0;
-                status = uform_rerank(model, row_texts[direction][row], union_texts, union_count, union_maxsim, &cut);
+                status = uform_rerank(reranker, row_texts[direction][row], union_texts, union_count, union_maxsim, &cut);
                 if (status != uform_ok_k) {
                     fprintf(stderr, "\nuform_eval: %s\n", uform_last_error());
                     return 1;
@@ -822,6 +836,7 @@ int main(int argc, char **argv) {
         json_object_set_new(root, "count", json_integer((json_int_t)count));
         json_object_set_new(root, "truncated", json_integer((json_int_t)truncated));
         json_object_set_new(root, "rerank_top", json_integer((json_int_t)top));
+        json_object_set_new(root, "reranker", top ? json_string(reranker_checkpoint ? reranker_folder : folder) : json_null());
         json_object_set_new(root, "tfidf",
                             use_tfidf ? json_pack("{s:i, s:i, s:i}", "shortest", uform_ngram_shortest_k, "longest",
                                                   uform_ngram_longest_k, "buckets", uform_tfidf_buckets_k)
@@ -877,6 +892,7 @@ int main(int argc, char **argv) {
     free(queries), free(documents), free(language_of), free(languages);
     uform_pool_destroy(pool);
     uform_corpus_close(&corpus);
+    if (reranker && reranker != model) uform_model_close(reranker);
     if (model) uform_model_close(model);
     return 0;
 }

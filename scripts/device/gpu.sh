@@ -30,6 +30,9 @@
 # `imagerun [PACK] [flags]` is issue 14's run (scripts/device/image_run.py): tiny on mixtures/images.json
 # beside two text-only controls at once, then each scored on the test splits; PACK (default
 # data/pack/images.tar, from scripts/data/device_pack.py) carried with data/pack and unpacked into data/.
+# `lineage STAGE [flags]` is issue 16's lineage (scripts/device/lineage.py): base, reranker, embedder, eval or all,
+# one stage a call on one warm machine (runs/lineage stays between calls); data/pack*/lineage-*.tar (device_pack.py)
+# carried and unpacked; after eval the shipped width's embedder and reranker come back as 15 MiB parts.
 # `check` runs contract, trace, parity, tests and decode in one call: check.txt summarizes, check.tgz holds
 # each mode's files (it needs the carried folders of all five).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -56,7 +59,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = images-bench ] ||
-   [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ]; then
+   [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -131,6 +134,31 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
       { tail -40 "$out/build-imagerun.log"; exit 1; }
     python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
     exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = lineage ]; then  # issue 16's lineage, a stage a call: STAGE [lineage.py flags]; data/pack*/lineage-*.tar carried
+    stage="${1:?gpu.sh lineage: name a stage: base, reranker, embedder, eval or all}"; shift
+    for pack in data/pack*/lineage-*.tar; do  # each call unpacks what it carried; a warm machine keeps the rest
+      [ -f "$pack" ] && [ ! -f "$pack.unpacked" ] || continue
+      tar -xf "$pack" && python3 -c "import lzma, pathlib
+for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" &&
+        touch "$pack.unpacked" || { echo "gpu.sh lineage: $pack does not unpack"; exit 1; }
+    done
+    cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-lineage.log" 2>&1 ||
+      { tail -40 "$out/build-lineage.log"; exit 1; }
+    python3 scripts/device/lineage.py --build build-parity --stage "$stage" --out "$out" "$@" 2>&1 | tee "$out/lineage-$stage.txt"
+    status=${PIPESTATUS[0]}
+    runs=runs/lineage
+    if [ "$stage" = eval ] || [ "$stage" = all ]; then  # the shipped width's checkpoints come back, in parts under 16 MiB
+      best=$(python3 -c "import json; print(json.load(open('$runs/eval/eval.json')).get('best_ship') or 'ship')")
+      for pick in "embedder/$best" reranker/ship; do
+        folder=$(readlink -f "$runs/$pick/latest") && [ -f "$folder/model.safetensors" ] || continue
+        name=$(echo "$pick" | tr / -)
+        split -b 15M -d "$folder/model.safetensors" "$out/$name.safetensors.part"
+        cp "$folder/README.md" "$runs/$name-README.md"
+      done
+    fi
+    tar czf "$out/lineage.tgz" $(ls -d $runs/*/stage.json $runs/eval/eval.json $runs/*-README.md $runs/*/*.log 2> /dev/null)
+    exit "$status"
   fi
   if [ "$what" = decode ]; then  # GPU JPEG decoding against the host's (built where the toolkit has nvJPEG and NPP)
     grep "JPEG decoding" "$out/configure-build-parity.log"

@@ -456,8 +456,9 @@ def test_built_corpus_has_no_leaks(corpus):
 
 
 def test_mixtures_name_built_corpora():
-    allowed = {"description", "objective", "columns", "mask_ratio", "mean_span", "sources"}
-    expected = {"base.json": "mlm", "reranker.json": "rerank", "embedder.json": "contrastive"}
+    allowed = {"description", "objective", "columns", "mask_ratio", "mean_span", "image_mask_ratio", "sources"}
+    expected = {"base.json": "mlm", "reranker.json": "rerank", "embedder.json": "contrastive",
+                "embedder_no_negatives.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
         assert set(mixture) <= allowed and mixture["objective"] == objective
@@ -468,4 +469,4 @@ def test_mixtures_name_built_corpora():
                 continue  # corpora are built by the scripts; the record kinds are checked where they exist
             with open(path, encoding="utf-8") as file:
                 first = json.loads(file.readline())
-            assert ("text" in first) == (objective == "mlm"), (name, source["path"])
+            assert ("text" in first or "image" in first) == (objective == "mlm"), (name, source["path"])

@@ -107,3 +107,24 @@ def test_missing_corpus_is_named(tmp_path):
     (tmp_path / "data" / "words" / "train.jsonl").unlink()
     with pytest.raises(SystemExit, match="words/train.jsonl is missing"):
         device_pack.pack(str(mixture), ["train"], tmp_path / "p.tar", jobs=1, root=tmp_path)
+
+
+def test_image_records_and_two_mixtures(tmp_path):
+    """An mlm mixture's {"image": PATH} records (image_records.py) bring their pictures; a second
+    mixture's sources join the same pack; --no-images packs the records alone; --lossy shrinks a
+    corpus's pictures, which then no longer decode to the PNG's bits."""
+    mixture, pictures = write_tree(tmp_path)
+    (tmp_path / "data" / "pics" / "images.jsonl").write_text("".join(json.dumps({"image": f"img/p{i}.png"}) + "\n" for i in range(3)))
+    mlm = tmp_path / "mixtures" / "mlm.json"
+    mlm.write_text(json.dumps({"objective": "mlm", "columns": 1024, "sources": [{"path": "../data/pics/images.jsonl"}]}))
+    output = tmp_path / "data" / "pack" / "both.tar"
+    files, images, _ = device_pack.pack([str(mlm), str(mixture)], [], output, jobs=1, root=tmp_path)
+    assert (files, images) == (3, 3)
+    members = unpack(output)
+    assert [json.loads(line)["image"] for line in members["data/pics/images.jsonl"].decode().splitlines()] == \
+        [f"img/p{i}.webp" for i in range(3)]
+    assert mismatched(members, tmp_path, pictures) == []
+    files, images, _ = device_pack.pack(str(mlm), [], output, jobs=1, root=tmp_path, images_too=False)
+    assert (files, images) == (1, 0) and not any(name.endswith(".webp") for name in unpack(output))
+    device_pack.pack(str(mlm), [], output, jobs=1, root=tmp_path, lossy={"pics": 50})
+    assert len(mismatched(unpack(output), tmp_path, pictures)) == 3

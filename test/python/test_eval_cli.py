@@ -211,3 +211,34 @@ def test_device_flag(evaluator, init_model, tmp_path):
         width = max(entry["width"] for entry in cpu["rows"] if entry["method"] == "model")
         assert row(gpu, "model", direction, width)["mrr"] == pytest.approx(row(cpu, "model", direction, width)["mrr"],
                                                                            abs=1.0 / len(TOPICS))
+
+
+def test_reranker_scores_maxsim_from_a_second_checkpoint(evaluator, library, init_model, tmp_path):
+    """--reranker DIR: the model rows stay the checkpoint's, the MaxSim rows are DIR's rerank head's
+    (K = all pairs: MaxSim's own order, recomputed through ctypes); the same rows without
+    --reranker differ, so the flag is not ignored."""
+    other = tmp_path / "other"
+    subprocess.run([str(evaluator.parent / "uform"), "init", "--tier", "128x2", "--seed", "11", "--output", str(other)],
+                   check=True, capture_output=True)
+    records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index}"]} for index, topic in enumerate(TOPICS * 2)]
+    count = len(records)
+    own = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count)
+    mixed = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count, "--reranker", other)
+    assert mixed["reranker"] == str(other) and own["reranker"] == str(init_model)
+    queries = [record["query"] for record in records]
+    positives = [record["positives"][0] for record in records]
+    with library.open(str(other)) as model:
+        maxsim = [model.rerank(query.encode(), [text.encode() for text in positives])[0] for query in queries]
+    width = max(entry["width"] for entry in mixed["widths"])
+    wanted = averaged([expected_metrics(list(maxsim[i]), i, text_ids(positives)) for i in range(count)])
+    got = row(mixed, f"model+maxsim@{count}", "query->positive", width)
+    for key, value in wanted.items():
+        assert got[key] == pytest.approx(value, abs=2e-5), key
+    assert row(mixed, "model", "query->positive", width) == row(own, "model", "query->positive", width)
+    differs = [row(mixed, f"model+maxsim@{count}", d, width)["mrr"] != row(own, f"model+maxsim@{count}", d, width)["mrr"]
+               for d in ("query->positive", "positive->query")]
+    assert any(differs)
+    result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--reranker", other, check=False)
+    assert result.returncode == 2 and "--reranker needs --rerank" in result.stderr
+    result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--rerank", 2, "--reranker", tmp_path / "absent", check=False)
+    assert result.returncode == 1 and "absent" in result.stderr

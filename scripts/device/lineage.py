@@ -1,0 +1,320 @@
+#!/usr/bin/env python3
+"""lineage.py: issue 16's lineage on one GPU, a stage a call: base (span-masked bytes and masked
+patches, mixtures/base.json) -> reranker (ranked sigmoid over MaxSim, mixtures/reranker.json,
+--init-from the base) -> embedder (Matryoshka SigLIP, mixtures/embedder_no_negatives.json, or with
+mined hard negatives mixtures/embedder.json; --init-from the reranker), then `eval`: every embedder
+on every held-out test split with uform_eval (TF-IDF and chance beside, MaxSim of the top 20 by its
+own rerank head and by the reranker's), the ship variants on dev (which one ships), and the
+effective rank of the pooled embeddings.
+
+Each stage trains its runs at once on the card, for the steps of the plan below (those of the
+shipped model, docs/evaluation.md): the tiny tier the issue names, the width x depth that ships (at
+most 32 MiB), and the TCR + Lipschitz variant; --ablations adds the base's other learning rate and
+the embedder with mined negatives. Stages read the previous stage's runs from --runs (default
+runs/lineage, git-ignored so that a warm device machine keeps it between calls); `all` runs the
+stages in order.
+
+    python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|eval|all
+                                      [--scale 1] [--rows 64] [--ablations] [--runs runs/lineage]
+                                      [--eval-limit 2000] [--device cuda] [--out DIR]
+
+--device cpu with --scale 0.005 and micro --ship/--tiny tiers runs the chain on a CPU in minutes,
+to check the script and mixtures before a GPU call.
+"""
+
+import argparse
+import json
+import math
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from image_run import step_seconds, wait_all  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions", "code", "wordnet")
+IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
+
+
+def plan(args):
+    """{stage: [run]}; a run is {name, tier or init, mixture, steps, flags}; `init` names STAGE/RUN.
+    The steps are those of the shipped model's runs on one H200 (docs/evaluation.md), runs of a stage
+    sharing the card; `ablation` runs train only with --ablations."""
+    ship, tiny = args.ship, args.tiny
+    return {
+        "base": [
+            {"name": "tiny", "tier": tiny, "mixture": "mixtures/base.json", "steps": 1100, "flags": ["--learning-rate", "5e-4"]},
+            {"name": "ship", "tier": ship, "mixture": "mixtures/base.json", "steps": 2800, "flags": ["--learning-rate", "2e-3"]},
+            {"name": "ship-lr1e-3", "tier": ship, "mixture": "mixtures/base.json", "steps": 2800, "ablation": True,
+             "flags": ["--learning-rate", "1e-3"]},
+        ],
+        "reranker": [
+            {"name": "tiny", "init": "base/tiny", "mixture": "mixtures/reranker.json", "steps": 300, "flags": ["--learning-rate", "5e-4"]},
+            {"name": "ship", "init": "base/ship", "mixture": "mixtures/reranker.json", "steps": 700, "flags": ["--learning-rate", "1e-3"]},
+        ],
+        "embedder": [
+            {"name": "tiny", "init": "reranker/tiny", "mixture": "mixtures/embedder_no_negatives.json", "steps": 450,
+             "flags": ["--learning-rate", "5e-4"]},
+            {"name": "ship", "init": "reranker/ship", "mixture": "mixtures/embedder_no_negatives.json", "steps": 1100,
+             "flags": ["--learning-rate", "1e-3"]},
+            {"name": "ship-tcr", "init": "reranker/ship", "mixture": "mixtures/embedder_no_negatives.json", "steps": 1100,
+             "flags": ["--learning-rate", "1e-3", "--tcr-lambda", "0.005", "--lipschitz-lambda", "0.05"]},
+            {"name": "ship-negatives", "init": "reranker/ship", "mixture": "mixtures/embedder.json", "steps": 1100, "ablation": True,
+             "flags": ["--learning-rate", "1e-3"]},
+        ],
+    }
+
+
+def command(build, run, steps, args, folder):
+    """uform_base's argument list for one run into folder/NAME."""
+    line = [str(build / "uform_base"), "--mixture", run["mixture"], "--rows", str(args.rows), "--steps", str(steps),
+            "--device", args.device, "--seed", str(args.seed), "--image-cache-mb", str(args.image_cache_mb),
+            "--save-every", str(steps), "--keep", "1", "--output", str(folder / run["name"]), "--quiet", *run["flags"]]
+    if "init" in run:
+        stage, name = run["init"].split("/")
+        source = pathlib.Path(args.runs) / stage / name
+        if not (source / "latest").exists():
+            sys.exit(f"lineage: {run['name']} starts from {source}, which has no checkpoint: run its stage first")
+        line += ["--init-from", str(source)]
+    else:
+        line += ["--tier", run["tier"]]
+    return line
+
+
+def start(build, run, steps, args, folder):
+    log = open(folder / f"{run['name']}.log", "w")
+    return subprocess.Popen(command(build, run, steps, args, folder), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+
+
+def losses(run_folder):
+    """[(step, loss, seconds)] of a run's log.jsonl ([] before its first step)."""
+    path = run_folder / "log.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    return [(line["step"], line["loss"], line["seconds"]) for line in lines]
+
+
+def tail_loss(run_folder, share=0.1):
+    """Mean loss over the last share of the run's steps: the ablations' measure at equal data."""
+    values = [loss for _, loss, _ in losses(run_folder)]
+    last = values[-max(1, int(len(values) * share)):]
+    return sum(last) / len(last) if last else math.inf
+
+
+def plain_trains():
+    """data/NAME/train.jsonl from train-negatives.jsonl where only the latter travelled (one copy of
+    the pairs fits the carry limit): the same records, without the mined negatives."""
+    for name in TEXT_SETS:
+        mined, plain = ROOT / "data" / name / "train-negatives.jsonl", ROOT / "data" / name / "train.jsonl"
+        if mined.is_file() and not plain.is_file():
+            with open(mined, encoding="utf-8") as lines, open(plain.with_suffix(".partial"), "w", encoding="utf-8") as out:
+                for line in lines:
+                    if line.strip():
+                        record = json.loads(line)
+                        record.pop("negatives", None)
+                        out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            os.replace(plain.with_suffix(".partial"), plain)
+
+
+def train_stage(stage, build, args):
+    plain_trains()
+    runs = [run for run in plan(args)[stage] if args.ablations or not run.get("ablation")]
+    folder = pathlib.Path(args.runs) / stage
+    folder.mkdir(parents=True, exist_ok=True)
+    report = {"stage": stage, "rows": args.rows, "device": args.device, "scale": args.scale, "runs": {}}
+    began = time.time()
+    steps = {run["name"]: max(1, round(run["steps"] * args.scale)) for run in runs}
+    for run in runs:
+        shutil.rmtree(folder / run["name"], ignore_errors=True)
+    wait_all({run["name"]: start(build, run, steps[run["name"]], args, folder) for run in runs}, folder)
+    for run in runs:
+        log = losses(folder / run["name"])
+        report["runs"][run["name"]] = {"command": " ".join(command(build, run, steps[run["name"]], args, pathlib.Path("RUNS"))),
+                                       "steps": log[-1][0] if log else 0,
+                                       "step_seconds_together": step_seconds(folder / run["name"]) if log else None,
+                                       "first_loss": log[0][1] if log else None, "tail_loss": tail_loss(folder / run["name"]),
+                                       "curve": [(step, loss) for step, loss, _ in log[:: max(1, len(log) // 200)]]}
+    report["wall"] = time.time() - began
+    (folder / "stage.json").write_text(json.dumps(report, indent=1))
+    for name, run in report["runs"].items():
+        print(f"lineage {stage}: {name}: {run['steps']} steps, {run['step_seconds_together'] * 1e3:.0f} ms a step together, "
+              f"loss {run['first_loss']:.4f} -> {run['tail_loss']:.4f} (last 10%)")
+    return report
+
+
+def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None):
+    """{name: path} of the held-out sets: each corpus's split, thinned to --eval-limit records by a
+    spread (every k-th line, so every catalogue and language keeps its share) into RUNS/eval-sets."""
+    folder = pathlib.Path(args.runs) / f"eval-sets-{split}"
+    folder.mkdir(parents=True, exist_ok=True)
+    sets, limit = {}, limit or args.eval_limit
+    for name in names:
+        source = ROOT / "data" / name / f"{split}.jsonl"
+        if not source.is_file():
+            print(f"lineage eval: {source} is missing: skipped", flush=True)
+            continue
+        lines = [line for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if len(lines) > limit:
+            stride = len(lines) / limit
+            lines = [lines[int(i * stride)] for i in range(limit)]
+        target = folder / f"{name}.jsonl"
+        if name in IMAGE_SETS:  # image paths are relative to their corpus folder
+            target = source.parent / f"{split}-eval-{limit}.jsonl"
+        target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        sets[name] = target
+    return sets
+
+
+def effective_rank(build, checkpoint, texts, args):
+    """The pooled embeddings' spectrum over texts: the effective rank exp(H(p)), p the normalized
+    singular values (Roy and Vetterli), and the dimensions holding 90% and 99% of the energy."""
+    import numpy
+
+    line = [str(build / "uform"), "encode", "--model", str(checkpoint), "--records", "--device", args.device]
+    records = "".join(json.dumps({"text": text}) + "\n" for text in texts)
+    result = subprocess.run(line, cwd=ROOT, input=records, capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"lineage eval: effective rank: {' '.join(line)} failed:\n{result.stderr[-800:]}", flush=True)
+        return None
+    vectors = numpy.array([json.loads(row) for row in result.stdout.splitlines() if row.strip()], dtype=numpy.float64)
+    values = numpy.linalg.svd(vectors - vectors.mean(axis=0), compute_uv=False)
+    p = values / values.sum()
+    energy = numpy.cumsum(values**2) / (values**2).sum()
+    return {"texts": len(vectors), "width": vectors.shape[1], "effective_rank": float(math.exp(-(p[p > 0] * numpy.log(p[p > 0])).sum())),
+            "dims_90": int(numpy.searchsorted(energy, 0.90) + 1), "dims_99": int(numpy.searchsorted(energy, 0.99) + 1)}
+
+
+def eval_stage(build, args):
+    runs = pathlib.Path(args.runs)
+    folder = runs / "eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    sets = eval_sets(args)
+    embedders = [run["name"] for run in plan(args)["embedder"] if (runs / "embedder" / run["name"] / "latest").exists()]
+    report = {"sets": {name: str(path) for name, path in sets.items()}, "embedders": embedders, "results": {}, "ranks": {}}
+    began = time.time()
+    texts = []
+    for name in TEXT_SETS:
+        if name in sets:
+            records = [json.loads(line) for line in sets[name].read_text(encoding="utf-8").splitlines()[:300]]
+            texts += [side for record in records for side in (record["query"], record["positives"][0]) if isinstance(side, str)]
+    jobs = []
+    for embedder in embedders:
+        checkpoint = runs / "embedder" / embedder
+        reranker = runs / "reranker" / ("tiny" if embedder == "tiny" else "ship")
+        for name, path in sets.items():
+            tag = f"{embedder}-{name}"
+            if name in IMAGE_SETS:
+                jobs.append((tag, checkpoint, path, ()))
+            else:
+                jobs.append((tag, checkpoint, path, ("--rerank", str(args.rerank))))
+                if (reranker / "latest").exists():
+                    jobs.append((f"{tag}-reranker", checkpoint, path, ("--rerank", str(args.rerank), "--reranker", str(reranker), "--no-tfidf")))
+    dev = eval_sets(args, "dev", TEXT_SETS, 2000)  # the ship variant that ships is chosen on dev, not test
+    for embedder in [name for name in embedders if name.startswith("ship")]:
+        for name, path in dev.items():
+            jobs.append((f"dev-{embedder}-{name}", runs / "embedder" / embedder, path, ("--no-tfidf",)))
+    for reranker in ("tiny", "ship"):  # the reranker's own pooled embeddings and MaxSim alone, for the table
+        if (runs / "reranker" / reranker / "latest").exists() and "gettext" in sets:
+            jobs.append((f"reranker-{reranker}-gettext", runs / "reranker" / reranker, sets["gettext"], ("--rerank", str(args.rerank), "--no-tfidf")))
+    running = []
+    for tag, checkpoint, path, extra in jobs:  # a few at once: the GPU encodes, the CPU ranks and sums MaxSim
+        while len(running) >= args.jobs:
+            running = [(t, p) for t, p in running if p.poll() is None]
+            time.sleep(0.2)
+        line = [str(build / "uform_eval"), str(checkpoint), "--pairs", str(path), "--device", args.device, "--json",
+                str(folder / f"{tag}.json"), "--quiet", "--threads", str(max(1, (os.cpu_count() or 2) // args.jobs)), *extra]
+        running.append((tag, subprocess.Popen(line, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(folder / f"{tag}.err", "w"))))
+    for tag, process in running:
+        process.wait()
+    for tag, _, _, _ in jobs:
+        target = folder / f"{tag}.json"
+        if target.exists():
+            report["results"][tag] = json.loads(target.read_text())
+        else:
+            print(f"lineage eval: {tag} failed:\n{(folder / (tag + '.err')).read_text()[-1200:]}", flush=True)
+    for embedder in embedders:
+        report["ranks"][embedder] = effective_rank(build, runs / "embedder" / embedder, texts, args)
+    dev_r1 = {}
+    for embedder in [name for name in embedders if name.startswith("ship")]:
+        scores = [row["recall@1"] for name in dev for row in report["results"].get(f"dev-{embedder}-{name}", {}).get("rows", [])
+                  if row["method"] == "model" and row["language"] == "all" and row["direction"] == "query->positive"
+                  and row["width"] == max(r["width"] or 0 for r in report["results"][f"dev-{embedder}-{name}"]["rows"])]
+        dev_r1[embedder] = sum(scores) / len(scores) if len(scores) == len(dev) else None
+    report["dev_r1"] = dev_r1
+    scored = {name: value for name, value in dev_r1.items() if value is not None}
+    report["best_ship"] = max(scored, key=scored.get) if scored else None
+    report["wall"] = time.time() - began
+    (folder / "eval.json").write_text(json.dumps(report, indent=1))
+    print_summary(report)
+    return report
+
+
+def summary_rows(report):
+    """[(embedder, set, direction, chance, tfidf, model R@1 at the widest width, reranked own, reranked by the reranker)]."""
+    rows = []
+    for embedder in report["embedders"]:
+        for name in report["sets"]:
+            result = report["results"].get(f"{embedder}-{name}")
+            if not result:
+                continue
+            reranked = report["results"].get(f"{embedder}-{name}-reranker")
+            for direction in ("query->positive", "positive->query"):
+                def r1(source, method, width=None):
+                    picked = [r for r in (source or {}).get("rows", []) if r["method"] == method and r["language"] == "all"
+                              and r["direction"] == direction and (width is None or r["width"] == width)]
+                    return picked[-1]["recall@1"] if picked else None
+                widths = [r["width"] for r in result["rows"] if r["method"] == "model" and r["width"]]
+                widest = max(widths) if widths else None
+                maxsim = f"model+maxsim@{result.get('rerank_top')}"
+                rows.append((embedder, name, direction, r1(result, "chance"), r1(result, "tfidf"), r1(result, "model", widest),
+                             r1(result, maxsim, widest), r1(reranked, maxsim, widest)))
+    return rows
+
+
+def print_summary(report):
+    def cell(value):
+        return f"{value:.4f}" if value is not None else "-"
+    print(f"\n{'embedder':18} {'set':25} {'direction':16} {'chance':>7} {'TF-IDF':>7} {'model':>7} {'+own':>7} {'+rrk':>7}")
+    for row in summary_rows(report):
+        print(f"{row[0]:18} {row[1]:25} {row[2]:16} " + " ".join(f"{cell(value):>7}" for value in row[3:]))
+    for embedder, value in report.get("dev_r1", {}).items():
+        print(f"dev R@1 (query->positive, widest, mean over the text sets) {embedder}: {value}")
+    print(f"ships: {report.get('best_ship')}")
+    for embedder, rank in report["ranks"].items():
+        if rank:
+            print(f"effective rank {embedder}: {rank['effective_rank']:.1f} of {rank['width']} "
+                  f"(90% energy in {rank['dims_90']}, 99% in {rank['dims_99']} dims; {rank['texts']} texts)")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--build", required=True)
+    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "eval", "all"])
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies every run's steps (a CPU check of the chain: 0.005 or so)")
+    parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
+    parser.add_argument("--rows", type=int, default=64, help="rows of 1024 columns a step (default 64)")
+    parser.add_argument("--tiny", default="tiny", help="the issue's tier (default tiny)")
+    parser.add_argument("--ship", default="384x6", help="the width x depth that ships, at most 32 MiB (default 384x6)")
+    parser.add_argument("--runs", default=str(ROOT / "runs" / "lineage"))
+    parser.add_argument("--eval-limit", type=int, default=2000, help="records of each test split scored (a spread; default 2000)")
+    parser.add_argument("--rerank", type=int, default=20, help="MaxSim reranks each query's top K (default 20)")
+    parser.add_argument("--jobs", type=int, default=4, help="uform_eval processes at once (default 4)")
+    parser.add_argument("--device", default="cuda")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--image-cache-mb", type=int, default=8192)
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
+    args = parser.parse_args()
+    build = (ROOT / args.build).resolve()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    stages = ["base", "reranker", "embedder", "eval"] if args.stage == "all" else [args.stage]
+    for stage in stages:
+        report = eval_stage(build, args) if stage == "eval" else train_stage(stage, build, args)
+        (out / f"lineage-{stage}.json").write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
