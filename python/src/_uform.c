@@ -163,8 +163,8 @@ static int uform_model_init_(uform_model_object_t *self, PyObject *args, PyObjec
     if (directory == Py_None) {
         if (PyErr_WarnEx(PyExc_UserWarning,
                          "uform.Model(): this build packages no trained default, so the model is the untrained 128x2 of "
-                         "seed 0 (`uform init --tier 128x2 --seed 0`); pass path= or install from a clone where "
-                         "scripts/setup.sh has trained checkpoints/demo-embedder", 1) < 0)
+                         "seed 0 (`uform init --tier 128x2 --seed 0`); pass path= or install from a clone that "
+                         "holds the shipped models/default", 1) < 0)
             return Py_DECREF(directory), Py_DECREF(origin), -1;
         Py_BEGIN_ALLOW_THREADS
         uform_config_t config;

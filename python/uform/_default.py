@@ -1,7 +1,7 @@
 """_default.py: where uform.Model() with no path finds its model: the folder named by the
-environment variable UFORM_MODEL, else the checkpoint packaged at build time (uform/default/:
-the demo embedder that scripts/setup.sh trains into checkpoints/demo-embedder), else none, and the
-extension makes the untrained 128x2 of seed 0, with a warning."""
+environment variable UFORM_MODEL, else the checkpoint packaged at build time (uform/default/: the
+repository's shipped models/default, sharded), else none, and the extension makes the untrained
+128x2 of seed 0, with a warning."""
 
 import os
 import pathlib
@@ -15,6 +15,6 @@ def resolve():
     named = os.environ.get("UFORM_MODEL")
     if named:
         return named, "UFORM_MODEL"
-    if (PACKAGED / "model.safetensors").is_file():
+    if (PACKAGED / "model.safetensors").is_file() or (PACKAGED / "model.safetensors.index.json").is_file():
         return str(PACKAGED), "packaged default"
     return None, UNTRAINED
