@@ -56,7 +56,8 @@ def main():
     parser.add_argument("--queries", type=int, default=6, help="queries shown with their top results (default 6)")
     parser.add_argument("--threads", type=int, default=0)
     args = parser.parse_args()
-    build, corpus = pathlib.Path(args.build), pathlib.Path(args.corpus)
+    build, corpus = pathlib.Path(args.build).resolve(), pathlib.Path(args.corpus).resolve()
+    args.model = str(pathlib.Path(args.model).resolve())  # the encoder runs in the corpus folder (its image paths)
     began = time.time()
     pairs = [json.loads(line) for line in (corpus / "pairs.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
     images = [json.loads(line) for line in (corpus / "images.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]

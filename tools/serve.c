@@ -9,7 +9,7 @@
 #include <string.h>
 
 static char const *const uform_serve_usage_ =
-    "usage: uform serve --model DIR [--host 127.0.0.1] [--port 8080] [--workers N] [--threads N]\n"
+    "usage: uform serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--workers N] [--threads N]\n"
     "                   [--api-key KEY] [--max-request-bytes N] [--batch-bytes N] [--timeout S]\n"
     "                   [--connections N] [--drain-seconds S] [--name NAME] [--precision bf16|f32]\n"
     "                   [--device cpu|cuda] [--verbose]\n"
@@ -18,7 +18,8 @@ static char const *const uform_serve_usage_ =
     "(Cohere/Jina's shape), GET /health, GET /metrics (Prometheus text). Tokens are bytes: usage counts\n"
     "the UTF-8 bytes of the inputs. SIGTERM or SIGINT stops accepting, lets in-flight requests finish,\n"
     "then exits 0.\n"
-    "  --model DIR            checkpoint folder (needs the pool head; /v1/rerank needs the rerank head)\n"
+    "  --model DIR            checkpoint folder (needs the pool head; /v1/rerank needs the rerank head);\n"
+    "                         default: the shipped models/default of the source tree this was built from\n"
     "  --host ADDRESS         address to listen on (default 127.0.0.1; 0.0.0.0 or :: for every interface)\n"
     "  --port N               TCP port (default 8080; 0: any free port, printed on standard error)\n"
     "  --workers N            worker threads, each with its own context over the one model (default 2)\n"
@@ -56,6 +57,7 @@ int uform_serve(int argc, char **argv) {
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -828,7 +830,7 @@ static int uform_serve_parse_(int argc, char **argv, uform_serve_options_t *opti
 }
 
 static int uform_serve_check_(uform_serve_options_t const *options) {
-    char const *problem = !options->model_path ? "--model is required"
+    char const *problem = !options->model_path ? "--model is required (this build knows no shipped default)"
                           : options->port > 65535 ? "--port is 0..65535"
                           : !options->workers || options->workers > 256 ? "--workers is 1..256"
                           : !options->connections || options->connections > 65536 ? "--connections is 1..65536"
@@ -889,6 +891,13 @@ int uform_serve(int argc, char **argv) {
     int help = 0;
     if (!uform_serve_parse_(argc, argv, options, &help)) return 2;
     if (help) return fputs(uform_serve_usage_, stdout), 0;
+#ifdef UFORM_DEFAULT_MODEL
+    struct stat shipped;
+    if (!options->model_path && stat(UFORM_DEFAULT_MODEL, &shipped) == 0 && S_ISDIR(shipped.st_mode)) {
+        options->model_path = UFORM_DEFAULT_MODEL; /* the README's model, where no other is named */
+        fprintf(stderr, "uform serve: no --model: serving the shipped default %s\n", options->model_path);
+    }
+#endif
     if (!uform_serve_check_(options)) return 2;
     if (!options->threads) {
         long cores = sysconf(_SC_NPROCESSORS_ONLN);

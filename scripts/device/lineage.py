@@ -104,11 +104,11 @@ def tail_loss(run_folder, share=0.1):
     return sum(last) / len(last) if last else math.inf
 
 
-def plain_trains():
+def plain_trains(data=ROOT / "data"):
     """data/NAME/train.jsonl from train-negatives.jsonl where only the latter travelled (one copy of
     the pairs fits the carry limit): the same records, without the mined negatives."""
     for name in TEXT_SETS:
-        mined, plain = ROOT / "data" / name / "train-negatives.jsonl", ROOT / "data" / name / "train.jsonl"
+        mined, plain = pathlib.Path(data) / name / "train-negatives.jsonl", pathlib.Path(data) / name / "train.jsonl"
         if mined.is_file() and not plain.is_file():
             with open(mined, encoding="utf-8") as lines, open(plain.with_suffix(".partial"), "w", encoding="utf-8") as out:
                 for line in lines:
@@ -168,23 +168,28 @@ def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None):
     return sets
 
 
-def effective_rank(build, checkpoint, texts, args):
-    """The pooled embeddings' spectrum over texts: the effective rank exp(H(p)), p the normalized
+def spectrum(vectors):
+    """A matrix's spectrum summary (rows centred): the effective rank exp(H(p)), p the normalized
     singular values (Roy and Vetterli), and the dimensions holding 90% and 99% of the energy."""
     import numpy
 
+    vectors = numpy.asarray(vectors, dtype=numpy.float64)
+    values = numpy.linalg.svd(vectors - vectors.mean(axis=0), compute_uv=False)
+    p = values / values.sum()
+    energy = numpy.cumsum(values**2) / (values**2).sum()
+    return {"texts": len(vectors), "width": vectors.shape[1], "effective_rank": float(math.exp(-(p[p > 0] * numpy.log(p[p > 0])).sum())),
+            "dims_90": int(numpy.searchsorted(energy, 0.90) + 1), "dims_99": int(numpy.searchsorted(energy, 0.99) + 1)}
+
+
+def effective_rank(build, checkpoint, texts, args):
+    """spectrum() of a checkpoint's pooled embeddings of texts (`uform encode --records`), or None."""
     line = [str(build / "uform"), "encode", "--model", str(checkpoint), "--records", "--device", args.device]
     records = "".join(json.dumps({"text": text}) + "\n" for text in texts)
     result = subprocess.run(line, cwd=ROOT, input=records, capture_output=True, text=True)
     if result.returncode != 0:
         print(f"lineage eval: effective rank: {' '.join(line)} failed:\n{result.stderr[-800:]}", flush=True)
         return None
-    vectors = numpy.array([json.loads(row) for row in result.stdout.splitlines() if row.strip()], dtype=numpy.float64)
-    values = numpy.linalg.svd(vectors - vectors.mean(axis=0), compute_uv=False)
-    p = values / values.sum()
-    energy = numpy.cumsum(values**2) / (values**2).sum()
-    return {"texts": len(vectors), "width": vectors.shape[1], "effective_rank": float(math.exp(-(p[p > 0] * numpy.log(p[p > 0])).sum())),
-            "dims_90": int(numpy.searchsorted(energy, 0.90) + 1), "dims_99": int(numpy.searchsorted(energy, 0.99) + 1)}
+    return spectrum([json.loads(row) for row in result.stdout.splitlines() if row.strip()])
 
 
 def eval_stage(build, args):

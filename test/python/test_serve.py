@@ -38,7 +38,8 @@ class Server:
     def __init__(self, cli, model, *flags, directory):
         self.log = pathlib.Path(directory) / f"serve_{time.monotonic_ns()}.log"
         with open(self.log, "w") as stderr:  # the child keeps its own copy
-            self.process = subprocess.Popen([str(cli), "serve", "--model", str(model), "--host", "127.0.0.1", "--port", "0",
+            named = ["--model", str(model)] if model is not None else []  # None: the shipped default
+            self.process = subprocess.Popen([str(cli), "serve", *named, "--host", "127.0.0.1", "--port", "0",
                                              *map(str, flags)], stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
@@ -474,3 +475,18 @@ def test_load_and_batching_gain(cli, library, tmp_path_factory):
         assert figures[name]["requests"] > 0, figures[name]
     assert figures["batched"]["mean_requests_per_batch"] > 1.5, figures  # 64 clients queue: batches join them
     assert figures["one_at_a_time"]["mean_requests_per_batch"] == 1, figures
+
+
+def test_without_model_serves_the_shipped_default(cli, tmp_path):
+    """No --model: the build's models/default, said on stderr, embedding as `uform encode` with it does."""
+    shipped = pathlib.Path(__file__).resolve().parents[2] / "models" / "default"
+    server = Server(cli, None, directory=tmp_path)
+    try:
+        assert f"serving the shipped default {shipped}" in server.log.read_text()
+        status, body = server.request("POST", "/v1/embeddings", {"input": ["a cat", "eine Katze"], "dimensions": 64})
+        assert status == 200, body
+        assert_printed_equal(np.array([row["embedding"] for row in body["data"]]), cli_encode(cli, shipped, ["a cat", "eine Katze"], 64),
+                             "the shipped default's embeddings")
+    finally:
+        assert server.stop() == 0
+
