@@ -10,13 +10,15 @@ packed (whatever their names: train.jsonl, text.jsonl, images.jsonl, train-negat
 for a machine that already holds the pictures from another pack.
 
     python3 scripts/data/device_pack.py [--mixture mixtures/images.json ...] [--splits train,test]
-                                        [--keep gettext=300000] [--no-images] [--output data/pack/images.tar] [--jobs N]
+                                        [--keep gettext=300000] [--no-images] [--lossy NAME=Q] [--xz-preset 9]
+                                        [--output data/pack/images.tar] [--jobs N]
 
 Writes the archive atomically and prints its size; refuses a pack over --limit MiB (default 54:
 the carry limit less the libraries that travel beside it).
 """
 
 import argparse
+import functools
 import io
 import json
 import lzma
@@ -81,11 +83,8 @@ def add_bytes(archive, name, data):
     archive.addfile(info, io.BytesIO(data))
 
 
-def xz(data):
-    return lzma.compress(data, preset=int(os.environ.get("UFORM_XZ_PRESET", "9")))
-
-
-def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, exact=True, images_too=True, lossy=None):
+def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, exact=True, images_too=True, lossy=None,
+         xz_preset=9):
     """Writes the archive (names relative to root) and returns (record files, images, MiB)."""
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +112,7 @@ def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, 
     lossy = lossy or {}
     with open(temporary, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as archive, \
             ProcessPoolExecutor(max_workers=jobs or os.cpu_count()) as pool:
+        xz = functools.partial(lzma.compress, preset=xz_preset)
         for (path, _), data in zip(files, pool.map(xz, [data for _, data in files])):  # JSONL as .xz members: gpu.sh unpacks them
             add_bytes(archive, str(path.relative_to(root).with_suffix(".jsonl.xz")), data)
         work = []
@@ -142,6 +142,8 @@ def main():
     parser.add_argument("--keep", action="append", default=[], metavar="NAME=N",
                         help="pack about N records of each of corpus NAME's files but dev and test, every k-th line (default: all)")
     parser.add_argument("--no-images", action="store_true", help="pack the records only, not their images")
+    parser.add_argument("--xz-preset", type=int, default=9, choices=range(10), metavar="0-9",
+                        help="xz level of the record files (default 9, the smallest; 6 packs several times faster)")
     parser.add_argument("--lossy", action="append", default=[], metavar="NAME=Q",
                         help="corpus NAME's images as lossy WebP of quality Q (smaller; no longer the PNG's bits)")
     parser.add_argument("--limit", type=float, default=54.0, help="largest pack in MiB (default 54)")
@@ -153,7 +155,7 @@ def main():
     splits = [split for split in args.splits.split(",") if split]
     lossy = dict((name, int(quality)) for name, quality in (item.split("=", 1) for item in args.lossy))
     files, images, size = pack(mixtures, splits, args.output, keep, args.limit, args.jobs, images_too=not args.no_images,
-                               lossy=lossy)
+                               lossy=lossy, xz_preset=args.xz_preset)
     print(f"device_pack: {files} record files, {images} images -> {args.output} ({size:.1f} MiB) in {time.time() - started:.0f} s")
 
 

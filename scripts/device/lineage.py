@@ -97,9 +97,9 @@ def losses(run_folder):
     return [(line["step"], line["loss"], line["seconds"]) for line in lines]
 
 
-def tail_loss(run_folder, share=0.1):
-    """Mean loss over the last share of the run's steps: the ablations' measure at equal data."""
-    values = [loss for _, loss, _ in losses(run_folder)]
+def tail_loss(log, share=0.1):
+    """Mean loss over the last share of a run's steps (losses()): the ablations' measure at equal data."""
+    values = [loss for _, loss, _ in log]
     last = values[-max(1, int(len(values) * share)):]
     return sum(last) / len(last) if last else math.inf
 
@@ -135,11 +135,14 @@ def train_stage(stage, build, args):
         report["runs"][run["name"]] = {"command": " ".join(command(build, run, steps[run["name"]], args, pathlib.Path("RUNS"))),
                                        "steps": log[-1][0] if log else 0,
                                        "step_seconds_together": step_seconds(folder / run["name"]) if log else None,
-                                       "first_loss": log[0][1] if log else None, "tail_loss": tail_loss(folder / run["name"]),
+                                       "first_loss": log[0][1] if log else None, "tail_loss": tail_loss(log),
                                        "curve": [(step, loss) for step, loss, _ in log[:: max(1, len(log) // 200)]]}
     report["wall"] = time.time() - began
     (folder / "stage.json").write_text(json.dumps(report, indent=1))
     for name, run in report["runs"].items():
+        if run["first_loss"] is None:
+            print(f"lineage {stage}: {name}: no step logged (see {folder / name}.log)")
+            continue
         print(f"lineage {stage}: {name}: {run['steps']} steps, {run['step_seconds_together'] * 1e3:.0f} ms a step together, "
               f"loss {run['first_loss']:.4f} -> {run['tail_loss']:.4f} (last 10%)")
     return report
@@ -244,9 +247,8 @@ def eval_stage(build, args):
         report["ranks"][embedder] = effective_rank(build, runs / "embedder" / embedder, texts, args)
     dev_r1 = {}
     for embedder in [name for name in embedders if name.startswith("ship")]:
-        scores = [row["recall@1"] for name in dev for row in report["results"].get(f"dev-{embedder}-{name}", {}).get("rows", [])
-                  if row["method"] == "model" and row["language"] == "all" and row["direction"] == "query->positive"
-                  and row["width"] == max(r["width"] or 0 for r in report["results"][f"dev-{embedder}-{name}"]["rows"])]
+        results = [report["results"].get(f"dev-{embedder}-{name}") for name in dev]
+        scores = [widest_r1(result, "query->positive") for result in results if result]
         dev_r1[embedder] = sum(scores) / len(scores) if len(scores) == len(dev) else None
     report["dev_r1"] = dev_r1
     scored = {name: value for name, value in dev_r1.items() if value is not None}
@@ -255,6 +257,12 @@ def eval_stage(build, args):
     (folder / "eval.json").write_text(json.dumps(report, indent=1))
     print_summary(report)
     return report
+
+
+def widest_r1(result, direction):
+    """A report's model R@1, all languages, at its widest width."""
+    rows = [r for r in result["rows"] if r["method"] == "model" and r["language"] == "all" and r["direction"] == direction]
+    return max(rows, key=lambda r: r["width"])["recall@1"]
 
 
 def summary_rows(report):

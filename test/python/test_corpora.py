@@ -469,4 +469,7 @@ def test_mixtures_name_built_corpora():
                 continue  # corpora are built by the scripts; the record kinds are checked where they exist
             with open(path, encoding="utf-8") as file:
                 first = json.loads(file.readline())
-            assert ("text" in first or "image" in first) == (objective == "mlm"), (name, source["path"])
+            if objective == "mlm":  # text records, or the pictures of image_records.py
+                assert ("text" in first or "image" in first) and "query" not in first, (name, source["path"])
+            else:
+                assert "query" in first and "positives" in first and "text" not in first, (name, source["path"])

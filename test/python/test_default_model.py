@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 MODEL = ROOT / "models" / "default"
 
 
-def demo_recall(model, tmp_path):
+def demo_recall(model):
     """{(set, method, width): R@1} printed by search_demo.py for a model."""
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "search_demo.py"), "--model", str(model), "--build", str(BUILD)],
                             capture_output=True, text=True, timeout=600)
@@ -51,8 +51,8 @@ def test_layout_within_the_budget():
     assert (MODEL / "README.md").is_file() and "Rebuilding it" in (MODEL / "README.md").read_text()
 
 
-def test_beats_tfidf_and_chance_on_the_demo(tmp_path):
-    rows = demo_recall(MODEL, tmp_path)
+def test_beats_tfidf_and_chance_on_the_demo():
+    rows = demo_recall(MODEL)
     widest = max(int(width) for kind, method, width in rows if method == "uform")
     assert rows[("texts", "uform", str(widest))] > rows[("texts", "TF-IDF", "-")], rows
     assert rows[("pictures", "uform", str(widest))] >= 2 * rows[("pictures", "chance", "-")], rows
@@ -68,6 +68,6 @@ def test_planted_zeroed_pool_fails_the_check(tmp_path):
     begin, end = json.loads(data[8:8 + header_size])["pool.proj"]["data_offsets"]
     data[8 + header_size + begin:8 + header_size + end] = bytes(end - begin)
     shard.write_bytes(bytes(data))
-    rows = demo_recall(broken, tmp_path)
+    rows = demo_recall(broken)
     widest = max(int(width) for kind, method, width in rows if method == "uform")
     assert rows[("texts", "uform", str(widest))] <= rows[("texts", "TF-IDF", "-")], rows
