@@ -30,7 +30,8 @@
 # `imagerun [PACK] [flags]` is issue 14's run (scripts/device/image_run.py): tiny on mixtures/images.json
 # beside two text-only controls at once, then each scored on the test splits; PACK (default
 # data/pack/images.tar, from scripts/data/device_pack.py) carried with data/pack and unpacked into data/.
-# `lineage STAGE [flags]` is issue 16's lineage (scripts/device/lineage.py): base, reranker, embedder, eval or all,
+# `lineage STAGE [flags]` is issue 16's lineage (scripts/device/lineage.py): base, reranker, embedder, refine, eval or all
+# (or unpack: build and unpack what was carried, nothing more),
 # one stage a call on one warm machine (runs/lineage stays between calls); data/pack*/lineage-*.tar (device_pack.py)
 # carried and unpacked; after eval the shipped width's embedder and reranker come back as 15 MiB parts.
 # `check` runs contract, trace, parity, tests and decode in one call: check.txt summarizes, check.tgz holds
@@ -136,7 +137,7 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = lineage ]; then  # issue 16's lineage, a stage a call: STAGE [lineage.py flags]; data/pack*/lineage-*.tar carried
-    stage="${1:?gpu.sh lineage: name a stage: base, reranker, embedder, eval or all}"; shift
+    stage="${1:?gpu.sh lineage: name a stage: base, reranker, embedder, refine, eval, all, or unpack (build and unpack only)}"; shift
     for pack in data/pack*/lineage-*.tar; do  # each call unpacks what it carried; a warm machine keeps the rest
       [ -f "$pack" ] && [ ! -f "$pack.unpacked" ] || continue
       tar -xf "$pack" && python3 -c "import lzma, pathlib
@@ -145,14 +146,15 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
     done
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-lineage.log" 2>&1 ||
       { tail -40 "$out/build-lineage.log"; exit 1; }
+    [ "$stage" = unpack ] && { du -sh data/* | tee "$out/unpacked.txt"; exit 0; }  # a first call of a chain: the data that stays
     python3 scripts/device/lineage.py --build build-parity --stage "$stage" --out "$out" "$@" 2>&1 | tee "$out/lineage-$stage.txt"
     status=${PIPESTATUS[0]}
     runs=runs/lineage
     if [ "$stage" = eval ] || [ "$stage" = all ]; then  # the shipped width's checkpoints come back, in parts under 16 MiB
-      best=$(python3 -c "import json; print(json.load(open('$runs/eval/eval.json')).get('best_ship') or 'ship')")
-      for pick in "embedder/$best" reranker/ship; do
-        folder=$(readlink -f "$runs/$pick/latest") && [ -f "$folder/model.safetensors" ] || continue
-        name=$(echo "$pick" | tr / -)
+      best=$(python3 -c "import json; print(json.load(open('$runs/eval/eval.json')).get('best_path') or '$runs/embedder/ship')")
+      for pick in "$best" "$runs/reranker/ship"; do  # a best that is the refine stage's start is already here
+        folder=$(readlink -f "$pick/latest") && [ -f "$folder/model.safetensors" ] || continue
+        name=$(basename "$(dirname "$pick")")-$(basename "$pick")
         split -b 15M -d "$folder/model.safetensors" "$out/$name.safetensors.part"
         cp "$folder/README.md" "$runs/$name-README.md"
       done

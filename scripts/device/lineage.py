@@ -12,9 +12,13 @@ shipped model, docs/evaluation.md): the tiny tier the issue names, the width x d
 most 32 MiB), and the TCR + Lipschitz variant; --ablations adds the base's other learning rate and
 the embedder with mined negatives. Stages read the previous stage's runs from --runs (default
 runs/lineage, git-ignored so that a warm device machine keeps it between calls); `all` runs the
-stages in order.
+stages in order. `refine` goes on from a shipped embedder (--refine-from, default models/default)
+for more steps: on the same mixture (`more`), with the English definition corpora added
+(mixtures/embedder_definitions.json), with their mined negatives too, and with the scarcest
+languages sampled again (--ablations: the same at 128 rows, half the steps); `eval` then scores
+those runs and their start beside each other, and dev picks among them.
 
-    python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|eval|all
+    python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|refine|eval|all
                                       [--scale 1] [--rows 64] [--ablations] [--runs runs/lineage]
                                       [--eval-limit 2000] [--device cuda] [--out DIR]
 
@@ -35,8 +39,12 @@ import time
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from image_run import step_seconds, wait_all  # noqa: E402
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "data"))
+import language_subset  # noqa: E402
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions", "code", "wordnet")
+DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
 
@@ -45,6 +53,7 @@ def plan(args):
     The steps are those of the shipped model's runs on one H200 (docs/evaluation.md), runs of a stage
     sharing the card; `ablation` runs train only with --ablations."""
     ship, tiny = args.ship, args.tiny
+    regularizers = ["--tcr-lambda", "0.005", "--lipschitz-lambda", "0.05"]  # the shipped embedder's (chosen on dev)
     return {
         "base": [
             {"name": "tiny", "tier": tiny, "mixture": "mixtures/base.json", "steps": 1100, "flags": ["--learning-rate", "5e-4"]},
@@ -66,20 +75,36 @@ def plan(args):
             {"name": "ship-negatives", "init": "reranker/ship", "mixture": "mixtures/embedder.json", "steps": 1100, "ablation": True,
              "flags": ["--learning-rate", "1e-3"]},
         ],
+        "refine": [  # more steps from a shipped embedder (--refine-from), with and without the definition corpora
+            {"name": "more", "init_path": args.refine_from, "mixture": "mixtures/embedder_no_negatives.json", "steps": 2400,
+             "flags": ["--learning-rate", "1e-3", *regularizers]},
+            {"name": "defs", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions.json", "steps": 2400,
+             "flags": ["--learning-rate", "1e-3", *regularizers]},
+            {"name": "defs-negatives", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_negatives.json",
+             "steps": 2400, "flags": ["--learning-rate", "1e-3", *regularizers]},
+            {"name": "defs-negatives-scarce", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_negatives_scarce.json",
+             "steps": 2400, "flags": ["--learning-rate", "1e-3", *regularizers]},
+            {"name": "defs-negatives-rows128", "init_path": args.refine_from, "rows": 128, "ablation": True,
+             "mixture": "mixtures/embedder_definitions_negatives.json", "steps": 1200, "flags": ["--learning-rate", "1e-3", *regularizers]},
+        ],
     }
 
 
 def command(build, run, steps, args, folder):
     """uform_base's argument list for one run into folder/NAME."""
-    line = [str(build / "uform_base"), "--mixture", run["mixture"], "--rows", str(args.rows), "--steps", str(steps),
+    line = [str(build / "uform_base"), "--mixture", run["mixture"], "--rows", str(run.get("rows", args.rows)), "--steps", str(steps),
             "--device", args.device, "--seed", str(args.seed), "--image-cache-mb", str(args.image_cache_mb),
-            "--save-every", str(steps), "--keep", "1", "--output", str(folder / run["name"]), "--quiet", *run["flags"]]
+            "--save-every", str(max(1, steps // 4) if args.time_limit else steps), "--keep", "1", "--output", str(folder / run["name"]), "--quiet", *run["flags"]]
     if "init" in run:
         stage, name = run["init"].split("/")
         source = pathlib.Path(args.runs) / stage / name
         if not (source / "latest").exists():
             sys.exit(f"lineage: {run['name']} starts from {source}, which has no checkpoint: run its stage first")
         line += ["--init-from", str(source)]
+    elif "init_path" in run:
+        if not (pathlib.Path(run["init_path"]) / "model.safetensors.index.json").exists() and not (pathlib.Path(run["init_path"]) / "model.safetensors").exists():
+            sys.exit(f"lineage: {run['name']} starts from {run['init_path']}, which holds no checkpoint (--refine-from)")
+        line += ["--init-from", str(run["init_path"])]
     else:
         line += ["--tier", run["tier"]]
     return line
@@ -107,7 +132,7 @@ def tail_loss(log, share=0.1):
 def plain_trains(data=ROOT / "data"):
     """data/NAME/train.jsonl from train-negatives.jsonl where only the latter travelled (one copy of
     the pairs fits the carry limit): the same records, without the mined negatives."""
-    for name in TEXT_SETS:
+    for name in TEXT_SETS + DEFINITION_SETS:
         mined, plain = pathlib.Path(data) / name / "train-negatives.jsonl", pathlib.Path(data) / name / "train.jsonl"
         if mined.is_file() and not plain.is_file():
             with open(mined, encoding="utf-8") as lines, open(plain.with_suffix(".partial"), "w", encoding="utf-8") as out:
@@ -119,9 +144,24 @@ def plain_trains(data=ROOT / "data"):
             os.replace(plain.with_suffix(".partial"), plain)
 
 
+def language_subsets(mixtures):
+    """data/NAME/FILE.GROUP.jsonl that the mixtures sample, written from FILE.jsonl where they are
+    missing (scripts/data/language_subset.py: the packs carry one copy of each record)."""
+    for mixture in mixtures:
+        path = ROOT / mixture
+        for source in json.loads(path.read_text(encoding="utf-8"))["sources"]:
+            target = (path.parent / source["path"]).resolve()
+            stem, _, group = target.stem.rpartition(".")
+            whole = target.with_name(stem + target.suffix)
+            if stem and group in language_subset.GROUPS and not target.is_file() and whole.is_file():
+                _, kept, read = language_subset.write_subset(whole, language_subset.GROUPS[group], group)
+                print(f"lineage: {target}: {kept} of {read} records of {whole.name}", flush=True)
+
+
 def train_stage(stage, build, args):
     plain_trains()
     runs = [run for run in plan(args)[stage] if args.ablations or not run.get("ablation")]
+    language_subsets({run["mixture"] for run in runs})
     folder = pathlib.Path(args.runs) / stage
     folder.mkdir(parents=True, exist_ok=True)
     report = {"stage": stage, "rows": args.rows, "device": args.device, "scale": args.scale, "runs": {}}
@@ -129,7 +169,9 @@ def train_stage(stage, build, args):
     steps = {run["name"]: max(1, round(run["steps"] * args.scale)) for run in runs}
     for run in runs:
         shutil.rmtree(folder / run["name"], ignore_errors=True)
-    wait_all({run["name"]: start(build, run, steps[run["name"]], args, folder) for run in runs}, folder)
+    deadline = began + args.time_limit if args.time_limit else None  # runs cut there keep their last quarter's checkpoint
+    cut = wait_all({run["name"]: start(build, run, steps[run["name"]], args, folder) for run in runs}, folder, deadline)
+    report["cut_short"] = cut
     for run in runs:
         log = losses(folder / run["name"])
         report["runs"][run["name"]] = {"command": " ".join(command(build, run, steps[run["name"]], args, pathlib.Path("RUNS"))),
@@ -144,7 +186,7 @@ def train_stage(stage, build, args):
             print(f"lineage {stage}: {name}: no step logged (see {folder / name}.log)")
             continue
         print(f"lineage {stage}: {name}: {run['steps']} steps, {run['step_seconds_together'] * 1e3:.0f} ms a step together, "
-              f"loss {run['first_loss']:.4f} -> {run['tail_loss']:.4f} (last 10%)")
+              f"loss {run['first_loss']:.4f} -> {run['tail_loss']:.4f} (last 10%)" + (" CUT SHORT at --time-limit" if name in cut else ""))
     return report
 
 
@@ -195,13 +237,34 @@ def effective_rank(build, checkpoint, texts, args):
     return spectrum([json.loads(row) for row in result.stdout.splitlines() if row.strip()])
 
 
+EMBEDDER_RUNS = ("tiny", "ship", "ship-tcr", "ship-negatives")  # the embedder stage's runs keep their plain names
+
+
+def candidates(args):
+    """{name: checkpoint folder} of every embedder to score: the embedder stage's runs (by their
+    names), the refine stage's (refine-NAME) and, with refine runs, the checkpoint they started
+    from (`start`), so that dev says whether refining helped."""
+    runs, found = pathlib.Path(args.runs), {}
+    stages = plan(args)
+    for run in stages["embedder"]:
+        if (runs / "embedder" / run["name"] / "latest").exists():
+            found[run["name"]] = runs / "embedder" / run["name"]
+    for run in stages["refine"]:
+        if (runs / "refine" / run["name"] / "latest").exists():
+            found.setdefault("start", pathlib.Path(run["init_path"]))
+            found[f"refine-{run['name']}"] = runs / "refine" / run["name"]
+    return found
+
+
 def eval_stage(build, args):
     runs = pathlib.Path(args.runs)
     folder = runs / "eval"
     folder.mkdir(parents=True, exist_ok=True)
-    sets = eval_sets(args)
-    embedders = [run["name"] for run in plan(args)["embedder"] if (runs / "embedder" / run["name"] / "latest").exists()]
-    report = {"sets": {name: str(path) for name, path in sets.items()}, "embedders": embedders, "results": {}, "ranks": {}}
+    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS + IMAGE_SETS)
+    checkpoints = candidates(args)
+    embedders = list(checkpoints)
+    report = {"sets": {name: str(path) for name, path in sets.items()}, "embedders": embedders,
+              "checkpoints": {name: str(path) for name, path in checkpoints.items()}, "results": {}, "ranks": {}}
     began = time.time()
     texts = []
     for name in TEXT_SETS:
@@ -209,21 +272,22 @@ def eval_stage(build, args):
             records = [json.loads(line) for line in sets[name].read_text(encoding="utf-8").splitlines()[:300]]
             texts += [side for record in records for side in (record["query"], record["positives"][0]) if isinstance(side, str)]
     jobs = []
-    for embedder in embedders:
-        checkpoint = runs / "embedder" / embedder
+    rerank = ("--rerank", str(args.rerank)) if args.rerank else ()
+    for embedder, checkpoint in checkpoints.items():
         reranker = runs / "reranker" / ("tiny" if embedder == "tiny" else "ship")
         for name, path in sets.items():
             tag = f"{embedder}-{name}"
             if name in IMAGE_SETS:
                 jobs.append((tag, checkpoint, path, ()))
             else:
-                jobs.append((tag, checkpoint, path, ("--rerank", str(args.rerank))))
-                if (reranker / "latest").exists():
+                jobs.append((tag, checkpoint, path, rerank))
+                if rerank and embedder in EMBEDDER_RUNS and (reranker / "latest").exists():
                     jobs.append((f"{tag}-reranker", checkpoint, path, ("--rerank", str(args.rerank), "--reranker", str(reranker), "--no-tfidf")))
     dev = eval_sets(args, "dev", TEXT_SETS, 2000)  # the ship variant that ships is chosen on dev, not test
-    for embedder in [name for name in embedders if name.startswith("ship")]:
+    shippable = [name for name in embedders if name != "tiny"]
+    for embedder in shippable:
         for name, path in dev.items():
-            jobs.append((f"dev-{embedder}-{name}", runs / "embedder" / embedder, path, ("--no-tfidf",)))
+            jobs.append((f"dev-{embedder}-{name}", checkpoints[embedder], path, ("--no-tfidf",)))
     for reranker in ("tiny", "ship"):  # the reranker's own pooled embeddings and MaxSim alone, for the table
         if (runs / "reranker" / reranker / "latest").exists() and "gettext" in sets:
             jobs.append((f"reranker-{reranker}-gettext", runs / "reranker" / reranker, sets["gettext"], ("--rerank", str(args.rerank), "--no-tfidf")))
@@ -244,15 +308,16 @@ def eval_stage(build, args):
         else:
             print(f"lineage eval: {tag} failed:\n{(folder / (tag + '.err')).read_text()[-1200:]}", flush=True)
     for embedder in embedders:
-        report["ranks"][embedder] = effective_rank(build, runs / "embedder" / embedder, texts, args)
+        report["ranks"][embedder] = effective_rank(build, checkpoints[embedder], texts, args)
     dev_r1 = {}
-    for embedder in [name for name in embedders if name.startswith("ship")]:
+    for embedder in shippable:
         results = [report["results"].get(f"dev-{embedder}-{name}") for name in dev]
         scores = [widest_r1(result, "query->positive") for result in results if result]
         dev_r1[embedder] = sum(scores) / len(scores) if len(scores) == len(dev) else None
     report["dev_r1"] = dev_r1
     scored = {name: value for name, value in dev_r1.items() if value is not None}
     report["best_ship"] = max(scored, key=scored.get) if scored else None
+    report["best_path"] = str(checkpoints[report["best_ship"]]) if scored else None
     report["wall"] = time.time() - began
     (folder / "eval.json").write_text(json.dumps(report, indent=1))
     print_summary(report)
@@ -305,15 +370,19 @@ def print_summary(report):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", required=True)
-    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "eval", "all"])
+    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "eval", "all"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every run's steps (a CPU check of the chain: 0.005 or so)")
     parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
+    parser.add_argument("--time-limit", type=float, default=0,
+                        help="seconds a stage may train; runs still going then stop at their last checkpoint, saved every quarter of their steps (default 0: no limit)")
     parser.add_argument("--rows", type=int, default=64, help="rows of 1024 columns a step (default 64)")
     parser.add_argument("--tiny", default="tiny", help="the issue's tier (default tiny)")
     parser.add_argument("--ship", default="384x6", help="the width x depth that ships, at most 32 MiB (default 384x6)")
     parser.add_argument("--runs", default=str(ROOT / "runs" / "lineage"))
     parser.add_argument("--eval-limit", type=int, default=2000, help="records of each test split scored (a spread; default 2000)")
-    parser.add_argument("--rerank", type=int, default=20, help="MaxSim reranks each query's top K (default 20)")
+    parser.add_argument("--rerank", type=int, default=20, help="MaxSim reranks each query's top K (default 20; 0 skips it)")
+    parser.add_argument("--refine-from", default=str(ROOT / "models" / "default"),
+                        help="the checkpoint the refine stage starts from (default models/default)")
     parser.add_argument("--jobs", type=int, default=4, help="uform_eval processes at once (default 4)")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--seed", type=int, default=0)

@@ -2,7 +2,8 @@
 # summary against matrices whose effective rank is known by construction (an isotropic rank-k
 # code has rank k; a planted rank-1 code must read 1, not k); plain_trains strips exactly the mined
 # negatives; the held-out spreads keep every k-th record; the plan's stages chain (each init names
-# a run of the stage before it).
+# a run of the stage before it); eval's candidates are the runs that hold a checkpoint, the refine
+# stage's start beside its runs.
 
 import json
 import pathlib
@@ -52,7 +53,7 @@ def test_plain_trains_strip_the_negatives(tmp_path):
 
 def test_plan_chains_its_stages():
     class Args:
-        ship, tiny = "384x6", "tiny"
+        ship, tiny, refine_from = "384x6", "tiny", "models/default"
     stages = lineage.plan(Args)
     names = {stage: {run["name"] for run in runs} for stage, runs in stages.items()}
     for stage, before in (("reranker", "base"), ("embedder", "reranker")):
@@ -61,6 +62,34 @@ def test_plan_chains_its_stages():
             assert source_stage == before and source in names[before], run
     for run in stages["base"]:
         assert "tier" in run and "init" not in run
+    for run in stages["refine"]:  # the refine stage goes on from a checkpoint folder, not from a run of the chain
+        assert run["init_path"] == "models/default" and "init" not in run and "tier" not in run
     for stage in stages.values():
         for run in stage:
             assert (ROOT / run["mixture"]).is_file() and run["steps"] > 0
+
+
+def test_candidates_are_the_runs_with_checkpoints(tmp_path):
+    class Args:
+        ship, tiny, refine_from, runs = "384x6", "tiny", str(tmp_path / "start"), str(tmp_path / "runs")
+    for folder in ("embedder/ship", "refine/defs"):
+        (tmp_path / "runs" / folder).mkdir(parents=True)
+        (tmp_path / "runs" / folder / "latest").symlink_to(tmp_path)
+    (tmp_path / "runs" / "refine" / "more").mkdir()  # a run that saved nothing is no candidate
+    found = lineage.candidates(Args)
+    assert found == {"ship": tmp_path / "runs" / "embedder" / "ship", "start": tmp_path / "start",
+                     "refine-defs": tmp_path / "runs" / "refine" / "defs"}
+
+
+def test_language_subsets_are_derived_from_the_whole_file(tmp_path, monkeypatch):
+    corpus = tmp_path / "data" / "gettext"
+    corpus.mkdir(parents=True)
+    lines = [json.dumps({"query": f"q{i}", "positives": ["p"], "lang": lang}) for i, lang in enumerate(["hy", "fr", "th", "de"])]
+    (corpus / "train-negatives.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "mixtures").mkdir()
+    mixture = {"objective": "contrastive", "sources": [{"path": "../data/gettext/train-negatives.jsonl"},
+                                                       {"path": "../data/gettext/train-negatives.scarce.jsonl", "weight": 2}]}
+    (tmp_path / "mixtures" / "m.json").write_text(json.dumps(mixture))
+    monkeypatch.setattr(lineage, "ROOT", tmp_path)
+    lineage.language_subsets(["mixtures/m.json"])
+    assert (corpus / "train-negatives.scarce.jsonl").read_text().splitlines() == [lines[0], lines[2]]

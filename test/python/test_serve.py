@@ -490,3 +490,57 @@ def test_without_model_serves_the_shipped_default(cli, tmp_path):
     finally:
         assert server.stop() == 0
 
+
+
+def served_concurrently(server, requests):
+    """The responses to requests ((route, body)) sent at once from threads, so that workers join them."""
+    answers = [None] * len(requests)
+
+    def send(index):
+        answers[index] = server.request("POST", *requests[index])
+    threads = [threading.Thread(target=send, args=(index,)) for index in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def test_cuda_workers(cli, serve_model, tmp_path):
+    """--device cuda: each worker's context on the GPU. Without a GPU (or the CUDA backend) the
+    server refuses to start with one line; with one, embeddings of concurrent, batched requests and
+    MaxSim scores hold test_cuda_inference's bound against the CPU, whose control (one byte
+    changed) the same check rejects."""
+    from cuda_env import cuda_build, gpu_present
+    import test_cuda_inference as cuda
+
+    if not (cuda_build(cli.parent) and gpu_present()):
+        run = subprocess.run([str(cli), "serve", "--model", str(serve_model), "--port", "0", "--device", "cuda"],
+                             capture_output=True, text=True, timeout=60)
+        assert run.returncode != 0 and "cuda" in run.stderr.lower() and len(run.stderr.strip().splitlines()) <= 2, run.stderr
+        pytest.skip("needs a CUDA build and a GPU (the refusal was tested instead)")
+    texts = [text.decode() for text in cuda.TEXTS]
+    server = Server(cli, serve_model, "--device", "cuda", "--workers", "2", directory=tmp_path)
+    try:
+        middle = len(texts) // 2
+        spans = [(0, middle), (middle, len(texts))] * 4  # eight requests of two halves: batches join some of them
+        answers = served_concurrently(server, [("/v1/embeddings", {"input": texts[a:b], "dimensions": 64}) for a, b in spans])
+        assert all(status == 200 for status, _ in answers), answers
+        cpu = cuda.encode(cli, str(serve_model), cuda.TEXTS, "cpu", 64)
+        for (a, b), (_, body) in zip(spans, answers):  # every copy, whatever batch it joined, within the bound
+            half = np.array([row["embedding"] for row in body["data"]], dtype=np.float64)
+            check = cuda.check_embeddings(str(serve_model), cuda.TEXTS[a:b], 64, half, cpu[a:b], printed=True)
+            assert check.ok, str(check)
+        served = np.array([row["embedding"] for _, body in answers[:2] for row in body["data"]], dtype=np.float64)
+        control = cuda.encode(cli, str(serve_model), [cuda.one_byte_changed(text) for text in cuda.TEXTS], "cpu", 64)
+        assert not cuda.check_embeddings(str(serve_model), cuda.TEXTS, 64, served, control, printed=True).ok
+        status, body = server.request("POST", "/v1/rerank", {"query": cuda.QUERY.decode(), "documents": texts})
+        assert status == 200, body
+        scores = np.zeros(len(texts))
+        for result in body["results"]:
+            scores[result["index"]] = result["maxsim"]
+        cpu_scores = cuda.rerank(cli, str(serve_model), cuda.QUERY, cuda.TEXTS, "cpu")
+        check = cuda.check_scores(str(serve_model), cuda.QUERY, cuda.TEXTS, scores, cpu_scores, printed=True)
+        assert check.ok, str(check)
+    finally:
+        assert server.stop() == 0, server.log.read_text()
