@@ -1,4 +1,4 @@
-/*  uform.c: the `uform` command: init, info, shard, encode, calibrate, rerank and serve over the C ABI. */
+/*  uform.c: the `uform` command: init, info, shard, encode, calibrate, rerank, decode and serve over the C ABI. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +22,7 @@ static char const *const uform_usage_ =
     "  encode   embed one text per line of standard input\n"
     "  calibrate  write int8/uint8 calibration ranges from the embeddings of standard input's texts\n"
     "  rerank   score one document per line of standard input against a query (MaxSim)\n"
+    "  decode   decode an audio or video file as the encoder reads it and print a one-line summary\n"
     "  serve    an HTTP server of embeddings and reranking (OpenAI's and Cohere/Jina's shapes)\n";
 
 static char const *const uform_init_usage_ =
@@ -100,8 +101,23 @@ static char const *const uform_rerank_usage_ =
     "  --precision P      bf16 (default) or f32\n"
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
 
+static char const *const uform_decode_usage_ =
+    "usage: uform decode --audio FILE | --video FILE [--fps N]\n"
+    "\n"
+    "Decodes one file as the encoder reads it (docs/audio_video.md) and prints one line of JSON.\n"
+    "Audio: 16 kHz mono, the mean of its channels: its seconds and samples, the source's rate and\n"
+    "channels, the 20 ms frames of 320 samples it fills and the cells one clip takes (at most 512).\n"
+    "Video: frames sampled at N a second, RGB: their count, seconds and size, and the tube grid\n"
+    "(steps of 2 frames x rows x columns of 16x16 patches) and its cells (at most 1024).\n"
+    "A file that does not decode is an error naming the file and the problem.\n"
+    "  --audio FILE   any audio FFmpeg reads: WAV, FLAC, MP3, Ogg Vorbis or Opus, ...\n"
+    "  --video FILE   any video FFmpeg reads: WebM (VP8, VP9), MP4 (H.264), ...\n"
+    "  --fps N        the video's sampling rate, 0.1 to 1000 (default 25: a frame every 40 ms tick)\n";
+
 typedef struct {
     char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration;
+    char const *audio, *video; /* uform decode's file */
+    double fps;
     char **images; /* --image's files, in argv */
     size_t images_count;
     unsigned long long seed;
@@ -174,6 +190,16 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--frontends")) options->frontends = value;
         else if (!strcmp(flag, "--output-precision")) options->output_precision = value;
         else if (!strcmp(flag, "--calibration")) options->calibration = value;
+        else if (!strcmp(flag, "--audio")) options->audio = value;
+        else if (!strcmp(flag, "--video")) options->video = value;
+        else if (!strcmp(flag, "--fps")) {
+            char *end = NULL;
+            options->fps = strtod(value, &end);
+            if (!end || *end || !(options->fps >= 0.1 && options->fps <= 1000)) {
+                fprintf(stderr, "uform %s: --fps needs a rate from 0.1 to 1000 frames a second, got '%s'\n", argv[1], value);
+                return 0;
+            }
+        }
         else if (!strcmp(flag, "--device")) {
             if (strcmp(value, "cpu") && strcmp(value, "cuda")) {
                 fprintf(stderr, "uform %s: --device is cpu or cuda, not '%s'\n", argv[1], value);
@@ -649,6 +675,47 @@ static int uform_rerank_(uform_options_t const *options) {
     return result;
 }
 
+/* `uform decode`: one file decoded as the encoder reads it, summarized on one line. */
+static int uform_decode_(uform_options_t const *options) {
+    if (!options->audio == !options->video) {
+        fprintf(stderr, "uform decode: give one of --audio FILE and --video FILE (see uform decode --help)\n");
+        return 2;
+    }
+    if (options->audio && options->fps) {
+        fprintf(stderr, "uform decode: --fps is the sampling rate of --video\n");
+        return 2;
+    }
+    json_t *summary = NULL;
+    if (options->audio) {
+        uform_audio_t audio;
+        uform_status_t status = uform_audio_read(options->audio, 0, &audio);
+        if (status != uform_ok_k) return uform_report_(status);
+        size_t frames = (audio.count + uform_audio_frame_length_k - 1) / uform_audio_frame_length_k;
+        summary = json_pack("{s:s, s:s, s:f, s:I, s:i, s:I, s:I, s:I, s:I}", "file", options->audio, "kind", "audio", "seconds",
+                            (double)audio.count / uform_audio_rate_k, "samples", (json_int_t)audio.count, "rate", uform_audio_rate_k,
+                            "source_rate", (json_int_t)audio.source_rate, "source_channels", (json_int_t)audio.source_channels,
+                            "frames", (json_int_t)frames, "cells", (json_int_t)(frames < uform_audio_frames_k ? frames : uform_audio_frames_k));
+        uform_audio_free(&audio);
+    } else {
+        uform_video_t video;
+        uform_status_t status = uform_video_read(options->video, options->fps, 0, &video);
+        if (status != uform_ok_k) return uform_report_(status);
+        size_t steps, rows, columns;
+        uform_video_grid(video.frames, video.height, video.width, 0, &steps, &rows, &columns);
+        summary = json_pack("{s:s, s:s, s:f, s:I, s:f, s:I, s:I, s:I, s:I, s:I, s:I}", "file", options->video, "kind", "video",
+                            "seconds", (double)video.frames / video.fps, "frames", (json_int_t)video.frames, "fps", video.fps,
+                            "width", (json_int_t)video.width, "height", (json_int_t)video.height, "steps", (json_int_t)steps,
+                            "rows", (json_int_t)rows, "columns", (json_int_t)columns, "cells", (json_int_t)(steps * rows * columns));
+        uform_video_free(&video);
+    }
+    char *line = summary ? json_dumps(summary, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6)) : NULL;
+    json_decref(summary);
+    if (!line) return uform_out_of_memory_();
+    printf("%s\n", line);
+    free(line);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         fputs(uform_usage_, argc < 2 ? stderr : stdout);
@@ -670,6 +737,7 @@ int main(int argc, char **argv) {
          "--model --width --threads --precision --device --image --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_, "--model --width --threads --precision --device --image --records --output"},
         {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
+        {"decode", uform_decode_usage_, "--audio --video --fps"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {
         if (strcmp(argv[1], verbs[i].verb)) continue;
@@ -682,6 +750,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], "info")) return uform_info_(&options);
         if (!strcmp(argv[1], "shard")) return uform_shard_(&options);
         if (!strcmp(argv[1], "encode") || !strcmp(argv[1], "calibrate")) return uform_encode_(&options, argv[1]);
+        if (!strcmp(argv[1], "decode")) return uform_decode_(&options);
         return uform_rerank_(&options);
     }
     fprintf(stderr, "uform: unknown verb '%s'\n\n%s", argv[1], uform_usage_);

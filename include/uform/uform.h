@@ -6,5 +6,6 @@
 #include "uform/encode.h"
 #include "uform/quantize.h"
 #include "uform/image.h"
+#include "uform/av.h"
 #include "uform/train.h"
 #endif

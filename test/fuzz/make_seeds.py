@@ -3,7 +3,9 @@
 # several row groups, nulls, text and pair records); safetensors: files laid out as
 # uform_safetensors_write lays them; config: the configuration JSON uform_config_json_ writes;
 # jsonl: text and pair records as docs/data.md describes them; mixture: the files of mixtures/ with
-# their sources pointed at files in test/fuzz/, where the fuzzer's mixture lives.
+# their sources pointed at files in test/fuzz/, where the fuzzer's mixture lives; av: short audio
+# (WAV, FLAC, MP3, Ogg Vorbis and Opus) and video (WebM VP8, MP4 H.264, Y4M) files written by the
+# ffmpeg CLI, each behind the byte that picks its decoder (0 audio, 1 video).
 # Usage: python3 test/fuzz/make_seeds.py TARGET FOLDER
 
 import itertools
@@ -127,10 +129,28 @@ def mixture(folder):
     (folder / "missing.json").write_text(compact(missing))
 
 
+def av(folder):
+    import subprocess  # only this target needs the ffmpeg CLI
+    tone = ["-f", "lavfi", "-i", "aevalsrc=0.5*sin(2*PI*440*t)|0.25*sin(2*PI*1000*t):s=22050:d=0.3:c=stereo"]
+    clip = ["-f", "lavfi", "-i", "testsrc=s=32x32:r=10:d=0.4", "-pix_fmt", "yuv420p"]
+    files = {"tone.wav": (0, tone + ["-c:a", "pcm_s16le"]), "tone.flac": (0, tone + ["-c:a", "flac"]),
+             "tone.mp3": (0, tone + ["-c:a", "libmp3lame", "-b:a", "32k"]),
+             "tone_vorbis.ogg": (0, tone + ["-c:a", "libvorbis", "-q:a", "0"]),
+             "tone_opus.ogg": (0, tone + ["-c:a", "libopus", "-b:a", "16k"]),
+             "clip.webm": (1, clip + ["-c:v", "libvpx", "-b:v", "100k"]),
+             "clip.mp4": (1, clip + ["-c:v", "libx264", "-preset", "ultrafast"]), "clip.y4m": (1, clip)}
+    for name, (decoder, arguments) in files.items():
+        path = folder / ("raw_" + name)
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *arguments, str(path)], check=True)
+        (folder / name).write_bytes(bytes([decoder]) + path.read_bytes())
+        path.unlink()
+
+
 def main(target, folder):
     folder = pathlib.Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    {"parquet": parquet, "safetensors": safetensors, "config": config, "jsonl": jsonl, "mixture": mixture}[target](folder)
+    {"parquet": parquet, "safetensors": safetensors, "config": config, "jsonl": jsonl, "mixture": mixture,
+     "av": av}[target](folder)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# run.sh [SECONDS] [TARGET...]: fuzzes each TARGET (default: all of parquet, safetensors, config, jsonl
-# and mixture, one after another) for SECONDS (default 60) on one core. Target T is test/fuzz/fuzz_T.c,
+# run.sh [SECONDS] [TARGET...]: fuzzes each TARGET (default: all of parquet, safetensors, config, jsonl,
+# mixture and av, one after another) for SECONDS (default 60) on one core. Target T is test/fuzz/fuzz_T.c,
 # built with clang (libFuzzer, AddressSanitizer, UndefinedBehaviorSanitizer) into build-fuzz/T/; its
 # seeds come from make_seeds.py when build-fuzz/T/seeds is empty, its dictionary is test/fuzz/T.dict
 # when there is one, and its grown corpus stays in build-fuzz/T/corpus. After each run the corpus is
@@ -12,7 +12,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root" # the mixture target resolves its sources in test/fuzz/, relative to here
 seconds=60
 if [ "$#" -gt 0 ] && [[ "$1" =~ ^[0-9]+$ ]]; then seconds="$1"; shift; fi
-every=(parquet safetensors config jsonl mixture)
+every=(parquet safetensors config jsonl mixture av)
 targets=("$@")
 [ "${#targets[@]}" -gt 0 ] || targets=("${every[@]}")
 flags=(-std=c11 -g -O1 -D_POSIX_C_SOURCE=200809L -Iinclude -Isrc)
@@ -22,12 +22,15 @@ libraries=(-ljansson -lzstd -lsnappy -lz -lpng -ljpeg -lwebp -lm)
 # file also holds what the target cannot reach (file readers, writers), its functions are printed too.
 settings() {
   functions=yes
+  extra=()
   case "$1" in
     parquet) parser=src/data/parquet.c; sources=(src/data/parquet.c src/data/jsonl.c src/media/image.c src/media/grid.c); longest=16384; functions=no ;;
     safetensors) parser=src/model/safetensors.c; sources=(src/model/safetensors.c); longest=16384 ;;
     config) parser=src/model/config.c; sources=(src/model/config.c src/model/tensors.c); longest=4096 ;;
     jsonl) parser=src/data/jsonl.c; sources=(src/data/jsonl.c src/media/image.c src/media/grid.c); longest=8192 ;;
     mixture) parser=src/data/mixture.c; sources=(src/data/mixture.c); longest=8192 ;;
+    av) parser=src/media/av.c; sources=(src/media/av.c src/media/av_cells.c src/media/image.c src/media/grid.c); longest=65536
+        read -r -a extra <<< "-DUFORM_HAVE_FFMPEG $(pkg-config --cflags --libs libavformat libavcodec libswresample libswscale libavutil)" ;;
     *) echo "run.sh: unknown target '$1' (expected ${every[*]})" >&2; exit 2 ;;
   esac
   sources=("test/fuzz/fuzz_$1.c" "${sources[@]}" src/core/status.c src/core/file.c)
@@ -48,7 +51,7 @@ out="build-fuzz/$target"
 settings "$target"
 mkdir -p "$out/corpus" "$out/seeds"
 clang "${flags[@]}" -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  "${sources[@]}" "${libraries[@]}" -o "$out/fuzz"
+  "${sources[@]}" "${extra[@]}" "${libraries[@]}" -o "$out/fuzz"
 if [ -z "$(ls -A "$out/seeds")" ]; then python3 test/fuzz/make_seeds.py "$target" "$out/seeds"; fi
 options=(-max_total_time="$seconds" -max_len="$longest" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1
          -artifact_prefix="$out/")
@@ -66,7 +69,7 @@ fi
 
 # Coverage: a plain build with a main that reads each file, run over the seeds and the grown corpus.
 clang "${flags[@]}" -fprofile-instr-generate -fcoverage-mapping -fsanitize=fuzzer-no-link \
-  "${sources[@]}" -x c - "${libraries[@]}" -o "$out/cover" <<'MAIN'
+  "${sources[@]}" "${extra[@]}" -x c - "${libraries[@]}" -o "$out/cover" <<'MAIN'
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>

@@ -1,8 +1,11 @@
 # test_cli.py: the `uform` command end to end: init writes a checkpoint, info describes it, encode
 # prints one JSON array per input line (unit norm, the asked width) that agrees with the reference,
-# rerank prints one MaxSim score per document line; --help works for every verb.
+# rerank prints one MaxSim score per document line; decode summarizes an audio and a video file
+# (where the build has FFmpeg and the ffmpeg CLI is here to write them); --help works for every verb.
 
 import json
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -22,7 +25,7 @@ def cli_model(cli, tmp_path_factory):
     return directory
 
 
-@pytest.mark.parametrize("verb", ["init", "encode", "rerank", "info", "shard"])
+@pytest.mark.parametrize("verb", ["init", "encode", "rerank", "info", "shard", "decode"])
 def test_help(cli, verb):
     run = uform(cli, verb, "--help")
     assert run.returncode == 0, run.stderr
@@ -123,3 +126,28 @@ def test_rerank_prints_one_score_per_document(cli, cli_model):
         document_bound = bounds.bound_bf16(document_f64, reference.colbert_cells(model, document_h, True), width, length, length)
         limit = len(query.encode()) * (query_bound + np.sqrt(len(text.encode())) * document_bound) + 5e-6 * len(query.encode())
         assert abs(score - expected) <= limit, f"{text!r}: {score} vs {expected} (bound {limit:.3e})"
+
+
+def test_decode_summarizes_audio_and_video(cli, tmp_path):
+    if not shutil.which("ffmpeg"):
+        pytest.skip("no ffmpeg CLI to write the files")
+    audio, video = tmp_path / "tone.flac", tmp_path / "clip.webm"
+    for arguments in (["-f", "lavfi", "-i", "sine=f=440:r=44100:d=2.5", str(audio)],
+                      ["-f", "lavfi", "-i", "testsrc=s=320x240:r=30:d=2", "-c:v", "libvpx", str(video)]):
+        subprocess.run(["ffmpeg", "-nostdin", "-loglevel", "error", "-y", *arguments], check=True)
+    run = uform(cli, "decode", "--audio", audio)
+    if run.returncode and "without FFmpeg" in run.stderr:
+        pytest.skip("this build has no FFmpeg")
+    assert run.returncode == 0, run.stderr
+    # 2.5 s at 16 kHz: 40000 samples, 125 frames of 320, all of them cells (under 512).
+    assert json.loads(run.stdout) == {"file": str(audio), "kind": "audio", "seconds": 2.5, "samples": 40000, "rate": 16000,
+                                      "source_rate": 44100, "source_channels": 1, "frames": 125, "cells": 125}
+    # 2 s sampled at 5 fps: 10 frames, 5 steps of 2, each 320x240 frame at most 1024 / 5 = 204 patches.
+    run = uform(cli, "decode", "--video", video, "--fps", "5")
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["frames"], summary["width"], summary["height"], summary["steps"]) == (10, 320, 240, 5), summary
+    assert summary["rows"] * summary["columns"] <= 204 and summary["cells"] == 5 * summary["rows"] * summary["columns"]
+    run = uform(cli, "decode", "--audio", video)
+    assert run.returncode == 1 and str(video) in run.stderr and "no audio stream" in run.stderr, run.stderr
+    assert uform(cli, "decode", "--audio", audio, "--video", video).returncode == 2
