@@ -36,7 +36,18 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   "fortunes-it": "public-domain (its copyright file)", "fortunes-br": "GPL-2+",
                   "unicode-data": "Unicode-DFS (Unicode data files licence; its copyright file)",
                   "openclipart-svg": "public-domain (Creative Commons Public Domain Dedication; its copyright file)",
-                  "dict-gcide": "GPL-2+ (its copyright file)", "dict-foldoc": "GFDL-1.1+ (its copyright file)"}
+                  "dict-gcide": "GPL-2+ (its copyright file)", "dict-foldoc": "GFDL-1.1+ (its copyright file)",
+                  # man page packages (manpage_pairs.py) whose copyright file states its licence in prose
+                  "manpages-dev": "GPL-2+ and others per page (the manpages source's copyright file)",
+                  "strace": "LGPL-2.1+ (its copyright file)", "wget": "GPL-3+ (its copyright file)",
+                  "zip": "Info-ZIP", "unzip": "Info-ZIP", "texinfo": "GPL-3+ (its copyright file)",
+                  "python3.11": "PSF-2.0", "x11-utils": "MIT/X11", "libx11-doc": "MIT/X11", "xterm": "MIT/X11",
+                  "usbutils": "GPL-2+ (its copyright file)", "whois": "GPL-2+ (its copyright file)",
+                  "tcpdump": "BSD-3-clause (its copyright file)", "tcl8.6-doc": "TCL (its copyright file)",
+                  "pax": "BSD (MirOS; its copyright file)", "initramfs-tools": "GPL-2 (its copyright file)",
+                  "libc-bin": "LGPL-2.1+ (its copyright file)", "libc-devtools": "LGPL-2.1+ (its copyright file)",
+                  **{package: "GPL (its copyright file)" for package in
+                     ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 

@@ -16,6 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import gcide_pairs  # noqa: E402
+import manpage_pairs  # noqa: E402
 from test_corpora import SPLITS, check_manifest, leaks, pair_keys, read_splits  # noqa: E402
 
 
@@ -196,3 +197,109 @@ def test_built_gcide_has_no_wordnet_held_out_word_in_train():
     words, _, _ = gcide_pairs.wordnet_held_out(wordnet)
     train = read_splits(folder)["train"]
     assert train and not any(word.strip().casefold() in words for record in train for word in record["query"].split(","))
+
+
+# ---- man pages ----------------------------------------------------------------------------------
+
+MAN_PAGE = r'''.\" a comment that must not show
+.TH LS "1" "September 2022" "GNU coreutils 9.1" "User Commands"
+.ds n listing
+.SH NAME
+ls \- list directory contents
+.SH SYNOPSIS
+.B ls
+[\fI\,OPTION\/\fR]... [\fI\,FILE\/\fR]...
+.SH DESCRIPTION
+.PP
+List information about the FILEs (the current directory by default).
+Sort entries alphabetically if none of \fB\-cftuvSUX\fR nor
+.BR \-\-sort " is specified for " \*n .
+.TS
+tab(:);
+a table:that must go
+.TE
+.PP
+It prints \(lqnames\(rq \(em one per line \[u00E9]t\['e] \e done.
+.TP
+\fB\-a\fR, \fB\-\-all\fR
+do not ignore entries starting with .
+.SH AUTHOR
+Written by someone.
+'''
+MDOC_PAGE = r'''.Dd $Mdocdate$
+.Dt SCP 1
+.Os
+.Sh NAME
+.Nm scp
+.Nd OpenSSH secure file copy
+.Sh DESCRIPTION
+.Nm
+copies files between hosts, see
+.Xr ssh 1 .
+Use
+.Fl r
+to copy
+.Ar directories
+in the form
+.Sm off
+.Oo user @ Oc host
+.Sm on
+recursively.
+'''
+
+
+def test_manpage_parsing_and_cleaning():
+    summary, text = manpage_pairs.parse_page(MAN_PAGE, "ls")
+    assert summary == "list directory contents"
+    assert text.split("\n\n") == [
+        "List information about the FILEs (the current directory by default). Sort entries alphabetically if "
+        "none of -cftuvSUX nor --sort is specified for listing.",
+        "It prints “names” — one per line été \\ done."]  # the table and, after this much prose, the option list go
+    summary, text = manpage_pairs.parse_page(MDOC_PAGE, "scp")
+    assert summary == "OpenSSH secure file copy"
+    assert text == "scp copies files between hosts, see ssh(1). Use -r to copy directories in the form [user @] host recursively."
+    assert manpage_pairs.read_page.__doc__ and manpage_pairs.PAGE.match("File::Temp.3perl.gz").group("section") == "3perl"
+
+
+def write_man_tree(root):
+    """A package of 40 pages in two sections each, one .so link, one page without a summary and
+    two pages sharing a description (a leak unless removed)."""
+    man = root / "usr" / "share" / "man"
+    for section in ("1", "3"):
+        (man / f"man{section}").mkdir(parents=True, exist_ok=True)
+    for number in range(40):
+        for section in ("1", "3"):
+            body = (f".TH TOOL{number} {section}\n.SH NAME\ntool{number} \\- do task {number} in section {section}\n"
+                    f".SH DESCRIPTION\nThe tool number {number} performs its own task {number} for section {section} well.\n")
+            (man / f"man{section}" / f"tool{number}.{section}.gz").write_bytes(gzip.compress(body.encode(), mtime=0))
+    shared = ".TH X 1\n.SH NAME\n{0} \\- {0} with a shared text\n.SH DESCRIPTION\nThis description is shared by two pages word for word.\n"
+    for name in ("sharea", "shareb"):
+        (man / "man1" / f"{name}.1").write_text(shared.format(name))
+    (man / "man1" / "link.1").write_text(".so man1/tool1.1\n")
+    (man / "man1" / "bare.1").write_text(".TH BARE 1\n.SH NAME\nbare\n.SH DESCRIPTION\nA page whose NAME has no summary.\n")
+    (root / "usr" / "share" / "man" / "de" / "man1").mkdir(parents=True)
+    (root / "usr" / "share" / "man" / "de" / "man1" / "tool1.1").write_text(".SH NAME\ntool1 \\- übersetzt\n")
+
+
+def run_manpages(tmp_path, output):
+    manpage_pairs.main(["--packages", "fake", "--man-root", f"fake={tmp_path / 'man'}", "--output", str(output),
+                        "--seed", "4", "--dev-fraction", "0.2", "--test-fraction", "0.2"])
+    return read_splits(output)
+
+
+def test_manpage_corpus(tmp_path):
+    write_man_tree(tmp_path / "man")
+    splits = run_manpages(tmp_path, tmp_path / "out")
+    assert all(splits[split] for split in SPLITS)
+    assert not leaks(splits, pair_keys)
+    owner = {}
+    for split in SPLITS:
+        for record in splits[split]:
+            assert owner.setdefault(record["page"].split("(")[0], split) == split  # both sections of a name together
+    every = [record for split in SPLITS for record in splits[split]]
+    assert sum(record["positives"] == ["This description is shared by two pages word for word."] for record in every) == 1
+    assert not any("übersetzt" in record["query"] or record["page"].startswith(("bare", "link")) for record in every)
+    manifest = check_manifest(tmp_path / "out")
+    assert manifest["pages"]["links to another page (.so)"] == 1 and manifest["pages"]["no usable NAME summary"] == 1
+    assert run_manpages(tmp_path, tmp_path / "again") == splits
+    assert (tmp_path / "out" / "text.jsonl").read_bytes() == (tmp_path / "again" / "text.jsonl").read_bytes()
