@@ -458,7 +458,7 @@ def test_built_corpus_has_no_leaks(corpus):
 def test_mixtures_name_built_corpora():
     allowed = {"description", "objective", "columns", "mask_ratio", "mean_span", "image_mask_ratio", "sources"}
     expected = {"base.json": "mlm", "reranker.json": "rerank", "embedder.json": "contrastive",
-                "embedder_no_negatives.json": "contrastive"}
+                "embedder_no_negatives.json": "contrastive", "embedder_definitions.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
         assert set(mixture) <= allowed and mixture["objective"] == objective

@@ -16,6 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import gcide_pairs  # noqa: E402
+import foldoc_pairs  # noqa: E402
 import manpage_pairs  # noqa: E402
 from test_corpora import SPLITS, check_manifest, leaks, pair_keys, read_splits  # noqa: E402
 
@@ -303,3 +304,53 @@ def test_manpage_corpus(tmp_path):
     assert manifest["pages"]["links to another page (.so)"] == 1 and manifest["pages"]["no usable NAME summary"] == 1
     assert run_manpages(tmp_path, tmp_path / "again") == splits
     assert (tmp_path / "out" / "text.jsonl").read_bytes() == (tmp_path / "again" / "text.jsonl").read_bytes()
+
+
+# ---- FOLDOC -------------------------------------------------------------------------------------
+
+BURN_IN = '''burn-in period
+
+   1. <testing> A factory {soak test} intended to increase the
+   chance that components fail before the system leaves the factory.
+
+   2. <jargon> When one is so involved in a new project that one
+   forgets to sleep.
+
+    an example line
+
+   See {hack mode}.
+
+   [{Jargon File}]
+
+   (2007-01-17)
+
+'''
+
+
+def test_foldoc_entry_parsing():
+    term, definitions = foldoc_pairs.parse_entry(BURN_IN)
+    assert term == "burn-in period"
+    assert definitions == ["A factory soak test intended to increase the chance that components fail before the system "
+                           "leaves the factory.", "When one is so involved in a new project that one forgets to sleep.\n\n"
+                           "an example line"]
+    assert foldoc_pairs.parse_entry("CNAME\n\n   See {canonical name}.\n\n   (1994-11-29)\n")[1] == []
+
+
+def test_foldoc_corpus(tmp_path):
+    entries = [("burn-in period", BURN_IN)]
+    for number in range(60):
+        entries.append((f"term{number}", f"term{number}\n\n   <networking> The {{thing}} number {number} of networking.\n\n   (2000-01-01)\n"))
+    for term in ("synonym one", "synonym two"):  # the same definition twice: a leak unless removed
+        entries.append((term, f"{term}\n\n   A definition two terms share word for word.\n"))
+    write_dictd(tmp_path / "foldoc", "foldoc", entries)
+    arguments = ["--foldoc-root", str(tmp_path / "foldoc"), "--seed", "6", "--dev-fraction", "0.2", "--test-fraction", "0.2"]
+    foldoc_pairs.main([*arguments, "--output", str(tmp_path / "out")])
+    splits = read_splits(tmp_path / "out")
+    assert all(splits[split] for split in SPLITS)
+    assert not leaks(splits, pair_keys)
+    every = [record for split in SPLITS for record in splits[split]]
+    assert sum(record["positives"] == ["A definition two terms share word for word."] for record in every) == 1
+    assert any(record["positives"] == ["The thing number 7 of networking."] for record in every)
+    check_manifest(tmp_path / "out")
+    foldoc_pairs.main([*arguments, "--output", str(tmp_path / "again")])
+    assert read_splits(tmp_path / "again") == splits
