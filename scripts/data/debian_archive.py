@@ -35,7 +35,19 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   "fortunes": "public-domain and various (see its copyright file)",
                   "fortunes-it": "public-domain (its copyright file)", "fortunes-br": "GPL-2+",
                   "unicode-data": "Unicode-DFS (Unicode data files licence; its copyright file)",
-                  "openclipart-svg": "public-domain (Creative Commons Public Domain Dedication; its copyright file)"}
+                  "openclipart-svg": "public-domain (Creative Commons Public Domain Dedication; its copyright file)",
+                  "dict-gcide": "GPL-2+ (its copyright file)", "dict-foldoc": "GFDL-1.1+ (its copyright file)",
+                  # man page packages (manpage_pairs.py) whose copyright file states its licence in prose
+                  "manpages-dev": "GPL-2+ and others per page (the manpages source's copyright file)",
+                  "strace": "LGPL-2.1+ (its copyright file)", "wget": "GPL-3+ (its copyright file)",
+                  "zip": "Info-ZIP", "unzip": "Info-ZIP", "texinfo": "GPL-3+ (its copyright file)",
+                  "python3.11": "PSF-2.0", "x11-utils": "MIT/X11", "libx11-doc": "MIT/X11", "xterm": "MIT/X11",
+                  "usbutils": "GPL-2+ (its copyright file)", "whois": "GPL-2+ (its copyright file)",
+                  "tcpdump": "BSD-3-clause (its copyright file)", "tcl8.6-doc": "TCL (its copyright file)",
+                  "pax": "BSD (MirOS; its copyright file)", "initramfs-tools": "GPL-2 (its copyright file)",
+                  "libc-bin": "LGPL-2.1+ (its copyright file)", "libc-devtools": "LGPL-2.1+ (its copyright file)",
+                  **{package: "GPL (its copyright file)" for package in
+                     ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 
@@ -435,6 +447,15 @@ def fetch_unless_local(script, local, scratch, refresh):
         sys.exit(f"{script}: {error}")
 
 
+def package_folder(script, package, local, subfolder, scratch, refresh):
+    """(folder to read, [manifest entry]): the local folder when given (no entry), else `package`
+    fetched and its `subfolder`; a failure ends the script with its message."""
+    if local:
+        return pathlib.Path(local), []
+    fetched = fetch_unless_local(script, {package: None}, scratch, refresh)[package]
+    return fetched["root"] / subfolder, [package_record(fetched)]
+
+
 def image_source(fetched, local):
     """The manifest's "source": the packages fetched, and the local folders read instead of the others."""
     return {"packages": [package_record(details) for details in fetched.values()],
@@ -442,8 +463,9 @@ def image_source(fetched, local):
 
 
 def print_summary(script, manifest, started, output):
+    images = f", {manifest['images']['files']} images" if "images" in manifest else ""
     print(f"{script}: " + ", ".join(f"{split} {manifest['records'][split]['total']}" for split in SPLITS) +
-          f" pairs, {manifest['images']['files']} images in {time.monotonic() - started:.1f} s -> {output}", file=sys.stderr)
+          f" pairs{images} in {time.monotonic() - started:.1f} s -> {output}", file=sys.stderr)
 
 
 def build_image_corpus(script, corpus, arguments, groups, images, manifest_extra, source, started):

@@ -438,7 +438,7 @@ def test_text_corpus(tmp_path):
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
-         "text": text_keys}
+         "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))
@@ -458,7 +458,8 @@ def test_built_corpus_has_no_leaks(corpus):
 def test_mixtures_name_built_corpora():
     allowed = {"description", "objective", "columns", "mask_ratio", "mean_span", "image_mask_ratio", "sources"}
     expected = {"base.json": "mlm", "reranker.json": "rerank", "embedder.json": "contrastive",
-                "embedder_no_negatives.json": "contrastive", "embedder_definitions.json": "contrastive", "embedder_definitions_negatives.json": "contrastive",
+                "embedder_no_negatives.json": "contrastive", "embedder_definitions.json": "contrastive",
+                "embedder_definitions_negatives.json": "contrastive",
                 "embedder_definitions_negatives_scarce.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
