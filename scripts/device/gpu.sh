@@ -70,7 +70,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   mkdir -p build-parity/pkgconfig
   for pc in "$lib"/pkgconfig/*.pc; do
     sed -e "s#^prefix=/usr\$#prefix=$usr#" -e "s#^libdir=/usr/#libdir=$usr/#" -e "s#^includedir=/usr/#includedir=$usr/#" \
-      "$pc" > "build-parity/pkgconfig/$(basename "$pc")"
+      -e "/^Requires.private:/d" "$pc" > "build-parity/pkgconfig/$(basename "$pc")"  # private needs (libmicrohttpd: gnutls) are for static links
   done
   export PKG_CONFIG_PATH="$PWD/build-parity/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

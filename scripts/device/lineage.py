@@ -102,7 +102,7 @@ def command(build, run, steps, args, folder):
             sys.exit(f"lineage: {run['name']} starts from {source}, which has no checkpoint: run its stage first")
         line += ["--init-from", str(source)]
     elif "init_path" in run:
-        if not (pathlib.Path(run["init_path"]) / "model.safetensors.index.json").exists() and not (pathlib.Path(run["init_path"]) / "model.safetensors").exists():
+        if not any((pathlib.Path(run["init_path"]) / name).exists() for name in ("model.safetensors.index.json", "model.safetensors", "latest")):
             sys.exit(f"lineage: {run['name']} starts from {run['init_path']}, which holds no checkpoint (--refine-from)")
         line += ["--init-from", str(run["init_path"])]
     else:
@@ -160,7 +160,7 @@ def language_subsets(mixtures):
 
 def train_stage(stage, build, args):
     plain_trains()
-    runs = [run for run in plan(args)[stage] if args.ablations or not run.get("ablation")]
+    runs = [run for run in plan(args)[stage] if (args.ablations or not run.get("ablation")) and (not args.only or run["name"] in args.only)]
     language_subsets({run["mixture"] for run in runs})
     folder = pathlib.Path(args.runs) / stage
     folder.mkdir(parents=True, exist_ok=True)
@@ -228,7 +228,8 @@ def spectrum(vectors):
 
 def effective_rank(build, checkpoint, texts, args):
     """spectrum() of a checkpoint's pooled embeddings of texts (`uform encode --records`), or None."""
-    line = [str(build / "uform"), "encode", "--model", str(checkpoint), "--records", "--device", args.device]
+    folder = pathlib.Path(checkpoint) / "latest" if (pathlib.Path(checkpoint) / "latest").exists() else checkpoint  # `uform encode` reads a checkpoint, not a run folder
+    line = [str(build / "uform"), "encode", "--model", str(folder), "--records", "--device", args.device]
     records = "".join(json.dumps({"text": text}) + "\n" for text in texts)
     result = subprocess.run(line, cwd=ROOT, input=records, capture_output=True, text=True)
     if result.returncode != 0:
@@ -373,6 +374,7 @@ def main():
     parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "eval", "all"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every run's steps (a CPU check of the chain: 0.005 or so)")
     parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
+    parser.add_argument("--only", action="append", help="train only this run of the stage (repeat for several; default all)")
     parser.add_argument("--time-limit", type=float, default=0,
                         help="seconds a stage may train; runs still going then stop at their last checkpoint, saved every quarter of their steps (default 0: no limit)")
     parser.add_argument("--rows", type=int, default=64, help="rows of 1024 columns a step (default 64)")
