@@ -237,6 +237,25 @@ def test_the_packaged_default(uform, package, cli, checkpoint, monkeypatch):
         assert printed_rows(model.encode(["hi"])) == cli_encode(cli, checkpoint, ["hi"])
 
 
+def test_the_shipped_sharded_default_is_packaged(cli, tmp_path):
+    """The wheel built as `pip install ./python` builds it carries models/default's shards and index,
+    and Model() there opens them: `encode(['hi'])` prints as `uform encode` prints it on models/default."""
+    import zipfile
+    shipped = ROOT / "models" / "default"
+    site, wheel = build_package(tmp_path, default_model=str(shipped))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shards = sorted(path.name for path in shipped.glob("model-*-of-*.safetensors"))
+    assert shards and {f"uform/default/{name}" for name in shards + ["model.safetensors.index.json"]} <= names, sorted(names)
+    script = ("import sys, json; sys.path.insert(0, sys.argv[1]); import uform; m = uform.Model(); "
+              "print(m.info['origin']); print('[' + ', '.join('%.7g' % v for v in m.encode(['hi'])[0]) + ']')")
+    environment = {k: v for k, v in os.environ.items() if k != "UFORM_MODEL"}
+    run = subprocess.run([sys.executable, "-c", script, str(site)], capture_output=True, text=True, timeout=300, env=environment)
+    assert run.returncode == 0, run.stderr
+    origin, row = run.stdout.splitlines()[-2:]
+    assert origin == "packaged default"
+    assert row == cli_encode(cli, shipped, ["hi"])[0]
+
+
 def test_the_default_model_without_a_packaged_one(uform, cli, tmp_path, monkeypatch):
     """Where a build packages none, Model() is the untrained 128x2 of seed 0, and says so; UFORM_MODEL names another."""
     import uform._default as default
