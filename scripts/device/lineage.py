@@ -21,6 +21,7 @@ those runs and their start beside each other, and dev picks among them.
     python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|refine|eval|all
                                       [--scale 1] [--rows 64] [--ablations] [--runs runs/lineage]
                                       [--eval-limit 2000] [--device cuda] [--out DIR]
+                                      [--refine-from DIR] [--only RUN] [--time-limit S] [--rerank K]
 
 --device cpu with --scale 0.005 and micro --ship/--tiny tiers runs the chain on a CPU in minutes,
 to check the script and mixtures before a GPU call.
@@ -238,9 +239,6 @@ def effective_rank(build, checkpoint, texts, args):
     return spectrum([json.loads(row) for row in result.stdout.splitlines() if row.strip()])
 
 
-EMBEDDER_RUNS = ("tiny", "ship", "ship-tcr", "ship-negatives")  # the embedder stage's runs keep their plain names
-
-
 def candidates(args):
     """{name: checkpoint folder} of every embedder to score: the embedder stage's runs (by their
     names), the refine stage's (refine-NAME) and, with refine runs, the checkpoint they started
@@ -282,7 +280,7 @@ def eval_stage(build, args):
                 jobs.append((tag, checkpoint, path, ()))
             else:
                 jobs.append((tag, checkpoint, path, rerank))
-                if rerank and embedder in EMBEDDER_RUNS and (reranker / "latest").exists():
+                if rerank and checkpoint.parent.name == "embedder" and (reranker / "latest").exists():  # the chain's own reranker
                     jobs.append((f"{tag}-reranker", checkpoint, path, ("--rerank", str(args.rerank), "--reranker", str(reranker), "--no-tfidf")))
     dev = eval_sets(args, "dev", TEXT_SETS, 2000)  # the ship variant that ships is chosen on dev, not test
     shippable = [name for name in embedders if name != "tiny"]
