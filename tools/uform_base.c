@@ -34,6 +34,9 @@ static char const *const uform_base_usage_ =
     "  --output DIR             run folder (created)\n"
     "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
     "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
+    "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, encoder, pool, rerank,\n"
+    "                           mlm, siglip, mae); the rest stay as loaded. With --init-from a checkpoint,\n"
+    "                           'rerank,siglip' trains a new rerank head over its frozen encoder (default: all)\n"
     "  --save-every N           checkpoint every N steps (default: only at the end)\n"
     "  --keep N                 step folders kept (default 2)\n"
     "  --tcr-lambda X           total coding rate weight (default 0)\n"
@@ -51,7 +54,7 @@ static char const *const uform_base_usage_ =
     "  --quiet                  no progress line\n";
 
 typedef struct {
-    char const *tier, *mixture, *objective, *output, *resume, *init_from, *device;
+    char const *tier, *mixture, *objective, *output, *resume, *init_from, *device, *train_only;
     double learning_rate, tcr_lambda, lipschitz_lambda;
     unsigned long long steps, rows, warmup, seed, save_every, keep, threads, recompute, image_cache_mb;
     int warmup_set, quiet, cuda;
@@ -111,6 +114,7 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
             {"--resume", &options->resume, NULL, NULL},
             {"--init-from", &options->init_from, NULL, NULL},
             {"--device", &options->device, NULL, NULL},
+            {"--train-only", &options->train_only, NULL, NULL},
             {"--learning-rate", NULL, &options->learning_rate, NULL},
             {"--tcr-lambda", NULL, &options->tcr_lambda, NULL},
             {"--lipschitz-lambda", NULL, &options->lipschitz_lambda, NULL},
@@ -413,6 +417,7 @@ int main(int argc, char **argv) {
     train.total_steps = (size_t)options.steps > train.warmup_steps ? (size_t)options.steps : 0;
     train.tcr_lambda = options.tcr_lambda;
     train.lipschitz_lambda = options.lipschitz_lambda;
+    train.train_only = options.train_only;
     uform_trainer_t *trainer = NULL;
     uform_batcher_t *batcher = NULL;
     uform_batcher_options_t batching = {.rows = (size_t)options.rows, .seed = options.seed,
@@ -451,10 +456,11 @@ int main(int argc, char **argv) {
 
     /* Where the weights come from, for the checkpoint README. */
     char recipe[512], datasets[1024] = "", warm_start[512];
-    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s%s%s",
+    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s%s%s%s%s",
              uform_objective_name(objective), options.mixture, options.steps, options.rows, mixture.columns,
              train.learning_rate ? train.learning_rate : config.learning_rate, train.warmup_steps, options.seed,
              options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "",
+             options.train_only ? ", training only " : "", options.train_only ? options.train_only : "",
              options.cuda ? ", on CUDA device " : "", options.cuda ? device : "");
     for (size_t i = 0; i < mixture.sources_count; ++i) {
         size_t used = strlen(datasets);

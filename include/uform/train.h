@@ -38,6 +38,10 @@ typedef struct uform_train_options_t {
     size_t anchors, candidates;  /* cuda, contrastive and rerank: the most anchors and candidates a batch lists */
     int recompute;               /* cuda: 0 keeps every activation, 1 (default) replays each block's forward in the
                                   * backward pass, 2 replays it but keeps its attention output */
+    /* The parts that train, comma-separated part names ("rerank,siglip"; SPEC.md section 7's prefixes:
+     * bytes, vision, video, audio, encoder, pool, rerank, mlm, siglip, mae); the rest stay as loaded,
+     * their moments too. NULL or "": every part. Read at uform_trainer_create only. */
+    char const *train_only;
 } uform_train_options_t;
 
 /** Fills the defaults: SPEC.md's (objective MLM, the tier's learning rate, no warm-up or decay), the CPU. */

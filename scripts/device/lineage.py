@@ -88,6 +88,11 @@ def plan(args):
             {"name": "defs-negatives-rows128", "init_path": args.refine_from, "rows": 128, "ablation": True,
              "mixture": "mixtures/embedder_definitions_negatives.json", "steps": 1200, "flags": ["--learning-rate", "1e-3", *regularizers]},
         ],
+        "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
+            {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
+             "flags": ["--learning-rate", rate, "--train-only", "rerank,siglip"]}
+            for name, steps, rate in (("head", 2000, "2e-3"), ("head-lr5e-3", 2000, "5e-3"), ("head-long", 5000, "2e-3"))
+        ],
     }
 
 
@@ -323,10 +328,104 @@ def eval_stage(build, args):
     return report
 
 
-def widest_r1(result, direction):
-    """A report's model R@1, all languages, at its widest width."""
-    rows = [r for r in result["rows"] if r["method"] == "model" and r["language"] == "all" and r["direction"] == direction]
-    return max(rows, key=lambda r: r["width"])["recall@1"]
+def rehead_eval(build, args):
+    """The rehead stage's heads, and the start's own (stale) head, by MaxSim of the top --rerank on the
+    first --eval-limit / 2 dev pairs of every text set (the pooled ranking is the same for all: the
+    encoder is frozen); the best mean R@1 gain over the pooled embedding, both directions, picks the
+    head, which is then scored on the test spreads beside TF-IDF. Its rerank.proj and SigLIP scalars
+    come back as OUT/rehead.safetensors (lineage_head.py puts them into the shipped shards)."""
+    runs = pathlib.Path(args.runs)
+    folder = runs / "rehead-eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    heads = {"start": pathlib.Path(args.refine_from)}
+    for run in plan(args)["rehead"]:
+        if (runs / "rehead" / run["name"] / "latest").exists():
+            heads[run["name"]] = runs / "rehead" / run["name"]
+    dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS, args.eval_limit // 2)
+    jobs = [(f"dev-{head}-{name}", checkpoint, path, ("--no-tfidf",)) for head, checkpoint in heads.items() for name, path in dev.items()]
+    results = run_jobs(build, args, folder, jobs)
+    report = {"heads": {name: str(path) for name, path in heads.items()}, "dev": {}, "results": {}}
+    for head in heads:
+        gains = []
+        for name in dev:
+            result = results.get(f"dev-{head}-{name}")
+            if not result:
+                continue
+            for direction in ("query->positive", "positive->query"):
+                pooled, reranked = widest_r1(result, direction), widest_r1(result, direction, f"model+maxsim@{args.rerank}")
+                report["dev"].setdefault(head, {})[f"{name} {direction}"] = [pooled, reranked]
+                gains.append(reranked - pooled)
+        report["dev"].setdefault(head, {})["mean_gain"] = sum(gains) / len(gains) if gains else None
+    scored = {head: report["dev"][head]["mean_gain"] for head in heads if report["dev"].get(head, {}).get("mean_gain") is not None}
+    best = max(scored, key=scored.get) if scored else None
+    report["best"] = best
+    if best:
+        sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS)
+        jobs = [(f"test-{best}-{name}", heads[best], path, ()) for name, path in sets.items()]
+        if best != "start":
+            jobs += [(f"test-start-{name}", heads["start"], path, ("--no-tfidf",)) for name, path in sets.items()]
+        report["results"] = run_jobs(build, args, folder, jobs)
+        if best != "start":
+            export_head(heads[best], pathlib.Path(args.out) / "rehead.safetensors")
+    for head in heads:
+        print(f"lineage rehead: {head}: mean dev R@1 gain of MaxSim@{args.rerank} over the pooled ranking "
+              f"{report['dev'].get(head, {}).get('mean_gain')}", flush=True)
+    for tag, result in sorted(report["results"].items()):
+        for direction in ("query->positive", "positive->query"):
+            print(f"lineage rehead: {tag:36} {direction:16} TF-IDF {widest_r1(result, direction, 'tfidf')} pooled "
+                  f"{widest_r1(result, direction)} MaxSim {widest_r1(result, direction, f'model+maxsim@{args.rerank}')}", flush=True)
+    print(f"lineage rehead: best head: {best}")
+    (folder / "rehead.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+def run_jobs(build, args, folder, jobs):
+    """{tag: report} of uform_eval jobs (tag, checkpoint, pairs, extra flags), --jobs at once, each with
+    --rerank; a failed job is named with its error's tail."""
+    running = []
+    for tag, checkpoint, path, extra in jobs:
+        while len(running) >= args.jobs:
+            running = [(t, p) for t, p in running if p.poll() is None]
+            time.sleep(0.2)
+        line = [str(build / "uform_eval"), str(checkpoint), "--pairs", str(path), "--device", args.device, "--json",
+                str(folder / f"{tag}.json"), "--quiet", "--threads", str(max(1, (os.cpu_count() or 2) // args.jobs)),
+                "--rerank", str(args.rerank), *extra]
+        running.append((tag, subprocess.Popen(line, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=open(folder / f"{tag}.err", "w"))))
+    for _, process in running:
+        process.wait()
+    results = {}
+    for tag, _, _, _ in jobs:
+        target = folder / f"{tag}.json"
+        if target.exists():
+            results[tag] = json.loads(target.read_text())
+        else:
+            print(f"lineage: {tag} failed:\n{(folder / (tag + '.err')).read_text()[-1200:]}", flush=True)
+    return results
+
+
+def export_head(run, target):
+    """The rerank head and SigLIP scalars of a run's latest checkpoint, alone, as SafeTensors at target
+    (raw bytes: BF16 needs no decoding to be copied)."""
+    source = pathlib.Path(run) / "latest" / "model.safetensors"
+    data = source.read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + size])
+    kept, blobs, offset = {"__metadata__": {"source": str(source)}}, [], 0
+    for name, entry in header.items():
+        if name != "__metadata__" and name.split(".")[0] in ("rerank", "siglip"):
+            blob = data[8 + size + entry["data_offsets"][0] : 8 + size + entry["data_offsets"][1]]
+            kept[name] = {"dtype": entry["dtype"], "shape": entry["shape"], "data_offsets": [offset, offset + len(blob)]}
+            blobs.append(blob)
+            offset += len(blob)
+    text = json.dumps(kept).encode()
+    text += b" " * (-len(text) % 8)
+    target.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
+
+
+def widest_r1(result, direction, method="model"):
+    """A report's R@1 by `method` (model, model+maxsim@K, tfidf), all languages, at its widest width; None where absent."""
+    rows = [r for r in result["rows"] if r["method"] == method and r["language"] == "all" and r["direction"] == direction]
+    return max(rows, key=lambda r: r["width"] or 0)["recall@1"] if rows else None
 
 
 def summary_rows(report):
@@ -369,7 +468,7 @@ def print_summary(report):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", required=True)
-    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "eval", "all"])
+    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "rehead", "rehead-eval", "eval", "all"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every run's steps (a CPU check of the chain: 0.005 or so)")
     parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
     parser.add_argument("--only", action="append", help="train only this run of the stage (repeat for several; default all)")
@@ -394,7 +493,7 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     stages = ["base", "reranker", "embedder", "eval"] if args.stage == "all" else [args.stage]
     for stage in stages:
-        report = eval_stage(build, args) if stage == "eval" else train_stage(stage, build, args)
+        report = eval_stage(build, args) if stage == "eval" else rehead_eval(build, args) if stage == "rehead-eval" else train_stage(stage, build, args)
         (out / f"lineage-{stage}.json").write_text(json.dumps(report, indent=1))
 
 

@@ -400,6 +400,18 @@ static uform_cuda_images_t images_(uform_cuda_step_t const *step, batch_device_t
                                  .d_product = step->d_patch_product, .partials = step->image_partials};
 }
 
+/* Whether any tensor of the trunk (the frontends, the blocks and the final norm) takes updates. */
+static int trunk_trains_(uform_cuda_step_t const *step) {
+    uform_tensor_kind_t const shared[] = {uform_tensor_embed_bytes_k, uform_tensor_vision_patch_k, uform_tensor_vision_bias_k,
+                                          uform_tensor_final_norm_k};
+    for (size_t k = 0; k < sizeof(shared) / sizeof(shared[0]); ++k)
+        if (tensor_(step, shared[k], 0) && !tensor_(step, shared[k], 0)->frozen) return 1;
+    for (size_t l = 0; l < step->config.depth; ++l)
+        for (int k = uform_tensor_attn_norm_k; k <= uform_tensor_down_k; ++k)
+            if (!tensor_(step, (uform_tensor_kind_t)k, l)->frozen) return 1;
+    return 0;
+}
+
 /* Everything of one step on the stream: gradients, then (with `optimize`) the Adafactor updates. */
 static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) {
     uform_cuda_step_config_t const *c = &step->config;
@@ -423,19 +435,22 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
     TRY(c->objective == uform_cuda_mlm_k           ? mlm_head_(step, b)
         : c->objective == uform_cuda_contrastive_k ? contrastive_head_(step, b)
                                                    : rerank_head_(step, b));
-    TRY_CUDA(cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
-    TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
-                                    step->dy, step->gain_partials, s));
-    TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
-    for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
-    uform_cuda_frontend_gradients_t const frontend_gradients = {embed->gradient, patch ? patch->gradient : NULL,
-                                                                bias ? bias->gradient : NULL};
-    TRY(uform_cuda_frontend_backward(step->gemm, &images, step->d_stream, b->order, b->offsets, n, d, step->embed_partials,
-                                     &frontend_gradients, s));
+    if (trunk_trains_(step)) { /* a head-only run skips it: nothing below the heads takes an update */
+        TRY_CUDA(cudaMemsetAsync(step->d_stream, 0, n * d * 4, step->stream));
+        TRY(uform_cuda_rmsnorm_backward(last, final_norm->parameter, step->final_scales, step->d_normed, n, d, step->d_stream,
+                                        step->dy, step->gain_partials, s));
+        TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
+        for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
+        uform_cuda_frontend_gradients_t const frontend_gradients = {embed->gradient, patch ? patch->gradient : NULL,
+                                                                    bias ? bias->gradient : NULL};
+        TRY(uform_cuda_frontend_backward(step->gemm, &images, step->d_stream, b->order, b->offsets, n, d, step->embed_partials,
+                                         &frontend_gradients, s));
+    }
     TRY_CUDA(cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
     if (!optimize) return uform_ok_k;
     for (size_t i = 0; i < step->tensors_count; ++i) {
         uform_cuda_tensor_t *t = &step->tensors[i];
+        if (t->frozen) continue;
         if (t->is_matrix)
             TRY(uform_cuda_adafactor_matrix(t->parameter, t->gradient, t->row_moment, t->column_moment, t->first_moment,
                                             t->rows, t->columns, &b->scalars[1], c->beta1, c->beta2, c->clip,

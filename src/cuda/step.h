@@ -98,6 +98,7 @@ typedef struct uform_cuda_tensor_t {
     /* Adafactor's state (device, Float32, zero at creation): R [rows] and C [columns] for a matrix,
      * the unfactored V [rows] for a vector (column_moment NULL), and M [rows x columns]. */
     float *row_moment, *column_moment, *first_moment;
+    int frozen; /* set before the first step: no update (and no backward into the trunk when all of it is) */
 } uform_cuda_tensor_t;
 
 /** Returns uform_ok_k, or a status with a message in `error`: invalid_argument for a configuration

@@ -136,6 +136,13 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
     char error[512] = "";
     uform_status_t status = uform_cuda_step_create(&cuda->step, &step_config, error, sizeof(error));
     if (status != uform_ok_k) return uform_fail(status, "CUDA trainer: %s", error);
+    size_t count = 0;
+    uform_cuda_tensor_t *tensors = uform_cuda_step_tensors(cuda->step, &count);
+    for (size_t i = 0; i < count; ++i) {
+        uform_tensor_t *cpu;
+        UFORM_TRY(uform_pair_(cuda, &tensors[i], &cpu));
+        tensors[i].frozen = cpu->frozen;
+    }
     return uform_train_cuda_upload(cuda);
 }
 

@@ -86,6 +86,29 @@ void uform_trainer_close(uform_trainer_t *trainer) {
     free(trainer);
 }
 
+/* Freezes every tensor outside the comma-separated parts of `train_only` (NULL or "": none frozen). */
+static uform_status_t uform_freeze_(uform_trainer_t *trainer, char const *train_only) {
+    if (!train_only || !*train_only) return uform_ok_k;
+    uform_model_t const *model = trainer->model;
+    unsigned trained = 0;
+    for (char const *name = train_only; *name;) {
+        size_t length = strcspn(name, ",");
+        char part_name[32] = "";
+        if (length < sizeof(part_name)) memcpy(part_name, name, length);
+        uform_part_t part = uform_part_from_name(part_name);
+        if (part == uform_parts_k)
+            return uform_fail(uform_invalid_argument_k, "train_only: unknown part '%.*s' (bytes, vision, video, audio, encoder, "
+                                                        "pool, rerank, mlm, siglip or mae)", (int)length, name);
+        if (!uform_model_carries(model, part))
+            return uform_fail(uform_missing_k, "train_only: the model carries no %s part", part_name);
+        trained |= 1u << part;
+        name += length + (name[length] == ',');
+    }
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        if (trainer->by_index[i]) trainer->by_index[i]->frozen = !(trained & (1u << model->tensors[i].part));
+    return uform_ok_k;
+}
+
 uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t const *options, size_t cells,
                                     uform_trainer_t **result) {
     if (!model || !options || !result) return uform_fail(uform_invalid_argument_k, "uform_trainer_create: NULL argument");
@@ -133,6 +156,8 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
         trainer->by_index[i] = &trainer->tensors[trainer->tensors_count];
         status = uform_add_tensor_(trainer, &model->tensors[i], &model->weights[i]);
     }
+    if (status == uform_ok_k) status = uform_freeze_(trainer, options->train_only);
+    trainer->options.train_only = NULL; /* the caller's string; the tensors' flags hold it now */
     if (status == uform_ok_k) {
 #define UFORM_BIND_(field, kind) trainer->field = uform_trained_(trainer, kind, 0);
         UFORM_NAMED_TENSORS(UFORM_BIND_)
@@ -420,7 +445,7 @@ uform_status_t uform_trainer_apply(uform_trainer_t *trainer) {
         return uform_fail(uform_invalid_argument_k, "uform_trainer_apply: no gradients: call uform_trainer_gradients first");
     double rate = uform_trainer_learning_rate(trainer), t = (double)(trainer->steps + 1);
     for (size_t i = 0; i < trainer->tensors_count; ++i)
-        uform_adafactor_(&trainer->tensors[i], &trainer->options, rate, t, trainer->update);
+        if (!trainer->tensors[i].frozen) uform_adafactor_(&trainer->tensors[i], &trainer->options, rate, t, trainer->update);
     trainer->steps++;
     trainer->has_gradients = 0; /* one step per gradient */
     uform_model_changed(trainer->model);

@@ -16,6 +16,7 @@ typedef struct uform_tensor_t {
     uint16_t *master_bf16; /* the model's BF16 matrix, or NULL */
     float *master_f32;     /* the model's Float32 vector, or NULL */
     float *gradient, *first, *row, *column;
+    int frozen;           /* outside the options' train_only parts: never updated */
 } uform_tensor_t;
 
 /** A block's trained tensors, by name or by kind (as uform_block_t). */

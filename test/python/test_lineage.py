@@ -3,10 +3,12 @@
 # code has rank k; a planted rank-1 code must read 1, not k); plain_trains strips exactly the mined
 # negatives; the held-out spreads keep every k-th record; the plan's stages chain (each init names
 # a run of the stage before it); eval's candidates are the runs that hold a checkpoint, the refine
-# stage's start beside its runs.
+# stage's start beside its runs; the rehead stage's head goes from a run into a sharded checkpoint
+# (export_head, put_head.py) leaving every other byte as it was, and a head of another shape is refused.
 
 import json
 import pathlib
+import subprocess
 import sys
 
 import numpy
@@ -62,8 +64,10 @@ def test_plan_chains_its_stages():
             assert source_stage == before and source in names[before], run
     for run in stages["base"]:
         assert "tier" in run and "init" not in run
-    for run in stages["refine"]:  # the refine stage goes on from a checkpoint folder, not from a run of the chain
+    for run in stages["refine"] + stages["rehead"]:  # these go on from a checkpoint folder, not from a run of the chain
         assert run["init_path"] == "models/default" and "init" not in run and "tier" not in run
+    for run in stages["rehead"]:  # the encoder and pool stay frozen: the shipped pooled embedding is kept
+        assert run["flags"][run["flags"].index("--train-only") + 1] == "rerank,siglip"
     for stage in stages.values():
         for run in stage:
             assert (ROOT / run["mixture"]).is_file() and run["steps"] > 0
@@ -93,3 +97,42 @@ def test_language_subsets_are_derived_from_the_whole_file(tmp_path, monkeypatch)
     monkeypatch.setattr(lineage, "ROOT", tmp_path)
     lineage.language_subsets(["mixtures/m.json"])
     assert (corpus / "train-negatives.scarce.jsonl").read_text().splitlines() == [lines[0], lines[2]]
+
+
+def raw_tensors(folder):
+    """{name: bytes} over every SafeTensors file of a checkpoint folder."""
+    found = {}
+    for path in sorted(pathlib.Path(folder).glob("*.safetensors")):
+        data = path.read_bytes()
+        size = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8 : 8 + size])
+        header.pop("__metadata__", None)
+        found.update({name: data[8 + size + e["data_offsets"][0] : 8 + size + e["data_offsets"][1]] for name, e in header.items()})
+    return found
+
+
+def test_head_goes_into_the_shards(cli, tmp_path):
+    for name, tier, seed in (("start", "64x2", "1"), ("other", "64x2", "2"), ("wide", "128x2", "3")):
+        subprocess.run([str(cli), "init", "--tier", tier, "--seed", seed, "--output", tmp_path / name], check=True, capture_output=True)
+    shards = tmp_path / "shards"
+    subprocess.run([str(cli), "shard", "--model", tmp_path / "start", "--output", shards, "--max-shard-mb", "0.05"], check=True,
+                   capture_output=True)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "latest").symlink_to(tmp_path / "other")
+    lineage.export_head(run, tmp_path / "head.safetensors")
+    assert set(raw_tensors(tmp_path)) == {"rerank.proj", "siglip.scale", "siglip.bias"}  # head.safetensors alone sits there
+    put = [sys.executable, str(ROOT / "scripts" / "device" / "put_head.py")]
+    subprocess.run([*put, tmp_path / "head.safetensors", shards], check=True, capture_output=True)
+    before, after, other = raw_tensors(tmp_path / "start"), raw_tensors(shards), raw_tensors(tmp_path / "other")
+    assert after.keys() == before.keys()
+    assert [name for name in after if after[name] != (other if name.split(".")[0] in ("rerank", "siglip") else before)[name]] == []
+    assert before["rerank.proj"] != other["rerank.proj"]  # the check above could fail
+    assert subprocess.run([str(cli), "info", "--model", shards], capture_output=True).returncode == 0
+    wide = tmp_path / "wide-run"
+    wide.mkdir()
+    (wide / "latest").symlink_to(tmp_path / "wide")
+    lineage.export_head(wide, tmp_path / "wide-head.safetensors")
+    refused = subprocess.run([*put, tmp_path / "wide-head.safetensors", shards], capture_output=True, text=True)
+    assert refused.returncode != 0 and "rerank.proj is BF16 [128, 128]" in refused.stderr, refused.stderr
+    assert raw_tensors(shards) == after

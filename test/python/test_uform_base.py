@@ -119,6 +119,34 @@ def test_warm_start_from_shards(build_dir, cli, corpus, tmp_path):
         tensors(tmp_path / "from_shards" / "latest" / "model.safetensors")
 
 
+def test_train_only_freezes_the_rest(build_dir, cli, corpus, tmp_path):
+    """--train-only rerank,siglip over a warm start: every other tensor leaves byte for byte as it came
+    (so the pooled embedding is the embedder's), the rerank head and the SigLIP scalars move; the same
+    run without it (the control) moves the encoder, so the byte comparison can fail."""
+    embedder, head_only, everything = tmp_path / "embedder", tmp_path / "head_only", tmp_path / "everything"
+    train(build_dir, *common(corpus), "--steps", "3", "--output", embedder)
+    for output, extra in ((head_only, ["--train-only", "rerank,siglip"]), (everything, [])):
+        train(build_dir, *common(corpus, "rerank"), "--steps", "4", "--seed", "7", "--init-from", embedder, *extra,
+              "--output", output)
+    subprocess.run([str(cli), "init", "--tier", "64x2", "--seed", "7", "--output", tmp_path / "fresh"], check=True,
+                   capture_output=True)
+    start, fresh = tensors(embedder / "latest" / "model.safetensors"), tensors(tmp_path / "fresh" / "model.safetensors")
+    trained = tensors(head_only / "latest" / "model.safetensors")
+    moved = {"rerank.proj", "siglip.scale", "siglip.bias"}
+    assert trained.keys() == start.keys()
+    assert [name for name in start if name not in moved and trained[name] != start[name]] == []
+    assert all(trained[name] != fresh[name] for name in moved), "the head did not train"
+    control = tensors(everything / "latest" / "model.safetensors")
+    assert control["blocks.0.qkv"] != start["blocks.0.qkv"] and control["embed.bytes"] != start["embed.bytes"]
+    assert "training only rerank,siglip" in (head_only / "latest" / "README.md").read_text()
+
+
+@pytest.mark.parametrize("parts, message", [("rerank,heads", "unknown part 'heads'"), ("mae", "carries no mae part")])
+def test_train_only_names_bad_parts(build_dir, corpus, tmp_path, parts, message):
+    run = train(build_dir, *common(corpus), "--steps", "1", "--train-only", parts, "--output", tmp_path / "run", check=False)
+    assert run.returncode == 1 and message in run.stderr, run.stderr
+
+
 def test_bad_mixture_and_malformed_lines(build_dir, corpus, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"objective": "contrastive", "sources": [{"path": "missing.jsonl", "weight": 1}]}))

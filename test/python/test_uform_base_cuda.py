@@ -2,7 +2,8 @@
 # the help lists --device and --recompute (0, 1, 2), a run (mlm; contrastive and rerank, each with and without
 # TCR and Lipschitz) fails with one clear line and writes nothing when there is no GPU (CUDA build)
 # or no CUDA backend (CPU-only build), and what runs on the CPU only so far (TCR and Lipschitz with
-# mlm) is refused by name before any GPU is asked for. Where a GPU is present: mlm, contrastive and
+# mlm) is refused by name before any GPU is asked for. Where a GPU is present: a head-only run
+# (--train-only) leaves every other tensor as it came; mlm, contrastive and
 # rerank (the latter two with and without TCR and Lipschitz) train, the first contrastive and rerank
 # losses agree with the CPU's within derived bounds, every objective resumes bit for bit from a
 # checkpoint, and the three --recompute forms give bitwise the same weights and losses.
@@ -256,6 +257,28 @@ def test_gpu_first_rerank_loss_matches_cpu(build_dir, corpus, tmp_path, extra):
     cpu, gpu = first_losses(build_dir, corpus, tmp_path, "varied_rerank", extra)
     assert cpu["rerank"] > 0 and gpu["siglip"] == cpu["siglip"] == 0, (cpu, gpu)
     check_first_losses(cpu, gpu, "rerank", RERANK_BOUND * cpu["rerank"], extra)
+
+
+def test_gpu_head_only_run_keeps_the_rest(build_dir, corpus, tmp_path):
+    # --train-only rerank,siglip on the GPU skips every update but the head's and the backward pass
+    # below the heads: the other tensors come back byte for byte as they went up, the head moves, and
+    # the first loss (the same forward) is the CPU's within the rerank bound above.
+    needs_gpu(build_dir)
+    from test_uform_base import tensors
+    embedder = tmp_path / "embedder"
+    assert uform_base(build_dir, *common(corpus, "varied"), "--steps", "2", "--output", embedder).returncode == 0
+    logs = {}
+    for device in ("cpu", "cuda"):
+        run = uform_base(build_dir, *common(corpus, "varied_rerank"), "--steps", "3", "--device", device, "--init-from",
+                         embedder, "--train-only", "rerank,siglip", "--output", tmp_path / device)
+        assert run.returncode == 0, run.stderr
+        logs[device] = log_of(tmp_path / device)[0]
+    start, trained = tensors(embedder / "latest" / "model.safetensors"), tensors(tmp_path / "cuda" / "latest" / "model.safetensors")
+    moved = {"rerank.proj", "siglip.scale", "siglip.bias"}
+    assert [name for name in start if name not in moved and trained[name] != start[name]] == []
+    assert all(trained[name] != start[name] for name in moved)
+    cpu, gpu = logs["cpu"], logs["cuda"]
+    assert abs(gpu["rerank"] - cpu["rerank"]) <= RERANK_BOUND * cpu["rerank"], (cpu, gpu)
 
 
 @pytest.mark.parametrize("objective, extra", [("mlm", []), ("varied", []), ("varied", SPECTRAL), ("varied_rerank", []),

@@ -129,6 +129,7 @@ class TrainOptions(ctypes.Structure):
         ("anchors", ctypes.c_size_t),
         ("candidates", ctypes.c_size_t),
         ("recompute", ctypes.c_int),
+        ("train_only", ctypes.c_char_p),
     ]
 
 
