@@ -10,7 +10,7 @@ packed (whatever their names: train.jsonl, text.jsonl, images.jsonl, train-negat
 for a machine that already holds the pictures from another pack.
 
     python3 scripts/data/device_pack.py [--mixture mixtures/images.json ...] [--splits train,test]
-                                        [--keep gettext=300000] [--no-images] [--lossy NAME=Q] [--xz-preset 9]
+                                        [--keep gettext=300000] [--split-limit N] [--no-images] [--lossy NAME=Q] [--xz-preset 9]
                                         [--output data/pack/images.tar] [--jobs N]
 
 Writes the archive atomically and prints its size; refuses a pack over --limit MiB (default 54:
@@ -83,8 +83,16 @@ def add_bytes(archive, name, data):
     archive.addfile(info, io.BytesIO(data))
 
 
+def spread(lines, count):
+    """count of lines, every k-th (lineage.eval_sets' spread: each catalogue and language keeps its share)."""
+    if len(lines) <= count:
+        return lines
+    stride = len(lines) / count
+    return [lines[int(i * stride)] for i in range(count)]
+
+
 def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, exact=True, images_too=True, lossy=None,
-         xz_preset=9):
+         xz_preset=9, split_limit=None):
     """Writes the archive (names relative to root) and returns (record files, images, MiB)."""
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -102,9 +110,10 @@ def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, 
             sys.exit(f"device_pack: {path} is missing: build the corpus first (docs/data.md)")
         lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
         held_out = path.stem in ("dev", "test")
-        if not held_out and path.parent.name in keep and keep[path.parent.name] < len(lines):
-            stride = len(lines) / keep[path.parent.name]
-            lines = [lines[int(i * stride)] for i in range(keep[path.parent.name])]
+        if not held_out and path.parent.name in keep:
+            lines = spread(lines, keep[path.parent.name])
+        if held_out and split_limit:
+            lines = spread(lines, split_limit)
         text = "\n".join(rewrite(line, path.parent, images) for line in lines)
         files.append((path, (text + "\n").encode("utf-8")))
     if not images_too:
@@ -141,6 +150,8 @@ def main():
     parser.add_argument("--output", default=str(ROOT / "data" / "pack" / "images.tar"))
     parser.add_argument("--keep", action="append", default=[], metavar="NAME=N",
                         help="pack about N records of each of corpus NAME's files but dev and test, every k-th line (default: all)")
+    parser.add_argument("--split-limit", type=int, default=0, metavar="N",
+                        help="pack N records of each dev and test file, spread as lineage.py's held-out sets are (default 0: all)")
     parser.add_argument("--no-images", action="store_true", help="pack the records only, not their images")
     parser.add_argument("--xz-preset", type=int, default=9, choices=range(10), metavar="0-9",
                         help="xz level of the record files (default 9, the smallest; 6 packs several times faster)")
@@ -155,7 +166,7 @@ def main():
     splits = [split for split in args.splits.split(",") if split]
     lossy = dict((name, int(quality)) for name, quality in (item.split("=", 1) for item in args.lossy))
     files, images, size = pack(mixtures, splits, args.output, keep, args.limit, args.jobs, images_too=not args.no_images,
-                               lossy=lossy, xz_preset=args.xz_preset)
+                               lossy=lossy, xz_preset=args.xz_preset, split_limit=args.split_limit)
     print(f"device_pack: {files} record files, {images} images -> {args.output} ({size:.1f} MiB) in {time.time() - started:.0f} s")
 
 

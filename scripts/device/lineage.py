@@ -90,8 +90,8 @@ def plan(args):
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
-             "flags": ["--learning-rate", rate, "--train-only", "rerank,siglip"]}
-            for name, steps, rate in (("head", 2000, "2e-3"), ("head-lr5e-3", 2000, "5e-3"), ("head-long", 5000, "2e-3"))
+             "rows": 16, "flags": ["--learning-rate", rate, "--train-only", "rerank,siglip"]}  # 16 rows: MaxSim's band grows as rows squared
+            for name, steps, rate in (("head", 1500, "2e-3"), ("head-lr5e-3", 1500, "5e-3"), ("head-long", 4000, "2e-3"))
         ],
     }
 

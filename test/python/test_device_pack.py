@@ -1,7 +1,8 @@
 # test_device_pack.py: scripts/data/device_pack.py on a small tree written here. The pack holds
 # each split's records with image paths turned to .webp, and every image as lossless WebP whose
 # RGBA is the PNG's bit for bit (the colour under transparent pixels too); --keep spreads its
-# subset over the file; a pack over the limit is refused and leaves no file. A planted control
+# subset over the file, --split-limit spreads the held-out files as lineage.py's eval sets do (so
+# the device scores the same records); a pack over the limit is refused and leaves no file. A planted control
 # (WebP without `exact`, which drops the colour under transparent pixels) must fail the same check.
 
 import io
@@ -85,6 +86,28 @@ def test_pack_round_trip(tmp_path):
     assert kept == [f"word {10 * i}" for i in range(10)]  # spread over the file, in its order
     assert len(members["data/words/test.jsonl"].decode().splitlines()) == 100  # --keep touches train only
     assert not output.with_name("p.tar.partial").exists()
+
+
+def test_split_limit_spreads_held_out_files_as_lineage_does(tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts" / "device"))
+    import lineage
+
+    mixture, _ = write_tree(tmp_path)
+    output = tmp_path / "data" / "pack" / "p.tar"
+    device_pack.pack(str(mixture), ["test"], output, jobs=1, root=tmp_path, images_too=False, split_limit=30)
+    members = unpack(output)
+    packed = members["data/words/test.jsonl"].decode().splitlines()
+    assert len(members["data/words/train.jsonl"].decode().splitlines()) == 100  # train files are --keep's
+    class Args:
+        runs, eval_limit = str(tmp_path / "runs"), 30
+    monkey = lineage.ROOT
+    try:
+        lineage.ROOT = tmp_path
+        sets = lineage.eval_sets(Args, names=("words",))
+    finally:
+        lineage.ROOT = monkey
+    assert packed == sets["words"].read_text().splitlines() and len(packed) == 30
+    assert packed != [json.dumps({"query": f"word {i}", "positives": [f"mot {i}"]}) for i in range(30)]  # a spread, not a head
 
 
 def test_planted_inexact_webp_is_caught(tmp_path):
