@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,8 @@ static char const *const uform_base_usage_ =
     "\n"
     "Trains a UForm model on the CPU (or one GPU: --device cuda) and writes checkpoints to\n"
     "DIR/step-NNNNNNNN (DIR/latest points at the newest), with DIR/log.jsonl holding one line per step.\n"
+    "SIGINT or SIGTERM stops it after the step in flight with a checkpoint (--resume continues; exit\n"
+    "status 128 + the signal); a second one kills it at once.\n"
     "\n"
     "  --tier TIER              tiny, small, medium, large, xl or WIDTHxDEPTH (default 128x2); ignored\n"
     "                           with --resume or --init-from\n"
@@ -329,6 +332,14 @@ static void uform_base_finished_(uform_base_progress_t *progress, uform_losses_t
     uform_base_report_(progress, losses->step, launch->cells, launch->rate, uform_clock_() - progress->reported, losses);
 }
 
+static volatile sig_atomic_t uform_base_signal_ = 0;
+
+/* The first SIGINT or SIGTERM asks the loop to stop after the step in flight and save; a second one kills. */
+static void uform_base_on_signal_(int signal_number) {
+    uform_base_signal_ = signal_number;
+    signal(signal_number, SIG_DFL);
+}
+
 /* Before a save: ends (and reports) the step in flight, and brings the weights back into the model. */
 static uform_status_t uform_base_settle_(uform_trainer_t *trainer, uform_base_progress_t *progress) {
     int finished = 0;
@@ -493,7 +504,11 @@ int main(int argc, char **argv) {
     uform_base_progress_t progress = {.log = log, .options = &options, .interactive = interactive, .first_step = first_step,
                                       .start = uform_clock_()};
     progress.reported = progress.start;
-    for (size_t step = first_step; step < options.steps; ++step) {
+    struct sigaction on_signal = {.sa_handler = uform_base_on_signal_, .sa_flags = SA_RESTART};
+    sigemptyset(&on_signal.sa_mask);
+    sigaction(SIGINT, &on_signal, NULL);
+    sigaction(SIGTERM, &on_signal, NULL);
+    for (size_t step = first_step; step < options.steps && !uform_base_signal_; ++step) {
         uform_batch_t batch;
         double rate = uform_trainer_learning_rate(trainer);
         status = uform_prefetcher_next(prefetcher, &batch);
@@ -527,14 +542,17 @@ int main(int argc, char **argv) {
         return uform_base_fail_(status);
     }
     if (interactive) fputc('\n', stderr);
-    if (saved_step != (size_t)options.steps || first_step == (size_t)options.steps) {
+    if (saved_step != uform_trainer_steps(trainer) || first_step == (size_t)options.steps) {
         uform_prefetcher_save(prefetcher, &batcher_state);
         char *state = uform_state_json_(&batcher_state, uform_trainer_steps(trainer), &options);
         status = uform_checkpoint_save(model, trainer, options.output, command, state, (size_t)options.keep);
         free(state);
         if (status != uform_ok_k) return uform_base_fail_(status);
     }
-    if (!options.quiet)
+    if (uform_base_signal_)
+        fprintf(stderr, "uform_base: stopped by signal %d after step %zu of %llu; checkpoint %s/latest (--resume continues)\n",
+                (int)uform_base_signal_, uform_trainer_steps(trainer), options.steps, options.output);
+    else if (!options.quiet)
         fprintf(stderr, "uform_base: final loss %.4f; checkpoint %s/latest, log %s\n", progress.losses.total, options.output,
                 log_path);
     fclose(log);
@@ -544,5 +562,5 @@ int main(int argc, char **argv) {
     uform_model_close(model);
     uform_mixture_close(&mixture);
     free(command);
-    return 0;
+    return uform_base_signal_ ? 128 + (int)uform_base_signal_ : 0;
 }

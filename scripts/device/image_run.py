@@ -44,15 +44,19 @@ def train(build, name, steps, args, folder):
 
 
 def wait_all(processes, folder, deadline=None):
-    """Waits for every run; past the deadline (time.time()) stops them, keeping their last
-    checkpoints, and returns the names of the runs cut short."""
+    """Waits for every run; past the deadline (time.time()) stops them with SIGTERM (uform_base ends
+    the step in flight and saves a checkpoint), and returns the names of the runs cut short."""
     cut = []
     for name, process in processes.items():
         try:
             code = process.wait(timeout=None if deadline is None else max(1.0, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+            process.terminate()
+            try:
+                process.wait(timeout=120)
+            except subprocess.TimeoutExpired:  # a save that hangs: its last periodic checkpoint stays
+                process.kill()
+                process.wait()
             cut.append(name)
             continue
         if code != 0:

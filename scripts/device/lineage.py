@@ -175,7 +175,7 @@ def train_stage(stage, build, args):
     steps = {run["name"]: max(1, round(run["steps"] * args.scale)) for run in runs}
     for run in runs:
         shutil.rmtree(folder / run["name"], ignore_errors=True)
-    deadline = began + args.time_limit if args.time_limit else None  # runs cut there keep their last quarter's checkpoint
+    deadline = began + args.time_limit if args.time_limit else None  # runs cut there save their last step's checkpoint
     cut = wait_all({run["name"]: start(build, run, steps[run["name"]], args, folder) for run in runs}, folder, deadline)
     report["cut_short"] = cut
     for run in runs:

@@ -1,6 +1,6 @@
 # test_uform_base.py: the trainer command end to end on a tiny corpus written here: exact resume
 # (N steps straight equal N/2, a resume and N/2 more, bit for bit), a kill during saving leaves the
-# latest checkpoint whole and resumable, warm starts keep shared weights and renew the head, bad
+# latest checkpoint whole and resumable, SIGTERM saves one that resumes exactly, warm starts keep shared weights and renew the head, bad
 # mixtures and malformed JSONL lines are refused naming file and line, and uform_eval reports.
 
 import json
@@ -87,6 +87,29 @@ def test_kill_during_save_leaves_a_whole_checkpoint(build_dir, cli, corpus, tmp_
                               str(json.load(open(output / "latest" / "trainer.json"))["step"] + 1), "--save-every", "1",
                               "--seed", "1", "--output", output, "--resume", output], capture_output=True, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr
+
+
+def test_signal_stops_with_a_checkpoint_that_resumes_exactly(build_dir, corpus, tmp_path):
+    """SIGTERM mid-run: the step in flight ends, a checkpoint is saved, the exit status is 128 + 15,
+    and a resume to the planned end equals a run never stopped, bit for bit."""
+    stopped, straight, steps = tmp_path / "stopped", tmp_path / "straight", 400
+    arguments = [*common(corpus), "--tier", "256x2", "--rows", "4", "--steps", str(steps)]
+    process = subprocess.Popen([str(build_dir / "uform_base"), "--quiet", *map(str, arguments), "--output", stopped],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        log = stopped / "log.jsonl"
+        if log.exists() and len(log.read_text().splitlines()) >= 5:
+            break
+        time.sleep(0.02)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    step = json.load(open(stopped / "latest" / "trainer.json"))["step"]
+    assert 5 <= step < steps and "stopped by signal" in stderr, stderr
+    train(build_dir, *arguments, "--resume", stopped, "--output", stopped)
+    train(build_dir, *arguments, "--output", straight)
+    assert tensors(stopped / "latest" / "model.safetensors") == tensors(straight / "latest" / "model.safetensors")
 
 
 def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
