@@ -473,7 +473,7 @@ def main():
     parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
     parser.add_argument("--only", action="append", help="train only this run of the stage (repeat for several; default all)")
     parser.add_argument("--time-limit", type=float, default=0,
-                        help="seconds a stage may train; runs still going then stop at their last checkpoint, saved every quarter of their steps (default 0: no limit)")
+                        help="seconds a stage may train; runs still going then stop with a checkpoint of their last step (default 0: no limit)")
     parser.add_argument("--rows", type=int, default=64, help="rows of 1024 columns a step (default 64)")
     parser.add_argument("--tiny", default="tiny", help="the issue's tier (default tiny)")
     parser.add_argument("--ship", default="384x6", help="the width x depth that ships, at most 32 MiB (default 384x6)")
