@@ -37,6 +37,7 @@ struct uform_cudnn_attention_t {
     cudnnHandle_t handle;
     pass_t forward, backward;
     size_t segments, longest, width;
+    bool inference; /* forward only, no log-sum-exps */
     int32_t *lengths, *qkv_offsets, *row_offsets;
     void *workspace;
     int64_t workspace_bytes;
@@ -147,11 +148,11 @@ static uform_status_t run(uform_cudnn_attention_t *a, pass_t *pass, std::unorder
     return uform_ok_k;
 }
 
-extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments,
-                                                       size_t longest, size_t width, int deterministic, int tune) {
+static uform_status_t create(uform_cudnn_attention_t **result, size_t segments, size_t longest, size_t width,
+                             int deterministic, int tune, bool inference) {
     *result = nullptr;
     auto *a = new uform_cudnn_attention_t{};
-    a->segments = segments, a->longest = longest, a->width = width;
+    a->segments = segments, a->longest = longest, a->width = width, a->inference = inference;
     cudnnStatus_t code = cudnnCreate(&a->handle);
     if (code != CUDNN_STATUS_SUCCESS) {
         delete a;
@@ -159,7 +160,7 @@ extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t *
     }
     *result = a;
     int64_t b = (int64_t)segments, h = (int64_t)width / 64, s = (int64_t)longest, w = (int64_t)width;
-    for (int pass = 0; pass < 2; ++pass) {
+    for (int pass = 0; pass < (inference ? 1 : 2); ++pass) {
         auto graph = std::make_shared<fe::graph::Graph>();
         graph->set_io_data_type(fe::DataType_t::BFLOAT16)
             .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -172,15 +173,16 @@ extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t *
         if (pass == 0) {
             auto options = fe::graph::SDPA_attributes()
                                .set_name("attention")
-                               .set_generate_stats(true)
+                               .set_generate_stats(!inference)
                                .set_attn_scale(0.125f)
                                .set_padding_mask(true)
                                .set_seq_len_q(lengths)
                                .set_seq_len_kv(lengths);
             auto [o, stats] = graph->sdpa(q, k, v, options);
             o->set_output(true).set_uid(o_uid).set_dim({b, h, s, 64}).set_stride({s * w, 64, w, 1}).set_ragged_offset(row_offsets);
-            stats->set_output(true).set_uid(stats_uid).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
-                {h * s, s, 1, 1});
+            if (!inference)
+                stats->set_output(true).set_uid(stats_uid).set_data_type(fe::DataType_t::FLOAT).set_dim({b, h, s, 1}).set_stride(
+                    {h * s, s, 1, 1});
             fe::error_t status = build(graph, a->handle, tune != 0, &a->forward, &a->workspace_bytes);
             if (status.is_bad()) return refused("forward", status.get_message());
         } else {
@@ -216,6 +218,16 @@ extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t *
     return uform_ok_k;
 }
 
+extern "C" uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **result, size_t segments,
+                                                       size_t longest, size_t width, int deterministic, int tune) {
+    return create(result, segments, longest, width, deterministic, tune, false);
+}
+
+extern "C" uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **result, size_t segments,
+                                                                 size_t longest, size_t width) {
+    return create(result, segments, longest, width, 0, 0, true);
+}
+
 extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
     if (!a) return;
     cudaFree(a->lengths);
@@ -242,8 +254,9 @@ extern "C" uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t 
                                                         uint16_t *attended, float *stats, void *stream) {
     uint16_t *base = const_cast<uint16_t *>(qkv);
     std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
-                                                {o_uid, attended}, {stats_uid, stats}, {lengths_uid, a->lengths},
+                                                {o_uid, attended}, {lengths_uid, a->lengths},
                                                 {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets}};
+    if (!a->inference) pack.emplace(stats_uid, stats);
     return run(a, &a->forward, pack, (cudaStream_t)stream, "cudnn_attention_forward");
 }
 
@@ -263,7 +276,7 @@ extern "C" char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *a) {
     std::string names[2];
     pass_t const *passes[2] = {&a->forward, &a->backward};
     for (int i = 0; i < 2; ++i)
-        if (passes[i]->chosen >= 0 && passes[i]->graph->get_plan_name_at_index(passes[i]->chosen, names[i]).is_bad())
+        if (passes[i]->graph && passes[i]->chosen >= 0 && passes[i]->graph->get_plan_name_at_index(passes[i]->chosen, names[i]).is_bad())
             names[i] = "unnamed";
     std::snprintf(a->report, sizeof(a->report),
                   "forward %s (of %lld plans, %.3f ms; the first %.3f ms), backward %s (of %lld plans, %.3f ms; the first %.3f ms)",

@@ -26,6 +26,9 @@ typedef struct uform_cudnn_attention_t uform_cudnn_attention_t;
  *  unsupported where cuDNN builds no plan for the shape. */
 uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
                                             size_t width, int deterministic, int tune);
+/** The forward pass alone, without log-sum-exps (inference): `stats` of the forward call is ignored. */
+uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
+                                                      size_t width);
 /** One line naming the plans in use and their timed milliseconds (after the first calls). */
 char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
@@ -44,6 +47,12 @@ uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *attention
 static inline uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention, size_t segments,
                                                           size_t longest, size_t width, int deterministic, int tune) {
     (void)segments, (void)longest, (void)width, (void)deterministic, (void)tune;
+    *attention = NULL;
+    return uform_unsupported_k;
+}
+static inline uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **attention, size_t segments,
+                                                                    size_t longest, size_t width) {
+    (void)segments, (void)longest, (void)width;
     *attention = NULL;
     return uform_unsupported_k;
 }

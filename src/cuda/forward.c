@@ -1,7 +1,8 @@
 /*  forward.c: inference on one GPU (forward.h). The encoder is the training step's forward
  *  (step.c, block_forward_) kernel for kernel, over the CPU's compacted cells: no padding, each
- *  segment a contiguous run, so attention.cu's kernels (any number of segments of any length) apply
- *  as they are. Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
+ *  segment a contiguous run. Attention is cuDNN's fused forward where the build has it (a plan per
+ *  bucket of segment count and longest segment, cuDNN's ragged layout reading the runs in place),
+ *  else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
  *  Float32. Device memory: one allocation for the weights (replaced on upload), one for the
  *  activations (grown when a larger pass arrives), nothing for training. */
 #include "cuda/forward.h"
@@ -22,7 +23,18 @@ enum {
     gemm_workspace_k = 32 << 20,  /* cuBLASLt's workspace */
     capacity_quantum_k = 1024,    /* activations grow in steps of this many cells */
     image_quantum_k = 256,        /* the image launches and product take the image cells rounded up to this */
+    attention_plans_k = 8,        /* cuDNN attention plans kept, one per shape bucket */
+    plan_quantum_k = 64,          /* the smallest bucket of either plan dimension */
 };
+
+/* A cuDNN attention plan for passes of at most `segments` segments of at most `longest` cells (powers
+ * of two); `refused` remembers a shape cuDNN builds no plan for, so it is not tried again. */
+typedef struct attention_plan_t {
+    size_t segments, longest, width;
+    uform_cudnn_attention_t *attention;
+    unsigned long long used;
+    int refused;
+} attention_plan_t;
 
 struct uform_cuda_forward_t {
     int device;
@@ -56,6 +68,13 @@ struct uform_cuda_forward_t {
     void *image_rows, *image_staging;
     uint16_t *patches;
     float *patch_product;
+    /* Attention through cuDNN where the build has it (UFORM_CUDA_ATTENTION=ours pins attention.cu's kernels):
+     * plans by shape bucket, the spans padded with empty segments to the bucket's count. */
+    int cudnn;
+    attention_plan_t plans[attention_plans_k];
+    unsigned long long passes;
+    uint32_t *plan_spans;
+    size_t plan_spans_capacity;
 };
 
 /* A kernel entry point's failure (cuda.h): its status, the pass's step `what`, then its noted message. */
@@ -149,6 +168,66 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     CHECK_CUDA(cudaGetDevice(&context->device), "cudaGetDevice");
     CHECK_CUDA(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
+    char const *pinned = getenv("UFORM_CUDA_ATTENTION");
+    if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
+#if defined(UFORM_HAVE_CUDNN)
+    context->cudnn = !pinned || strcmp(pinned, "ours") != 0;
+#else
+    if (pinned && !strcmp(pinned, "cudnn"))
+        return uform_cuda_fail(error, error_size, uform_unsupported_k, "UFORM_CUDA_ATTENTION=cudnn, but this build is without cuDNN");
+#endif
+    return uform_ok_k;
+}
+
+static void plans_destroy_(uform_cuda_forward_t *context) {
+    for (size_t i = 0; i < attention_plans_k; ++i) uform_cudnn_attention_destroy(context->plans[i].attention);
+    memset(context->plans, 0, sizeof(context->plans));
+}
+
+static size_t bucket_(size_t count) {
+    size_t bucket = plan_quantum_k;
+    while (bucket < count) bucket *= 2;
+    return bucket;
+}
+
+/* cuDNN's plan for a pass of `segments` segments, the longest `longest` cells, its lengths and offsets
+ * prepared from the pass's spans; NULL where the pass runs attention.cu's kernels instead (no cuDNN,
+ * pinned, or a shape cuDNN refused). A new shape takes the least recently used slot. */
+static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segments, size_t longest,
+                                      uform_cudnn_attention_t **plan, char *error, size_t error_size) {
+    *plan = NULL;
+    if (!context->cudnn) return uform_ok_k;
+    size_t b = bucket_(segments), t = bucket_(longest), slot = 0;
+    attention_plan_t *found = NULL;
+    for (size_t i = 0; i < attention_plans_k && !found; ++i) {
+        attention_plan_t *entry = &context->plans[i];
+        if (entry->segments == b && entry->longest == t && entry->width == context->width) found = entry;
+        else if (entry->used < context->plans[slot].used) slot = i;
+    }
+    if (!found) {
+        found = &context->plans[slot];
+        uform_cudnn_attention_destroy(found->attention);
+        *found = (attention_plan_t){.segments = b, .longest = t, .width = context->width};
+        if (uform_cudnn_attention_create_inference(&found->attention, b, t, context->width) != uform_ok_k) {
+            uform_cudnn_attention_destroy(found->attention);
+            found->attention = NULL, found->refused = 1;
+            cudaGetLastError(); /* a refused plan leaves nothing for the next call */
+        }
+    }
+    found->used = ++context->passes;
+    if (found->refused) return uform_ok_k;
+    if (b > context->plan_spans_capacity) {
+        cudaFree(context->plan_spans);
+        context->plan_spans_capacity = 0;
+        CHECK_CUDA(cudaMalloc((void **)&context->plan_spans, b * 2 * 4), "the padded spans");
+        context->plan_spans_capacity = b;
+    }
+    cudaStream_t s = context->stream;
+    CHECK_CUDA(cudaMemcpyAsync(context->plan_spans, context->spans, segments * 2 * 4, cudaMemcpyDeviceToDevice, s), "padding spans");
+    CHECK_CUDA(cudaMemsetAsync(context->plan_spans + 2 * segments, 0, (b - segments) * 2 * 4, s), "padding spans");
+    CHECK(uform_cudnn_attention_prepare(found->attention, context->plan_spans, s), "cuDNN's ragged offsets");
+    *plan = found->attention;
     return uform_ok_k;
 }
 
@@ -173,6 +252,8 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     cudaFree(context->activations);
     cudaFree(context->images_memory);
     cudaFree(context->weights);
+    cudaFree(context->plan_spans);
+    plans_destroy_(context);
     uform_cuda_gemm_destroy(context->gemm);
     if (context->stream) cudaStreamDestroy(context->stream);
     free(context->blocks);
@@ -334,11 +415,12 @@ static uform_status_t upload_cells_(uform_cuda_forward_t *context, uform_pass_t 
 }
 
 /* One block, as the step runs it (encoder.h): x -> middle -> x; nothing kept, so one buffer serves both norms. */
-static uform_status_t block_forward_(uform_cuda_forward_t *context, size_t l, size_t n, char *error, size_t error_size) {
+static uform_status_t block_forward_(uform_cuda_forward_t *context, uform_cudnn_attention_t *plan, size_t l, size_t n,
+                                     char *error, size_t error_size) {
     uform_cuda_block_buffers_t const buffers = {context->normed,   context->qkv,    context->attended, context->normed,
                                                 context->gate_up,  context->hidden, context->scales,   context->log_sums,
                                                 context->middle,   context->scales};
-    CHECK(uform_cuda_block_forward(context->gemm, NULL, &context->blocks[l], &buffers, context->x, context->rotations, context->spans,
+    CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, context->x, context->rotations, context->spans,
                                    context->segment_of, n, context->width, 0, context->x, context->stream),
           "a block's forward");
     return uform_ok_k;
@@ -380,9 +462,10 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     /* The segment tables attention.cu and pool.cu read: (first cell, length) per segment, and
      * each cell's segment; segments are contiguous runs in cell order covering every cell. */
     uint32_t *spans = context->staging, *segment_of = spans + 2 * segments;
-    size_t covered = 0;
+    size_t covered = 0, longest = 0;
     for (size_t segment = 0; segment < segments; ++segment) {
         uform_span_t const *span = &pass->segments[segment];
+        if (span->length > longest) longest = span->length;
         if (span->start != covered || !span->length || span->start + span->length > n)
             return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segment %zu (cells %zu..+%zu) is not the next run of cells",
                          segment, span->start, span->length);
@@ -404,8 +487,10 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     uform_cuda_frontend_t const frontend = {context->embed, context->vision_patch, context->vision_bias};
     CHECK(uform_cuda_frontend_forward(context->gemm, &frontend, &images, context->values, n, d, context->x, s),
           "the frontend stage");
+    uform_cudnn_attention_t *plan = NULL;
+    if ((status = attention_plan_(context, segments, longest, &plan, error, error_size)) != uform_ok_k) return status;
     for (size_t l = 0; l < context->depth; ++l) {
-        status = block_forward_(context, l, n, error, error_size);
+        status = block_forward_(context, plan, l, n, error, error_size);
         if (status != uform_ok_k) return status;
     }
     uint16_t *h = context->normed; /* h = rmsnorm(x, final_norm), BF16: the heads' operand */

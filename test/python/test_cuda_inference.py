@@ -49,6 +49,7 @@
 import ctypes
 import functools
 import json
+import os
 import subprocess
 
 import numpy as np
@@ -289,8 +290,9 @@ def tiled(outputs, copies):
 # ---------------------------------------------------------------------------------------------
 
 
-def uform(cli, *arguments, stdin=b""):
-    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, timeout=600)
+def uform(cli, *arguments, stdin=b"", env=None):
+    run = subprocess.run([str(cli), *map(str, arguments)], input=stdin, capture_output=True, timeout=600,
+                         env=dict(os.environ, **env) if env else None)
     assert run.returncode >= 0, f"uform {' '.join(map(str, arguments))} was killed by signal {-run.returncode}"
     return run
 
@@ -299,9 +301,9 @@ def lines_of(texts):
     return b"\n".join(texts) + b"\n"
 
 
-def encode(cli, directory, texts, device, width=None):
+def encode(cli, directory, texts, device, width=None, env=None):
     arguments = ["encode", "--model", directory, "--device", device] + (["--width", width] if width else [])
-    run = uform(cli, *arguments, stdin=lines_of(texts))
+    run = uform(cli, *arguments, stdin=lines_of(texts), env=env)
     assert run.returncode == 0, run.stderr.decode()
     return np.array([json.loads(line) for line in run.stdout.decode().splitlines()], dtype=np.float64)
 
@@ -426,6 +428,38 @@ def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu):
         check = check_embeddings(directory, TEXTS, width, gpu_result, control, printed=True)
         assert not check.ok and all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("text ")), (
             f"the control (one byte changed) was not rejected for every text:\n{check}")
+
+
+def test_a_bad_attention_choice_is_refused(cli, init_model, needs_gpu):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_ATTENTION": "flash"})
+    assert run.returncode != 0 and b"UFORM_CUDA_ATTENTION is ours or cudnn, not flash" in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("attention", ["ours", "cudnn"])
+def test_gpu_encode_matches_the_cpu_with_either_attention(cli, any_model, needs_gpu, attention):
+    """attention.cu's kernels and cuDNN's fused forward (forward.c's default where built) both hold the bound."""
+    directory = str(any_model)
+    run = uform(cli, "encode", "--model", directory, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_ATTENTION": attention})
+    if attention == "cudnn" and b"without cuDNN" in run.stderr:
+        pytest.skip("this build has no cuDNN attention")
+    gpu_result = encode(cli, directory, TEXTS, "cuda", env={"UFORM_CUDA_ATTENTION": attention})
+    check = check_embeddings(directory, TEXTS, None, gpu_result, encode(cli, directory, TEXTS, "cpu"), printed=True)
+    assert check.ok, f"{attention}:\n{check}"
+
+
+def test_gpu_encode_across_attention_plan_buckets(library, python_model, needs_gpu):
+    """Passes of ten shapes in one context (segment counts over five buckets, longest segments over two),
+    more than the eight cuDNN plans it keeps, so plans are evicted and remade; each pass against the CPU."""
+    directory = str(python_model)
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        for cut in (40, COLUMNS):
+            for repeats in (1, 2, 4, 8, 16, 1):
+                texts = [text[:cut] for text in TEXTS] * repeats
+                gpu_result, cpu_result = gpu_handle.encode(texts)[0], cpu.encode(texts)[0]
+                check = check_embeddings(directory, texts, None, gpu_result.astype(np.float64),
+                                         cpu_result.astype(np.float64), printed=False)
+                assert check.ok, f"{len(texts)} texts cut at {cut} bytes:\n{check}"
 
 
 def test_gpu_rerank_matches_the_cpu(cli, any_model, needs_gpu):
