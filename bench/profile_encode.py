@@ -14,6 +14,7 @@ import csv
 import importlib.util
 import io
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -24,10 +25,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
 
-def ncu_kernels(command):
+def ncu_kernels(command, env):
     """{kernel name: [microseconds, launches]} of every kernel `command` launches, from ncu's CSV."""
     result = subprocess.run(["ncu", "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", *command],
-                            capture_output=True, text=True)
+                            capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"ncu failed:\n{result.stderr[-2000:]}")
     totals = defaultdict(lambda: [0.0, 0])
@@ -40,12 +41,14 @@ def ncu_kernels(command):
     return dict(totals)
 
 
-def ours(build, checkpoint, length, batch_bytes):
-    """(kernels of one call, wall milliseconds per call) of uform_bench_encode on the GPU."""
+def ours(build, checkpoint, length, batch_bytes, attention):
+    """(kernels of one call, wall milliseconds per call) of uform_bench_encode on the GPU, its attention
+    pinned (forward.c's UFORM_CUDA_ATTENTION)."""
+    env = dict(os.environ, UFORM_CUDA_ATTENTION=attention)
     base = [str(build / "uform_bench_encode"), "--model", str(checkpoint), "--device", "cuda", "--bytes", str(length),
             "--batch-bytes", str(batch_bytes)]
-    kernels = ncu_kernels([*base, "--seconds", "0"])  # the warm-up call alone
-    timed = subprocess.run([*base, "--seconds", "3"], capture_output=True, text=True, check=True)
+    kernels = ncu_kernels([*base, "--seconds", "0"], env)  # the warm-up call alone
+    timed = subprocess.run([*base, "--seconds", "3"], capture_output=True, text=True, check=True, env=env)
     line = json.loads(next(line for line in timed.stdout.splitlines() if line.startswith("{")))
     return kernels, 1e3 * line["batch"] * length / line["bytes_per_s"]
 
@@ -90,6 +93,7 @@ def main():
     parser.add_argument("--bytes", default="128,2048")
     parser.add_argument("--batch-bytes", type=int, default=1 << 20)
     parser.add_argument("--top", type=int, default=12)
+    parser.add_argument("--attention", default="cudnn,ours", help="our attentions to run (UFORM_CUDA_ATTENTION values)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "profile_encode.json"))
     args = parser.parse_args()
     build = pathlib.Path(args.build).resolve()
@@ -100,8 +104,11 @@ def main():
               "rows": []}
     for length in map(int, args.bytes.split(",")):
         row = {"text_bytes": length}
-        for system, measure in (("uform", lambda: ours(build, checkpoint, length, args.batch_bytes)),
-                                ("torch compiled", lambda: peer(args.peers, checkpoint, length, args.batch_bytes))):
+        measures = [(f"uform {attention}", lambda attention=attention: ours(build, checkpoint, length, args.batch_bytes, attention))
+                    for attention in args.attention.split(",")]
+        measures.append(("torch compiled", lambda: peer(args.peers, checkpoint, length, args.batch_bytes)))
+        systems = [system for system, _ in measures]
+        for system, measure in measures:
             try:
                 kernels, wall = measure()
             except (RuntimeError, subprocess.CalledProcessError, ImportError, FileNotFoundError) as error:
@@ -114,11 +121,11 @@ def main():
         print(f"\n{args.tier}, {length}-byte texts, {args.batch_bytes} bytes a call:")
         print("| system | wall ms a call | kernel ms | GPU busy | launches |")
         print("|---|---|---|---|---|")
-        for system in ("uform", "torch compiled"):
+        for system in systems:
             if system in row:
                 r = row[system]
                 print(f"| {system} | {r['wall_ms']:.2f} | {r['kernel_ms']:.2f} | {r['busy']:.0%} | {r['launches']} |")
-        for system in ("uform", "torch compiled"):
+        for system in systems:
             if system in row:
                 print(f"  {system}'s top kernels:")
                 for name, ms, count in row[system]["kernels"][: args.top]:
