@@ -23,7 +23,8 @@
 #include "uform/uform.h"
 
 static char const *const uform_eval_usage_ =
-    "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR]] [--no-tfidf] [--json FILE]\n"
+    "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR] [--fuse LIST]] [--no-tfidf]\n"
+    "                  [--json FILE]\n"
     "                  [--threads N] [--device cpu|cuda] [--output-precision LIST] [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
@@ -43,6 +44,9 @@ static char const *const uform_eval_usage_ =
     "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
     "  --reranker DIR   with --rerank: MaxSim from this checkpoint's rerank head instead (the lineage's\n"
     "                   reranker reranking its embedder's candidates); rows model+maxsim@K as before\n"
+    "  --fuse LIST      with --rerank: also rerank the top K by (1 - W) cosine + W MaxSim / query cells\n"
+    "                   for each weight W in (0, 1] of the comma-separated LIST (at most 4); rows\n"
+    "                   model+fuseW@K\n"
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
     "  --threads N      worker threads (default: all cores)\n"
@@ -57,7 +61,7 @@ static char const *const uform_eval_usage_ =
     "  --quiet          no progress on standard error\n";
 
 enum { uform_ngram_shortest_k = 3, uform_ngram_longest_k = 5, uform_tfidf_buckets_k = 1 << 20 };
-enum { uform_directions_k = 2 };
+enum { uform_directions_k = 2, uform_fuse_max_k = 4 };
 static char const *const uform_direction_names_[uform_directions_k] = {"query->positive", "positive->query"};
 
 /* ---- progress ---------------------------------------------------------------------------------- */
@@ -389,7 +393,7 @@ static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t t
 
 /* One row of the table: a method at a width in a direction, with one placement per pair. */
 typedef struct uform_row_t {
-    char method[40];
+    char method[64];
     char const *output_precision; /* the model rows' (quantize.h), NULL for the baselines */
     size_t width; /* 0: not a model width */
     int direction; /* -1: both (chance) */
@@ -421,7 +425,8 @@ int main(int argc, char **argv) {
     char const *checkpoint = NULL, *reranker_checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
     uform_output_precision_t precisions[uform_output_precisions_k] = {uform_output_float32_k};
     size_t precisions_count = 1;
-    size_t limit = 0, threads = 0, top = 0;
+    size_t limit = 0, threads = 0, top = 0, fuses_count = 0;
+    double fuses[uform_fuse_max_k];
     int quiet = 0, use_tfidf = 1;
     for (int i = 1; i < argc; ++i) {
         char const *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -451,6 +456,19 @@ int main(int argc, char **argv) {
             if (!uform_parse_count_("--threads", argv[++i], 1, &threads)) return 2;
         } else if (value && !strcmp(argv[i], "--rerank")) {
             if (!uform_parse_count_("--rerank", argv[++i], 1, &top)) return 2;
+        } else if (value && !strcmp(argv[i], "--fuse")) {
+            char const *cursor = argv[++i];
+            while (*cursor) {
+                char *end = NULL;
+                double weight = strtod(cursor, &end);
+                if (end == cursor || !(weight > 0 && weight <= 1) || (*end && *end != ',') || fuses_count == uform_fuse_max_k) {
+                    fprintf(stderr, "uform_eval: --fuse takes at most %d comma-separated weights in (0, 1], not '%s'\n",
+                            uform_fuse_max_k, argv[i]);
+                    return 2;
+                }
+                fuses[fuses_count++] = weight;
+                cursor = *end ? end + 1 : end;
+            }
         } else if (value && !strcmp(argv[i], "--reranker"))
             reranker_checkpoint = argv[++i]; else if (argv[i][0] != '-' && !checkpoint)
             checkpoint = argv[i];
@@ -466,6 +484,10 @@ int main(int argc, char **argv) {
     }
     if (top && !checkpoint) {
         fprintf(stderr, "uform_eval: --rerank needs a CHECKPOINT\n");
+        return 2;
+    }
+    if (fuses_count && !top) {
+        fprintf(stderr, "uform_eval: --fuse needs --rerank K\n");
         return 2;
     }
     if (reranker_checkpoint && !top) {
@@ -592,7 +614,7 @@ int main(int argc, char **argv) {
     }
     size_t pool_threads = uform_pool_threads(pool);
     float *scratch = malloc(pool_threads * count * sizeof(float));
-    uform_row_t rows[3 + uform_directions_k * uform_max_embedding_widths_k * (uform_output_precisions_k + 1)];
+    uform_row_t rows[3 + uform_directions_k * uform_max_embedding_widths_k * (uform_output_precisions_k + 1 + uform_fuse_max_k)];
     size_t rows_count = 0;
     uform_metrics_t chance = uform_metrics_chance(count);
     rows[rows_count++] = (uform_row_t){"chance", NULL, 0, -1, NULL};
@@ -641,6 +663,7 @@ int main(int argc, char **argv) {
     size_t widths_count = 0, truncated = 0, rerank_truncated = 0;
     uform_placement_t *model_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
     uform_placement_t *rerank_placements[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
+    uform_placement_t *fused_placements[uform_max_embedding_widths_k][uform_fuse_max_k][uform_directions_k] = {{{NULL}}};
     uform_placement_t *quantized_placements[uform_max_embedding_widths_k][uform_output_precisions_k][uform_directions_k] = {{{NULL}}};
     uint32_t *top_columns[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
     float *top_scores[uform_max_embedding_widths_k][uform_directions_k] = {{NULL}};
@@ -720,10 +743,14 @@ int main(int argc, char **argv) {
         uint32_t *union_columns = malloc(most * sizeof(uint32_t));
         uform_text_t *union_texts = malloc(most * sizeof(uform_text_t));
         float *union_maxsim = malloc(most * sizeof(float)), *maxsim = malloc(top * sizeof(float)),
-              *rivals = malloc(top * sizeof(float));
+              *rivals = malloc(top * sizeof(float)), *fused = malloc(top * sizeof(float));
+        uform_config_t reranker_config;
+        uform_model_config(reranker, &reranker_config);
         for (int direction = 0; direction < uform_directions_k; ++direction) {
-            for (size_t slot = 0; slot < widths_count; ++slot)
+            for (size_t slot = 0; slot < widths_count; ++slot) {
                 rerank_placements[slot][direction] = malloc(count * sizeof(uform_placement_t));
+                for (size_t f = 0; f < fuses_count; ++f) fused_placements[slot][f][direction] = malloc(count * sizeof(uform_placement_t));
+            }
             char what[64];
             snprintf(what, sizeof(what), "MaxSim top %zu %s", top, uform_direction_names_[direction]);
             uform_progress_begin_(&progress, what, count);
@@ -755,6 +782,17 @@ int main(int argc, char **argv) {
                     rerank_placements[slot][direction][row] = uform_reranked_(
                         model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
                         gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals);
+                    /* MaxSim over query cells is a mean cosine, on the pooled cosine's scale. */
+                    size_t cells = row_texts[direction][row].length < reranker_config.columns ? row_texts[direction][row].length
+                                                                                                : reranker_config.columns;
+                    for (size_t f = 0; f < fuses_count; ++f) {
+                        for (size_t place = 0; place < top; ++place)
+                            fused[place] = (float)((1 - fuses[f]) * top_scores[slot][direction][row * top + place] +
+                                                   fuses[f] * maxsim[place] / (double)(cells ? cells : 1));
+                        fused_placements[slot][f][direction][row] = uform_reranked_(
+                            model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
+                            gold_scores[slot][direction][row], fused, groups[direction], groups[direction][row], rivals);
+                    }
                 }
                 uform_progress_show_(&progress, row + 1, 0);
             }
@@ -765,8 +803,13 @@ int main(int argc, char **argv) {
                 uform_row_t row = {"", "float32", config.embedding_widths[slot], direction, rerank_placements[slot][direction]};
                 snprintf(row.method, sizeof(row.method), "model+maxsim@%zu", top);
                 rows[rows_count++] = row;
+                for (size_t f = 0; f < fuses_count; ++f) {
+                    uform_row_t fused_row = {"", "float32", config.embedding_widths[slot], direction, fused_placements[slot][f][direction]};
+                    snprintf(fused_row.method, sizeof(fused_row.method), "model+fuse%.3g@%zu", fuses[f], top);
+                    rows[rows_count++] = fused_row;
+                }
             }
-        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(rivals);
+        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(rivals), free(fused);
     }
 
     /* Means per row, overall (index 0) and per language (1 + language). */
@@ -886,6 +929,9 @@ int main(int argc, char **argv) {
             free(model_placements[slot][direction]), free(rerank_placements[slot][direction]),
                 free(top_columns[slot][direction]), free(top_scores[slot][direction]),
                 free(gold_scores[slot][direction]);
+    for (size_t slot = 0; slot < uform_max_embedding_widths_k; ++slot)
+        for (size_t f = 0; f < uform_fuse_max_k; ++f)
+            for (int direction = 0; direction < uform_directions_k; ++direction) free(fused_placements[slot][f][direction]);
     for (int direction = 0; direction < uform_directions_k; ++direction)
         free(tfidf_placements[direction]), free(groups[direction]);
     free(means), free(pairs_per_language), free(scratch), free(order);

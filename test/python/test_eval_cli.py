@@ -151,6 +151,46 @@ def test_model_and_maxsim_rows_match_a_recomputation(evaluator, library, init_mo
                 row(top10, "model", direction, width)["recall@10"], abs=1e-6)
 
 
+def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_path):
+    """--fuse W: with K = all pairs the order is (1 - W) cosine + W MaxSim / query cells over every
+    candidate, recomputed here; W = 1 orders as MaxSim alone; a cosine-only recomputation (the
+    control) disagrees somewhere, so the MaxSim term is not ignored."""
+    records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index % 5}"]}
+               for index, topic in enumerate(TOPICS * 2)]
+    queries = [record["query"] for record in records]
+    positives = [record["positives"][0] for record in records]
+    count, weights = len(records), (0.3, 1.0)
+    report = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count, "--fuse", ",".join(map(str, weights)))
+    with library.open(str(init_model)) as model:
+        columns = model.config().columns
+        width = model.config().widths[-1]
+        full_queries, _ = model.encode([text.encode() for text in queries])
+        full_positives, _ = model.encode([text.encode() for text in positives])
+        maxsim = [np.array([model.rerank(row_text.encode(), [text.encode() for text in others])[0] for row_text in rows])
+                  for rows, others in ((queries, positives), (positives, queries))]
+    cosine = full_queries.astype(np.float64) @ full_positives.astype(np.float64).T
+    disagreements = 0
+    for index, (direction, scores, rows, groups) in enumerate((("query->positive", cosine, queries, text_ids(positives)),
+                                                               ("positive->query", cosine.T, positives, text_ids(queries)))):
+        cells = np.array([min(len(text.encode()), columns) for text in rows], dtype=np.float64)[:, None]
+        for weight in weights:
+            fused = (1 - weight) * scores + weight * maxsim[index] / cells
+            wanted = averaged([expected_metrics(list(fused[i]), i, groups) for i in range(count)])
+            got = row(report, f"model+fuse{weight:g}@{count}", direction, width)
+            for key, value in wanted.items():
+                assert got[key] == pytest.approx(value, abs=2e-5), (weight, direction, key)
+            cosine_only = averaged([expected_metrics(list(scores[i]), i, groups) for i in range(count)])
+            disagreements += any(abs(got[key] - cosine_only[key]) > 1e-6 for key in got if key in cosine_only)
+        assert row(report, f"model+fuse1@{count}", direction, width) | {"method": ""} == \
+            row(report, f"model+maxsim@{count}", direction, width) | {"method": ""}
+    assert disagreements, "the fused rows equal the cosine's: the MaxSim term is ignored"
+    for bad in ("0", "1.5", "a", "0.1,0.2,0.3,0.4,0.5"):
+        result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--rerank", 3, "--fuse", bad, check=False)
+        assert result.returncode == 2 and "--fuse takes at most 4" in result.stderr, (bad, result.stderr)
+    result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--fuse", "0.5", check=False)
+    assert result.returncode == 2 and "--fuse needs --rerank" in result.stderr
+
+
 def test_progress_and_table(evaluator, init_model, tmp_path):
     pairs = write_pairs(tmp_path / "pairs.jsonl", [{"query": topic, "positives": [topic[::-1]], "lang": "en"} for topic in TOPICS])
     result = run(evaluator, init_model, "--pairs", pairs, "--rerank", 2)
