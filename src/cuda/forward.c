@@ -1,8 +1,8 @@
 /*  forward.c: inference on one GPU (forward.h). The encoder is the training step's forward
  *  (step.c, block_forward_) kernel for kernel, over the CPU's compacted cells: no padding, each
- *  segment a contiguous run. Attention is cuDNN's fused forward where the build has it (a plan per
- *  bucket of segment count and longest segment, cuDNN's ragged layout reading the runs in place),
- *  else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
+ *  segment a contiguous run. Attention is cuDNN's fused forward for passes of long segments where
+ *  the build has it (a plan per bucket of segment count and longest segment, cuDNN's ragged layout
+ *  reading the runs in place), else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
  *  Float32. Device memory: one allocation for the weights (replaced on upload), one for the
  *  activations (grown when a larger pass arrives), nothing for training. */
 #include "cuda/forward.h"
@@ -25,6 +25,7 @@ enum {
     image_quantum_k = 256,        /* the image launches and product take the image cells rounded up to this */
     attention_plans_k = 8,        /* cuDNN attention plans kept, one per shape bucket */
     plan_quantum_k = 64,          /* the smallest bucket of either plan dimension */
+    cudnn_longest_k = 256,        /* by default cuDNN runs passes whose longest bucket is at least this (docs/cuda.md) */
 };
 
 /* A cuDNN attention plan for passes of at most `segments` segments of at most `longest` cells (powers
@@ -68,8 +69,9 @@ struct uform_cuda_forward_t {
     void *image_rows, *image_staging;
     uint16_t *patches;
     float *patch_product;
-    /* Attention through cuDNN where the build has it (UFORM_CUDA_ATTENTION=ours pins attention.cu's kernels):
-     * plans by shape bucket, the spans padded with empty segments to the bucket's count. */
+    /* Attention through cuDNN where the build has it, for passes of long segments (1), or every pass when
+     * UFORM_CUDA_ATTENTION=cudnn pins it (2); 0: attention.cu's kernels always (no cuDNN, or pinned =ours).
+     * Plans by shape bucket, the spans padded with empty segments to the bucket's count. */
     int cudnn;
     attention_plan_t plans[attention_plans_k];
     unsigned long long passes;
@@ -172,7 +174,7 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
 #if defined(UFORM_HAVE_CUDNN)
-    context->cudnn = !pinned || strcmp(pinned, "ours") != 0;
+    context->cudnn = !pinned ? 1 : !strcmp(pinned, "cudnn") ? 2 : 0;
 #else
     if (pinned && !strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_unsupported_k, "UFORM_CUDA_ATTENTION=cudnn, but this build is without cuDNN");
@@ -193,12 +195,13 @@ static size_t bucket_(size_t count) {
 
 /* cuDNN's plan for a pass of `segments` segments, the longest `longest` cells, its lengths and offsets
  * prepared from the pass's spans; NULL where the pass runs attention.cu's kernels instead (no cuDNN,
- * pinned, or a shape cuDNN refused). A new shape takes the least recently used slot. */
+ * pinned, short segments where ours is faster, or a shape cuDNN refused). A new shape takes the least recently used slot. */
 static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segments, size_t longest,
                                       uform_cudnn_attention_t **plan, char *error, size_t error_size) {
     *plan = NULL;
     if (!context->cudnn) return uform_ok_k;
     size_t b = bucket_(segments), t = bucket_(longest), slot = 0;
+    if (context->cudnn == 1 && t < cudnn_longest_k) return uform_ok_k;
     attention_plan_t *found = NULL;
     for (size_t i = 0; i < attention_plans_k && !found; ++i) {
         attention_plan_t *entry = &context->plans[i];
