@@ -341,8 +341,7 @@ uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t cons
     if (!context || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     uform_model_t *model = context->model;
     size_t widest_row = 0;
-    /* The frontend stages (the CPU's and the GPU's) run bytes and image patches. */
-    unsigned frontends = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k);
+    unsigned frontends = context->device == uform_device_cuda_k ? UFORM_FRONTENDS_CUDA : UFORM_FRONTENDS_CPU;
     UFORM_TRY(uform_grid_check(grid, model->parts, frontends, "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));

@@ -89,6 +89,21 @@ class Image(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pixels", Pixels), ("name", ctypes.c_char_p)]
 
 
+class Video(ctypes.Structure):
+    _fields_ = [("rgb", ctypes.POINTER(ctypes.c_uint8)), ("ticks", ctypes.POINTER(ctypes.c_int32)), ("frames", ctypes.c_size_t),
+                ("height", ctypes.c_size_t), ("width", ctypes.c_size_t), ("fps", ctypes.c_double)]
+
+
+class AudioClip(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("samples", ctypes.POINTER(ctypes.c_float)),
+                ("count", ctypes.c_size_t), ("name", ctypes.c_char_p)]
+
+
+class VideoClip(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("fps", ctypes.c_double), ("video", Video),
+                ("name", ctypes.c_char_p)]
+
+
 class Grid(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_size_t),
@@ -229,6 +244,11 @@ class Library:
             "uform_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
             "uform_encode_images": [ctypes.c_void_p, ctypes.POINTER(Image), ctypes.c_size_t, ctypes.c_size_t,
                                     ctypes.POINTER(ctypes.c_float)],
+            "uform_audio_frames": [ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_float),
+                                   ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+            "uform_video_tubes": [ctypes.POINTER(Video), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32),
+                                  ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
+                                  ctypes.POINTER(ctypes.c_size_t)],
             "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_image_read": [ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_output_precision_parse": [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)],
@@ -385,6 +405,33 @@ class Library:
         self.call("uform_image_patches", ctypes.byref(pixels), max_patches, _pointer(patches, ctypes.c_float), capacity,
                   ctypes.byref(rows), ctypes.byref(columns))
         return patches[: rows.value * columns.value], rows.value, columns.value
+
+    def audio_frames(self, samples, max_frames=0):
+        """uform_audio_frames of 16 kHz samples: (frames [cells, 320], positions [cells, 3])."""
+        samples = np.ascontiguousarray(samples, dtype=np.float32)
+        capacity = 512
+        frames = np.full((capacity, 320), np.nan, dtype=np.float32)
+        positions = np.zeros((capacity, 3), dtype=np.int32)
+        cells = ctypes.c_size_t(0)
+        self.call("uform_audio_frames", _pointer(samples, ctypes.c_float), len(samples), max_frames,
+                  _pointer(frames, ctypes.c_float), _pointer(positions, ctypes.c_int32), capacity, ctypes.byref(cells))
+        return frames[: cells.value], positions[: cells.value]
+
+    def video_tubes(self, rgb, ticks, max_tubes=0):
+        """uform_video_tubes of RGB frames [frames, height, width, 3] uint8 with their ticks:
+        (tubes [cells, 1536], positions [cells, 3], (steps, rows, columns))."""
+        rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+        ticks = np.ascontiguousarray(ticks, dtype=np.int32)
+        video = Video(rgb.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), _pointer(ticks, ctypes.c_int32), rgb.shape[0],
+                      rgb.shape[1], rgb.shape[2], 25.0)
+        capacity = max_tubes or 1024
+        tubes = np.full((capacity, 1536), np.nan, dtype=np.float32)
+        positions = np.zeros((capacity, 3), dtype=np.int32)
+        steps, rows, columns = ctypes.c_size_t(0), ctypes.c_size_t(0), ctypes.c_size_t(0)
+        self.call("uform_video_tubes", ctypes.byref(video), max_tubes, _pointer(tubes, ctypes.c_float),
+                  _pointer(positions, ctypes.c_int32), capacity, ctypes.byref(steps), ctypes.byref(rows), ctypes.byref(columns))
+        cells = steps.value * rows.value * columns.value
+        return tubes[:cells], positions[:cells], (steps.value, rows.value, columns.value)
 
     def config_from_tier(self, tier):
         config = Config()
