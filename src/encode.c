@@ -1,4 +1,4 @@
-/*  encode.c: the inference verbs of encode.h. Each checks its arguments, packs texts or a grid
+/*  encode.c: the inference verbs of encode.h. Each checks its arguments, packs texts, media items or a grid
  *  into the workspace's compacted cells, runs passes of at most the workspace's capacity, and
  *  writes the caller's buffers. */
 #include "uform/encode.h"
@@ -8,10 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "uform/av.h"
 #include "uform/image.h"
 
 #include "core/status.h"
 #include "cpu/forward.h"
+#include "cpu/frontend.h"
 #include "model/context.h"
 #include "model/grid.h"
 
@@ -85,18 +87,17 @@ static uform_pass_t uform_pack_texts_(uform_context_t *context, uform_text_t con
     return uform_packer_pass_(&packer);
 }
 
-/* Appends one image's patches (media rows [first, first + rows * columns)) as a segment: t = 0,
- * h = patch row, w = patch column. */
-static void uform_packer_add_image_(uform_packer_t *packer, size_t first, size_t rows, size_t columns) {
+/* Appends one media item's cells (media rows [first, first + length), of `kind`) as a segment with
+ * the item's own coordinates. */
+static void uform_packer_add_media_(uform_packer_t *packer, uform_cell_kind_t kind, size_t first, size_t length,
+                                    int32_t const *positions) {
     uform_workspace_t *workspace = &packer->context->workspace;
-    size_t length = rows * columns;
     if (packer->cells - packer->row_start + length > packer->context->model->config.columns) packer->row_start = packer->cells;
     for (size_t i = 0; i < length; ++i) {
         size_t cell = packer->cells + i;
-        workspace->kinds[cell] = uform_cell_image_k;
+        workspace->kinds[cell] = (uint8_t)kind;
         workspace->values[cell] = (uint32_t)(first + i);
-        int32_t *position = workspace->positions + cell * 3;
-        position[0] = 0, position[1] = (int32_t)(i / columns), position[2] = (int32_t)(i % columns);
+        memcpy(workspace->positions + cell * 3, positions + i * 3, 3 * sizeof(int32_t));
     }
     workspace->spans[packer->segments++] = (uform_span_t){packer->cells, length, packer->row_start, 0};
     packer->cells += length;
@@ -145,40 +146,113 @@ uform_status_t uform_context_encode(uform_context_t *context, uform_text_t const
     return uform_ok_k;
 }
 
-/* The patches of image `index` into `patches` (room for `most` patches): decoded here when it is
- * encoded bytes. */
-static uform_status_t uform_image_to_patches_(uform_image_t const *image, size_t index, size_t most, float *patches,
-                                              size_t *rows, size_t *columns) {
-    char name[64];
-    snprintf(name, sizeof(name), "image %zu", index);
-    char const *label = image->name ? image->name : name;
-    if (image->pixels.rgba) {
-        uform_status_t status = uform_image_patches(&image->pixels, most, patches, most, rows, columns);
-        if (status == uform_ok_k) return status;
-        char reason[512]; /* uform_fail writes the buffer uform_last_error reads */
-        snprintf(reason, sizeof(reason), "%s", uform_last_error());
-        return uform_fail(status, "uform_encode_images: %s: %s", label, reason);
-    }
-    if (!image->data || !image->size)
-        return uform_fail(uform_invalid_argument_k, "uform_encode_images: %s has neither pixels nor encoded bytes", label);
-    uform_pixels_t pixels;
-    UFORM_TRY(uform_image_decode(image->data, image->size, label, &pixels));
-    uform_status_t status = uform_image_patches(&pixels, most, patches, most, rows, columns);
-    uform_pixels_free(&pixels);
-    return status;
+/* One media item into cells: its vectors and (t, h, w) into room for `most` cells; `label` names it. */
+typedef uform_status_t uform_media_cells_t(void const *items, size_t index, char const *label, size_t most, float *vectors,
+                                           int32_t *positions, size_t *cells);
+
+/* Wraps a failure of a call about item `label` so that the message names it. */
+static uform_status_t uform_item_failed_(uform_status_t status, char const *verb, char const *label) {
+    char reason[512]; /* uform_fail writes the buffer uform_last_error reads */
+    snprintf(reason, sizeof(reason), "%s", uform_last_error());
+    return uform_fail(status, "%s: %s: %s", verb, label, reason);
 }
 
-/* A chunk of images decoded on the context's threads, each into its own buffer of `most` patches;
- * a failure keeps its message, which the worker's thread-local error would lose. */
+/* An image's patches, decoded here when it is encoded bytes: t = 0, h = patch row, w = patch column. */
+static uform_status_t uform_image_cells_(void const *items, size_t index, char const *label, size_t most, float *vectors,
+                                         int32_t *positions, size_t *cells) {
+    uform_image_t const *image = (uform_image_t const *)items + index;
+    size_t rows = 0, columns = 0;
+    uform_status_t status;
+    if (image->pixels.rgba) {
+        status = uform_image_patches(&image->pixels, most, vectors, most, &rows, &columns);
+        if (status != uform_ok_k) return uform_item_failed_(status, "uform_encode_images", label);
+    } else {
+        if (!image->data || !image->size)
+            return uform_fail(uform_invalid_argument_k, "uform_encode_images: %s has neither pixels nor encoded bytes", label);
+        uform_pixels_t pixels;
+        UFORM_TRY(uform_image_decode(image->data, image->size, label, &pixels));
+        status = uform_image_patches(&pixels, most, vectors, most, &rows, &columns);
+        uform_pixels_free(&pixels);
+        if (status != uform_ok_k) return status;
+    }
+    for (size_t i = 0; i < rows * columns; ++i)
+        positions[i * 3] = 0, positions[i * 3 + 1] = (int32_t)(i / columns), positions[i * 3 + 2] = (int32_t)(i % columns);
+    *cells = rows * columns;
+    return uform_ok_k;
+}
+
+/* An audio clip's frames (the first `most`), decoded here when it is encoded bytes: t = h = w = frame index. */
+static uform_status_t uform_audio_cells_(void const *items, size_t index, char const *label, size_t most, float *vectors,
+                                         int32_t *positions, size_t *cells) {
+    uform_audio_clip_t const *clip = (uform_audio_clip_t const *)items + index;
+    uform_status_t status;
+    if (clip->samples) {
+        status = uform_audio_frames(clip->samples, clip->count, most, vectors, positions, most, cells);
+        return status == uform_ok_k ? status : uform_item_failed_(status, "uform_encode_audio", label);
+    }
+    if (!clip->data || !clip->size)
+        return uform_fail(uform_invalid_argument_k, "uform_encode_audio: %s has neither samples nor encoded bytes", label);
+    uform_audio_t audio;
+    UFORM_TRY(uform_audio_decode(clip->data, clip->size, label,
+                                 (double)(most * uform_audio_frame_length_k) / uform_audio_rate_k, &audio));
+    status = uform_audio_frames(audio.samples, audio.count, most, vectors, positions, most, cells);
+    uform_audio_free(&audio);
+    return status == uform_ok_k ? status : uform_item_failed_(status, "uform_encode_audio", label);
+}
+
+/* A video clip's tubes in at most `most` cells, decoded here when it is encoded bytes: t = the tick
+ * of a step's first frame, h = patch row, w = patch column. */
+static uform_status_t uform_video_cells_(void const *items, size_t index, char const *label, size_t most, float *vectors,
+                                         int32_t *positions, size_t *cells) {
+    uform_video_clip_t const *clip = (uform_video_clip_t const *)items + index;
+    size_t steps = 0, rows = 0, columns = 0;
+    uform_status_t status;
+    if (clip->video.rgb) {
+        status = uform_video_tubes(&clip->video, most, vectors, positions, most, &steps, &rows, &columns);
+        if (status != uform_ok_k) return uform_item_failed_(status, "uform_encode_video", label);
+    } else {
+        if (!clip->data || !clip->size)
+            return uform_fail(uform_invalid_argument_k, "uform_encode_video: %s has neither frames nor encoded bytes", label);
+        uform_video_t video;
+        /* a step spans two frames, and a clip has at most `most` steps */
+        UFORM_TRY(uform_video_decode(clip->data, clip->size, label, clip->fps, most * uform_tube_depth_k, &video));
+        status = uform_video_tubes(&video, most, vectors, positions, most, &steps, &rows, &columns);
+        uform_video_free(&video);
+        if (status != uform_ok_k) return uform_item_failed_(status, "uform_encode_video", label);
+    }
+    *cells = steps * rows * columns;
+    return uform_ok_k;
+}
+
+/* What encoding items of one media kind needs: its verb, kind, the most cells an item fills, its cutter. */
+typedef struct uform_media_encoder_t {
+    char const *verb, *noun;
+    uform_cell_kind_t kind;
+    uform_part_t part;
+    size_t most;
+    uform_media_cells_t *cells;
+} uform_media_encoder_t;
+
+static uform_media_encoder_t const uform_media_encoders_[uform_media_kinds_k] = {
+    {"uform_encode_images", "image", uform_cell_image_k, uform_part_vision_k, uform_image_patches_k, uform_image_cells_},
+    {"uform_encode_video", "video", uform_cell_video_k, uform_part_video_k, uform_video_tubes_k, uform_video_cells_},
+    {"uform_encode_audio", "audio", uform_cell_audio_k, uform_part_audio_k, uform_audio_frames_k, uform_audio_cells_},
+};
+
+/* A chunk of items cut into cells on the context's threads, each into its own buffers of `most`
+ * cells; a failure keeps its message, which the worker's thread-local error would lose. */
 typedef struct uform_decoded_t {
-    float *patches;
-    size_t rows, columns;
+    float *vectors;
+    int32_t *positions;
+    size_t cells;
     uform_status_t status;
     char message[512];
 } uform_decoded_t;
 
 typedef struct uform_decode_job_t {
-    uform_image_t const *images;
+    uform_media_encoder_t const *encoder;
+    void const *items;
+    char const *const *names; /* each item's `name` field, or NULL */
     size_t first, most;
     uform_decoded_t *decoded;
 } uform_decode_job_t;
@@ -187,46 +261,69 @@ static void uform_decode_task_(void *job_pointer, size_t index, size_t thread) {
     (void)thread;
     uform_decode_job_t const *job = job_pointer;
     uform_decoded_t *d = &job->decoded[index];
-    size_t image = job->first + index;
-    d->status = uform_image_to_patches_(&job->images[image], image, job->most, d->patches, &d->rows, &d->columns);
+    size_t item = job->first + index;
+    char name[64];
+    snprintf(name, sizeof(name), "%s %zu", job->encoder->noun, item);
+    char const *label = job->names[index] ? job->names[index] : name;
+    d->status = job->encoder->cells(job->items, item, label, job->most, d->vectors, d->positions, &d->cells);
     if (d->status != uform_ok_k) snprintf(d->message, sizeof(d->message), "%s", uform_last_error());
 }
 
-uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
-                                           size_t width, float *embeddings) {
-    if (!context || !images || !embeddings || !count)
-        return uform_fail(uform_invalid_argument_k, "uform_encode_images: model, images and embeddings are needed, count > 0");
+/* Each item's name field, for a chunk: the three item types keep `name` at different offsets. */
+static char const *uform_item_name_(uform_cell_kind_t kind, void const *items, size_t index) {
+    switch (kind) {
+    case uform_cell_image_k: return ((uform_image_t const *)items)[index].name;
+    case uform_cell_video_k: return ((uform_video_clip_t const *)items)[index].name;
+    default: return ((uform_audio_clip_t const *)items)[index].name;
+    }
+}
+
+static uform_status_t uform_encode_media_(uform_context_t *context, uform_cell_kind_t kind, void const *items, size_t count,
+                                          size_t width, float *embeddings) {
+    uform_media_encoder_t const *encoder = &uform_media_encoders_[kind - uform_cell_image_k];
+    char const *verb = encoder->verb;
+    if (!context || !items || !embeddings || !count)
+        return uform_fail(uform_invalid_argument_k, "%s: model, items and embeddings are needed, count > 0", verb);
     uform_model_t *model = context->model;
-    UFORM_TRY(uform_need_head_(model, "pool", "uform_encode_images"));
-    if (!uform_model_carries(model, uform_part_vision_k))
-        return uform_fail(uform_missing_k, "uform_encode_images: the model has no vision frontend (vision.patch, vision.bias)");
+    UFORM_TRY(uform_need_head_(model, "pool", verb));
+    if (!uform_model_carries(model, encoder->part))
+        return uform_fail(uform_missing_k, "%s: the model has no %s frontend (%s tensors)", verb, uform_part_name(encoder->part),
+                          uform_part_name(encoder->part));
+    unsigned frontends = context->device == uform_device_cuda_k ? UFORM_FRONTENDS_CUDA : UFORM_FRONTENDS_CPU;
+    if (!(frontends & UFORM_PART(encoder->part)))
+        return uform_fail(uform_unsupported_k, "%s: this device's frontend stage does not run %s cells yet (use a CPU context)",
+                          verb, encoder->noun);
     if (!width) width = uform_widest_(model);
     int known = 0;
     for (size_t i = 0; i < model->config.embedding_widths_count; ++i) known |= model->config.embedding_widths[i] == width;
-    if (!known) return uform_fail(uform_invalid_argument_k, "uform_encode_images: width %zu is not one of the model's embedding widths", width);
-    /* An image fills at most 512 patches, and at most a row. */
-    size_t most = model->config.columns < uform_image_patches_k ? model->config.columns : uform_image_patches_k;
+    if (!known) return uform_fail(uform_invalid_argument_k, "%s: width %zu is not one of the model's embedding widths", verb, width);
+    /* An item fills at most its kind's cells, and at most a row. */
+    size_t most = model->config.columns < encoder->most ? model->config.columns : encoder->most;
     if (context->workspace.cells < model->config.columns) UFORM_TRY(uform_workspace_reserve(context, model->config.columns));
-    size_t capacity = context->workspace.cells, values = uform_patch_length_k;
-    /* Decoding runs on the pool, two images a thread at a time; packing and the passes keep the images' order. */
+    size_t capacity = context->workspace.cells, values = uform_frontend_values(kind);
+    /* Decoding runs on the pool, two items a thread at a time; packing and the passes keep the items' order. */
     size_t chunk = 2 * uform_pool_threads(context->pool);
     chunk = chunk < count ? chunk : count;
-    float *patches = malloc(capacity * values * sizeof(float));
+    float *vectors = malloc(capacity * values * sizeof(float));
     uform_decoded_t *decoded = calloc(chunk, sizeof(*decoded));
     float *buffers = malloc(chunk * most * values * sizeof(float));
+    int32_t *coordinates = malloc(chunk * most * 3 * sizeof(int32_t));
+    char const **names = calloc(chunk, sizeof(char const *));
     uform_status_t status = uform_ok_k;
-    if (!patches || !decoded || !buffers)
-        status = uform_fail(uform_out_of_memory_k, "uform_encode_images: cannot hold %zu patches and %zu decoded images", capacity, chunk);
-    for (size_t i = 0; status == uform_ok_k && i < chunk; ++i) decoded[i].patches = buffers + i * most * values;
-    size_t chunk_first = 0, chunk_count = 0; /* the decoded images [chunk_first, chunk_first + chunk_count) */
+    if (!vectors || !decoded || !buffers || !coordinates || !names)
+        status = uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu cells and %zu decoded items", verb, capacity, chunk);
+    for (size_t i = 0; status == uform_ok_k && i < chunk; ++i)
+        decoded[i].vectors = buffers + i * most * values, decoded[i].positions = coordinates + i * most * 3;
+    size_t chunk_first = 0, chunk_count = 0; /* the decoded items [chunk_first, chunk_first + chunk_count) */
     for (size_t done = 0; done < count && status == uform_ok_k;) {
         uform_packer_t packer = {.context = context};
         size_t first = done;
         while (done < count && status == uform_ok_k) {
-            if (capacity - packer.cells < most) break; /* the next image might not fit this pass */
+            if (capacity - packer.cells < most) break; /* the next item might not fit this pass */
             if (done == chunk_first + chunk_count) {
                 chunk_first = done, chunk_count = count - done < chunk ? count - done : chunk;
-                uform_decode_job_t job = {images, chunk_first, most, decoded};
+                for (size_t i = 0; i < chunk_count; ++i) names[i] = uform_item_name_(kind, items, chunk_first + i);
+                uform_decode_job_t job = {encoder, items, names, chunk_first, most, decoded};
                 uform_pool_for(context->pool, chunk_count, uform_decode_task_, &job);
             }
             uform_decoded_t const *d = &decoded[done - chunk_first];
@@ -234,20 +331,36 @@ uform_status_t uform_context_encode_images(uform_context_t *context, uform_image
                 status = uform_fail(status, "%s", d->message);
                 break;
             }
-            memcpy(patches + packer.cells * values, d->patches, d->rows * d->columns * values * sizeof(float));
-            uform_packer_add_image_(&packer, packer.cells, d->rows, d->columns);
+            memcpy(vectors + packer.cells * values, d->vectors, d->cells * values * sizeof(float));
+            uform_packer_add_media_(&packer, kind, packer.cells, d->cells, d->positions);
             done++;
         }
         if (status != uform_ok_k) break;
-        uform_media_t media[uform_media_kinds_k] = {{.data = patches, .count = packer.cells, .dtype = uform_media_f32_k}};
+        uform_media_t media[uform_media_kinds_k] = {{0}};
+        media[kind - uform_cell_image_k] = (uform_media_t){.data = vectors, .count = packer.cells, .dtype = uform_media_f32_k};
         uform_pass_t pass = uform_packer_pass_(&packer);
         pass.media = media;
         pass.pooled = context->workspace.embeddings;
         status = uform_context_pass(context, &pass);
         if (status == uform_ok_k) uform_write_embeddings_(context, done - first, width, embeddings + first * width);
     }
-    free(patches), free(decoded), free(buffers);
+    free(vectors), free(decoded), free(buffers), free(coordinates), free(names);
     return status;
+}
+
+uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
+                                           size_t width, float *embeddings) {
+    return uform_encode_media_(context, uform_cell_image_k, images, count, width, embeddings);
+}
+
+uform_status_t uform_context_encode_audio(uform_context_t *context, uform_audio_clip_t const *clips, size_t count,
+                                          size_t width, float *embeddings) {
+    return uform_encode_media_(context, uform_cell_audio_k, clips, count, width, embeddings);
+}
+
+uform_status_t uform_context_encode_video(uform_context_t *context, uform_video_clip_t const *clips, size_t count,
+                                          size_t width, float *embeddings) {
+    return uform_encode_media_(context, uform_cell_video_k, clips, count, width, embeddings);
 }
 
 uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
@@ -341,8 +454,7 @@ uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t cons
     if (!context || !grid || !outputs) return uform_fail(uform_invalid_argument_k, "uform_forward: NULL argument");
     uform_model_t *model = context->model;
     size_t widest_row = 0;
-    /* The frontend stages (the CPU's and the GPU's) run bytes and image patches. */
-    unsigned frontends = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k);
+    unsigned frontends = context->device == uform_device_cuda_k ? UFORM_FRONTENDS_CUDA : UFORM_FRONTENDS_CPU;
     UFORM_TRY(uform_grid_check(grid, model->parts, frontends, "uform_forward", &widest_row));
     if (outputs->pooled) UFORM_TRY(uform_need_head_(model, "pool", "uform_forward"));
     if (outputs->colbert) UFORM_TRY(uform_need_head_(model, "rerank", "uform_forward"));
@@ -400,6 +512,18 @@ uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *im
                                    float *embeddings) {
     UFORM_NEED_MODEL_("uform_encode_images");
     return uform_context_encode_images(model->context, images, count, width, embeddings);
+}
+
+uform_status_t uform_encode_audio(uform_model_t *model, uform_audio_clip_t const *clips, size_t count, size_t width,
+                                  float *embeddings) {
+    UFORM_NEED_MODEL_("uform_encode_audio");
+    return uform_context_encode_audio(model->context, clips, count, width, embeddings);
+}
+
+uform_status_t uform_encode_video(uform_model_t *model, uform_video_clip_t const *clips, size_t count, size_t width,
+                                  float *embeddings) {
+    UFORM_NEED_MODEL_("uform_encode_video");
+    return uform_context_encode_video(model->context, clips, count, width, embeddings);
 }
 
 uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {

@@ -32,7 +32,8 @@ static char const *const uform_init_usage_ =
     "  --tier TIER       tiny, small, medium, large, xl, or WIDTHxDEPTH such as 128x2\n"
     "  --seed S          random seed (default 0)\n"
     "  --output DIR      checkpoint folder, created if absent\n"
-    "  --frontends LIST  media frontends to attach beside the bytes, comma-separated: vision\n";
+    "  --frontends LIST  media frontends to attach beside the bytes, comma-separated: vision, video,\n"
+    "                    audio (docs/images.md, docs/audio_video.md)\n";
 
 static char const *const uform_info_usage_ =
     "usage: uform info --model DIR\n"
@@ -53,7 +54,8 @@ static char const *const uform_shard_usage_ =
     "                     (default 16)\n";
 
 static char const *const uform_encode_usage_ =
-    "usage: uform encode --model DIR [--image FILE...] [--records] [--width M] [--threads N]\n"
+    "usage: uform encode --model DIR [--image FILE... | --audio FILE... | --video FILE... [--fps N] | --records]\n"
+    "                    [--width M] [--threads N]\n"
     "                    [--precision bf16|f32] [--device cpu|cuda]\n"
     "                    [--output-precision float32|int8|uint8|binary|ubinary] [--calibration FILE]\n"
     "\n"
@@ -62,8 +64,13 @@ static char const *const uform_encode_usage_ =
     "of cut texts goes to standard error. An empty line is an error. Images (PNG, JPEG, WebP; the\n"
     "model needs the vision frontend) embed into the same space, on either device:\n"
     "  --image FILE...    embed these image files instead of standard input, one line each, in order\n"
-    "  --records          read JSON records instead of lines: {\"text\": \"...\"} or {\"image\": \"PATH\"}\n"
-    "                     (a path relative to the working folder), one per line, in order\n"
+    "  --audio FILE...    embed these audio files (any format FFmpeg reads; the model needs the audio\n"
+    "                     frontend; the first 10.24 s of each, CPU only)\n"
+    "  --video FILE...    embed these video files (the video frontend; at most 1024 tubes each, CPU only)\n"
+    "  --fps N            the videos' sampling rate, 0.1 to 1000 (default 25: a frame every 40 ms tick)\n"
+    "  --records          read JSON records instead of lines: {\"text\": \"...\"}, {\"image\": \"PATH\"},\n"
+    "                     {\"audio\": \"PATH\"} or {\"video\": \"PATH\"} (a path relative to the working\n"
+    "                     folder), one per line, in order\n"
     "  --model DIR        checkpoint folder\n"
     "  --width M          one of the model's embedding widths (default: the widest)\n"
     "  --threads N        worker threads (default: all cores)\n"
@@ -80,7 +87,8 @@ static char const *const uform_encode_usage_ =
     "                     the inputs being encoded (so the output waits for the whole input)\n";
 
 static char const *const uform_calibrate_usage_ =
-    "usage: uform calibrate --model DIR --output FILE [--image FILE...] [--records] [--width M]\n"
+    "usage: uform calibrate --model DIR --output FILE [--image|--audio|--video FILE...] [--fps N] [--records]\n"
+    "                       [--width M]\n"
     "                       [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
     "\n"
     "Embeds its inputs as `uform encode` does (one text per line of standard input, or --records, or\n"
@@ -114,12 +122,17 @@ static char const *const uform_decode_usage_ =
     "  --video FILE   any video FFmpeg reads: WebM (VP8, VP9), MP4 (H.264), ...\n"
     "  --fps N        the video's sampling rate, 0.1 to 1000 (default 25: a frame every 40 ms tick)\n";
 
+/* The flags that name media files, by media index (uform_cell_kind_t - uform_cell_image_k). */
+static char const *const uform_media_flags_[uform_media_kinds_k] = {"--image", "--video", "--audio"};
+/* The record keys of media, by the same index. */
+static char const *const uform_media_keys_[uform_media_kinds_k] = {"image", "video", "audio"};
+
 typedef struct {
     char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration;
-    char const *audio, *video; /* uform decode's file */
+    char const *audio, *video; /* uform decode's file: the first of --audio's or --video's */
     double fps;
-    char **images; /* --image's files, in argv */
-    size_t images_count;
+    char **files[uform_media_kinds_k]; /* --image's, --video's and --audio's files, in argv */
+    size_t files_count[uform_media_kinds_k];
     unsigned long long seed;
     size_t width, threads;
     double max_shard_mb;
@@ -167,13 +180,17 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
             options->records = 1;
             continue;
         }
-        if (!strcmp(flag, "--image")) { /* every argument up to the next flag is a file */
-            options->images = argv + i + 1;
-            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++, options->images_count++;
-            if (!options->images_count) {
-                fprintf(stderr, "uform %s: --image needs at least one file\n", argv[1]);
+        int media = -1;
+        for (int m = 0; m < uform_media_kinds_k; ++m) media = strcmp(flag, uform_media_flags_[m]) ? media : m;
+        if (media >= 0) { /* every argument up to the next flag is a file */
+            options->files[media] = argv + i + 1;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++, options->files_count[media]++;
+            if (!options->files_count[media]) {
+                fprintf(stderr, "uform %s: %s needs at least one file\n", argv[1], flag);
                 return 0;
             }
+            if (media == uform_cell_audio_k - uform_cell_image_k) options->audio = options->files[media][0];
+            if (media == uform_cell_video_k - uform_cell_image_k) options->video = options->files[media][0];
             continue;
         }
         if (i + 1 >= argc) {
@@ -190,8 +207,6 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--frontends")) options->frontends = value;
         else if (!strcmp(flag, "--output-precision")) options->output_precision = value;
         else if (!strcmp(flag, "--calibration")) options->calibration = value;
-        else if (!strcmp(flag, "--audio")) options->audio = value;
-        else if (!strcmp(flag, "--video")) options->video = value;
         else if (!strcmp(flag, "--fps")) {
             char *end = NULL;
             options->fps = strtod(value, &end);
@@ -252,8 +267,8 @@ static int uform_init_(int argc, char **argv, uform_options_t const *options) {
     for (char const *name = options->frontends; status == uform_ok_k && name && *name; name += strcspn(name, ","), name += *name == ',') {
         char frontend[32];
         snprintf(frontend, sizeof(frontend), "%.*s", (int)strcspn(name, ","), name);
-        if (strcmp(frontend, "vision")) {
-            fprintf(stderr, "uform init: --frontends takes vision (video and audio come later), not '%s'\n", frontend);
+        if (strcmp(frontend, "vision") && strcmp(frontend, "video") && strcmp(frontend, "audio")) {
+            fprintf(stderr, "uform init: --frontends takes vision, video and audio, not '%s'\n", frontend);
             uform_model_close(model);
             return 2;
         }
@@ -527,67 +542,97 @@ static void uform_sink_close_(uform_sink_t *sink) {
     free(sink->held), free(sink->ranges.minimums), free(sink->ranges.maximums);
 }
 
-/* Embeds the image files `paths` into `embeddings[count * width]`, a few at a time. */
-static uform_status_t uform_encode_files_(uform_model_t *model, char const *const *paths, size_t count, size_t width,
-                                          float *embeddings) {
+/* Embeds the media files `paths` of media index `media` (video at `fps`, 0: 25) into
+ * `embeddings[count * width]`, a few at a time. */
+static uform_status_t uform_encode_files_(uform_model_t *model, int media, char const *const *paths, size_t count,
+                                          double fps, size_t width, float *embeddings) {
     enum { batch_k = 16 };
     uform_image_t images[batch_k];
     uform_pixels_t pixels[batch_k];
+    uform_audio_clip_t clips[batch_k];
+    uform_audio_t audio[batch_k];
+    uform_video_clip_t videos[batch_k];
     uform_status_t status = uform_ok_k;
     for (size_t first = 0; status == uform_ok_k && first < count; first += batch_k) {
         size_t batch = count - first < batch_k ? count - first : batch_k, read = 0;
         for (; status == uform_ok_k && read < batch; ++read) {
-            status = uform_image_read(paths[first + read], &pixels[read]);
-            images[read] = (uform_image_t){.pixels = pixels[read], .name = paths[first + read]};
+            char const *path = paths[first + read];
+            if (media == uform_cell_image_k - uform_cell_image_k) {
+                status = uform_image_read(path, &pixels[read]);
+                images[read] = (uform_image_t){.pixels = pixels[read], .name = path};
+            } else if (media == uform_cell_audio_k - uform_cell_image_k) {
+                status = uform_audio_read(path, (double)uform_audio_frames_k * uform_audio_frame_length_k / uform_audio_rate_k, &audio[read]);
+                clips[read] = (uform_audio_clip_t){.samples = audio[read].samples, .count = audio[read].count, .name = path};
+            } else {
+                status = uform_video_read(path, fps, uform_video_tubes_k * uform_tube_depth_k, &videos[read].video);
+                videos[read].name = path;
+            }
         }
         if (status != uform_ok_k) read--; /* the failed one holds nothing */
-        if (status == uform_ok_k) status = uform_encode_images(model, images, batch, width, embeddings + first * width);
-        for (size_t i = 0; i < read; ++i) uform_pixels_free(&pixels[i]);
+        float *out = embeddings + first * width;
+        if (status == uform_ok_k)
+            status = media == 0   ? uform_encode_images(model, images, batch, width, out)
+                     : media == 2 ? uform_encode_audio(model, clips, batch, width, out)
+                                  : uform_encode_video(model, videos, batch, width, out);
+        for (size_t i = 0; i < read; ++i) {
+            if (media == 0) uform_pixels_free(&pixels[i]);
+            else if (media == 2) uform_audio_free(&audio[i]);
+            else uform_video_free(&videos[i].video);
+        }
     }
     return status;
 }
 
-/* --records: each line a JSON object with "text" or "image"; embeddings go to the sink in input order. */
-static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines, size_t count, uform_sink_t *sink) {
-    size_t width = sink->width;
-    float *embeddings = malloc((count ? count : 1) * width * sizeof(float));
-    float *ordered = malloc((count ? count : 1) * width * sizeof(float));
-    json_t **records = calloc(count ? count : 1, sizeof(json_t *));
-    char const **paths = calloc(count ? count : 1, sizeof(char *));
-    uform_text_t *texts = calloc(count ? count : 1, sizeof(uform_text_t));
-    size_t *order = calloc(count ? count : 1, sizeof(size_t)), images = 0, text_count = 0;
-    int result = embeddings && ordered && records && paths && texts && order ? 0 : uform_out_of_memory_();
+/* --records: each line a JSON object with "text" or a media key ("image", "video", "audio");
+ * embeddings go to the sink in input order. */
+static int uform_encode_records_(uform_model_t *model, uform_text_t const *lines, size_t count, double fps, uform_sink_t *sink) {
+    size_t width = sink->width, slots = count ? count : 1;
+    float *embeddings = malloc(slots * width * sizeof(float)), *ordered = malloc(slots * width * sizeof(float));
+    json_t **records = calloc(slots, sizeof(json_t *));
+    char const **paths = calloc(slots * uform_media_kinds_k, sizeof(char *));
+    uform_text_t *texts = calloc(slots, sizeof(uform_text_t));
+    size_t *order = calloc(slots, sizeof(size_t)), text_count = 0, found[uform_media_kinds_k] = {0};
+    int *kinds = calloc(slots, sizeof(int)); /* -1 a text, else the media index */
+    int result = embeddings && ordered && records && paths && texts && order && kinds ? 0 : uform_out_of_memory_();
     for (size_t i = 0; !result && i < count; ++i) {
         json_error_t error;
         records[i] = json_loadb((char const *)lines[i].data, lines[i].length, 0, &error);
-        json_t *text = records[i] ? json_object_get(records[i], "text") : NULL, *image = records[i] ? json_object_get(records[i], "image") : NULL;
-        if (!records[i] || !json_is_object(records[i]) || (!text == !image) || (text && !json_is_string(text)) ||
-            (image && !json_is_string(image))) {
-            fprintf(stderr, "uform %s: line %zu of standard input is not a record {\"text\": ...} or {\"image\": PATH}%s%s\n",
+        json_t *text = records[i] ? json_object_get(records[i], "text") : NULL, *path = NULL;
+        int sides = text != NULL;
+        kinds[i] = -1;
+        for (int m = 0; records[i] && m < uform_media_kinds_k; ++m)
+            if (json_object_get(records[i], uform_media_keys_[m])) path = json_object_get(records[i], uform_media_keys_[m]), kinds[i] = m, sides++;
+        if (!records[i] || !json_is_object(records[i]) || sides != 1 || (text && !json_is_string(text)) ||
+            (path && !json_is_string(path))) {
+            fprintf(stderr, "uform %s: line %zu of standard input is not a record {\"text\": ...}, {\"image\": PATH}, "
+                            "{\"video\": PATH} or {\"audio\": PATH}%s%s\n",
                     sink->verb, i + 1, records[i] ? "" : ": ", records[i] ? "" : error.text);
             result = 1;
         } else if (text && !json_string_length(text)) {
             fprintf(stderr, "uform %s: line %zu of standard input has an empty text: nothing to encode\n", sink->verb, i + 1);
             result = 1;
-        } else if (image) {
-            order[i] = images, paths[images++] = json_string_value(image);
+        } else if (path) {
+            order[i] = found[kinds[i]], paths[kinds[i] * slots + found[kinds[i]]++] = json_string_value(path);
         } else {
             order[i] = text_count;
             texts[text_count++] = (uform_text_t){(uint8_t const *)json_string_value(text), json_string_length(text)};
         }
     }
-    float *text_embeddings = embeddings, *image_embeddings = embeddings + text_count * width;
+    /* The texts' embeddings first, then each media kind's. */
+    float *starts[uform_media_kinds_k + 1] = {embeddings};
+    size_t offset = text_count;
+    for (int m = 0; m < uform_media_kinds_k; ++m) starts[m + 1] = embeddings + offset * width, offset += found[m];
     size_t truncated = 0;
-    if (!result && text_count) result = uform_report_(uform_encode(model, texts, text_count, width, text_embeddings, &truncated));
-    if (!result && images) result = uform_report_(uform_encode_files_(model, paths, images, width, image_embeddings));
+    if (!result && text_count) result = uform_report_(uform_encode(model, texts, text_count, width, embeddings, &truncated));
+    for (int m = 0; !result && m < uform_media_kinds_k; ++m)
+        if (found[m]) result = uform_report_(uform_encode_files_(model, m, paths + m * slots, found[m], fps, width, starts[m + 1]));
     for (size_t i = 0; !result && i < count; ++i)
-        memcpy(ordered + i * width,
-               (json_object_get(records[i], "image") ? image_embeddings : text_embeddings) + order[i] * width, width * sizeof(float));
+        memcpy(ordered + i * width, starts[kinds[i] + 1] + order[i] * width, width * sizeof(float));
     if (!result && count) result = uform_report_(uform_sink_put_(sink, ordered, count));
     if (!result && truncated)
         fprintf(stderr, "uform %s: %zu of %zu texts were longer than a row and were cut\n", sink->verb, truncated, text_count);
     for (size_t i = 0; records && i < count; ++i) json_decref(records[i]);
-    free(embeddings), free(ordered), free(records), free(paths), free(texts), free(order);
+    free(embeddings), free(ordered), free(records), free(paths), free(texts), free(order), free(kinds);
     return result;
 }
 
@@ -613,8 +658,15 @@ static int uform_encode_lines_(uform_model_t *model, uform_text_t const *texts, 
 static int uform_encode_(uform_options_t const *options, char const *verb) {
     if (!uform_require_(options->model, "--model", verb)) return 2;
     if (!strcmp(verb, "calibrate") && !uform_require_(options->output, "--output", verb)) return 2;
-    if (options->images_count && options->records) {
-        fprintf(stderr, "uform %s: --image and --records are two ways in; give one\n", verb);
+    int media = -1, ways = options->records;
+    for (int m = 0; m < uform_media_kinds_k; ++m)
+        if (options->files_count[m]) media = m, ways++;
+    if (ways > 1) {
+        fprintf(stderr, "uform %s: --image, --video, --audio and --records are ways in; give one\n", verb);
+        return 2;
+    }
+    if (options->fps && media != uform_cell_video_k - uform_cell_image_k && !options->records) {
+        fprintf(stderr, "uform %s: --fps is the sampling rate of --video (and of video records)\n", verb);
         return 2;
     }
     uform_model_t *model = NULL;
@@ -628,16 +680,18 @@ static int uform_encode_(uform_options_t const *options, char const *verb) {
     char *buffer = NULL;
     uform_text_t *lines = NULL;
     size_t count = 0;
-    if (!result && options->images_count) {
-        float *embeddings = malloc(options->images_count * width * sizeof(float));
+    if (!result && media >= 0) {
+        size_t files = options->files_count[media];
+        float *embeddings = malloc(files * width * sizeof(float));
         status = !embeddings ? uform_out_of_memory_k
-                             : uform_encode_files_(model, (char const *const *)options->images, options->images_count, width, embeddings);
-        if (status == uform_ok_k) status = uform_sink_put_(&sink, embeddings, options->images_count);
+                             : uform_encode_files_(model, media, (char const *const *)options->files[media], files, options->fps,
+                                                   width, embeddings);
+        if (status == uform_ok_k) status = uform_sink_put_(&sink, embeddings, files);
         result = uform_report_(status);
         free(embeddings);
     } else if (!result) {
         result = uform_read_lines_(&buffer, &lines, &count) ? 0 : uform_out_of_memory_();
-        if (!result && options->records) result = uform_encode_records_(model, lines, count, &sink);
+        if (!result && options->records) result = uform_encode_records_(model, lines, count, options->fps, &sink);
         else if (!result) result = uform_check_lines_(lines, count, verb) ? uform_encode_lines_(model, lines, count, &sink) : 1;
     }
     if (!result) result = uform_sink_finish_(&sink, options->model);
@@ -677,7 +731,8 @@ static int uform_rerank_(uform_options_t const *options) {
 
 /* `uform decode`: one file decoded as the encoder reads it, summarized on one line. */
 static int uform_decode_(uform_options_t const *options) {
-    if (!options->audio == !options->video) {
+    size_t files = options->files_count[uform_cell_audio_k - uform_cell_image_k] + options->files_count[uform_cell_video_k - uform_cell_image_k];
+    if (files != 1) {
         fprintf(stderr, "uform decode: give one of --audio FILE and --video FILE (see uform decode --help)\n");
         return 2;
     }
@@ -734,8 +789,9 @@ int main(int argc, char **argv) {
         {"info", uform_info_usage_, "--model"},
         {"shard", uform_shard_usage_, "--model --output --max-shard-mb"},
         {"encode", uform_encode_usage_,
-         "--model --width --threads --precision --device --image --records --output-precision --calibration"},
-        {"calibrate", uform_calibrate_usage_, "--model --width --threads --precision --device --image --records --output"},
+         "--model --width --threads --precision --device --image --video --audio --fps --records --output-precision --calibration"},
+        {"calibrate", uform_calibrate_usage_,
+         "--model --width --threads --precision --device --image --video --audio --fps --records --output"},
         {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
         {"decode", uform_decode_usage_, "--audio --video --fps"},
     };

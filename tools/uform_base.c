@@ -37,8 +37,8 @@ static char const *const uform_base_usage_ =
     "  --output DIR             run folder (created)\n"
     "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
     "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
-    "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, encoder, pool, rerank,\n"
-    "                           mlm, siglip, mae); the rest stay as loaded. With --init-from a checkpoint,\n"
+    "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, video, audio, encoder,\n"
+    "                           pool, rerank, mlm, siglip, mae); the rest stay as loaded. With --init-from a checkpoint,\n"
     "                           'rerank,siglip' trains a new rerank head over its frozen encoder (default: all)\n"
     "  --save-every N           checkpoint every N steps (default: only at the end)\n"
     "  --keep N                 step folders kept (default 2)\n"
@@ -437,19 +437,26 @@ int main(int argc, char **argv) {
     if (status == uform_ok_k && options.resume) status = uform_batcher_restore(batcher, &batcher_state);
     uform_batcher_stats_t capacities = {0}; /* before the prefetcher's thread owns the batcher */
     if (status == uform_ok_k) uform_batcher_stats(batcher, &capacities);
-    /* A mixture with images needs the vision frontend: a new one starts from the run's seed. */
-    if (status == uform_ok_k && capacities.image_sides && !uform_model_has_head(model, "vision")) {
-        fprintf(stderr, "uform_base: the mixture's records hold %zu image sides: attaching the vision frontend (vision.patch, vision.bias)\n",
-                capacities.image_sides);
-        status = uform_model_init_head(model, "vision", options.seed);
-    }
+    /* A mixture with media needs their frontends: a new one starts from the run's seed. */
+    struct {
+        size_t sides;
+        char const *noun, *part, *tensors;
+    } const frontends[] = {{capacities.image_sides, "image", "vision", "vision.patch, vision.bias"},
+                           {capacities.video_sides, "video", "video", "video.tube, video.bias"},
+                           {capacities.audio_sides, "audio", "audio", "audio.frame, audio.bias"}};
+    for (size_t f = 0; f < sizeof(frontends) / sizeof(frontends[0]); ++f)
+        if (status == uform_ok_k && frontends[f].sides && !uform_model_has_head(model, frontends[f].part)) {
+            fprintf(stderr, "uform_base: the mixture's records hold %zu %s sides: attaching the %s frontend (%s)\n",
+                    frontends[f].sides, frontends[f].noun, frontends[f].part, frontends[f].tensors);
+            status = uform_model_init_head(model, frontends[f].part, options.seed);
+        }
     /* Masked modelling of images reconstructs the blanked patches through the mae head. */
     if (status == uform_ok_k && capacities.image_sides && objective == uform_objective_mlm_k && !uform_model_has_head(model, "mae")) {
         fprintf(stderr, "uform_base: masked modelling of images: attaching the mae head (mae.head, mae.bias)\n");
         status = uform_model_init_head(model, "mae", options.seed);
     }
     if (status == uform_ok_k && capacities.images_skipped)
-        fprintf(stderr, "uform_base: %zu records were dropped for an image that does not decode (skip_malformed)\n",
+        fprintf(stderr, "uform_base: %zu records were dropped for a media file that does not decode (skip_malformed)\n",
                 capacities.images_skipped);
     /* The device: the GPU's step is made for the batcher's shape and capacities. */
     if (options.cuda) {

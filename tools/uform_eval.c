@@ -245,6 +245,28 @@ static void uform_prefix_(float const *full, size_t count, size_t stride, size_t
     }
 }
 
+/* One audio or video side (its path resolved against the corpus) through uform_encode_audio or
+ * uform_encode_video: the first 10.24 s of audio, video sampled at 25 frames a second. */
+static uform_status_t uform_embed_clip_(uform_model_t *model, uform_corpus_t const *corpus, uform_slice_t slice, size_t width,
+                                        float *embedding) {
+    char path[4096];
+    UFORM_TRY(uform_corpus_image_path(corpus, slice, path, sizeof(path)));
+    uform_status_t status;
+    if (slice.image == uform_slice_audio_path_k) {
+        uform_audio_t audio;
+        UFORM_TRY(uform_audio_read(path, (double)uform_audio_frames_k * uform_audio_frame_length_k / uform_audio_rate_k, &audio));
+        uform_audio_clip_t clip = {.samples = audio.samples, .count = audio.count, .name = path};
+        status = uform_encode_audio(model, &clip, 1, width, embedding);
+        uform_audio_free(&audio);
+        return status;
+    }
+    uform_video_clip_t clip = {.name = path};
+    UFORM_TRY(uform_video_read(path, 0, uform_video_tubes_k * uform_tube_depth_k, &clip.video));
+    status = uform_encode_video(model, &clip, 1, width, embedding);
+    uform_video_free(&clip.video);
+    return status;
+}
+
 /* Embeds one side: its texts in batches through uform_encode, its images (`images[i]` set: the
  * text is the image's path, resolved against the corpus) a few at a time through uform_encode_images. */
 static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t const *corpus, uform_text_t const *texts,
@@ -262,6 +284,11 @@ static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t cons
     uform_progress_begin_(progress, what, count);
     for (size_t i = 0; status == uform_ok_k && i <= count; ++i) {
         int last = i == count, image = !last && slices[i].image;
+        if (image && uform_slice_kind(slices[i]) != uform_cell_image_k) { /* a clip: one at a time */
+            status = uform_embed_clip_(model, corpus, slices[i], width, embeddings + i * width);
+            done++;
+            continue;
+        }
         if (!last && !image) batch_rows[batch_count] = i, batch_texts[batch_count++] = texts[i];
         if (image) {
             status = uform_corpus_image_read(corpus, slices[i], &pixels[images_count]);

@@ -5,6 +5,7 @@
 #ifndef UFORM_ENCODE_H
 #define UFORM_ENCODE_H
 
+#include "uform/av.h"
 #include "uform/image.h"
 #include "uform/model.h"
 
@@ -29,6 +30,37 @@ UFORM_API uform_status_t uform_encode(uform_model_t *model, uform_text_t const *
  *  vision frontend; a broken image fails the call, naming it. CPU and CUDA contexts alike. */
 UFORM_API uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *images, size_t count, size_t width,
                                              float *embeddings);
+
+/** An audio clip to encode: encoded bytes (`data`, `size`: any format FFmpeg reads) when `samples`
+ *  is NULL, else `count` decoded samples of 16 kHz mono in [-1, 1]. `name` names it in error
+ *  messages (may be NULL). */
+typedef struct uform_audio_clip_t {
+    void const *data;
+    size_t size;
+    float const *samples;
+    size_t count;
+    char const *name;
+} uform_audio_clip_t;
+
+/** A video clip to encode: encoded bytes (`data`, `size`), decoded at `fps` frames a second (0: 25),
+ *  when `video.rgb` is NULL, else decoded frames with their ticks (av.h). `name` as for audio. */
+typedef struct uform_video_clip_t {
+    void const *data;
+    size_t size;
+    double fps;
+    uform_video_t video;
+    char const *name;
+} uform_video_clip_t;
+
+/** Matryoshka embeddings of audio clips, in the same space as texts': each clip's first 10.24 s
+ *  (512 frames of 20 ms, or a row if the model's rows are shorter). The model needs the audio
+ *  frontend; a broken clip fails the call, naming it. CPU contexts. */
+UFORM_API uform_status_t uform_encode_audio(uform_model_t *model, uform_audio_clip_t const *clips, size_t count, size_t width,
+                                            float *embeddings);
+/** The same for video clips: each in at most 1024 tubes (or a row), docs/audio_video.md's grid. The
+ *  model needs the video frontend. CPU contexts. */
+UFORM_API uform_status_t uform_encode_video(uform_model_t *model, uform_video_clip_t const *clips, size_t count, size_t width,
+                                            float *embeddings);
 
 /** Per-byte ColBERT vectors of one text: `vectors[cells * colbert_width]`, each L2-normalized.
  *  `capacity` is how many cells `vectors` holds; `cells` receives min(length, columns). */
@@ -63,6 +95,10 @@ UFORM_API uform_status_t uform_context_encode(uform_context_t *context, uform_te
                                     float *embeddings, size_t *truncated);
 UFORM_API uform_status_t uform_context_encode_images(uform_context_t *context, uform_image_t const *images, size_t count,
                                                      size_t width, float *embeddings);
+UFORM_API uform_status_t uform_context_encode_audio(uform_context_t *context, uform_audio_clip_t const *clips, size_t count,
+                                                    size_t width, float *embeddings);
+UFORM_API uform_status_t uform_context_encode_video(uform_context_t *context, uform_video_clip_t const *clips, size_t count,
+                                                    size_t width, float *embeddings);
 UFORM_API uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
                                      size_t *cells);
 UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,

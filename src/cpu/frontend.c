@@ -4,17 +4,26 @@
 #include "core/numeric.h"
 #include "cpu/forward.h"
 
-/* Widens media row `row` of `media` (`width` values) into `out`. */
-static void uform_media_row_(uform_media_t const *media, size_t row, size_t width, float *out) {
-    if (media->dtype == uform_media_bf16_k) uform_f32_from_bf16_array((uint16_t const *)media->data + row * width, out, width);
-    else
-        for (size_t i = 0; i < width; ++i) out[i] = ((float const *)media->data)[row * width + i];
-}
+/* The media frontends, by media index (kind - uform_cell_image_k): a vector's width and its tensors. */
+typedef struct uform_media_frontend_t {
+    size_t values;
+    uform_tensor_kind_t weight, bias;
+} uform_media_frontend_t;
 
-/* Image row `row`: a 16x16 RGBA patch, channel-last, pixels row by row. */
-static void uform_patch_row_(uform_media_t const *images, size_t row, float *out) {
-    uform_media_row_(images, row, uform_patch_values_k, out);
+static uform_media_frontend_t const uform_media_frontends_[uform_media_kinds_k] = {
+    {uform_patch_values_k, uform_tensor_vision_patch_k, uform_tensor_vision_bias_k},
+    {uform_tube_values_k, uform_tensor_video_tube_k, uform_tensor_video_bias_k},
+    {uform_frame_values_k, uform_tensor_audio_frame_k, uform_tensor_audio_bias_k},
+};
+
+size_t uform_frontend_values(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].values; }
+
+uform_tensor_kind_t uform_frontend_weight(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].weight; }
+
+uform_tensor_kind_t uform_frontend_bias(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].bias; }
+
 #if defined(UFORM_PLANT_PATCH_TRANSPOSED)
+static void uform_plant_transpose_(float *out) {
     for (size_t y = 0; y < 16; ++y) /* planted: the patch's pixels read column by column */
         for (size_t x = y + 1; x < 16; ++x)
             for (size_t channel = 0; channel < 4; ++channel) {
@@ -22,12 +31,39 @@ static void uform_patch_row_(uform_media_t const *images, size_t row, float *out
                 out[(y * 16 + x) * 4 + channel] = out[(x * 16 + y) * 4 + channel];
                 out[(x * 16 + y) * 4 + channel] = swap;
             }
+}
+#endif
+
+/* Media row `row` of cells of `kind`, widened into `out`: a patch (16x16 RGBA), a tube (two 16x16
+ * RGB frames) or an audio frame (320 samples), each as av_cells.c and image.c lay it out. */
+static void uform_media_row_(uform_media_t const *all, uform_cell_kind_t kind, size_t row, float *out) {
+    uform_media_t const *media = &all[kind - uform_cell_image_k];
+    size_t width = uform_frontend_values(kind);
+    if (media->dtype == uform_media_bf16_k) uform_f32_from_bf16_array((uint16_t const *)media->data + row * width, out, width);
+    else
+        for (size_t i = 0; i < width; ++i) out[i] = ((float const *)media->data)[row * width + i];
+#if defined(UFORM_PLANT_PATCH_TRANSPOSED)
+    if (kind == uform_cell_image_k) uform_plant_transpose_(out);
+#endif
+#if defined(UFORM_PLANT_TUBE_FRAMES_SWAPPED)
+    if (kind == uform_cell_video_k) /* planted: the tube's second frame read as its first */
+        for (size_t i = 0; i < uform_tube_values_k / 2; ++i) {
+            float swap = out[i];
+            out[i] = out[i + uform_tube_values_k / 2], out[i + uform_tube_values_k / 2] = swap;
+        }
+#endif
+#if defined(UFORM_PLANT_FRAME_OFFSET)
+    if (kind == uform_cell_audio_k) { /* planted: the frame's samples read one sample late */
+        for (size_t i = 0; i + 1 < uform_frame_values_k; ++i) out[i] = out[i + 1];
+        out[uform_frame_values_k - 1] = 0;
+    }
 #endif
 }
 
-/* The end of the run of image cells that starts at `first`, within [first, end). */
-static size_t uform_image_run_(uform_cells_t const *cells, size_t first, size_t end) {
-    while (first < end && cells->kinds[first] == uform_cell_image_k) first++;
+/* The end of the run of cells of the same kind as `first`, within [first, end). */
+static size_t uform_kind_run_(uform_cells_t const *cells, size_t first, size_t end) {
+    uint8_t kind = cells->kinds[first];
+    while (first < end && cells->kinds[first] == kind) first++;
     return first;
 }
 
@@ -39,18 +75,18 @@ static void uform_add_bias_(float *x, size_t rows, float const *bias, size_t d) 
 void uform_frontend_forward(uform_model_t const *model, uform_cells_t const *cells, size_t first, size_t count, float *x,
                             uform_scratch_t *scratch) {
     size_t d = model->config.width, end = first + count;
-    uform_media_t const *images = &cells->media[uform_cell_image_k - uform_cell_image_k];
     for (size_t c = first; c < end;) {
-        if (cells->kinds[c] != uform_cell_image_k) {
+        uform_cell_kind_t kind = (uform_cell_kind_t)cells->kinds[c];
+        if (kind == uform_cell_byte_k) {
             uform_f32_from_bf16_array(model->embed->bf16 + (size_t)cells->values[c] * d, x + c * d, d);
             c++;
             continue;
         }
-        size_t last = uform_image_run_(cells, c, end), rows = last - c;
-        for (size_t r = 0; r < rows; ++r)
-            uform_patch_row_(images, cells->values[c + r], scratch->hidden + r * uform_patch_values_k);
-        uform_cpu_linear(model, model->vision_patch, scratch->hidden, uform_patch_values_k, rows, x + c * d, d, scratch);
-        uform_add_bias_(x + c * d, rows, model->vision_bias->f32, d);
+        size_t last = uform_kind_run_(cells, c, end), rows = last - c, values = uform_frontend_values(kind);
+        for (size_t r = 0; r < rows; ++r) uform_media_row_(cells->media, kind, cells->values[c + r], scratch->hidden + r * values);
+        uform_cpu_linear(model, uform_model_weight(model, uform_frontend_weight(kind), 0), scratch->hidden, values, rows,
+                         x + c * d, d, scratch);
+        uform_add_bias_(x + c * d, rows, uform_model_weight(model, uform_frontend_bias(kind), 0)->f32, d);
         c = last;
     }
 }
@@ -61,49 +97,51 @@ size_t uform_frontend_count(uform_cells_t const *cells, size_t count, uform_cell
     return found;
 }
 
-void uform_frontend_gather(uform_cells_t const *cells, size_t count, float *patches) {
-    uform_media_t const *images = &cells->media[uform_cell_image_k - uform_cell_image_k];
+void uform_frontend_gather(uform_cells_t const *cells, size_t count, uform_cell_kind_t kind, float *rows) {
+    size_t values = uform_frontend_values(kind);
     for (size_t c = 0, gathered = 0; c < count; ++c)
-        if (cells->kinds[c] == uform_cell_image_k)
-            uform_patch_row_(images, cells->values[c], patches + gathered++ * uform_patch_values_k);
+        if (cells->kinds[c] == kind) uform_media_row_(cells->media, kind, cells->values[c], rows + gathered++ * values);
 }
 
 void uform_frontend_train_forward(uform_model_t const *model, uform_cells_t const *cells, size_t count,
                                   uform_frontend_trainer_t const *trainer, float *x) {
-    size_t d = model->config.width, gathered = 0;
+    size_t d = model->config.width, gathered[uform_media_kinds_k] = {0};
     for (size_t c = 0; c < count;) {
-        if (cells->kinds[c] != uform_cell_image_k) {
+        uform_cell_kind_t kind = (uform_cell_kind_t)cells->kinds[c];
+        if (kind == uform_cell_byte_k) {
             uform_f32_from_bf16_array(model->embed->bf16 + (size_t)cells->values[c] * d, x + c * d, d);
             c++;
             continue;
         }
-        size_t last = uform_image_run_(cells, c, count), rows = last - c;
-        float const *patches = trainer->patches + gathered * uform_patch_values_k;
-        trainer->gemm(trainer->context, 0, 1, rows, d, uform_patch_values_k, patches, uform_patch_values_k,
-                      trainer->vision_patch, uform_patch_values_k, 0.0f, x + c * d, d);
-        uform_add_bias_(x + c * d, rows, trainer->vision_bias, d);
-        gathered += rows, c = last;
+        size_t media = kind - uform_cell_image_k, values = uform_frontend_values(kind);
+        size_t last = uform_kind_run_(cells, c, count), rows = last - c;
+        float const *inputs = trainer->media[media] + gathered[media] * values;
+        trainer->gemm(trainer->context, 0, 1, rows, d, values, inputs, values, trainer->weights[media], values, 0.0f, x + c * d, d);
+        uform_add_bias_(x + c * d, rows, trainer->biases[media], d);
+        gathered[media] += rows, c = last;
     }
 }
 
 void uform_frontend_train_backward(uform_model_t const *model, uform_cells_t const *cells, size_t count, float const *d_x,
                                    uform_frontend_trainer_t const *trainer) {
-    size_t d = model->config.width, gathered = 0;
+    size_t d = model->config.width, gathered[uform_media_kinds_k] = {0};
     for (size_t c = 0; c < count;) { /* in cell order, so that a byte's sum is the same every run */
         float const *dy = d_x + c * d;
-        if (cells->kinds[c] != uform_cell_image_k) {
+        uform_cell_kind_t kind = (uform_cell_kind_t)cells->kinds[c];
+        if (kind == uform_cell_byte_k) {
             float *row = trainer->d_bytes + (size_t)cells->values[c] * d;
             for (size_t i = 0; i < d; ++i) row[i] += dy[i];
             c++;
             continue;
         }
-        size_t last = uform_image_run_(cells, c, count), rows = last - c;
-        /* d vision.patch [d, 1024] += dY^T P; d vision.bias += the rows of dY. */
-        trainer->gemm(trainer->context, 1, 0, d, uform_patch_values_k, rows, dy, d,
-                      trainer->patches + gathered * uform_patch_values_k, uform_patch_values_k, 1.0f,
-                      trainer->d_vision_patch, uform_patch_values_k);
+        size_t media = kind - uform_cell_image_k, values = uform_frontend_values(kind);
+        size_t last = uform_kind_run_(cells, c, count), rows = last - c;
+        /* d weight [d, values] += dY^T P; d bias += the rows of dY. */
+        trainer->gemm(trainer->context, 1, 0, d, values, rows, dy, d, trainer->media[media] + gathered[media] * values, values,
+                      1.0f, trainer->d_weights[media], values);
+        float *d_bias = trainer->d_biases[media];
         for (size_t r = 0; r < rows; ++r)
-            for (size_t i = 0; i < d; ++i) trainer->d_vision_bias[i] += dy[r * d + i];
-        gathered += rows, c = last;
+            for (size_t i = 0; i < d; ++i) d_bias[i] += dy[r * d + i];
+        gathered[media] += rows, c = last;
     }
 }

@@ -1,7 +1,8 @@
 /*  frontend.h (internal): the frontend stage on the CPU, by cell kind (SPEC.md section 1): cells
  *  into the residual stream and, in training, the stream's gradient into the frontend's tensors.
- *  Bytes take a row of embed.bytes; image patches x = vision.patch p + vision.bias, p the patch's
- *  1024 values. The video and audio frontends add their cases here and nowhere else. The fast path
+ *  Bytes take a row of embed.bytes; media cells x = W p + b, one table entry per kind: image
+ *  patches (vision.patch, 1024 values), video tubes (video.tube, 1536), audio frames (audio.frame,
+ *  320). A new media frontend is one entry of that table. The fast path
  *  (cpu/forward.c) computes in the model's precision; the Float32 trainer (train/backward.c) on its
  *  own working copies, through its pooled product. */
 #ifndef UFORM_CPU_FRONTEND_H
@@ -26,21 +27,27 @@ typedef void uform_frontend_gemm_t(void *context, int transpose_a, int transpose
                                    float const *a, size_t a_stride, float const *b, size_t b_stride, float beta, float *c,
                                    size_t c_stride);
 
-/** The trainer's side: its Float32 tensors, gradients (NULL where the model does not carry the
- *  part), product, and `patches` ([image cells, 1024], from uform_frontend_gather). */
+/** The trainer's side, by media index (kind - uform_cell_image_k): its Float32 tensors and
+ *  gradients (NULL where the model does not carry the part), product, and `media` (each kind's
+ *  cells' vectors in cell order, [cells of the kind, values], from uform_frontend_gather). */
 typedef struct uform_frontend_trainer_t {
-    float const *vision_patch, *vision_bias;
-    float *d_bytes, *d_vision_patch, *d_vision_bias;
+    float const *weights[uform_media_kinds_k], *biases[uform_media_kinds_k];
+    float *d_bytes, *d_weights[uform_media_kinds_k], *d_biases[uform_media_kinds_k];
     uform_frontend_gemm_t *gemm;
     void *context;
-    float *patches;
+    float *media[uform_media_kinds_k];
 } uform_frontend_trainer_t;
 
-/** The number of cells of `kind` among cells [0, count), for sizing `patches`. */
+/** A media kind's vector width (1024 patch, 1536 tube, 320 frame values) and its two tensors. */
+size_t uform_frontend_values(uform_cell_kind_t kind);
+uform_tensor_kind_t uform_frontend_weight(uform_cell_kind_t kind);
+uform_tensor_kind_t uform_frontend_bias(uform_cell_kind_t kind);
+
+/** The number of cells of `kind` among cells [0, count), for sizing a gather. */
 size_t uform_frontend_count(uform_cells_t const *cells, size_t count, uform_cell_kind_t kind);
-/** Copies the image cells' patches among cells [0, count), widened, into `patches` in cell order
- *  (the trainer's own copy: the caller's media buffers need not outlive the batch's check). */
-void uform_frontend_gather(uform_cells_t const *cells, size_t count, float *patches);
+/** Copies the vectors of the cells of media `kind` among cells [0, count), widened, into `rows` in
+ *  cell order (the trainer's own copy: the caller's media buffers need not outlive the batch's check). */
+void uform_frontend_gather(uform_cells_t const *cells, size_t count, uform_cell_kind_t kind, float *rows);
 /** The trainer's forward into `x` ([count, d]) for cells [0, count). */
 void uform_frontend_train_forward(uform_model_t const *model, uform_cells_t const *cells, size_t count,
                                   uform_frontend_trainer_t const *trainer, float *x);

@@ -15,6 +15,7 @@
 #include "core/threads.h"
 #include "data/corpus.h"
 #include "data/jsonl.h"
+#include "uform/av.h"
 #include "uform/image.h"
 
 enum { uform_mask_stream_k = 0x6d61736b, uform_image_mask_stream_k = 0x696d6167 }; /* seed streams: 0 draws sources, 1 + s orders source s */
@@ -24,21 +25,22 @@ typedef struct uform_source_t {
     uint32_t *order;   /* [records] this epoch's order of record indices */
     uint32_t *lengths; /* [records] cells each record's item takes, after truncation */
     double cumulative; /* running share of the total weight, 1 for the last source */
-    /* Images: each side's patch grid (rows << 16 | columns), 0 for a text; NULL when none. */
+    /* Media: each side's shape (uform_grid_cells_), 0 for a text; NULL when none. */
     uint32_t *query_grids, *slice_grids; /* [records], [slices] */
 } uform_source_t;
 
-/* An image of the batch being written: decoded into media rows [first, first + rows * columns). */
+/* A media side of the batch being written: decoded into rows [first, first + cells) of its kind's media. */
 typedef struct uform_image_job_t {
     uint32_t source;
     uform_slice_t slice;
-    size_t first, rows, columns;
-    size_t cell;              /* the image's first cell in the batch */
+    uint32_t grid;            /* its shape, as the load found it */
+    size_t first, cells;
+    size_t cell;              /* its first cell in the batch */
     uint64_t key;             /* its content (uform_side_key_) */
-    uint16_t const *cached;   /* its patches from an earlier batch, or NULL: decode it */
+    uint16_t const *cached;   /* its vectors from an earlier batch, or NULL: decode it */
 } uform_image_job_t;
 
-/* A decoded image kept across batches: its BF16 patches, by content key (open addressing). */
+/* A decoded media side kept across batches: its BF16 vectors, by content key (open addressing). */
 typedef struct uform_cached_image_t {
     uint64_t key;
     uint16_t *patches; /* NULL: an empty slot */
@@ -50,7 +52,7 @@ struct uform_batch_buffers_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
-    uint16_t *patches; /* [cells + 1, 1024] BF16, + MLM's blank patch; NULL without images */
+    uint16_t *media[uform_media_kinds_k]; /* [cells + 1, values] BF16 by media index (+ MLM's blank patch); NULL without */
 };
 
 /* A waiting item in the length buckets. */
@@ -63,12 +65,12 @@ struct uform_batcher_t {
     uform_objective_t objective;
     size_t rows, columns, cells;
     uint64_t seed;
-    double mask_ratio, mean_span, image_mask_ratio;
+    double mask_ratio, mean_span, image_mask_ratio, video_fps;
     uform_source_t *sources;
     size_t sources_count;
     uform_batcher_state_t state;
     size_t records, skipped_lines;
-    size_t image_sides, decode_threads; /* image queries, positives and negatives over all sources */
+    size_t media_sides[uform_media_kinds_k], decode_threads; /* media queries, positives and negatives over all sources, by kind */
     size_t texts_capacity;      /* most texts one record holds (1 for MLM) */
     size_t anchors_capacity, candidates_capacity;
 
@@ -84,7 +86,7 @@ struct uform_batcher_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
-    uint16_t *patches; /* [cells + 1, 1024] */
+    uint16_t *media[uform_media_kinds_k]; /* [cells + 1, values] */
     /* The batcher's own working memory. */
     uform_arena_t arena;
     uint32_t *anchor_first, *anchor_positives;
@@ -93,11 +95,12 @@ struct uform_batcher_t {
     uint32_t *span_lengths; /* [columns] */
     uint32_t *text_lengths; /* [texts_capacity] */
 
-    /* Images: the batch's patches (BF16 [image_cells, 1024]), decoded by `pool` at the batch's end. */
-    size_t most_patches;    /* an image's grid holds at most min(512, columns) patches */
-    size_t images, image_cells, images_skipped; /* this batch's; records dropped at load for a bad image */
+    /* Media: the batch's vectors (BF16 [media_cells[m], values]), decoded by `pool` at the batch's end. */
+    size_t most[uform_media_kinds_k]; /* the most cells a side fills: min(512 or 1024, columns) */
+    size_t images, media_cells[uform_media_kinds_k], images_skipped; /* this batch's jobs and cells; records dropped at load for a bad file */
     uform_image_job_t *image_jobs; /* [cells] */
-    float *decoded;         /* [threads][most_patches * 1024] one image's Float32 patches per thread */
+    float *decoded;         /* [threads][decoded_values] one side's Float32 vectors per thread */
+    size_t decoded_values;
     uform_pool_t *pool;
     uform_cached_image_t *cache; /* [cache_slots], a power of two, at most half full */
     size_t cache_slots, cache_count, cache_bytes, cache_limit;
@@ -112,6 +115,22 @@ static uint64_t uform_mix_(uint64_t value) {
 
 static uint64_t uform_derive_seed_(uint64_t seed, uint64_t stream, uint64_t index) {
     return uform_mix_(uform_mix_(seed ^ uform_mix_(stream)) ^ index);
+}
+
+/* A media kind's vector width, by media index. */
+static size_t const uform_media_values_[uform_media_kinds_k] = {uform_patch_length_k, uform_tube_length_k,
+                                                                uform_audio_frame_length_k};
+
+static size_t uform_media_of_(uform_slice_t slice) { return (size_t)uform_slice_kind(slice) - uform_cell_image_k; }
+
+/* A media side's shape in 32 bits, as the load found it (0: it did not decode): an image's patch
+ * grid rows << 16 | columns; an audio clip's frames; a video's steps << 20 | rows << 10 | columns. */
+static size_t uform_grid_cells_(uform_slice_t slice, uint32_t grid) {
+    switch (uform_slice_kind(slice)) {
+    case uform_cell_audio_k: return grid;
+    case uform_cell_video_k: return (size_t)(grid >> 20) * ((grid >> 10) & 0x3ff) * (grid & 0x3ff);
+    default: return (size_t)(grid >> 16) * (grid & 0xffff);
+    }
 }
 
 static uint64_t uform_double_bits_(double value) {
@@ -154,7 +173,7 @@ static size_t uform_record_texts_(uform_corpus_t const *corpus, uform_record_t c
     return record->kind == uform_record_text_k ? 1 : 1 + (size_t)record->positives_count + record->negatives_count;
 }
 
-/* The patch grid (rows << 16 | columns) of side `index` of record `r` of `source`; 0 for a text. */
+/* The shape (uform_grid_cells_) of side `index` of record `r` of `source`; 0 for a text. */
 static uint32_t uform_side_grid_(uform_source_t const *source, size_t r, size_t index) {
     if (!source->query_grids) return 0;
     if (!index) return source->query_grids[r];
@@ -162,17 +181,18 @@ static uint32_t uform_side_grid_(uform_source_t const *source, size_t r, size_t 
 }
 
 /* Lengths of a record's segments into `lengths`; returns their sum and counts the cut texts. An
- * image keeps its whole grid; the texts share what the images leave of the row. */
+ * media side keeps all its cells; the texts share what the media leave of the row. */
 static size_t uform_item_lengths_(uform_batcher_t const *batcher, uform_source_t const *source, size_t r,
                                   uint32_t *lengths, size_t *truncated) {
     uform_corpus_t const *corpus = &source->corpus;
     uform_record_t const *record = &corpus->records[r];
     size_t count = uform_record_texts_(corpus, record, 0, NULL), cut = 0, images = 0, texts = 0;
     for (size_t i = 0; i < count; ++i) {
-        uint32_t grid = uform_side_grid_(source, r, i);
-        images += (grid >> 16) * (grid & 0xffff);
+        uform_slice_t slice;
+        uform_record_texts_(corpus, record, i, &slice);
+        if (slice.image) images += uform_grid_cells_(slice, uform_side_grid_(source, r, i));
     }
-    size_t budget = batcher->columns - images; /* the load checked that a record's images fit a row */
+    size_t budget = batcher->columns - images; /* the load checked that a record's media fit a row */
     for (size_t i = 0; i < count; ++i) {
         uform_slice_t slice;
         uform_record_texts_(corpus, record, i, &slice);
@@ -180,12 +200,12 @@ static size_t uform_item_lengths_(uform_batcher_t const *batcher, uform_source_t
         lengths[texts++] = (uint32_t)(slice.length < budget ? slice.length : budget);
     }
     size_t total = images + uform_water_fill_(lengths, texts, budget);
-    /* Spread back to side order: images their grids, texts their cut lengths. */
+    /* Spread back to side order: media their cells, texts their cut lengths. */
     for (size_t i = count, t = texts; i-- > 0;) {
         uform_slice_t slice;
         uform_record_texts_(corpus, record, i, &slice);
         uint32_t grid = uform_side_grid_(source, r, i);
-        if (slice.image) lengths[i] = (grid >> 16) * (grid & 0xffff);
+        if (slice.image) lengths[i] = (uint32_t)uform_grid_cells_(slice, grid);
         else {
             lengths[i] = lengths[--t];
             cut += lengths[i] < slice.length;
@@ -311,26 +331,33 @@ static void uform_write_segment_(uform_batcher_t *batcher, size_t first, uint8_t
     }
 }
 
-/* An image's cells (t = 0, h = patch row, w = patch column) and its decoding job: media rows
- * from the batch's next free one. */
-static void uform_write_image_(uform_batcher_t *batcher, uint32_t source, uform_slice_t slice, uint64_t key, size_t first,
-                               size_t rows, size_t columns, int32_t segment) {
-    size_t row = batcher->image_cells;
-    for (size_t i = 0; i < rows * columns; ++i) {
-        size_t cell = first + i;
-        batcher->kinds[cell] = uform_cell_image_k;
+/* A media side's cells and its decoding job, media rows from its kind's next free one. Coordinates:
+ * an image's t = 0, h = patch row, w = patch column; audio t = h = w = frame index; a video's t =
+ * the tick of its step's first frame (round(25 f / fps), as av.c times frames), h, w as an image's. */
+static void uform_write_media_(uform_batcher_t *batcher, uint32_t source, uform_slice_t slice, uint64_t key, size_t first,
+                               uint32_t grid, int32_t segment) {
+    uform_cell_kind_t kind = uform_slice_kind(slice);
+    size_t media = uform_media_of_(slice), row = batcher->media_cells[media], cells = uform_grid_cells_(slice, grid);
+    size_t columns = kind == uform_cell_video_k ? grid & 0x3ff : grid & 0xffff;
+    size_t step_cells = kind == uform_cell_video_k ? ((grid >> 10) & 0x3ff) * columns : cells;
+    for (size_t i = 0; i < cells; ++i) {
+        size_t cell = first + i, within = i % step_cells;
+        int32_t *position = batcher->positions + 3 * cell;
+        batcher->kinds[cell] = (uint8_t)kind;
         batcher->values[cell] = (uint32_t)(row + i);
         batcher->segments[cell] = segment;
-        batcher->positions[3 * cell] = 0;
-        batcher->positions[3 * cell + 1] = (int32_t)(i / columns);
-        batcher->positions[3 * cell + 2] = (int32_t)(i % columns);
+        if (kind == uform_cell_audio_k) position[0] = position[1] = position[2] = (int32_t)i;
+        else {
+            double frame = (double)(i / step_cells * uform_tube_depth_k);
+            position[0] = kind == uform_cell_video_k ? (int32_t)llround(frame * (1000.0 / uform_tick_ms_k) / batcher->video_fps) : 0;
+            position[1] = (int32_t)(within / columns), position[2] = (int32_t)(within % columns);
+        }
         if (batcher->targets) batcher->targets[cell] = -1;
     }
-    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, row, rows, columns, first, key, NULL};
-    batcher->image_cells += rows * columns;
+    batcher->image_jobs[batcher->images++] = (uform_image_job_t){source, slice, grid, row, cells, first, key, NULL};
+    batcher->media_cells[media] += cells;
 }
 
-/* Decodes one job's image into its media rows, on a pool thread. */
 /* The cache's slot for `key`: where it is, or the empty slot where it would go. */
 static uform_cached_image_t *uform_cache_slot_(uform_batcher_t *batcher, uint64_t key) {
     size_t mask = batcher->cache_slots - 1, slot = (size_t)key & mask;
@@ -356,38 +383,64 @@ static int uform_cache_insert_(uform_batcher_t *batcher, uint64_t key, uint16_t 
     return 1;
 }
 
-/* An image's patches, resized and cut into the calling pool thread's Float32 buffer (`*patches`). */
-static uform_status_t uform_thread_patches_(uform_batcher_t *batcher, uform_pixels_t const *pixels, size_t thread,
-                                            float **patches, size_t *rows, size_t *columns) {
-    size_t most = batcher->most_patches;
-    *patches = batcher->decoded + thread * most * uform_patch_length_k;
-    return uform_image_patches(pixels, most, *patches, most, rows, columns);
+/* A media side decoded and cut into the calling pool thread's Float32 buffer (`*vectors`), and its
+ * shape (uform_grid_cells_): an image's patches, an audio clip's first frames, a video's tubes. */
+static uform_status_t uform_side_vectors_(uform_batcher_t *batcher, uform_corpus_t const *corpus, uform_slice_t slice,
+                                          size_t thread, float **vectors, uint32_t *grid) {
+    size_t media = uform_media_of_(slice), most = batcher->most[media];
+    *vectors = batcher->decoded + thread * batcher->decoded_values;
+    uform_status_t status;
+    if (uform_slice_kind(slice) == uform_cell_image_k) {
+        uform_pixels_t pixels = {0};
+        size_t rows = 0, columns = 0;
+        UFORM_TRY(uform_corpus_image_read(corpus, slice, &pixels));
+        status = uform_image_patches(&pixels, most, *vectors, most, &rows, &columns);
+        uform_pixels_free(&pixels);
+        *grid = (uint32_t)(rows << 16 | columns);
+        return status;
+    }
+    char path[4096];
+    UFORM_TRY(uform_corpus_image_path(corpus, slice, path, sizeof(path)));
+    if (uform_slice_kind(slice) == uform_cell_audio_k) {
+        uform_audio_t audio;
+        size_t frames = 0;
+        UFORM_TRY(uform_audio_read(path, (double)(most * uform_audio_frame_length_k) / uform_audio_rate_k, &audio));
+        status = uform_audio_frames(audio.samples, audio.count, most, *vectors, NULL, most, &frames);
+        uform_audio_free(&audio);
+        *grid = (uint32_t)frames;
+        return status;
+    }
+    uform_video_t video;
+    size_t steps = 0, rows = 0, columns = 0;
+    UFORM_TRY(uform_video_read(path, batcher->video_fps, most * uform_tube_depth_k, &video));
+    status = uform_video_tubes(&video, most, *vectors, NULL, most, &steps, &rows, &columns);
+    uform_video_free(&video);
+    *grid = (uint32_t)(steps << 20 | rows << 10 | columns);
+    return status;
 }
 
 static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_batcher_t *batcher = context;
     uform_image_job_t const *job = &batcher->image_jobs[index];
+    size_t media = uform_media_of_(job->slice), values = uform_media_values_[media];
+    uint16_t *rows = batcher->media[media] + job->first * values;
     if (job->cached) { /* decoded for an earlier batch: the same bits */
-        memcpy(batcher->patches + job->first * uform_patch_length_k, job->cached,
-               job->rows * job->columns * uform_patch_length_k * sizeof(uint16_t));
+        memcpy(rows, job->cached, job->cells * values * sizeof(uint16_t));
         return;
     }
     uform_corpus_t const *corpus = &batcher->sources[job->source].corpus;
-    uform_pixels_t pixels = {0};
-    size_t rows = 0, columns = 0;
     float *decoded = NULL;
-    uform_status_t status = uform_corpus_image_read(corpus, job->slice, &pixels);
-    if (status == uform_ok_k) status = uform_thread_patches_(batcher, &pixels, thread, &decoded, &rows, &columns);
-    uform_pixels_free(&pixels);
-    if (status == uform_ok_k && (rows != job->rows || columns != job->columns))
-        status = uform_fail(uform_format_k, "%s: an image changed since the batcher read it (%zux%zu patches, not %zux%zu)",
-                            corpus->path, rows, columns, job->rows, job->columns);
+    uint32_t grid = 0;
+    uform_status_t status = uform_side_vectors_(batcher, corpus, job->slice, thread, &decoded, &grid);
+    if (status == uform_ok_k && grid != job->grid)
+        status = uform_fail(uform_format_k, "%s: a media file changed since the batcher read it (%zu cells, not %zu)",
+                            corpus->path, uform_grid_cells_(job->slice, grid), job->cells);
     if (status != uform_ok_k) { /* the first failure of the batch is kept; its message is this thread's */
         if (__atomic_exchange_n(&batcher->image_status, status, __ATOMIC_ACQ_REL) == uform_ok_k)
             snprintf(batcher->image_error, sizeof(batcher->image_error), "%s", uform_last_error());
         return;
     }
-    uform_bf16_from_f32_array(decoded, batcher->patches + job->first * uform_patch_length_k, rows * columns * uform_patch_length_k);
+    uform_bf16_from_f32_array(decoded, rows, job->cells * values);
 }
 
 static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t count) {
@@ -407,7 +460,7 @@ static uint64_t uform_side_key_(uint32_t source, uform_corpus_t const *corpus, u
     uint64_t key = 0xcbf29ce484222325ull;
     uint8_t const *bytes = uform_corpus_data(corpus, slice);
     key = (key ^ (uint64_t)slice.image) * 0x100000001b3ull;
-    if (slice.image == 1) key = (key ^ source) * 0x100000001b3ull;
+    if (slice.image != uform_slice_image_bytes_k && slice.image) key = (key ^ source) * 0x100000001b3ull; /* a path */
     for (size_t i = 0; i < slice.length; ++i) key = (key ^ bytes[i]) * 0x100000001b3ull;
     return key;
 }
@@ -439,9 +492,8 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
         uform_record_texts_(corpus, record, i, &slice);
         size_t length = batcher->text_lengths[i];
         if (write && slice.image) {
-            uint32_t grid = uform_side_grid_(source, node->record, i);
-            uform_write_image_(batcher, node->source, slice, uform_side_key_(node->source, corpus, slice), cell, grid >> 16,
-                               grid & 0xffff, *local);
+            uform_write_media_(batcher, node->source, slice, uform_side_key_(node->source, corpus, slice), cell,
+                               uform_side_grid_(source, node->record, i), *local);
             if (pairs && i > 0) batcher->candidates[batcher->candidates_count] = *segment;
         } else if (write) {
             uform_write_segment_(batcher, cell, uform_corpus_data(corpus, slice), length, *local);
@@ -467,7 +519,8 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
     int pairs = batcher->objective != uform_objective_mlm_k, full = 0;
     uint32_t segment = 0;
     batcher->anchors_count = batcher->candidates_count = 0;
-    batcher->images = batcher->image_cells = 0;
+    batcher->images = 0;
+    memset(batcher->media_cells, 0, sizeof(batcher->media_cells));
     for (size_t row = 0; row < batcher->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
@@ -519,12 +572,13 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
  * (a zero row after the batch's patches) and target the media row of their true one. Seeded from
  * (seed, batch), so a skipped batch needs no masks. */
 static void uform_mask_images_(uform_batcher_t *batcher) {
-    size_t blank = batcher->image_cells;
-    memset(batcher->patches + blank * uform_patch_length_k, 0, uform_patch_length_k * sizeof(uint16_t));
+    size_t blank = batcher->media_cells[0];
+    memset(batcher->media[0] + blank * uform_patch_length_k, 0, uform_patch_length_k * sizeof(uint16_t));
     uform_rng_t rng = {uform_derive_seed_(batcher->seed, uform_image_mask_stream_k, batcher->state.batches - 1)};
     for (size_t j = 0; j < batcher->images; ++j) {
         uform_image_job_t const *job = &batcher->image_jobs[j];
-        size_t n = job->rows * job->columns;
+        if (uform_slice_kind(job->slice) != uform_cell_image_k) continue;
+        size_t n = job->cells;
         size_t masked = (size_t)floor(batcher->image_mask_ratio * (double)n + uform_rng_uniform(&rng));
         if (masked > n) masked = n;
         for (size_t i = 0; i < n && masked; ++i) /* selection sampling: each subset of `masked` equally likely */
@@ -548,9 +602,10 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
         return uform_fail(uform_invalid_argument_k, "uform_batcher_next_into: the buffers were made for another batcher");
     batcher->kinds = buffers->kinds, batcher->values = buffers->values, batcher->segments = buffers->segments;
     batcher->positions = buffers->positions, batcher->targets = buffers->targets, batcher->anchors = buffers->anchors;
-    batcher->candidates = buffers->candidates, batcher->labels = buffers->labels, batcher->patches = buffers->patches;
+    batcher->candidates = buffers->candidates, batcher->labels = buffers->labels;
+    memcpy(batcher->media, buffers->media, sizeof(batcher->media));
     uform_pack_(batcher, 1);
-    int masks_images = batcher->images && batcher->objective == uform_objective_mlm_k;
+    int masks_images = batcher->media_cells[0] && batcher->objective == uform_objective_mlm_k;
     if (masks_images) uform_mask_images_(batcher);
     if (batcher->images) {
         for (size_t j = 0; batcher->cache_slots && j < batcher->images; ++j) {
@@ -564,21 +619,19 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
         /* Keep what was decoded while the budget lasts (a failed allocation only skips keeping it). */
         for (size_t j = 0; j < batcher->images; ++j) {
             uform_image_job_t const *job = &batcher->image_jobs[j];
-            size_t bytes = job->rows * job->columns * uform_patch_length_k * sizeof(uint16_t);
+            size_t values = uform_media_values_[uform_media_of_(job->slice)], bytes = job->cells * values * sizeof(uint16_t);
             if (job->cached || batcher->cache_bytes + bytes > batcher->cache_limit) continue;
             if (batcher->cache_slots && uform_cache_slot_(batcher, job->key)->patches) continue; /* twice in this batch */
             uint16_t *patches = malloc(bytes);
             if (!patches) continue;
-            memcpy(patches, batcher->patches + job->first * uform_patch_length_k, bytes);
+            memcpy(patches, batcher->media[uform_media_of_(job->slice)] + job->first * values, bytes);
             if (!uform_cache_insert_(batcher, job->key, patches, bytes)) free(patches);
         }
     }
     int pairs = batcher->objective != uform_objective_mlm_k;
     *batch = (uform_batch_t){
         .grid = {.rows = batcher->rows, .columns = batcher->columns, .kinds = batcher->kinds,
-                 .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions,
-                 .media = {{.data = batcher->images ? batcher->patches : NULL,
-                            .count = batcher->image_cells + (masks_images ? 1 : 0), .dtype = uform_media_bf16_k}}},
+                 .values = batcher->values, .segments = batcher->segments, .positions = batcher->positions},
         .targets = pairs ? NULL : batcher->targets,
         .anchors = pairs ? batcher->anchors : NULL,
         .anchors_count = pairs ? batcher->anchors_count : 0,
@@ -586,6 +639,10 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
         .candidates_count = pairs ? batcher->candidates_count : 0,
         .labels = pairs ? batcher->labels : NULL,
     };
+    for (size_t m = 0; m < uform_media_kinds_k; ++m)
+        batch->grid.media[m] = (uform_media_t){.data = batcher->media_cells[m] ? batcher->media[m] : NULL,
+                                               .count = batcher->media_cells[m] + (m == 0 && masks_images ? 1 : 0),
+                                               .dtype = uform_media_bf16_k};
     return uform_ok_k;
 }
 
@@ -626,7 +683,9 @@ void uform_batcher_stats(uform_batcher_t const *batcher, uform_batcher_stats_t *
         .records = batcher->records,
         .skipped_lines = batcher->skipped_lines,
         .images_skipped = batcher->images_skipped,
-        .image_sides = batcher->image_sides,
+        .image_sides = batcher->media_sides[0],
+        .video_sides = batcher->media_sides[1],
+        .audio_sides = batcher->media_sides[2],
         .anchors_capacity = batcher->anchors_capacity,
         .candidates_capacity = batcher->candidates_capacity,
     };
@@ -657,7 +716,8 @@ void uform_batcher_close(uform_batcher_t *batcher) {
 void uform_batch_buffers_close(uform_batch_buffers_t *buffers) {
     if (!buffers) return;
     free(buffers->kinds), free(buffers->values), free(buffers->segments), free(buffers->positions), free(buffers->targets);
-    free(buffers->anchors), free(buffers->candidates), free(buffers->labels), free(buffers->patches);
+    free(buffers->anchors), free(buffers->candidates), free(buffers->labels);
+    for (size_t m = 0; m < uform_media_kinds_k; ++m) free(buffers->media[m]);
     free(buffers);
 }
 
@@ -677,9 +737,13 @@ uform_status_t uform_batch_buffers_create(uform_batcher_t const *batcher, uform_
     buffers->anchors = malloc(anchors * sizeof(uint32_t) + 1); /* +1: text runs have none, and malloc(0) may be NULL */
     buffers->candidates = malloc(candidates * sizeof(uint32_t) + 1);
     buffers->labels = malloc(anchors * candidates + 1);
-    buffers->patches = batcher->image_sides ? malloc((cells + 1) * uform_patch_length_k * sizeof(uint16_t)) : NULL;
+    int missing = 0;
+    for (size_t m = 0; m < uform_media_kinds_k; ++m) {
+        buffers->media[m] = batcher->media_sides[m] ? malloc((cells + 1) * uform_media_values_[m] * sizeof(uint16_t)) : NULL;
+        missing |= batcher->media_sides[m] && !buffers->media[m];
+    }
     if (!buffers->kinds || !buffers->values || !buffers->segments || !buffers->positions || (!pairs && !buffers->targets) ||
-        !buffers->anchors || !buffers->candidates || !buffers->labels || (batcher->image_sides && !buffers->patches)) {
+        !buffers->anchors || !buffers->candidates || !buffers->labels || missing) {
         uform_batch_buffers_close(buffers);
         return uform_fail(uform_out_of_memory_k, "uform_batch_buffers_create: out of memory for a batch of %zu cells", cells);
     }
@@ -709,32 +773,41 @@ static int uform_take_budget_(size_t *budget, size_t bytes) {
 
 static void uform_probe_task_(void *context, size_t index, size_t thread) {
     uform_probe_t *probe = context;
-    uform_pixels_t pixels = {0};
-    uform_status_t status = uform_corpus_image_read(&probe->entry->corpus, *probe->sides[index], &pixels);
-    probe->grids[index] = 0;
+    uform_slice_t slice = *probe->sides[index];
+    float *decoded = NULL;
+    uint32_t grid = 0;
+    probe->patches[index] = NULL;
+    uform_status_t status = uform_side_vectors_(probe->batcher, &probe->entry->corpus, slice, thread, &decoded, &grid);
+    probe->grids[index] = status == uform_ok_k ? grid : 0;
     if (status != uform_ok_k) {
         snprintf(probe->problems[index], sizeof(probe->problems[index]), "%s", uform_last_error());
         return;
     }
-    size_t rows, columns, most = probe->batcher->most_patches;
-    uform_image_grid(pixels.height, pixels.width, most, &rows, &columns);
-    probe->grids[index] = (uint32_t)(rows << 16 | columns);
-    /* Decoded already: keep its patches for the batches while the budget lasts. */
-    size_t bytes = rows * columns * uform_patch_length_k * sizeof(uint16_t);
-    probe->patches[index] = NULL;
-    float *decoded;
-    if (uform_take_budget_(&probe->budget, bytes)) {
-        uint16_t *patches = malloc(bytes);
-        if (patches && uform_thread_patches_(probe->batcher, &pixels, thread, &decoded, &rows, &columns) == uform_ok_k) {
-            uform_bf16_from_f32_array(decoded, patches, rows * columns * uform_patch_length_k);
-            probe->patches[index] = patches;
-        } else free(patches);
-    }
-    uform_pixels_free(&pixels);
+    /* Decoded already: keep its vectors for the batches while the budget lasts. */
+    size_t values = uform_grid_cells_(slice, grid) * uform_media_values_[uform_media_of_(slice)];
+    if (!uform_take_budget_(&probe->budget, values * sizeof(uint16_t))) return;
+    uint16_t *kept = malloc(values * sizeof(uint16_t));
+    if (kept) uform_bf16_from_f32_array(decoded, kept, values);
+    probe->patches[index] = kept;
 }
 
-/* Decodes every image a source names once, on the pool: their grids, for packing; a record with an
- * image that does not decode fails the load, or with skip_malformed is dropped and counted. */
+/* Grows the decoding threads' buffers to hold one side of the widest media kind `slices` hold. */
+static uform_status_t uform_reserve_decoded_(uform_batcher_t *batcher, uform_slice_t const *const *slices, size_t count,
+                                             char const *path) {
+    size_t values = batcher->decoded_values;
+    for (size_t i = 0; i < count; ++i) {
+        size_t media = uform_media_of_(*slices[i]), needed = batcher->most[media] * uform_media_values_[media];
+        values = needed > values ? needed : values;
+    }
+    if (values == batcher->decoded_values) return uform_ok_k;
+    float *grown = realloc(batcher->decoded, uform_pool_threads(batcher->pool) * values * sizeof(float));
+    if (!grown) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the decoding threads' vectors", path);
+    batcher->decoded = grown, batcher->decoded_values = values;
+    return uform_ok_k;
+}
+
+/* Decodes every media side a source names once, on the pool: their shapes, for packing; a record
+ * with a file that does not decode fails the load, or with skip_malformed is dropped and counted. */
 static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture_source_t const *source,
                                          uform_source_t *entry) {
     uform_corpus_t *corpus = &entry->corpus;
@@ -747,10 +820,6 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         }
     if (!images) return uform_ok_k;
     if (!batcher->pool) UFORM_TRY(uform_pool_create(batcher->decode_threads, &batcher->pool));
-    if (!batcher->decoded) { /* one image's Float32 patches per thread, for the probe and the batches */
-        batcher->decoded = malloc(uform_pool_threads(batcher->pool) * batcher->most_patches * uform_patch_length_k * sizeof(float));
-        if (!batcher->decoded) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the decoding threads' patches", source->path);
-    }
     size_t budget = batcher->cache_limit > batcher->cache_bytes ? batcher->cache_limit - batcher->cache_bytes : 0;
     uform_probe_t probe = {batcher, entry, malloc(images * sizeof(uform_slice_t *)), malloc(images * sizeof(uint32_t)),
                            malloc(images * sizeof(*probe.problems)), calloc(images, sizeof(uint16_t *)), budget};
@@ -766,13 +835,15 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         for (size_t c = 0; c < (size_t)record->positives_count + record->negatives_count; ++c)
             if (corpus->slices[record->first_candidate + c].image) probe.sides[found++] = &corpus->slices[record->first_candidate + c];
     }
+    if (status == uform_ok_k) status = uform_reserve_decoded_(batcher, probe.sides, images, source->path);
     if (status == uform_ok_k) uform_pool_for(batcher->pool, images, uform_probe_task_, &probe);
     /* The kept patches join the cache, once per content. */
     for (size_t i = 0; status == uform_ok_k && i < images; ++i) {
         uint16_t *patches = probe.patches[i];
         if (!patches) continue;
         uint64_t key = uform_side_key_((uint32_t)(entry - batcher->sources), corpus, *probe.sides[i]);
-        size_t bytes = (size_t)(probe.grids[i] >> 16) * (probe.grids[i] & 0xffff) * uform_patch_length_k * sizeof(uint16_t);
+        size_t bytes = uform_grid_cells_(*probe.sides[i], probe.grids[i]) * uform_media_values_[uform_media_of_(*probe.sides[i])] *
+                       sizeof(uint16_t);
         if ((batcher->cache_slots && uform_cache_slot_(batcher, key)->patches) || !uform_cache_insert_(batcher, key, patches, bytes))
             free(patches);
         probe.patches[i] = NULL;
@@ -793,13 +864,13 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
             }
             uint32_t grid = probe.grids[found];
             if (!grid && failed == SIZE_MAX) failed = found;
-            patches += (grid >> 16) * (grid & 0xffff);
+            patches += uform_grid_cells_(slice, grid);
             if (i) entry->slice_grids[record->first_candidate + i - 1] = grid;
             else entry->query_grids[r] = grid;
             found++;
         }
         if (failed == SIZE_MAX && patches + texts > batcher->columns)
-            status = uform_fail(uform_format_k, "%s:%zu: the record's images fill %zu patches and its texts need %zu cells: more than a row of %zu",
+            status = uform_fail(uform_format_k, "%s:%zu: the record's media fill %zu cells and its texts need %zu: more than a row of %zu",
                                 source->path, record->line, patches, texts, batcher->columns);
         else if (failed != SIZE_MAX && !source->skip_malformed)
             status = uform_fail(uform_format_k, "%s:%zu: %s", source->path, record->line, probe.problems[failed]);
@@ -807,7 +878,11 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         else {
             entry->query_grids[kept] = entry->query_grids[r];
             corpus->records[kept++] = *record;
-            batcher->image_sides += sides - texts;
+            for (size_t i = 0; i < sides; ++i) {
+                uform_slice_t slice;
+                uform_record_texts_(corpus, record, i, &slice);
+                if (slice.image) batcher->media_sides[uform_media_of_(slice)]++;
+            }
         }
     }
     if (status == uform_ok_k) corpus->records_count = kept;
@@ -874,7 +949,9 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     batcher->sources = calloc(batcher->sources_count, sizeof(uform_source_t));
     if (!batcher->sources) return uform_fail(uform_out_of_memory_k, "uform_batcher_create: sources");
     batcher->texts_capacity = 1;
-    batcher->most_patches = batcher->columns < uform_image_patches_k ? batcher->columns : uform_image_patches_k;
+    size_t const most[uform_media_kinds_k] = {uform_image_patches_k, uform_video_tubes_k, uform_audio_frames_k};
+    for (size_t m = 0; m < uform_media_kinds_k; ++m) batcher->most[m] = batcher->columns < most[m] ? batcher->columns : most[m];
+    batcher->video_fps = mixture->video_fps > 0 ? mixture->video_fps : uform_video_fps_k;
     batcher->decode_threads = options->decode_threads;
     batcher->cache_limit = options->image_cache_mb == SIZE_MAX ? 0
                            : (options->image_cache_mb ? options->image_cache_mb : (size_t)uform_batcher_image_cache_mb_k) << 20;
@@ -889,7 +966,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     double total_weight = 0;
     uint64_t fingerprint = uform_mix_(options->seed ^ uform_mix_(batcher->rows) ^ uform_mix_(batcher->columns << 8 | batcher->objective));
     fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->mask_ratio)) ^ uform_double_bits_(batcher->mean_span);
-    if (batcher->image_sides) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->image_mask_ratio)); /* text runs resume as before */
+    if (batcher->media_sides[0]) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->image_mask_ratio)); /* text runs resume as before */
+    if (batcher->media_sides[1]) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->video_fps));
     fingerprint = uform_mix_(fingerprint ^ options->anchors_limit ^ ((uint64_t)uform_batcher_lookahead_k << 48));
     for (size_t s = 0; s < batcher->sources_count; ++s) {
         uform_source_t *entry = &batcher->sources[s];
@@ -944,12 +1022,10 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     for (int i = 0; i < uform_batcher_lookahead_k; ++i) batcher->nodes[i].next = i + 1 < uform_batcher_lookahead_k ? i + 1 : -1;
     batcher->free_node = 0;
 
-    if (batcher->image_sides) { /* the batch's image jobs, and one image's Float32 patches per decoding thread */
-        size_t threads = uform_pool_threads(batcher->pool), one = batcher->most_patches * uform_patch_length_k;
+    if (batcher->decoded) { /* media sides: the batch's jobs (the threads' buffers came with the load) */
         batcher->image_jobs = malloc(cells * sizeof(uform_image_job_t));
-        if (!batcher->decoded) batcher->decoded = malloc(threads * one * sizeof(float));
-        if (!batcher->image_jobs || !batcher->decoded)
-            return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's image jobs (%zu cells)", cells);
+        if (!batcher->image_jobs)
+            return uform_fail(uform_out_of_memory_k, "uform_batcher_create: cannot hold a batch's media jobs (%zu cells)", cells);
     }
     UFORM_TRY(uform_batch_buffers_create(batcher, &batcher->own));
     batcher->targets = batcher->own->targets; /* skipping packs as writing would: MLM has targets */

@@ -50,8 +50,9 @@ typedef struct uform_batcher_stats_t {
     uint64_t batches, segments, truncated;
     size_t records;             /* usable records over all sources */
     size_t skipped_lines;       /* malformed lines skipped while reading (sources with skip_malformed) */
-    size_t images_skipped;      /* records dropped for an image that does not decode (skip_malformed) */
+    size_t images_skipped;      /* records dropped for a media file (image, audio, video) that does not decode (skip_malformed) */
     size_t image_sides;         /* image queries, positives and negatives of the usable records */
+    size_t video_sides, audio_sides; /* the same for video and audio clips */
     size_t anchors_capacity;    /* most anchors a batch can hold (pairs) */
     size_t candidates_capacity; /* most candidates a batch can hold (pairs) */
 } uform_batcher_stats_t;

@@ -32,13 +32,20 @@ static int uform_take_string_(uform_corpus_t *corpus, json_t const *value, uform
     return 1;
 }
 
-/* A pair's side: a non-empty string, or {"image": "PATH"} with a non-empty path and nothing else. */
+/* A pair's side: a non-empty string, or one of {"image": PATH}, {"audio": PATH}, {"video": PATH}
+ * with a non-empty path and nothing else. */
 static int uform_take_side_(uform_corpus_t *corpus, json_t const *value, uform_slice_t *slice) {
     if (!json_is_object(value)) return uform_take_string_(corpus, value, slice);
-    json_t const *image = json_object_get(value, "image");
-    if (json_object_size(value) != 1 || !image || !uform_take_string_(corpus, image, slice)) return 0;
-    slice->image = 1;
-    return 1;
+    static char const *const keys[] = {"image", "audio", "video"};
+    static int const kinds[] = {uform_slice_image_path_k, uform_slice_audio_path_k, uform_slice_video_path_k};
+    for (size_t k = 0; k < 3; ++k) {
+        json_t const *path = json_object_get(value, keys[k]);
+        if (!path) continue;
+        if (json_object_size(value) != 1 || !uform_take_string_(corpus, path, slice)) return 0;
+        slice->image = kinds[k];
+        return 1;
+    }
+    return 0;
 }
 
 uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice_t slice, char *path, size_t size) {
@@ -88,6 +95,7 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
     uform_record_t record = {.line = number};
     json_t const *text = json_object_get(root, "text"), *query = json_object_get(root, "query");
     json_t const *image = json_object_get(root, "image");
+    json_t const *clip = json_object_get(root, "audio") ? json_object_get(root, "audio") : json_object_get(root, "video");
     json_t const *positives = json_object_get(root, "positives"), *negatives = json_object_get(root, "negatives");
     uform_status_t status = uform_format_k;
     if (!json_is_object(root)) snprintf(problem, problem_capacity, "a record must be a JSON object");
@@ -95,6 +103,8 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
         snprintf(problem, problem_capacity, "has 'text' beside 'query', 'positives' or 'negatives'; a record is one or the other");
     else if (image && (text || query || positives || negatives))
         snprintf(problem, problem_capacity, "has 'image' beside 'text', 'query', 'positives' or 'negatives'; an image record is {\"image\": PATH}");
+    else if (clip && !query)
+        snprintf(problem, problem_capacity, "an audio or video record is a pair's side (masked modelling of audio and video is not built yet)");
     else if (image) { /* masked modelling of an image's patches */
         record.kind = uform_record_text_k;
         if (!uform_take_string_(corpus, image, &record.text))
@@ -112,7 +122,7 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
         size_t positives_count = json_is_array(positives) ? json_array_size(positives) : 0;
         size_t negatives_count = json_is_array(negatives) ? json_array_size(negatives) : 0;
         if (!uform_take_side_(corpus, query, &record.text))
-            snprintf(problem, problem_capacity, "'query' must be a non-empty string or {\"image\": PATH}");
+            snprintf(problem, problem_capacity, "'query' must be a non-empty string or {\"image\" | \"audio\" | \"video\": PATH}");
         else if (!positives_count)
             snprintf(problem, problem_capacity, "'positives' must be an array of at least one string");
         else if (negatives && !json_is_array(negatives))
@@ -132,7 +142,7 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
                 json_t const *value = json_array_get(positive ? positives : negatives,
                                                      positive ? i : i - positives_count);
                 if (!uform_take_side_(corpus, value, &corpus->slices[corpus->slices_count])) {
-                    snprintf(problem, problem_capacity, "%s %zu must be a non-empty string or {\"image\": PATH}",
+                    snprintf(problem, problem_capacity, "%s %zu must be a non-empty string or {\"image\" | \"audio\" | \"video\": PATH}",
                              positive ? "positive" : "negative", positive ? i : i - positives_count);
                     status = uform_format_k;
                 } else corpus->slices_count++;

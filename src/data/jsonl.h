@@ -2,8 +2,9 @@
  *  `{"text": ...}` (masked modelling) or `{"query": ..., "positives": [...], "negatives": [...]}`
  *  (pairs; negatives optional, at least one positive); other keys are ignored. Strings are kept
  *  as the raw bytes JSON unescapes them to, with explicit lengths, so "\u0000" survives. A pair's
- *  query, positive or negative may also be an image, `{"image": "PATH"}`, PATH relative to the
- *  file's folder (or absolute).
+ *  query, positive or negative may also be an image, `{"image": "PATH"}`, an audio clip,
+ *  `{"audio": "PATH"}`, or a video clip, `{"video": "PATH"}`, PATH relative to the file's folder
+ *  (or absolute).
  */
 #ifndef UFORM_DATA_JSONL_H
 #define UFORM_DATA_JSONL_H
@@ -13,11 +14,28 @@
 
 #include "uform/types.h"
 
-/** `length` bytes at `offset` of the corpus's byte buffer: a text, or an image's path or bytes. */
+/** What a slice holds: a text, or a media side (nonzero) by its path or its own bytes. */
+enum {
+    uform_slice_text_k = 0,
+    uform_slice_image_path_k = 1,  /* JSONL {"image": PATH} */
+    uform_slice_image_bytes_k = 2, /* Parquet *_image columns */
+    uform_slice_audio_path_k = 3,  /* JSONL {"audio": PATH} */
+    uform_slice_video_path_k = 4,  /* JSONL {"video": PATH} */
+};
+
+/** `length` bytes at `offset` of the corpus's byte buffer: a text, or a media side's path or bytes. */
 typedef struct uform_slice_t {
     size_t offset, length;
-    int image; /* 0: a text; 1: an image's path (JSONL {"image": PATH}); 2: an encoded image (Parquet *_image columns) */
+    int image; /* a uform_slice_*_k: 0 a text, nonzero a media side */
 } uform_slice_t;
+
+/** The cell kind a slice becomes: bytes, image patches, audio frames or video tubes. */
+static inline uform_cell_kind_t uform_slice_kind(uform_slice_t slice) {
+    return slice.image == uform_slice_audio_path_k   ? uform_cell_audio_k
+           : slice.image == uform_slice_video_path_k ? uform_cell_video_k
+           : slice.image                             ? uform_cell_image_k
+                                                     : uform_cell_byte_k;
+}
 
 typedef enum uform_record_kind_t {
     uform_record_text_k = 0, /* {"text": ...} */
@@ -65,7 +83,7 @@ static inline uint8_t const *uform_corpus_data(uform_corpus_t const *corpus, ufo
     return corpus->bytes + slice.offset;
 }
 
-/** The file an image slice (image 1) names, joined to the corpus file's folder unless absolute, into
+/** The file a media slice (a path) names, joined to the corpus file's folder unless absolute, into
  *  `path` (`size` bytes); fails naming the record's file when it does not fit. */
 uform_status_t uform_corpus_image_path(uform_corpus_t const *corpus, uform_slice_t slice, char *path, size_t size);
 

@@ -29,6 +29,7 @@ typedef struct uform_mixture_t {
     double mask_ratio;    /* MLM: share of each segment's cells masked, 0.15 */
     double mean_span;     /* MLM: mean length of a masked span, 8 */
     double image_mask_ratio; /* MLM: share of each image's patches blanked and reconstructed, 0.5 */
+    double video_fps;     /* the rate video sides are sampled at, frames a second (0.1..1000), 25 */
     uform_mixture_source_t *sources;
     size_t sources_count;
 } uform_mixture_t;

@@ -93,6 +93,9 @@ uform_status_t uform_video_tubes(uform_video_t const *video, size_t max_tubes, f
         for (size_t patch = 0; patch < patches_count; ++patch) {
             int32_t *position = positions + (step * patches_count + patch) * 3;
             position[0] = video->ticks[step * uform_tube_depth_k], position[1] = (int32_t)(patch / c), position[2] = (int32_t)(patch % c);
+#if defined(UFORM_PLANT_TUBE_TICKS_FRAMES)
+            position[0] = (int32_t)(step * uform_tube_depth_k); /* planted: t in frames, not 40 ms ticks */
+#endif
         }
     free(rgba), free(patches);
     if (status == uform_ok_k) *steps = s, *rows = r, *columns = c;

@@ -221,16 +221,16 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     uform_attention_job_t attention = {.trainer = trainer};
 
     /* Forward. */
-    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL}; /* media already gathered into patches */
-    uform_frontend_trainer_t const frontend = {
-        .vision_patch = trainer->vision_patch ? trainer->vision_patch->parameter : NULL,
-        .vision_bias = trainer->vision_bias ? trainer->vision_bias->parameter : NULL,
-        .d_bytes = trainer->embed->gradient,
-        .d_vision_patch = trainer->vision_patch ? trainer->vision_patch->gradient : NULL,
-        .d_vision_bias = trainer->vision_bias ? trainer->vision_bias->gradient : NULL,
-        .gemm = uform_frontend_gemm_,
-        .context = trainer,
-        .patches = trainer->patches};
+    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL}; /* media already gathered */
+    uform_frontend_trainer_t frontend = {.d_bytes = trainer->embed->gradient, .gemm = uform_frontend_gemm_, .context = trainer};
+    for (size_t media = 0; media < uform_media_kinds_k; ++media) {
+        uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
+        uform_tensor_t *weight = trainer->by_index[uform_tensor_index(config, uform_frontend_weight(kind), 0)];
+        uform_tensor_t *bias = trainer->by_index[uform_tensor_index(config, uform_frontend_bias(kind), 0)];
+        frontend.weights[media] = weight ? weight->parameter : NULL, frontend.biases[media] = bias ? bias->parameter : NULL;
+        frontend.d_weights[media] = weight ? weight->gradient : NULL, frontend.d_biases[media] = bias ? bias->gradient : NULL;
+        frontend.media[media] = trainer->media[media];
+    }
     uform_frontend_train_forward(model, &cells, n, &frontend, trainer->inputs);
     for (size_t l = 0; l < depth; ++l) {
         uform_block_tensors_t const *block = &trainer->blocks[l];

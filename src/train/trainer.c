@@ -76,7 +76,8 @@ void uform_trainer_close(uform_trainer_t *trainer) {
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
     free(trainer->spectral);
     free(trainer->reconstructed), free(trainer->patch_targets), free(trainer->predictions);
-    free(trainer->scored), free(trainer->kinds), free(trainer->patches), free(trainer->values), free(trainer->positions), free(trainer->targets);
+    for (size_t i = 0; i < uform_media_kinds_k; ++i) free(trainer->media[i]);
+    free(trainer->scored), free(trainer->kinds), free(trainer->values), free(trainer->positions), free(trainer->targets);
     free(trainer->destinations), free(trainer->spans);
     for (size_t i = 0; trainer->attention && i < trainer->attention_threads; ++i) {
         free(trainer->attention[i].probabilities);
@@ -282,8 +283,7 @@ static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, ufo
 static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
     char const *verb = "uform_trainer_gradients";
     size_t widest_row = 0;
-    /* The frontend stages (the CPU's and the GPU step's) run bytes and image patches. */
-    unsigned frontends = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k);
+    unsigned frontends = trainer->options.device == uform_device_cuda_k ? UFORM_FRONTENDS_CUDA : UFORM_FRONTENDS_CPU;
     UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, frontends, verb, &widest_row));
     size_t active = 0;
     for (size_t i = 0; i < batch->grid.rows * batch->grid.columns; ++i) active += batch->grid.segments[i] != -1;
@@ -293,13 +293,16 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
                                            trainer->positions, trainer->destinations, trainer->spans, &trainer->active);
     if (!trainer->active) return uform_fail(uform_invalid_argument_k, "%s: the batch has no cells", verb);
     uform_cells_t const cells = {trainer->kinds, trainer->values, batch->grid.media};
-    size_t patches = uform_frontend_count(&cells, trainer->active, uform_cell_image_k);
-    if (patches > trainer->patches_capacity) {
-        float *grown = realloc(trainer->patches, patches * uform_patch_values_k * sizeof(float));
-        if (!grown) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the batch's %zu image patches", verb, patches);
-        trainer->patches = grown, trainer->patches_capacity = patches;
+    for (size_t media = 0; media < uform_media_kinds_k; ++media) {
+        uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
+        size_t found = uform_frontend_count(&cells, trainer->active, kind), values = uform_frontend_values(kind);
+        if (found > trainer->media_capacity[media]) {
+            float *grown = realloc(trainer->media[media], found * values * sizeof(float));
+            if (!grown) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the batch's %zu media vectors", verb, found);
+            trainer->media[media] = grown, trainer->media_capacity[media] = found;
+        }
+        if (found) uform_frontend_gather(&cells, trainer->active, kind, trainer->media[media]);
     }
-    uform_frontend_gather(&cells, trainer->active, trainer->patches);
     size_t longest = 0;
     for (size_t s = 0; s < trainer->segments; ++s) longest = trainer->spans[s].length > longest ? trainer->spans[s].length : longest;
     UFORM_TRY(uform_reserve_attention_(trainer, longest));

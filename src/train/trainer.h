@@ -65,10 +65,10 @@ struct uform_trainer_t {
     float *update;                                                       /* Adafactor's U of one tensor */
     double *spectral; /* [E * E + 2 E]: TCR and Lipschitz's Gram matrix and vectors, when they are on */
     size_t *scored;                                                      /* [cells] scored cells */
-    /* The compacted batch, and its image cells' patches in cell order ([patches_capacity, 1024]). */
+    /* The compacted batch, and each media kind's cell vectors in cell order ([media_capacity, values]). */
     uint8_t *kinds;
-    float *patches;
-    size_t patches_capacity;
+    float *media[uform_media_kinds_k];
+    size_t media_capacity[uform_media_kinds_k];
     /* MLM's masked patches: their cells, true patches and the head's predictions ([capacity, 1024]). */
     size_t *reconstructed, reconstructed_count, reconstructed_capacity;
     float *patch_targets, *predictions;

@@ -20,6 +20,7 @@
 #include "data/batcher.h"
 #include "data/jsonl.h"
 #include "data/mixture.h"
+#include "uform/av.h"
 #include "uform/image.h"
 #include "check.h"
 #include "png_file.h"
@@ -843,7 +844,111 @@ static void test_image_records(void) {
     uform_corpus_t corpus;
     char const *bad = "{\"query\": \"q\", \"positives\": [{\"image\": \"a.png\", \"alt\": \"x\"}]}\n";
     CHECK(fails_with(uform_jsonl_parse("bad.jsonl", bad, strlen(bad), NULL, &corpus), uform_format_k, "bad.jsonl:1:",
-                     "positive 0 must be a non-empty string or {\"image\": PATH}"));
+                     "positive 0 must be a non-empty string or {\"image\" | \"audio\" | \"video\": PATH}"));
+}
+
+/* A 16-bit mono WAV at 16 kHz of `count` samples of a ramp (exact as PCM / 32768). */
+static void write_wave(char const *name, size_t count) {
+    uint8_t file[44 + 2 * 4096] = "RIFF\0\0\0\0WAVEfmt \x10\0\0\0\x01\0\x01\0\x80\x3e\0\0\0\x7d\0\0\x02\0\x10\0data";
+    uint32_t bytes = (uint32_t)(2 * count), riff = 36 + bytes;
+    memcpy(file + 4, &riff, 4), memcpy(file + 40, &bytes, 4);
+    for (size_t i = 0; i < count; ++i) {
+        int16_t sample = (int16_t)((int)(i * 37 % 2000) - 1000) * 16;
+        memcpy(file + 44 + 2 * i, &sample, 2);
+    }
+    write_file(name, file, 44 + bytes);
+}
+
+/* A Y4M clip (4:4:4, 5 fps) of `frames` frames of 32x16, each frame its own pattern. */
+static void write_y4m(char const *name, size_t frames) {
+    static uint8_t file[64 + 8 * (6 + 3 * 32 * 16)];
+    size_t used = (size_t)snprintf((char *)file, 64, "YUV4MPEG2 W32 H16 F5:1 Ip A1:1 C444\n");
+    for (size_t f = 0; f < frames; ++f) {
+        memcpy(file + used, "FRAME\n", 6), used += 6;
+        for (size_t i = 0; i < 3 * 32 * 16; ++i) file[used++] = (uint8_t)(16 + (i * 7 + f * 61) % 220);
+    }
+    write_file(name, file, used);
+}
+
+/* Audio and video sides in a pair batch: their cells' media rows are exactly uform_audio_frames' and
+ * uform_video_tubes' of the decoded files in BF16, audio at t = h = w = frame index, video at t = the
+ * step's first frame's tick at the mixture's video_fps (5: 10 ticks a step); a file that does not
+ * decode fails naming file and line, or with skip_malformed its record is dropped and counted. */
+static void test_av_records(void) {
+    write_wave("tone.wav", 1000); /* 4 frames, the last zero-padded */
+    write_y4m("clip.y4m", 3);      /* 2 steps (the odd frame repeated) of 1x2 tubes */
+    /* 14 and 12 cells: two of the first and one of the second fill a row of 40, so both are packed */
+    write_text("av.jsonl", "{\"query\": \"a sawtooth\", \"positives\": [{\"audio\": \"tone.wav\"}]}\n"
+                           "{\"query\": {\"video\": \"clip.y4m\"}, \"positives\": [\"patterns\"]}\n");
+    uform_mixture_t mixture = make_mixture("av.json", "{\"objective\": \"contrastive\", \"columns\": 40, \"video_fps\": 5, "
+                                                      "\"sources\": [{\"path\": \"av.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 3};
+    uform_batcher_t *batcher = NULL;
+    uform_batcher_stats_t stats = {0};
+    if (uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k) uform_batcher_stats(batcher, &stats);
+    CHECK(batcher && stats.audio_sides == 1 && stats.video_sides == 1 && stats.image_sides == 0);
+    uform_audio_t audio;
+    uform_video_t video;
+    float frames[4 * 320], tubes[4 * 1536];
+    size_t cells = 0, steps = 0, rows = 0, columns = 0;
+    CHECK(uform_audio_read(path_in("tone.wav"), 0, &audio) == uform_ok_k);
+    CHECK(uform_audio_frames(audio.samples, audio.count, 40, frames, NULL, 4, &cells) == uform_ok_k && cells == 4);
+    uform_audio_free(&audio);
+    CHECK(uform_video_read(path_in("clip.y4m"), 5, 0, &video) == uform_ok_k);
+    CHECK(uform_video_tubes(&video, 40, tubes, NULL, 4, &steps, &rows, &columns) == uform_ok_k && steps * rows * columns == 4);
+    uform_video_free(&video);
+    uform_batch_t batch;
+    size_t seen_audio = 0, seen_video = 0, wrong = 0;
+    for (int b = 0; batcher && b < 6; ++b) {
+        CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+        uform_grid_t const *grid = &batch.grid;
+        for (size_t cell = 0; cell < grid->rows * grid->columns; ++cell) {
+            uint8_t kind = grid->kinds[cell];
+            if (kind != uform_cell_audio_k && kind != uform_cell_video_k) continue;
+            int is_audio = kind == uform_cell_audio_k;
+            size_t first = cell, values = is_audio ? 320 : 1536;
+            while (cell < grid->rows * grid->columns && grid->kinds[cell] == kind) cell++;
+            wrong += cell - first != 4;
+            uform_media_t const *media = &grid->media[kind - uform_cell_image_k];
+            wrong += media->dtype != uform_media_bf16_k || !media->data;
+            for (size_t i = 0; i < 4 && cell - first == 4; ++i) {
+                int32_t const *position = grid->positions + (first + i) * 3;
+                int32_t t = is_audio ? (int32_t)i : (int32_t)(10 * (i / 2)), h = is_audio ? (int32_t)i : 0,
+                        w = is_audio ? (int32_t)i : (int32_t)(i % 2);
+                wrong += position[0] != t || position[1] != h || position[2] != w;
+                uint16_t const *row = (uint16_t const *)media->data + (size_t)grid->values[first + i] * values;
+                for (size_t v = 0; v < values; ++v)
+                    wrong += row[v] != uform_f32_to_bf16((is_audio ? frames : tubes)[i * values + v]);
+            }
+            *(is_audio ? &seen_audio : &seen_video) += 1;
+            cell--;
+        }
+    }
+    fprintf(stderr, "av records: %zu audio and %zu video segments, %zu wrong values or positions\n", seen_audio, seen_video, wrong);
+    CHECK(wrong == 0 && seen_audio && seen_video);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+
+    /* A broken clip: named with its record's line, or its record dropped and counted. */
+    write_text("broken.wav", "RIFF\x10\0\0\0WAVE not really");
+    write_text("av_broken.jsonl", "{\"query\": \"fine\", \"positives\": [{\"audio\": \"tone.wav\"}]}\n"
+                                  "{\"query\": \"broken\", \"positives\": [{\"audio\": \"broken.wav\"}]}\n"
+                                  "{\"query\": \"absent\", \"positives\": [{\"video\": \"absent.webm\"}]}\n");
+    for (int skip = 0; skip < 2; ++skip) {
+        char body[256];
+        snprintf(body, sizeof(body), "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": "
+                                     "[{\"path\": \"av_broken.jsonl\", \"skip_malformed\": %s}]}", skip ? "true" : "false");
+        mixture = make_mixture("av_broken.json", body);
+        batcher = NULL;
+        uform_status_t status = uform_batcher_create(&mixture, &options, &batcher);
+        if (!skip) CHECK(status == uform_format_k && strstr(uform_last_error(), "av_broken.jsonl:2:") && strstr(uform_last_error(), "broken.wav"));
+        else {
+            if (batcher) uform_batcher_stats(batcher, &stats);
+            CHECK(status == uform_ok_k && stats.images_skipped == 2 && stats.records == 1 && stats.audio_sides == 1);
+        }
+        uform_batcher_close(batcher);
+        uform_mixture_close(&mixture);
+    }
 }
 
 /* Masked modelling of images: {"image": PATH} records; floor(ratio n + u) of each image's patches
@@ -929,6 +1034,7 @@ static void test_image_cache(void) {
 int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
     test_image_records();
+    test_av_records();
     test_image_cache();
     test_image_masking();
     test_jsonl_records();

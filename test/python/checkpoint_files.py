@@ -13,17 +13,26 @@ from reference import VOCABULARY, round_bf16
 
 # Vectors are stored in Float32, matrices in BF16 (SPEC.md section 5).
 VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias", "vision.bias",
-                "mae.bias")
+                "video.bias", "audio.bias", "mae.bias")
 PATCH_VALUES = 16 * 16 * 4  # an RGBA patch (SPEC.md section 1)
+TUBE_VALUES = 16 * 16 * 3 * 2  # an RGB tube of two frames
+FRAME_VALUES = 320  # 20 ms of 16 kHz audio
 
 
 def tensor_shapes(config, frontends=()):
-    """Every tensor name of a checkpoint with its shape: bytes, and the `frontends` ("vision")."""
+    """Every tensor name of a checkpoint with its shape: bytes, and the `frontends` ("vision",
+    "video", "audio", and the heads "mae")."""
     width, embedding = config["width"], config["embedding_widths"][-1]
     shapes = {"embed.bytes": (VOCABULARY, width)}
     if "vision" in frontends:
         shapes["vision.patch"] = (width, PATCH_VALUES)
         shapes["vision.bias"] = (width,)
+    if "video" in frontends:
+        shapes["video.tube"] = (width, TUBE_VALUES)
+        shapes["video.bias"] = (width,)
+    if "audio" in frontends:
+        shapes["audio.frame"] = (width, FRAME_VALUES)
+        shapes["audio.bias"] = (width,)
     if "mae" in frontends:  # the masked patches' head (docs/images.md), with the vision frontend
         shapes["mae.head"] = (PATCH_VALUES, width)
         shapes["mae.bias"] = (PATCH_VALUES,)
@@ -70,7 +79,7 @@ def random_tensors(config, seed, attention_gain=1.0, frontends=()):
     rng = np.random.default_rng(seed)
     tensors = {}
     for name, shape in tensor_shapes(config, frontends).items():
-        if name == "vision.bias":
+        if name in ("vision.bias", "video.bias", "audio.bias"):
             values = rng.normal(0.0, 0.5, size=shape)
         elif name == "mae.bias":
             values = rng.uniform(0.2, 0.8, size=shape)

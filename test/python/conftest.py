@@ -21,6 +21,7 @@ BUILD = pathlib.Path(os.environ.get("UFORM_BUILD", HERE.parent.parent / "build")
 PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
 IMAGE_PLANTS = ("patch_transposed", "rope_axis")  # planted bugs that only images show (test_images.py)
+AV_PLANTS = ("tube_frames_swapped", "frame_offset")  # planted frontend bugs that audio and video show (test_audio_video.py)
 CPU_KERNELS = ("amx", "avx512bf16", "avx512f", "avx2", "generic")  # the BF16 kernel tables (src/cpu/kernels.h)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
@@ -147,6 +148,13 @@ def vision_model(tmp_path_factory):
     """128x2 with the vision frontend, written from Python with sharp attention (seed 19)."""
     return python_checkpoint(tmp_path_factory.mktemp("python_vision_128x2"), 128, 2, 19, attention_gain=2.0,
                              frontends=("vision",))
+
+
+@pytest.fixture(scope="session")
+def av_model(tmp_path_factory):
+    """128x2 with the vision, video and audio frontends, written from Python with sharp attention (seed 29)."""
+    return python_checkpoint(tmp_path_factory.mktemp("python_av_128x2"), 128, 2, 29, attention_gain=2.0,
+                             frontends=("vision", "video", "audio"))
 
 
 @pytest.fixture(scope="session", params=["init_model", "python_model"])

@@ -8,7 +8,7 @@ import numpy as np
 
 import bounds
 import reference
-from grids import longest_segment, packed_grid
+from grids import av_grid, longest_segment, packed_grid
 from uform_ctypes import PRECISION_BF16, PRECISION_F32
 
 PRECISIONS = {"f32": PRECISION_F32, "bf16": PRECISION_BF16}
@@ -45,26 +45,29 @@ class Report:
 
 
 @functools.lru_cache(maxsize=None)
-def reference_forward(model_directory, columns, seed, images=False):
-    """Both references (float64, BF16 inputs) of the packed grid; cached across libraries."""
+def reference_forward(model_directory, columns, seed, images=False, av=False):
+    """Both references (float64, BF16 inputs) of the packed grid (`av`: av_grid's audio and video
+    beside texts and an image); cached across libraries."""
     model = reference.load_model(model_directory)
-    grid = packed_grid(columns, seed, images)
+    grid = av_grid(columns, seed) if av else packed_grid(columns, seed, images)
     return (model, grid, reference.forward(model, *grid.arrays(), media=grid.media),
             reference.forward(model, *grid.arrays(), bf16_inputs=True, media=grid.media))
 
 
-def check_forward(library, model_directory, precision, seed=0, images=False):
+def check_forward(library, model_directory, precision, seed=0, images=False, av=False):
     """uform_forward over a packed grid against the reference: every output, globally and per
     segment; segment count and order; padding cells left as they were (NaN-filled here). With
     `images`, two of its segments are image patches (the model needs the vision frontend)."""
     model_directory = str(model_directory)
     with library.open(model_directory) as handle:
         columns = handle.config().columns
-        model, grid, f64, bf16 = reference_forward(model_directory, columns, seed, images)
+        model, grid, f64, bf16 = reference_forward(model_directory, columns, seed, images, av)
         handle.set_precision(PRECISIONS[precision])
         result = handle.forward(*grid.arrays(), media=grid.media)
-    report = Report(f"uform_forward of {library.path} on {model_directory} in {precision}{' with images' if images else ''}",
-                    deepest=1024 if images else 0)
+    label = " with audio and video" if av else " with images" if images else ""
+    # the deepest frontend product: a tube's 1536 values, a patch's 1024
+    report = Report(f"uform_forward of {library.path} on {model_directory} in {precision}{label}",
+                    deepest=1536 if av else 1024 if images else 0)
     width, longest = model.width, longest_segment(grid)
     coordinate = int(grid.positions.max())
     if not report.require("segment count", result.segments == len(f64.segments), f"{result.segments} vs {len(f64.segments)}"):

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reference import CELL_BYTE, CELL_IMAGE, CELL_PADDING, MASK, text_positions
+from reference import CELL_AUDIO, CELL_BYTE, CELL_IMAGE, CELL_PADDING, CELL_VIDEO, MASK, text_positions
 
 
 @dataclass
@@ -17,7 +17,7 @@ class GridBuilder:
     values: np.ndarray = field(init=False)
     segments: np.ndarray = field(init=False)
     positions: np.ndarray = field(init=False)
-    media: dict = field(init=False)  # CELL_IMAGE -> patches [count, 1024] when images are placed
+    media: dict = field(init=False)  # a media kind -> its rows [count, values] when such cells are placed
 
     def __post_init__(self):
         self.media = {}
@@ -36,13 +36,17 @@ class GridBuilder:
 
     def place_image(self, row, column, patches, patch_columns, segment):
         """Puts one image segment: its patches [cells, 1024] join the grid's image rows."""
-        rows = self.media.get(CELL_IMAGE, np.zeros((0, patches.shape[1]), dtype=np.float32))
-        span = slice(column, column + len(patches))
-        self.kinds[row, span] = CELL_IMAGE
-        self.values[row, span] = np.arange(len(rows), len(rows) + len(patches))
+        self.place_media(row, column, CELL_IMAGE, patches, image_positions(len(patches), patch_columns), segment)
+
+    def place_media(self, row, column, kind, vectors, positions, segment):
+        """Puts one segment of media cells of `kind`: its vectors join the grid's rows of that kind."""
+        rows = self.media.get(kind, np.zeros((0, vectors.shape[1]), dtype=np.float32))
+        span = slice(column, column + len(vectors))
+        self.kinds[row, span] = kind
+        self.values[row, span] = np.arange(len(rows), len(rows) + len(vectors))
         self.segments[row, span] = segment
-        self.positions[row, span] = image_positions(len(patches), patch_columns)
-        self.media[CELL_IMAGE] = np.concatenate([rows, patches.astype(np.float32)])
+        self.positions[row, span] = positions
+        self.media[kind] = np.concatenate([rows, vectors.astype(np.float32)])
 
     def arrays(self):
         return self.kinds, self.values, self.segments, self.positions
@@ -72,6 +76,49 @@ def random_patches(rng, count):
     values = rng.integers(0, 256, size=(count, 16 * 16, 4))
     values[:, :, 3] = np.where(rng.random((count, 16 * 16)) < 0.8, 255, values[:, :, 3])
     return (values / 255.0).reshape(count, 1024)
+
+
+def random_tubes(rng, count):
+    """Video tubes as av_cells.c lays them out: two 16x16 RGB frames of values k / 255, drawn apart
+    (a cut between them), so that a tube read with its frames swapped is far from the true one."""
+    return rng.integers(0, 256, size=(count, 1536)) / 255.0
+
+
+def random_frames(rng, count):
+    """Audio frames: 320 samples of a few tones and noise in [-1, 1]."""
+    t = np.arange(count * 320) / 16000.0
+    wave = 0.4 * np.sin(2 * np.pi * 220 * t) + 0.2 * np.sin(2 * np.pi * 1750 * t + 1.0)
+    wave += 0.2 * rng.normal(size=wave.shape)
+    return np.clip(wave, -1, 1).reshape(count, 320)
+
+
+def audio_positions(length):
+    """Audio frames: t = h = w = frame index (1D, as bytes)."""
+    return text_positions(length)
+
+
+def av_grid(columns, seed):
+    """Two rows packing audio and video segments beside texts and an image.
+    Row 0: text, audio (1D), padding, video (2 steps of 2x3 tubes from tick 10, then ticks 25 on),
+    padding. Row 1: video (3 steps of 1x4 from tick 3, steps 5 ticks apart), audio, image, text."""
+    rng = np.random.default_rng(seed)
+    grid = GridBuilder(2, columns)
+    text, audio = max(columns // 8, 3), max(columns // 4, 6)
+    grid.place(0, 0, random_bytes(rng, text), text_positions(text), 3)
+    grid.place_media(0, text, CELL_AUDIO, random_frames(rng, audio), audio_positions(audio), 0)
+    ticks = np.array([10, 10, 10, 10, 10, 10, 25, 25, 25, 25, 25, 25])
+    video = video_positions(12, 2, 3)
+    video[:, 0] = ticks
+    grid.place_media(0, text + audio + 2, CELL_VIDEO, random_tubes(rng, 12), video, 1)
+    video = video_positions(12, 1, 4)
+    video[:, 0] = 3 + 5 * (np.arange(12) // 4)
+    grid.place_media(1, 0, CELL_VIDEO, random_tubes(rng, 12), video, 5)
+    second_audio = max(columns // 6, 4)
+    grid.place_media(1, 12, CELL_AUDIO, random_frames(rng, second_audio), audio_positions(second_audio), 2)
+    grid.place_image(1, 12 + second_audio, random_patches(rng, 6), 3, 4)
+    rest = columns - (18 + second_audio)
+    grid.place(1, 18 + second_audio, random_bytes(rng, rest), text_positions(rest), 6)
+    return grid
 
 
 def packed_grid(columns, seed, images=False):

@@ -148,22 +148,64 @@ class _Rounding:
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
 
 
+# The media frontends (SPEC.md section 1): a cell kind's vector width and its two tensors.
+MEDIA_FRONTENDS = {
+    CELL_IMAGE: (1024, "vision.patch", "vision.bias"),  # 16x16 RGBA, (16 y + x) 4 + c
+    CELL_VIDEO: (1536, "video.tube", "video.bias"),  # two 16x16 RGB frames, ((16 f + y) 16 + x) 3 + c
+    CELL_AUDIO: (320, "audio.frame", "audio.bias"),  # 20 ms of 16 kHz mono
+}
+
+
 def frontend(model, kinds, values, media=None, bf16_inputs=False):
-    """x [cells, d] entering the first block: a byte's row of embed.bytes, or an image patch p
-    (1024 values, a row of media[CELL_IMAGE]) as vision.patch p + vision.bias, p a product input."""
+    """x [cells, d] entering the first block: a byte's row of embed.bytes, or a media cell's vector
+    p (a row of media[kind]) as W p + b with the kind's tensors (MEDIA_FRONTENDS), p a product input."""
     tensors = model.tensors
     to_input = _Rounding(bf16_inputs).apply
     kinds, values = np.asarray(kinds), np.asarray(values, dtype=np.int64)
     x = np.zeros((len(values), model.width))
     byte = kinds == CELL_BYTE
     x[byte] = tensors["embed.bytes"][values[byte]]
-    image = kinds == CELL_IMAGE
-    if np.any(image):
-        patches = np.asarray(media[CELL_IMAGE], dtype=np.float64)[values[image]]
-        x[image] = to_input(patches) @ tensors["vision.patch"].T + tensors["vision.bias"]
-    if np.any(~(byte | image)):
-        raise NotImplementedError("the reference runs byte and image cells")
+    done = byte.copy()
+    for kind, (width, weight, bias) in MEDIA_FRONTENDS.items():
+        cells = kinds == kind
+        if np.any(cells):
+            rows = np.asarray(media[kind], dtype=np.float64).reshape(-1, width)[values[cells]]
+            x[cells] = to_input(rows) @ tensors[weight].T + tensors[bias]
+            done |= cells
+    if np.any(~done):
+        raise ValueError("padding or an unknown kind among a segment's cells")
     return x
+
+
+def audio_frames(samples, most=512):
+    """(frames [n, 320], positions [n, 3]) of 16 kHz samples: 320 a frame, the last zero-padded, at
+    most `most` frames; t = h = w = frame index (docs/audio_video.md)."""
+    samples = np.asarray(samples, dtype=np.float64)
+    count = min(-(-len(samples) // 320), most)
+    frames = np.zeros((count, 320))
+    taken = samples[: count * 320]
+    frames.reshape(-1)[: len(taken)] = taken
+    index = np.arange(count)
+    return frames, np.stack([index, index, index], axis=1)
+
+
+def video_tubes(frames, ticks):
+    """(tubes [steps * rows * columns, 1536], positions) of frames [F, 16 rows, 16 columns, 3] of
+    values already at the grid's size (uint8 / 255): two frames a tube, the odd last frame repeated;
+    t = ticks[2 step] (40 ms ticks), h = patch row, w = patch column."""
+    frames = np.asarray(frames, dtype=np.float64)
+    count, height, width, _ = frames.shape
+    rows, columns, steps = height // 16, width // 16, -(-count // 2)
+    tubes, positions = [], []
+    for step in range(steps):
+        first = frames[2 * step]
+        second = frames[2 * step + 1] if 2 * step + 1 < count else first
+        for row in range(rows):
+            for column in range(columns):
+                pair = [f[16 * row : 16 * row + 16, 16 * column : 16 * column + 16] for f in (first, second)]
+                tubes.append(np.stack(pair).reshape(-1))
+                positions.append((ticks[2 * step], row, column))
+    return np.array(tubes), np.array(positions, dtype=np.int64)
 
 
 def encode_segment(model, values, positions, bf16_inputs=False, statistics=None, kinds=None, media=None):

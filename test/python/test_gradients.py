@@ -2,12 +2,14 @@
 # the float64 training reference (train_reference.py): for each objective (MLM, Matryoshka SigLIP,
 # ranked sigmoid; TCR and Lipschitz on in some cases), on tiny models from uform_model_init
 # ("64x2", "128x1") and ones written from Python with random norm scales and pool query (one with
-# the vision frontend, its batches holding image patches beside texts), over
+# the vision frontend, its batches holding image patches beside texts; one with the audio and video
+# frontends too, audio frames and video tubes beside texts), over
 # packed grids with text-, image- and video-like coordinates: every part of the loss within its
 # derived bound, and EVERY tensor's gradient against central finite differences of the float64
 # loss along unit directions (the C gradient's own direction, random ones, its largest element,
 # random elements). The planted controls (a dropped RMSNorm backward term, a transposed
-# blocks.{i}.out gradient) must be rejected by the same check. Check: train_contract.py; bounds
+# blocks.{i}.out gradient, a tube's frames swapped, an audio frame read a sample late) must be
+# rejected by the same check. Check: train_contract.py; bounds
 # and their derivation: train_bounds.py. First, properties of the reference itself.
 
 import math
@@ -198,6 +200,17 @@ def test_planted_patch_control_is_rejected(train_checkpoints):
     print(report)
     assert not ok, f"the gradient check accepted the planted control {name}:\n{report}"
     assert "FAIL gradient vision.patch:" in report, f"{name}: vision.patch's gradient was not rejected:\n{report}"
+
+
+@pytest.mark.parametrize("name, tensor", [("tube_frames_swapped", "video.tube"), ("frame_offset", "audio.frame")])
+def test_planted_audio_video_controls_are_rejected(train_checkpoints, name, tensor):
+    """A tube's two frames swapped; an audio frame read one sample late: the frontend's gradient moves."""
+    planted = Library(built(f"libuform_plant_{name}.so"))
+    case_name = "contrastive audio video python 64x2"
+    ok, report = tc.check_gradients(planted, train_checkpoints[tc.CASES_BY_NAME[case_name].checkpoint], case_name)
+    print(report)
+    assert not ok, f"the gradient check accepted the planted control {name}:\n{report}"
+    assert f"FAIL gradient {tensor}:" in report, f"{name}: {tensor}'s gradient was not rejected:\n{report}"
 
 
 def test_planted_reconstruction_control_is_rejected(train_checkpoints):

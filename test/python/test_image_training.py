@@ -64,32 +64,61 @@ def test_trains_on_images_and_captions(build_dir, cli, shapes, tmp_path):
     encoded = subprocess.run([cli, "encode", "--model", tmp_path / "run" / "latest", "--image", shapes / "img" / "red-circle.png"],
                              capture_output=True, text=True, check=True)
     assert len(json.loads(encoded.stdout)) == 64
-    # uform_eval ranks images for captions and back: chance is the baseline, no TF-IDF row.
+    check_media_eval(build_dir, tmp_path / "run", shapes / "pairs.jsonl", 12, tmp_path)
+
+
+def check_media_eval(build_dir, run, pairs, count, tmp_path):
+    """uform_eval ranks media for captions and back: chance is the baseline, no TF-IDF row."""
     report_path = tmp_path / "eval.json"
-    evaluated = subprocess.run([str(build_dir / "uform_eval"), tmp_path / "run", "--pairs", shapes / "pairs.jsonl", "--quiet",
-                                "--json", report_path], capture_output=True, text=True)
+    evaluated = subprocess.run([str(build_dir / "uform_eval"), run, "--pairs", pairs, "--quiet", "--json", report_path],
+                               capture_output=True, text=True)
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.load(open(report_path))
-    assert report["tfidf"] is None and report["count"] == 12 and abs(report["chance"]["recall@1"] - 1 / 12) < 1e-6
+    assert report["tfidf"] is None and report["count"] == count and abs(report["chance"]["recall@1"] - 1 / count) < 1e-6
     directions = {row["direction"] for row in report["widths"] if row["width"] == 64}
     assert directions == {"query->positive", "positive->query"}, report["widths"]
 
 
-def test_resume_with_images_is_bit_exact(build_dir, shapes, tmp_path):
+def check_resume_is_bit_exact(build_dir, mixture, tmp_path):
+    """Six steps straight, and three, a checkpoint, three more resumed from it: the same weights."""
     straight, halves = tmp_path / "straight", tmp_path / "halves"
-    train(build_dir, shapes / "shapes.json", straight, "--steps", "6")
-    train(build_dir, shapes / "shapes.json", halves, "--steps", "6", "--save-every", "3")
+    train(build_dir, mixture, straight, "--steps", "6")
+    train(build_dir, mixture, halves, "--steps", "6", "--save-every", "3")
     os.remove(halves / "latest")
     os.symlink("step-00000003", halves / "latest")
-    train(build_dir, shapes / "shapes.json", halves, "--steps", "6", "--resume", halves)
+    train(build_dir, mixture, halves, "--steps", "6", "--resume", halves)
     assert tensors(straight / "latest" / "model.safetensors") == tensors(halves / "latest" / "model.safetensors")
 
 
-def test_image_cache_changes_nothing(build_dir, shapes, tmp_path):
+def check_cache_changes_nothing(build_dir, mixture, tmp_path):
+    """Media kept decoded across batches, or decoded every batch: the same weights."""
     kept, decoded = tmp_path / "kept", tmp_path / "decoded"
-    train(build_dir, shapes / "shapes.json", kept, "--steps", "4")
-    train(build_dir, shapes / "shapes.json", decoded, "--steps", "4", "--image-cache-mb", "0")  # every batch decoded
+    train(build_dir, mixture, kept, "--steps", "4")
+    train(build_dir, mixture, decoded, "--steps", "4", "--image-cache-mb", "0")  # every batch decoded
     assert tensors(kept / "latest" / "model.safetensors") == tensors(decoded / "latest" / "model.safetensors")
+
+
+def check_named_or_skipped(build_dir, tmp_path, lines, broken_name):
+    """Records whose second and third sides do not decode: the run fails naming line 2 and the
+    broken file, or with skip_malformed drops both records and counts them."""
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    for skip in (False, True):
+        mixture = {"objective": "contrastive", "columns": 128, "sources": [{"path": "pairs.jsonl", "skip_malformed": skip}]}
+        (tmp_path / "m.json").write_text(json.dumps(mixture))
+        run = train(build_dir, tmp_path / "m.json", tmp_path / f"run-{skip}", "--steps", "2", check=False)
+        if skip:
+            assert run.returncode == 0, run.stderr
+            assert "2 records were dropped for a media file that does not decode" in run.stderr
+        else:
+            assert run.returncode != 0 and "pairs.jsonl:2:" in run.stderr and broken_name in run.stderr, run.stderr
+
+
+def test_resume_with_images_is_bit_exact(build_dir, shapes, tmp_path):
+    check_resume_is_bit_exact(build_dir, shapes / "shapes.json", tmp_path)
+
+
+def test_image_cache_changes_nothing(build_dir, shapes, tmp_path):
+    check_cache_changes_nothing(build_dir, shapes / "shapes.json", tmp_path)
     refused = train(build_dir, shapes / "shapes.json", tmp_path / "bad", "--image-cache-mb", "-1", check=False)
     assert refused.returncode == 2 and "--image-cache-mb" in refused.stderr, refused.stderr
 
@@ -101,16 +130,7 @@ def test_broken_images_are_named_or_skipped(build_dir, shapes, tmp_path):
     lines = [{"query": "a red square", "positives": [{"image": "img/fine.png"}]},
              {"query": "a broken one", "positives": [{"image": "img/broken.jpg"}]},
              {"query": "a missing one", "positives": [{"image": "img/absent.png"}]}]
-    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    for skip in (False, True):
-        mixture = {"objective": "contrastive", "columns": 128, "sources": [{"path": "pairs.jsonl", "skip_malformed": skip}]}
-        (tmp_path / "m.json").write_text(json.dumps(mixture))
-        run = train(build_dir, tmp_path / "m.json", tmp_path / f"run-{skip}", "--steps", "2", check=False)
-        if skip:
-            assert run.returncode == 0, run.stderr
-            assert "2 records were dropped for an image that does not decode" in run.stderr
-        else:
-            assert run.returncode != 0 and "pairs.jsonl:2:" in run.stderr and "broken.jpg" in run.stderr, run.stderr
+    check_named_or_skipped(build_dir, tmp_path, lines, "broken.jpg")
 
 
 def test_parquet_image_columns(build_dir, shapes, tmp_path):

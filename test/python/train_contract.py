@@ -17,7 +17,7 @@ import reference
 import train_bounds
 import train_reference as tr
 from contract import Report
-from grids import GridBuilder, image_positions, random_patches, video_positions
+from grids import GridBuilder, audio_positions, image_positions, random_frames, random_patches, random_tubes, video_positions
 from reference import MASK, text_positions
 from uform_ctypes import PRECISION_F32, SLOT_GRADIENT, SLOT_PARAMETER, TrainBatch
 
@@ -58,11 +58,13 @@ def tensor_shapes(model):
 # ---------------------------------------------------------------------------------------------
 
 
-def packed_layout(seed, columns=TRAIN_COLUMNS, images=False):
+def packed_layout(seed, columns=TRAIN_COLUMNS, images=False, av=False):
     """Two rows, six segments (numbered 0..5 in cell order; ids within a row not in order):
     row 0: text (9 cells), image-like (8, 3 patches a row), padding, text (6), padding;
     row 1: padding, video-like (10, 2x3 patches from tick 7), text (7), padding, image-like (5).
-    With `images`, the image-like segments hold image patches (grid.media)."""
+    With `images`, the image-like segments hold image patches (grid.media). With `av`, segment 1
+    holds audio frames (1D coordinates), segment 3 video tubes (2x3 a step, ticks from 7) and
+    segment 5 image patches."""
     rng = np.random.default_rng(seed)
     grid = GridBuilder(2, columns)
     placed = [
@@ -74,6 +76,15 @@ def packed_layout(seed, columns=TRAIN_COLUMNS, images=False):
         (1, 20, 5, image_positions(5, 2), 3),
     ]
     for row, column, length, positions, identifier in placed:
+        if av and identifier == 1:
+            grid.place_media(row, column, reference.CELL_AUDIO, random_frames(rng, length), audio_positions(length), identifier)
+            continue
+        if av and identifier == 2:
+            grid.place_media(row, column, reference.CELL_VIDEO, random_tubes(rng, length), positions, identifier)
+            continue
+        if av and identifier == 3:
+            grid.place_image(row, column, random_patches(rng, length), 2, identifier)
+            continue
         if images and identifier in (1, 3):
             grid.place_image(row, column, random_patches(rng, length), 3 if identifier == 1 else 2, identifier)
             continue
@@ -83,12 +94,12 @@ def packed_layout(seed, columns=TRAIN_COLUMNS, images=False):
     return grid
 
 
-def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0):
+def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0, av=False):
     """`fraction` of the byte cells (at least one per text segment) become MASK; targets hold the
     bytes. With `image_fraction`, that share of image cells (at least one per image) shows a blank
     patch (a zero row appended to the media) and targets the media row of its true one; image
     cells are never scored by the byte head."""
-    grid = packed_layout(seed, images=images)
+    grid = packed_layout(seed, images=images, av=av)
     rng = np.random.default_rng(seed + 1000)
     targets = np.full(grid.kinds.shape, -1, dtype=np.int32)
     cells = grid.kinds == reference.CELL_BYTE
@@ -113,10 +124,10 @@ def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0):
     return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets, media=media)
 
 
-def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False):
+def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False, av=False):
     """Anchors, candidates (segment indices) and labels: `positives` lists (anchor, candidate)
     segment pairs; every other pair is a negative."""
-    grid = packed_layout(seed, images=images)
+    grid = packed_layout(seed, images=images, av=av)
     labels = np.zeros((len(anchors), len(candidates)), dtype=np.uint8)
     for anchor, candidate in positives:
         labels[anchors.index(anchor), candidates.index(candidate)] = 1
@@ -145,8 +156,13 @@ class Case:
     batch: str  # "mlm" or "pairs" or "pairs_with_anchor_candidate"
     seed: int
     images: bool = False  # segments 1 and 3 hold image patches (the checkpoint needs the vision frontend)
+    av: bool = False  # audio, video and image segments (packed_layout; the checkpoint needs all three frontends)
 
     def make_batch(self):
+        if self.av:
+            if self.batch == "mlm":
+                return mlm_batch(self.seed, av=True)
+            return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), av=True)
         if self.batch == "mlm":
             return mlm_batch(self.seed, images=self.images)
         if self.batch == "mlm_mae":  # half the patches blanked and reconstructed through mae.head
@@ -164,6 +180,7 @@ CHECKPOINTS = {
     "python_64x2": ("python", (64, 2), 13),
     "python_vision_64x2": ("python_vision", (64, 2), 17),
     "python_mae_64x2": ("python_mae", (64, 2), 23),
+    "python_av_64x2": ("python_av", (64, 2), 31),
 }
 
 Objective = tr.Objective
@@ -183,6 +200,10 @@ CASES = [
          "pairs_with_anchor_candidate", 9, images=True),
     Case("mlm images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 10, images=True),
     Case("mlm + mae python 64x2", "python_mae_64x2", Objective(tr.OBJECTIVE_MLM), "mlm_mae", 11, images=True),
+    # audio <-> text (anchor 0, candidate 1) and video <-> text (anchor 3, a video, also a candidate)
+    Case("contrastive audio video python 64x2", "python_av_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
+         "pairs_with_anchor_candidate", 12, av=True),
+    Case("mlm audio video python 64x2", "python_av_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 13, av=True),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 
@@ -191,7 +212,8 @@ def make_checkpoint(library, directory, key):
     kind, shape, seed = CHECKPOINTS[key]
     if kind == "init":
         return init_checkpoint(library, directory, shape, seed)
-    frontends = {"python_vision": ("vision",), "python_mae": ("vision", "mae")}.get(kind, ())
+    frontends = {"python_vision": ("vision",), "python_mae": ("vision", "mae"),
+                 "python_av": ("vision", "video", "audio")}.get(kind, ())
     return python_checkpoint(directory, shape[0], shape[1], seed, frontends=frontends)
 
 
@@ -269,7 +291,9 @@ def reference_side(checkpoint_directory, batch, objective):
     longest = max(length for _, _, length in found)
     coordinate = int(np.max(batch.positions))
     cells = int(np.sum(np.asarray(batch.kinds) != reference.CELL_PADDING))
-    deepest = 1024 if np.any(np.asarray(batch.kinds) == reference.CELL_IMAGE) else 0
+    kinds = np.asarray(batch.kinds)
+    # the deepest frontend product: a tube's 1536 values, a patch's 1024
+    deepest = 1536 if np.any(kinds == reference.CELL_VIDEO) else 1024 if np.any(kinds == reference.CELL_IMAGE) else 0
     depth = train_bounds.depth(model.width, longest, coordinate, cells, deepest)
     b_out = train_bounds.output_bound(gain, depth)
     loss_limits = train_bounds.loss_bounds(config, params, batch, objective, losses, b_out)

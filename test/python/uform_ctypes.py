@@ -89,6 +89,21 @@ class Image(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("pixels", Pixels), ("name", ctypes.c_char_p)]
 
 
+class Video(ctypes.Structure):
+    _fields_ = [("rgb", ctypes.POINTER(ctypes.c_uint8)), ("ticks", ctypes.POINTER(ctypes.c_int32)), ("frames", ctypes.c_size_t),
+                ("height", ctypes.c_size_t), ("width", ctypes.c_size_t), ("fps", ctypes.c_double)]
+
+
+class AudioClip(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("samples", ctypes.POINTER(ctypes.c_float)),
+                ("count", ctypes.c_size_t), ("name", ctypes.c_char_p)]
+
+
+class VideoClip(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("fps", ctypes.c_double), ("video", Video),
+                ("name", ctypes.c_char_p)]
+
+
 class Grid(ctypes.Structure):
     _fields_ = [
         ("rows", ctypes.c_size_t),
@@ -167,6 +182,13 @@ def _pointer(array, ctype):
     return array.ctypes.data_as(ctypes.POINTER(ctype)) if array is not None else None
 
 
+def _encoded(data, kept):
+    """(pointer, size) of a copy of encoded bytes, kept alive in `kept`."""
+    buffer = ctypes.create_string_buffer(bytes(data), len(data))
+    kept.append(buffer)
+    return ctypes.cast(buffer, ctypes.c_void_p), len(data)
+
+
 def _media(grid, media):
     """Fills grid.media from {kind: rows} (Float32 copies, returned to be kept alive)."""
     kept = []
@@ -229,6 +251,15 @@ class Library:
             "uform_device_name": [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
             "uform_encode_images": [ctypes.c_void_p, ctypes.POINTER(Image), ctypes.c_size_t, ctypes.c_size_t,
                                     ctypes.POINTER(ctypes.c_float)],
+            "uform_audio_frames": [ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.c_size_t, ctypes.POINTER(ctypes.c_float),
+                                   ctypes.POINTER(ctypes.c_int32), ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
+            "uform_video_tubes": [ctypes.POINTER(Video), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_int32),
+                                  ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t),
+                                  ctypes.POINTER(ctypes.c_size_t)],
+            "uform_encode_audio": [ctypes.c_void_p, ctypes.POINTER(AudioClip), ctypes.c_size_t, ctypes.c_size_t,
+                                   ctypes.POINTER(ctypes.c_float)],
+            "uform_encode_video": [ctypes.c_void_p, ctypes.POINTER(VideoClip), ctypes.c_size_t, ctypes.c_size_t,
+                                   ctypes.POINTER(ctypes.c_float)],
             "uform_image_decode": [ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_image_read": [ctypes.c_char_p, ctypes.POINTER(Pixels)],
             "uform_output_precision_parse": [ctypes.c_char_p, ctypes.POINTER(ctypes.c_int)],
@@ -386,6 +417,33 @@ class Library:
                   ctypes.byref(rows), ctypes.byref(columns))
         return patches[: rows.value * columns.value], rows.value, columns.value
 
+    def audio_frames(self, samples, max_frames=0):
+        """uform_audio_frames of 16 kHz samples: (frames [cells, 320], positions [cells, 3])."""
+        samples = np.ascontiguousarray(samples, dtype=np.float32)
+        capacity = 512
+        frames = np.full((capacity, 320), np.nan, dtype=np.float32)
+        positions = np.zeros((capacity, 3), dtype=np.int32)
+        cells = ctypes.c_size_t(0)
+        self.call("uform_audio_frames", _pointer(samples, ctypes.c_float), len(samples), max_frames,
+                  _pointer(frames, ctypes.c_float), _pointer(positions, ctypes.c_int32), capacity, ctypes.byref(cells))
+        return frames[: cells.value], positions[: cells.value]
+
+    def video_tubes(self, rgb, ticks, max_tubes=0):
+        """uform_video_tubes of RGB frames [frames, height, width, 3] uint8 with their ticks:
+        (tubes [cells, 1536], positions [cells, 3], (steps, rows, columns))."""
+        rgb = np.ascontiguousarray(rgb, dtype=np.uint8)
+        ticks = np.ascontiguousarray(ticks, dtype=np.int32)
+        video = Video(rgb.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), _pointer(ticks, ctypes.c_int32), rgb.shape[0],
+                      rgb.shape[1], rgb.shape[2], 25.0)
+        capacity = max_tubes or 1024
+        tubes = np.full((capacity, 1536), np.nan, dtype=np.float32)
+        positions = np.zeros((capacity, 3), dtype=np.int32)
+        steps, rows, columns = ctypes.c_size_t(0), ctypes.c_size_t(0), ctypes.c_size_t(0)
+        self.call("uform_video_tubes", ctypes.byref(video), max_tubes, _pointer(tubes, ctypes.c_float),
+                  _pointer(positions, ctypes.c_int32), capacity, ctypes.byref(steps), ctypes.byref(rows), ctypes.byref(columns))
+        cells = steps.value * rows.value * columns.value
+        return tubes[:cells], positions[:cells], (steps.value, rows.value, columns.value)
+
     def config_from_tier(self, tier):
         config = Config()
         self.call("uform_config_from_tier", tier.encode(), ctypes.byref(config))
@@ -476,24 +534,52 @@ class ModelHandle(_Handle):
         self._call("uform_encode", array, len(texts), width, _pointer(embeddings, ctypes.c_float), ctypes.byref(truncated))
         return embeddings, truncated.value
 
+    def _encode_items(self, function, struct, items, width, describe):
+        """Embeddings [count, width or E] of media items through `function`: describe(i, item,
+        kept) makes each one's struct, keeping its buffers alive in `kept`."""
+        size = width if width else self.config().widths[-1]
+        structs, kept = (struct * len(items))(), []
+        for i, item in enumerate(items):
+            structs[i] = describe(i, item, kept)
+        embeddings = np.zeros((len(items), size), dtype=np.float32)
+        self._call(function, structs, len(items), width, _pointer(embeddings, ctypes.c_float))
+        return embeddings
+
     def encode_images(self, images, width=0):
         """Matryoshka embeddings [count, width or E] of images: each encoded bytes, or RGBA
         [height, width, 4] uint8 pixels."""
-        size = width if width else self.config().widths[-1]
-        structs, kept = (Image * len(images))(), []
-        for i, image in enumerate(images):
+        def describe(i, image, kept):
             if isinstance(image, (bytes, bytearray)):
-                data = ctypes.create_string_buffer(bytes(image), len(image))
-                kept.append(data)
-                structs[i] = Image(ctypes.cast(data, ctypes.c_void_p), len(image), Pixels(), f"image {i}".encode())
-            else:
-                rgba = np.ascontiguousarray(image, dtype=np.uint8)
-                kept.append(rgba)
-                pixels = Pixels(rgba.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), rgba.shape[0], rgba.shape[1], rgba.shape[1] * 4)
-                structs[i] = Image(None, 0, pixels, None)
-        embeddings = np.zeros((len(images), size), dtype=np.float32)
-        self._call("uform_encode_images", structs, len(images), width, _pointer(embeddings, ctypes.c_float))
-        return embeddings
+                return Image(*_encoded(image, kept), Pixels(), f"image {i}".encode())
+            rgba = np.ascontiguousarray(image, dtype=np.uint8)
+            kept.append(rgba)
+            pixels = Pixels(rgba.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), rgba.shape[0], rgba.shape[1], rgba.shape[1] * 4)
+            return Image(None, 0, pixels, None)
+        return self._encode_items("uform_encode_images", Image, images, width, describe)
+
+    def encode_audio(self, clips, width=0):
+        """Matryoshka embeddings of audio clips: each encoded bytes, or 16 kHz samples (floats)."""
+        def describe(i, clip, kept):
+            if isinstance(clip, (bytes, bytearray)):
+                return AudioClip(*_encoded(clip, kept), None, 0, f"clip {i}".encode())
+            samples = np.ascontiguousarray(clip, dtype=np.float32)
+            kept.append(samples)
+            return AudioClip(None, 0, _pointer(samples, ctypes.c_float), len(samples), None)
+        return self._encode_items("uform_encode_audio", AudioClip, clips, width, describe)
+
+    def encode_video(self, clips, width=0, fps=0.0):
+        """Matryoshka embeddings of video clips: each encoded bytes (sampled at `fps`), or a pair
+        (RGB frames [frames, height, width, 3] uint8, ticks)."""
+        def describe(i, clip, kept):
+            if isinstance(clip, (bytes, bytearray)):
+                return VideoClip(*_encoded(clip, kept), fps, Video(), f"clip {i}".encode())
+            rgb = np.ascontiguousarray(clip[0], dtype=np.uint8)
+            ticks = np.ascontiguousarray(clip[1], dtype=np.int32)
+            kept += [rgb, ticks]
+            video = Video(rgb.ctypes.data_as(ctypes.POINTER(ctypes.c_uint8)), _pointer(ticks, ctypes.c_int32), rgb.shape[0],
+                          rgb.shape[1], rgb.shape[2], 25.0)
+            return VideoClip(None, 0, 0.0, video, None)
+        return self._encode_items("uform_encode_video", VideoClip, clips, width, describe)
 
     def colbert(self, text, capacity=None):
         config = self.config()
