@@ -46,6 +46,9 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   "tcpdump": "BSD-3-clause (its copyright file)", "tcl8.6-doc": "TCL (its copyright file)",
                   "pax": "BSD (MirOS; its copyright file)", "initramfs-tools": "GPL-2 (its copyright file)",
                   "libc-bin": "LGPL-2.1+ (its copyright file)", "libc-devtools": "LGPL-2.1+ (its copyright file)",
+                  # espeak_pairs.py's synthesizer, run from its unpacked packages
+                  **{package: "GPL-3+ (its copyright file)" for package in ("espeak-ng", "libespeak-ng1", "espeak-ng-data")},
+                  "libsonic0": "Apache-2.0 (its copyright file)",
                   **{package: "GPL (its copyright file)" for package in
                      ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.

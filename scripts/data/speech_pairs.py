@@ -149,25 +149,10 @@ def transcode(items, output, clips, script):
             continue
         stems[stem] = path
         jobs.append((transcript, path, extra, stem))
-    done = [0]
-
-    def one(transcript, path, extra, stem):
-        try:
-            positive, seconds = av_corpus.to_flac(path, output, stem, clips)
-        except av_corpus.MediaError as error:
-            positive, seconds = None, f"does not decode ({str(error).split(': ', 1)[-1]})"
-        done[0] += 1
-        av_corpus.progress(script, done[0], len(jobs))
-        return transcript, extra, positive, seconds
-
-    groups, seconds_of = collections.defaultdict(list), {}
-    for transcript, extra, positive, seconds in av_corpus.parallel(one, jobs):
-        if positive is None:
-            left_out[seconds] += 1
-            continue
-        seconds_of[positive["audio"]] = seconds
-        groups[transcript.casefold()].append({"query": transcript, "positives": [positive], **extra})
-    return groups, dict(sorted(left_out.items())), seconds_of
+    written = av_corpus.to_audio_many([(path, stem) for _, path, _, stem in jobs], output, clips, script)
+    groups, seconds_of, failed = av_corpus.records_of(
+        [(transcript.casefold(), {"query": transcript, **extra}) for transcript, _, extra, _ in jobs], written)
+    return groups, dict(sorted((left_out + failed).items())), seconds_of
 
 
 def main(argv=None):

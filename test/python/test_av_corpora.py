@@ -23,8 +23,11 @@ sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import av_corpus  # noqa: E402
 import debian_archive  # noqa: E402
+import espeak_pairs  # noqa: E402
 import speech_pairs  # noqa: E402
+import video_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
+from test_data_gettext import write_mo  # noqa: E402
 
 SPLITS = ("train", "dev", "test")
 UNPACKED = ROOT / "data" / ".debian" / "root"
@@ -125,15 +128,19 @@ def test_flac_header_and_length_cap(tmp_path):
     tone(tmp_path / "long.wav", 440, seconds=10.5)
     clips = {}
     (tmp_path / "clips").mkdir()
-    positive, seconds = av_corpus.to_flac(tmp_path / "short.wav", tmp_path, "short", clips)
+    positive, seconds = av_corpus.to_audio(tmp_path / "short.wav", tmp_path, "short", clips)
     assert positive == {"audio": "clips/short.flac"} and seconds == pytest.approx(1.25, abs=1e-3)
     stream = av_corpus.probe(tmp_path / "clips" / "short.flac")["streams"][0]
     assert (stream["codec_name"], stream["sample_rate"], stream["channels"]) == ("flac", "16000", 1)
-    assert av_corpus.to_flac(tmp_path / "long.wav", tmp_path, "long", clips) == (None, "longer than 10.24 s")
+    assert av_corpus.to_audio(tmp_path / "long.wav", tmp_path, "long", clips) == (None, "longer than 10.24 s")
     assert not (tmp_path / "clips" / "long.flac").exists() and list(clips) == ["clips/short.flac"]
+    positive, seconds = av_corpus.to_audio(tmp_path / "short.wav", tmp_path, "short", clips, codec="opus")
+    probed = av_corpus.probe(tmp_path / "clips" / "short.opus")
+    assert positive == {"audio": "clips/short.opus"} and probed["streams"][0]["codec_name"] == "opus"
+    assert seconds == pytest.approx(1.25, abs=1e-3)  # the granule position less the pre-skip, exact to a sample
     (tmp_path / "noise.wav").write_bytes(b"RIFF" + bytes(range(256)) * 4)
     with pytest.raises(av_corpus.MediaError, match="noise.wav: ffmpeg failed"):
-        av_corpus.to_flac(tmp_path / "noise.wav", tmp_path, "noise", clips)
+        av_corpus.to_audio(tmp_path / "noise.wav", tmp_path, "noise", clips)
 
 
 # ---- recorded speech ------------------------------------------------------------------------------
@@ -228,9 +235,173 @@ def test_real_pocketsphinx_sentences():
     assert len(items) == 10 and not missing and "he was not an ill disposed young man" in texts and "ten of clubs" in texts
 
 
+# ---- synthesized speech ---------------------------------------------------------------------------
+
+FAKE_ESPEAK = '''import hashlib, math, struct, sys
+# Stands in for espeak-ng: a 22.05 kHz WAV on stdout, a tone whose pitch and length follow the text;
+# the voice "xx" does not exist and a text saying "silence" gives nothing.
+arguments = sys.argv[1:]
+voice, text = arguments[arguments.index("-v") + 1], arguments[-1]
+if voice == "xx":
+    sys.exit("Error: voice 'xx' not found")
+if "silence" in text:
+    sys.exit(0)
+pitch = 200 + int(hashlib.sha256((voice + text).encode()).hexdigest()[:4], 16) % 800
+count = int(22050 * (0.2 + 0.02 * len(text)))
+data = b"".join(struct.pack("<h", int(9000 * math.sin(2 * math.pi * pitch * i / 22050))) for i in range(count))
+sys.stdout.buffer.write(b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVEfmt " +
+                        struct.pack("<IHHIIHH", 16, 1, 1, 22050, 44100, 2, 16) + b"data" + struct.pack("<I", len(data)) + data)
+'''
+
+
+def write_iso_tree(root):
+    """iso-codes' JSON for 12 countries and 4 currencies with German and Japanese names (one name
+    untranslated, one that speaks as nothing), and a fake espeak-ng."""
+    countries = [{"alpha_2": f"C{index}", "name": f"Country {index}", **({"common_name": f"Land {index}"} if index % 5 == 0 else {})}
+                 for index in range(12)]
+    currencies = [{"alpha_3": f"X{index}X", "name": f"Money {index}"} for index in range(4)]
+    json_root = root / "iso" / "share" / "iso-codes" / "json"
+    json_root.mkdir(parents=True)
+    (json_root / "iso_3166-1.json").write_text(json.dumps({"3166-1": countries}))
+    (json_root / "iso_4217.json").write_text(json.dumps({"4217": currencies}))
+    catalogues = {("de", "iso_3166-1"): {f"Country {index}": f"Staat {index}" for index in range(11)} | {"Country 3": "silence"},
+                  ("ja", "iso_3166-1"): {f"Country {index}": f"国 {index}" for index in range(12)},
+                  ("de", "iso_4217"): {f"Money {index}": f"Geld {index}" for index in range(4)}}
+    for (language, domain), entries in catalogues.items():
+        write_mo(root / "iso" / "share" / "locale" / language / "LC_MESSAGES" / f"{domain}.mo", entries)
+    write_program(root / "espeak-ng", FAKE_ESPEAK)
+
+
+def write_program(path, source):
+    """An executable Python script at `path` (a stand-in for a program the script runs)."""
+    path.write_text(f"#!{sys.executable}\n" + source)
+    path.chmod(0o755)
+
+
+def test_espeak_corpus(tmp_path):
+    write_iso_tree(tmp_path)
+    arguments = ["--iso-codes-root", str(tmp_path / "iso"), "--espeak-ng", str(tmp_path / "espeak-ng"),
+                 "--languages", "en,de,ja", "--seed", "2", "--dev-fraction", "0.2", "--test-fraction", "0.2", "--limit", "0"]
+    splits, manifest, every = build_twice(espeak_pairs.main, arguments, tmp_path, "audio", ".opus",
+                                          lambda record: record["source"])
+    assert manifest["synthetic"] is True and manifest["voices"] == {"en": "en-us", "de": "de", "ja": "ja"}
+    assert manifest["failed"] == {"espeak-ng -v de gave no speech (empty)": 1}  # "silence"
+    assert {record["lang"] for record in every} == {"en", "de", "ja"}
+    country0 = sorted(record["query"] for record in every if record["source"] == "iso_3166-1:C0")
+    assert country0 == ["Country 0", "Land 0", "Staat 0", "国 0"]  # the common name has no translation
+    assert not any(record["query"] == "Staat 11" for record in every) and any(record["query"] == "Geld 2" for record in every)
+    planted = {split: list(records) for split, records in splits.items()}
+    moved = planted["train"][0]
+    planted["test"].append({**moved, "query": moved["query"] + " (copy)"})  # another text of a train country
+    assert leaks(planted, lambda record: [record["source"]])
+    espeak_pairs.main([*arguments[:-2], "--limit", "9", "--codec", "flac", "--output", str(tmp_path / "small")])
+    small = [record for records in read_splits(tmp_path / "small").values() for record in records]
+    assert 0 < len(small) <= 9 and all(record["positives"][0]["audio"].endswith(".flac") for record in small)
+    with pytest.raises(SystemExit, match="no clip was synthesized"):
+        espeak_pairs.main([*arguments, "--languages", "xx", "--output", str(tmp_path / "none")])
+
+
+ESPEAK_ROOTS = {package: UNPACKED / package for package in espeak_pairs.PACKAGES}
+
+
+@pytest.mark.skipif(not all(root.is_dir() for root in ESPEAK_ROOTS.values()),
+                    reason="espeak-ng's packages are not unpacked in data/.debian (espeak_pairs.py fetches them)")
+def test_real_espeak_voices(tmp_path):
+    libraries = ":".join(str(ESPEAK_ROOTS[package] / espeak_pairs.LIBRARY_FOLDER) for package in ("libespeak-ng1", "libpcaudio0", "libsonic0"))
+    synthesize = espeak_pairs.espeak_runner(ESPEAK_ROOTS["espeak-ng"] / "usr" / "bin" / "espeak-ng",
+                                            ESPEAK_ROOTS["espeak-ng-data"] / espeak_pairs.LIBRARY_FOLDER, libraries)
+    texts = {"en": "Germany", "zh": "德国", "ja": "ドイツ", "ar": "ألمانيا", "th": "ประเทศเยอรมนี", "hy": "Գերմանիա", "he": "גרמניה"}
+    for language in ["en", *debian_archive.DEFAULT_LANGUAGES]:  # every UForm language has a voice that speaks
+        (tmp_path / f"{language}.wav").write_bytes(synthesize(language, texts.get(language, "Deutschland")))
+        with wave.open(str(tmp_path / f"{language}.wav")) as file:
+            frames = file.readframes(file.getnframes())
+        assert file.getframerate() == 22050 and len(frames) > 22050 * 2 * 0.3, language
+        assert max(abs(value) for value in struct.unpack(f"<{len(frames) // 2}h", frames)) > 1000, language
+
+
+# ---- generated and real video ---------------------------------------------------------------------
+
+def triple(record):
+    return f"{record['colour']} {record['shape']} {record['motion']}" if record["source"] == "generated" else record["source"]
+
+
+def write_real_video_tree(root):
+    """imageio's request.py with two described files (one absent) and a 5 s clip; a gnome-help page
+    whose commented-out <media> has three timed subtitles over a 10 s screencast."""
+    images = root / "imageio" / video_pairs.IMAGEIO_IMAGES
+    images.mkdir(parents=True)
+    request = root / "imageio" / video_pairs.IMAGEIO_REQUEST
+    request.parent.mkdir(parents=True)
+    request.write_text('EXAMPLE_IMAGES = {\n    "chelsea.png": "The cat",\n    "bird.mp4": "Video file of a bird",\n'
+                       '    "absent.mp4": "Video file of nothing",\n}\n')
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "testsrc=size=320x240:rate=25:duration=5",
+                    "-pix_fmt", "yuv420p", str(images / "bird.mp4")], check=True)
+    help_folder = root / "gnome" / video_pairs.GNOME_HELP
+    (help_folder / "figures").mkdir(parents=True)
+    subprocess.run(["ffmpeg", "-v", "error", "-y", "-f", "lavfi", "-i", "mandelbrot=size=200x120:rate=10",
+                    "-t", "10", "-c:v", "libvpx-vp9", "-deadline", "realtime", str(help_folder / "figures" / "demo.webm")], check=True)
+    (help_folder / "demo.page").write_text('''<page xmlns="http://projectmallard.org/1.0/"><title>Demo</title>
+<!-- TODO: update video
+<media its:translate="no" type="video" width="500" mime="video/webm" src="figures/demo.webm">
+  <tt:tt xmlns:tt="http://www.w3.org/ns/ttml"><tt:body>
+    <tt:div begin="1s" end="3s"><tt:p>Type <input>displays</input> in the
+       <gui>Activities</gui> overview.</tt:p></tt:div>
+    <tt:div begin="3s" end="9.5s"><tt:p>Click &amp; drag the monitor.</tt:p></tt:div>
+    <tt:div begin="9.5s" end="10s"><tt:p>Done.</tt:p></tt:div>
+  </tt:body></tt:tt></media> -->
+<p>Other text.</p></page>''')
+
+
+def test_video_corpus(tmp_path):
+    write_real_video_tree(tmp_path)
+    arguments = ["--imageio-root", str(tmp_path / "imageio"), "--gnome-help-root", str(tmp_path / "gnome"),
+                 "--limit", "60", "--seed", "3", "--dev-fraction", "0.2", "--test-fraction", "0.2"]
+    splits, manifest, every = build_twice(video_pairs.main, arguments, tmp_path, "video", ".webm", triple)
+    generated = [record for record in every if record["source"] == "generated"]
+    assert len(generated) == 60 and manifest["clips_per_source"]["generated"] == 60
+    for record in generated:  # the caption is built from the attributes the clip was drawn with
+        assert record["query"].startswith(f"a {record['colour']} {record['shape']} {record['motion']} ")
+        assert record["colour"] not in record["background"]
+    train = {triple(record) for record in splits["train"]}
+    for split in ("dev", "test"):  # held-out combinations: the triple is new, its parts are not
+        held = {triple(record) for record in splits[split] if record["source"] == "generated"}
+        assert held and not held & train and held == set(manifest["held_out_triples"][split])
+    seen = {word for record in splits["train"] if record["source"] == "generated"
+            for word in (record["colour"], record["shape"], record["motion"])}
+    assert {word for record in splits["test"] if record["source"] == "generated"
+            for word in (record["colour"], record["shape"], record["motion"])} <= seen
+    real = sorted((record["query"], record["begin"]) for record in every if record["source"] != "generated")
+    assert real == [("Click & drag the monitor.", 3.0), ("Click & drag the monitor.", 6.0), ("Done.", 9.5),
+                    ("Type displays in the Activities overview.", 1.0), ("a bird", 0.0)]
+    streams = av_corpus.probe(tmp_path / "out" / "clips" / "python3-imageio_bird.mp4_0.webm")["streams"][0]
+    assert (streams["codec_name"], streams["width"], streams["height"], streams["r_frame_rate"]) == ("vp9", 128, 96, "8/1")
+    planted = {split: list(records) for split, records in splits.items()}
+    moved = next(record for record in planted["test"] if record["source"] == "generated")
+    planted["train"].append({**moved, "query": moved["query"].replace(" on a ", " over a ")})  # a held-out triple in train
+    assert leaks(planted, lambda record: [triple(record)])
+
+
+def test_video_motion_paths():
+    """Each motion moves the shape the way its caption says, inside the frame, over the 2 s."""
+    import random
+    rng = random.Random(0)
+    for motion in video_pairs.MOTIONS:
+        for shape, (width, height) in video_pairs.SHAPES.items():
+            x, y = video_pairs.motion_path(motion, width, height, rng)
+            at = {t: (eval(x, {"t": t}), eval(y, {"t": t})) for t in (0.0, 2.0)}  # the expressions are arithmetic in t
+            for point in at.values():
+                assert 0 <= point[0] <= video_pairs.SIZE - width and 0 <= point[1] <= video_pairs.SIZE - height
+            (x0, y0), (x1, y1) = at[0.0], at[2.0]
+            expected = {"moving left": x1 < x0 and y1 == y0, "moving right": x1 > x0 and y1 == y0,
+                        "moving up": y1 < y0 and x1 == x0, "moving down": y1 > y0 and x1 == x0,
+                        "standing still": (x0, y0) == (x1, y1)}
+            assert expected[motion], (motion, shape, at)
+
+
 # ---- the corpora in data/, when built -------------------------------------------------------------
 
-CORPORA = {"speech": ("audio", ".flac", speech_group)}
+CORPORA = {"speech": ("audio", ".flac", speech_group), "espeak": ("audio", ".opus", lambda record: record["source"]),
+           "video": ("video", ".webm", triple)}
 
 
 @pytest.mark.parametrize("corpus", sorted(CORPORA))
