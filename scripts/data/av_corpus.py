@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -87,6 +86,10 @@ def opus_seconds(path):
 
 # codec: (file extension, ffmpeg output options, seconds from the written file)
 CODECS = {"flac": (".flac", FLAC_OPTIONS, flac_seconds), "opus": (".opus", OPUS_OPTIONS, opus_seconds)}
+
+
+AUDIO_FORMATS = {"flac": f"16 kHz mono 16-bit FLAC, at most {AUDIO_SECONDS_MAX} s",
+                 "opus": f"Ogg Opus, 24 kb/s, 16 kHz mono, at most {AUDIO_SECONDS_MAX} s"}
 
 
 def clip_path(stem, codec):

@@ -9,7 +9,6 @@ choice of whole groups). Writes data/espeak/{train,dev,test}.jsonl, clips/*.opus
 manifest.json. Deterministic for a seed. See docs/data.md.
 """
 
-import collections
 import json
 import os
 import pathlib
@@ -143,7 +142,7 @@ def main(argv=None):
          "names_found": sum(len(spoken) for spoken in names.values()), "groups_found": len(names),
          "limit": arguments.limit, "failed": dict(sorted(failed.items())), "locale_per_language": locales,
          "groups": len(groups), "group": "the country (ISO 3166-1) or currency (ISO 4217) with all its names",
-         "audio": {"opus": "Ogg Opus, 24 kb/s, 16 kHz mono", "flac": "16 kHz mono 16-bit FLAC"}[arguments.codec] + ", at most 10.24 s"},
+         "audio": av_corpus.AUDIO_FORMATS[arguments.codec]},
         debian_archive.image_source(fetched, {"espeak-ng": arguments.espeak_ng, "iso-codes": arguments.iso_codes_root}),
         started, side="audio")
 

@@ -18,7 +18,6 @@ import random
 import re
 import sys
 import time
-import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import av_corpus  # noqa: E402
@@ -241,24 +240,24 @@ def main(argv=None):
     fetched = debian_archive.fetch_unless_local("video_pairs", local, arguments.scratch, arguments.refresh)
     roots = {package: local[package] or fetched[package]["root"] for package in local}
     jobs = []
-    for index, (caption, attributes) in enumerate(generated_specs(arguments.limit, arguments.seed)):
+    for caption, attributes in generated_specs(arguments.limit, arguments.seed):
         rng = random.Random(f"{arguments.seed}:{caption}")
         group = f"{attributes['colour']} {attributes['shape']} {attributes['motion']}"
         jobs.append((debian_archive.safe_name(caption), caption, *generated_graph(attributes, rng),
-                     {**attributes, "source": "generated"}, group, GENERATED_SECONDS))
+                     {"lang": "en", **attributes, "source": "generated"}, group, GENERATED_SECONDS))
     try:
         for caption, path, start, length, extra in real_jobs(roots.get("python3-imageio"), roots.get("gnome-user-docs")):
             stem = debian_archive.safe_name(f"{extra['source'].replace(':', '_')}_{extra['begin']:g}")
-            jobs.append((stem, caption, *real_input(path, start, length), extra, extra["source"], None))
+            jobs.append((stem, caption, *real_input(path, start, length), {"lang": "en", **extra}, extra["source"], None))
         clips = {}
         av_corpus.fresh_clip_folder(arguments.output)
         groups, seconds, failed = encode(jobs, arguments.output, clips, "video_pairs")
-    except (OSError, ValueError, av_corpus.MediaError, ElementTree.ParseError) as error:
+    except (OSError, ValueError, av_corpus.MediaError) as error:
         sys.exit(f"video_pairs: {error}")
     per_source = collections.Counter(record["source"].split(":")[0] for group in groups.values() for record in group)
     av_corpus.build_clip_corpus(
         "video_pairs", "video", arguments, dict(groups), clips, seconds,
-        {"synthetic": "generated clips are synthetic; python3-imageio and gnome-user-docs clips are real",
+        {"synthetic": {"generated": True, "python3-imageio": False, "gnome-user-docs": False},
          "clips_per_source": dict(sorted(per_source.items())), "failed": failed,
          "video": f"WebM/VP9, at most {SIZE}x{SIZE}, {FPS} fps; generated clips 2 s, real ones cut to at most {SEGMENT_SECONDS:g} s",
          "vocabulary": {"colours": list(COLOURS), "shapes": list(SHAPES), "motions": list(MOTIONS),
