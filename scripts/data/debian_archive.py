@@ -46,6 +46,9 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   "tcpdump": "BSD-3-clause (its copyright file)", "tcl8.6-doc": "TCL (its copyright file)",
                   "pax": "BSD (MirOS; its copyright file)", "initramfs-tools": "GPL-2 (its copyright file)",
                   "libc-bin": "LGPL-2.1+ (its copyright file)", "libc-devtools": "LGPL-2.1+ (its copyright file)",
+                  # espeak_pairs.py's synthesizer, run from its unpacked packages
+                  **{package: "GPL-3+ (its copyright file)" for package in ("espeak-ng", "libespeak-ng1", "espeak-ng-data")},
+                  "libsonic0": "Apache-2.0 (its copyright file)",
                   **{package: "GPL (its copyright file)" for package in
                      ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
@@ -353,18 +356,23 @@ def save_png(image, output, stem, images):
     return {"image": relative_path}
 
 
-def image_keys(images, with_query=True):
-    """keys(record) for an image corpus: the case-folded query (unless not `with_query`, for a corpus
-    whose few captions recur by design) and "sha256:<digest>" of each positive image."""
+def media_keys(media, with_query=True, side="image"):
+    """keys(record) for a media corpus whose positives are {side: PATH}: the case-folded query (unless
+    not `with_query`, for a corpus whose few captions recur by design) and "sha256:<digest>" of each
+    positive's file, `media` mapping each path to its sha256."""
     def keys(record):
-        found = ["sha256:" + images[positive["image"]] for positive in record["positives"]]
+        found = ["sha256:" + media[positive[side]] for positive in record["positives"]]
         return [record["query"].casefold(), *found] if with_query else found
     return keys
 
 
-def join_groups_sharing_images(groups, images):
-    """{group: [record]} with every set of groups that share an image (the same sha256) joined under
-    the first group's name, so one picture never lands in two splits; and how many groups were joined."""
+def image_keys(images, with_query=True):
+    return media_keys(images, with_query, "image")
+
+
+def join_groups_sharing(groups, keys):
+    """{group: [record]} with every set of groups whose records share a key (keys(record) lists them)
+    joined under the first group's name, so they land in one split; and how many groups were joined."""
     parent = {group: group for group in groups}
 
     def root(group):
@@ -376,9 +384,8 @@ def join_groups_sharing_images(groups, images):
     owner = {}
     for group in sorted(groups):
         for record in groups[group]:
-            for positive in record["positives"]:
-                digest = images[positive["image"]]
-                first = root(owner.setdefault(digest, group))
+            for key in keys(record):
+                first = root(owner.setdefault(key, group))
                 mine = root(group)
                 if first != mine:
                     parent[max(first, mine)] = min(first, mine)
@@ -386,6 +393,12 @@ def join_groups_sharing_images(groups, images):
     for group in sorted(groups):
         joined[root(group)].extend(groups[group])
     return dict(joined), len(groups) - len(joined)
+
+
+def join_groups_sharing_images(groups, images, side="image"):
+    """join_groups_sharing by the sha256 of each positive's file, so one picture (or clip) never
+    lands in two splits."""
+    return join_groups_sharing(groups, media_keys(images, with_query=False, side=side))
 
 
 def split_image_corpus(groups, images, seed, dev_fraction, test_fraction):
@@ -402,27 +415,34 @@ def split_image_corpus(groups, images, seed, dev_fraction, test_fraction):
                      "removed_from_dev_and_test_as_leaks": leaks}
 
 
-def write_image_corpus(output, name, script, records, images, seed, manifest_extra):
-    """write_corpus for image pairs: deletes the images no kept record names, lists the rest with
-    their sha256 in images.sha256 (`sha256sum -c` reads it) and counts them per split."""
+def write_media_corpus(output, name, script, records, media, seed, manifest_extra, side="image",
+                       listing="images.sha256", summary="images", summary_extra=None):
+    """write_corpus for pairs whose positives are {side: PATH}: deletes the files no kept record
+    names, lists the rest with their sha256 in `listing` (`sha256sum -c` reads it) and counts them
+    per split under manifest[summary] (with summary_extra({path}) merged in)."""
     output = pathlib.Path(output)
-    used = {split: sorted({positive["image"] for record in records[split] for positive in record["positives"]})
+    used = {split: sorted({positive[side] for record in records[split] for positive in record["positives"]})
             for split in SPLITS}
     kept = {path for paths in used.values() for path in paths}
-    for path in sorted(images):
+    for path in sorted(media):
         if path not in kept:
             (output / path).unlink()
-    listing = "".join(f"{images[path]}  {path}\n" for path in sorted(kept))
-    (output / "images.sha256").write_text(listing, encoding="ascii")
+    text = "".join(f"{media[path]}  {path}\n" for path in sorted(kept))
+    (output / listing).write_text(text, encoding="ascii")
     sizes = {path: (output / path).stat().st_size for path in kept}
     extra = {**manifest_extra,
-             "images": {"files": len(kept), "bytes": sum(sizes.values()),
-                        "per_split": {split: len(used[split]) for split in SPLITS},
-                        "distinct_sha256": len({images[path] for path in kept})}}
+             summary: {"files": len(kept), "bytes": sum(sizes.values()),
+                       "per_split": {split: len(used[split]) for split in SPLITS},
+                       "distinct_sha256": len({media[path] for path in kept}),
+                       **(summary_extra(kept) if summary_extra else {})}}
     manifest = write_corpus(output, name, script, records, seed, extra)
-    manifest["files"]["images.sha256"] = {"sha256": sha256_of(output / "images.sha256"), "records": len(kept)}
+    manifest["files"][listing] = {"sha256": sha256_of(output / listing), "records": len(kept)}
     (output / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return manifest
+
+
+def write_image_corpus(output, name, script, records, images, seed, manifest_extra):
+    return write_media_corpus(output, name, script, records, images, seed, manifest_extra)
 
 
 def corpus_parser(description, corpus, languages_help=None, fractions=True):
@@ -463,7 +483,7 @@ def image_source(fetched, local):
 
 
 def print_summary(script, manifest, started, output):
-    images = f", {manifest['images']['files']} images" if "images" in manifest else ""
+    images = "".join(f", {manifest[kind]['files']} {kind}" for kind in ("images", "clips") if kind in manifest)
     print(f"{script}: " + ", ".join(f"{split} {manifest['records'][split]['total']}" for split in SPLITS) +
           f" pairs{images} in {time.monotonic() - started:.1f} s -> {output}", file=sys.stderr)
 

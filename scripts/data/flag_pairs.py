@@ -26,11 +26,11 @@ def read_countries(iso_codes_root):
     return json.loads(path.read_text(encoding="utf-8"))["3166-1"]
 
 
-def read_translations(iso_codes_root, languages):
-    """{language: {English name: translation}} from locale/<locale>/LC_MESSAGES/iso_3166-1.mo, one
+def read_translations(iso_codes_root, languages, domain="iso_3166-1"):
+    """{language: {English name: translation}} from locale/<locale>/LC_MESSAGES/<domain>.mo, one
     locale per language as gettext_pairs ranks them (pt before pt_BR, zh_CN for zh); and {language: locale}."""
     best = {}
-    for path in sorted((pathlib.Path(iso_codes_root) / "share" / "locale").glob("*/LC_MESSAGES/iso_3166-1.mo")):
+    for path in sorted((pathlib.Path(iso_codes_root) / "share" / "locale").glob(f"*/LC_MESSAGES/{domain}.mo")):
         locale = path.parent.parent.name
         language = locale_language(locale)
         if language and language != "en" and (languages == ["all"] or language in languages):
