@@ -45,6 +45,7 @@ import language_subset  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions", "code", "wordnet")
+FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
@@ -329,10 +330,10 @@ def eval_stage(build, args):
 
 
 def rehead_eval(build, args):
-    """The rehead stage's heads, and the start's own (stale) head, by MaxSim of the top --rerank on the
-    first --eval-limit / 2 dev pairs of every text set (the pooled ranking is the same for all: the
-    encoder is frozen); the best mean R@1 gain over the pooled embedding, both directions, picks the
-    head, which is then scored on the test spreads beside TF-IDF. Its rerank.proj and SigLIP scalars
+    """The rehead stage's heads, and the start's own (stale) head, by MaxSim of the top --rerank, alone
+    and fused with the cosine (FUSE_WEIGHTS), on the first --eval-limit / 2 dev pairs of every text set
+    (the pooled ranking is the same for all: the encoder is frozen); the best mean R@1 gain over the
+    pooled embedding, both directions, picks the head and the method, which is then scored on the test spreads beside TF-IDF. Its rerank.proj and SigLIP scalars
     come back as OUT/rehead.safetensors (lineage_head.py puts them into the shipped shards)."""
     runs = pathlib.Path(args.runs)
     folder = runs / "rehead-eval"
@@ -342,39 +343,42 @@ def rehead_eval(build, args):
         if (runs / "rehead" / run["name"] / "latest").exists():
             heads[run["name"]] = runs / "rehead" / run["name"]
     dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS, args.eval_limit // 2)
-    jobs = [(f"dev-{head}-{name}", checkpoint, path, ("--no-tfidf",)) for head, checkpoint in heads.items() for name, path in dev.items()]
+    fuse = ("--fuse", FUSE_WEIGHTS)
+    methods = [f"model+maxsim@{args.rerank}"] + [f"model+fuse{w}@{args.rerank}" for w in FUSE_WEIGHTS.split(",")]
+    jobs = [(f"dev-{head}-{name}", checkpoint, path, ("--no-tfidf", *fuse)) for head, checkpoint in heads.items() for name, path in dev.items()]
     results = run_jobs(build, args, folder, jobs)
     report = {"heads": {name: str(path) for name, path in heads.items()}, "dev": {}, "results": {}}
+    scored = {}  # (head, method): mean dev R@1 gain over the pooled ranking
     for head in heads:
-        gains = []
-        for name in dev:
-            result = results.get(f"dev-{head}-{name}")
-            if not result:
-                continue
-            for direction in ("query->positive", "positive->query"):
-                pooled, reranked = widest_r1(result, direction), widest_r1(result, direction, f"model+maxsim@{args.rerank}")
-                report["dev"].setdefault(head, {})[f"{name} {direction}"] = [pooled, reranked]
-                gains.append(reranked - pooled)
-        report["dev"].setdefault(head, {})["mean_gain"] = sum(gains) / len(gains) if gains else None
-    scored = {head: report["dev"][head]["mean_gain"] for head in heads if report["dev"].get(head, {}).get("mean_gain") is not None}
-    best = max(scored, key=scored.get) if scored else None
-    report["best"] = best
+        for method in methods:
+            gains = []
+            for name in dev:
+                result = results.get(f"dev-{head}-{name}")
+                if not result:
+                    continue
+                for direction in ("query->positive", "positive->query"):
+                    pooled, reranked = widest_r1(result, direction), widest_r1(result, direction, method)
+                    report["dev"].setdefault(head, {}).setdefault(method, {})[f"{name} {direction}"] = [pooled, reranked]
+                    gains.append(reranked - pooled)
+            if gains:
+                report["dev"][head][method]["mean_gain"] = scored[(head, method)] = sum(gains) / len(gains)
+    best, best_method = max(scored, key=scored.get) if scored else (None, None)
+    report["best"], report["best_method"] = best, best_method
     if best:
         sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS)
-        jobs = [(f"test-{best}-{name}", heads[best], path, ()) for name, path in sets.items()]
+        jobs = [(f"test-{best}-{name}", heads[best], path, fuse) for name, path in sets.items()]
         if best != "start":
-            jobs += [(f"test-start-{name}", heads["start"], path, ("--no-tfidf",)) for name, path in sets.items()]
+            jobs += [(f"test-start-{name}", heads["start"], path, ("--no-tfidf", *fuse)) for name, path in sets.items()]
         report["results"] = run_jobs(build, args, folder, jobs)
         if best != "start":
             export_head(heads[best], pathlib.Path(args.out) / "rehead.safetensors")
-    for head in heads:
-        print(f"lineage rehead: {head}: mean dev R@1 gain of MaxSim@{args.rerank} over the pooled ranking "
-              f"{report['dev'].get(head, {}).get('mean_gain')}", flush=True)
+    for (head, method), gain in sorted(scored.items()):
+        print(f"lineage rehead: {head}: mean dev R@1 gain of {method} over the pooled ranking {gain:.4f}", flush=True)
     for tag, result in sorted(report["results"].items()):
         for direction in ("query->positive", "positive->query"):
             print(f"lineage rehead: {tag:36} {direction:16} TF-IDF {widest_r1(result, direction, 'tfidf')} pooled "
-                  f"{widest_r1(result, direction)} MaxSim {widest_r1(result, direction, f'model+maxsim@{args.rerank}')}", flush=True)
-    print(f"lineage rehead: best head: {best}")
+                  f"{widest_r1(result, direction)} " + " ".join(f"{m} {widest_r1(result, direction, m)}" for m in methods), flush=True)
+    print(f"lineage rehead: best head: {best}, by {best_method}")
     (folder / "rehead.json").write_text(json.dumps(report, indent=1))
     return report
 
