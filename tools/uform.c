@@ -99,12 +99,16 @@ static char const *const uform_calibrate_usage_ =
     "  --width M          one of the model's embedding widths (default: the widest)\n";
 
 static char const *const uform_rerank_usage_ =
-    "usage: uform rerank --model DIR --query TEXT [--threads N] [--precision bf16|f32] [--device cpu|cuda]\n"
+    "usage: uform rerank --model DIR --query TEXT [--fuse W] [--threads N] [--precision bf16|f32]\n"
+    "                    [--device cpu|cuda]\n"
     "\n"
     "Reads one document per line on standard input and prints one MaxSim score per line: the sum\n"
     "over query bytes of the best cosine among the document's bytes (ColBERT-style late interaction).\n"
     "  --model DIR        checkpoint folder\n"
     "  --query TEXT       the query\n"
+    "  --fuse W           print (1 - W) cosine + W MaxSim / query bytes instead: the pooled embeddings'\n"
+    "                     cosine at the widest width fused with MaxSim's mean (W in (0, 1]; 0.5 ranks\n"
+    "                     best on the shipped model's dev pairs, docs/evaluation.md)\n"
     "  --threads N        worker threads (default: all cores)\n"
     "  --precision P      bf16 (default) or f32\n"
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
@@ -130,7 +134,7 @@ static char const *const uform_media_keys_[uform_media_kinds_k] = {"image", "vid
 typedef struct {
     char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration;
     char const *audio, *video; /* uform decode's file: the first of --audio's or --video's */
-    double fps;
+    double fps, fuse;
     char **files[uform_media_kinds_k]; /* --image's, --video's and --audio's files, in argv */
     size_t files_count[uform_media_kinds_k];
     unsigned long long seed;
@@ -207,7 +211,14 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--frontends")) options->frontends = value;
         else if (!strcmp(flag, "--output-precision")) options->output_precision = value;
         else if (!strcmp(flag, "--calibration")) options->calibration = value;
-        else if (!strcmp(flag, "--fps")) {
+        else if (!strcmp(flag, "--fuse")) {
+            char *end = NULL;
+            options->fuse = strtod(value, &end);
+            if (!end || *end || !(options->fuse > 0 && options->fuse <= 1)) {
+                fprintf(stderr, "uform %s: --fuse needs a weight in (0, 1], got '%s'\n", argv[1], value);
+                return 0;
+            }
+        } else if (!strcmp(flag, "--fps")) {
             char *end = NULL;
             options->fps = strtod(value, &end);
             if (!end || *end || !(options->fps >= 0.1 && options->fps <= 1000)) {
@@ -702,6 +713,26 @@ static int uform_encode_(uform_options_t const *options, char const *verb) {
     return result;
 }
 
+/* `scores` (MaxSim sums) become (1 - weight) cosine + weight MaxSim / query cells, as uform_eval --fuse ranks. */
+static uform_status_t uform_fuse_scores_(uform_model_t *model, uform_text_t query, uform_text_t const *texts, size_t count,
+                                         double weight, float *scores) {
+    uform_config_t config;
+    uform_model_config(model, &config);
+    size_t width = config.embedding_widths[config.embedding_widths_count - 1];
+    float *embeddings = malloc((count + 1) * width * sizeof(float));
+    if (!embeddings) return uform_out_of_memory_k;
+    uform_status_t status = uform_encode(model, &query, 1, width, embeddings, NULL);
+    if (status == uform_ok_k) status = uform_encode(model, texts, count, width, embeddings + width, NULL);
+    size_t cells = query.length < config.columns ? query.length : config.columns;
+    for (size_t i = 0; status == uform_ok_k && i < count; ++i) {
+        double cosine = 0;
+        for (size_t j = 0; j < width; ++j) cosine += (double)embeddings[j] * embeddings[(i + 1) * width + j];
+        scores[i] = (float)((1 - weight) * cosine + weight * scores[i] / (double)cells);
+    }
+    free(embeddings);
+    return status;
+}
+
 static int uform_rerank_(uform_options_t const *options) {
     if (!uform_require_(options->model, "--model", "rerank") || !uform_require_(options->query, "--query", "rerank")) return 2;
     if (!options->query[0]) {
@@ -718,6 +749,7 @@ static int uform_rerank_(uform_options_t const *options) {
     uform_text_t query = {(uint8_t const *)options->query, strlen(options->query)};
     if (scores) {
         status = uform_rerank(model, query, texts, count, scores, &truncated);
+        if (status == uform_ok_k && options->fuse > 0) status = uform_fuse_scores_(model, query, texts, count, options->fuse, scores);
         result = uform_report_(status);
         for (size_t i = 0; !result && i < count; ++i) printf("%.7g\n", scores[i]);
         if (!result && truncated) fprintf(stderr, "uform rerank: %zu texts were longer than a row and were cut\n", truncated);
@@ -792,7 +824,7 @@ int main(int argc, char **argv) {
          "--model --width --threads --precision --device --image --video --audio --fps --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_,
          "--model --width --threads --precision --device --image --video --audio --fps --records --output"},
-        {"rerank", uform_rerank_usage_, "--model --query --threads --precision --device"},
+        {"rerank", uform_rerank_usage_, "--model --query --fuse --threads --precision --device"},
         {"decode", uform_decode_usage_, "--audio --video --fps"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {

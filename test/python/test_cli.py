@@ -103,6 +103,28 @@ def test_encode_rejects_a_width_not_the_models(cli, cli_model):
     assert "100" in run.stderr and "Traceback" not in run.stderr, run.stderr
 
 
+def test_rerank_fuse_mixes_cosine_and_maxsim(cli, cli_model):
+    """--fuse W prints (1 - W) cosine + W MaxSim / query bytes, recomputed from `uform encode` and plain
+    `uform rerank` (printed to 7 digits); the control, the cosine alone, differs; bad weights are refused."""
+    query, stdin = "byte-level", "\n".join(LINES) + "\n"
+    plain = uform(cli, "rerank", "--model", cli_model, "--query", query, stdin=stdin)
+    encoded = uform(cli, "encode", "--model", cli_model, stdin=query + "\n" + stdin)
+    assert plain.returncode == 0 and encoded.returncode == 0, plain.stderr + encoded.stderr
+    maxsim = np.array([float(line) for line in plain.stdout.split()])
+    vectors = np.array([json.loads(line) for line in encoded.stdout.splitlines()], dtype=np.float64)
+    cosine = vectors[1:] @ vectors[0]
+    for weight in (0.5, 1.0):
+        run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", str(weight), stdin=stdin)
+        assert run.returncode == 0, run.stderr
+        fused = np.array([float(line) for line in run.stdout.split()])
+        expected = (1 - weight) * cosine + weight * maxsim / len(query.encode())
+        assert np.allclose(fused, expected, rtol=1e-5, atol=2e-5), (fused, expected)
+        assert not np.allclose(fused, cosine, rtol=1e-5, atol=2e-5), "the fused scores are the cosine's alone"
+    for bad in ("0", "2", "x"):
+        run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", bad, stdin=stdin)
+        assert run.returncode != 0 and "--fuse needs a weight in (0, 1]" in run.stderr, run.stderr
+
+
 def test_rerank_prints_one_score_per_document(cli, cli_model):
     model = reference.load_model(cli_model)
     query = "byte-level"
