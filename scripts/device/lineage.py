@@ -16,9 +16,12 @@ stages in order. `refine` goes on from a shipped embedder (--refine-from, defaul
 for more steps: on the same mixture (`more`), with the English definition corpora added
 (mixtures/embedder_definitions.json), with their mined negatives too, and with the scarcest
 languages sampled again (--ablations: the same at 128 rows, half the steps); `eval` then scores
-those runs and their start beside each other, and dev picks among them.
+those runs and their start beside each other, and dev picks among them. `rehead` trains a new
+rerank head over --refine-from's frozen encoder and `rehead-eval` picks among the heads by MaxSim
+alone and fused with the cosine; `fuse-eval` scores --refine-from's own MaxSim and fusions on the
+test spreads.
 
-    python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|refine|eval|all
+    python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|refine|rehead|rehead-eval|fuse-eval|eval|all
                                       [--scale 1] [--rows 64] [--ablations] [--runs runs/lineage]
                                       [--eval-limit 2000] [--device cuda] [--out DIR]
                                       [--refine-from DIR] [--only RUN] [--time-limit S] [--rerank K]
@@ -469,10 +472,27 @@ def print_summary(report):
                   f"(90% energy in {rank['dims_90']}, 99% in {rank['dims_99']} dims; {rank['texts']} texts)")
 
 
+def fuse_eval(build, args):
+    """The --refine-from checkpoint on the test spreads of every text set: TF-IDF, the pooled ranking,
+    MaxSim of the top --rerank and its fusions with the cosine (FUSE_WEIGHTS); RUNS/fuse-eval/fuse.json."""
+    folder = pathlib.Path(args.runs) / "fuse-eval"
+    folder.mkdir(parents=True, exist_ok=True)
+    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS)
+    results = run_jobs(build, args, folder, [(f"test-{name}", args.refine_from, path, ("--fuse", FUSE_WEIGHTS)) for name, path in sets.items()])
+    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{w}@{args.rerank}" for w in FUSE_WEIGHTS.split(",")]
+    report = {"checkpoint": str(args.refine_from), "rows": {}}
+    for tag, result in sorted(results.items()):
+        for direction in ("query->positive", "positive->query"):
+            report["rows"][f"{tag} {direction}"] = row = {m: widest_r1(result, direction, m) for m in methods}
+            print(f"lineage fuse-eval: {tag:32} {direction:16} " + " ".join(f"{m} {row[m]}" for m in methods), flush=True)
+    (folder / "fuse.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", required=True)
-    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "rehead", "rehead-eval", "eval", "all"])
+    parser.add_argument("--stage", required=True, choices=["base", "reranker", "embedder", "refine", "rehead", "rehead-eval", "fuse-eval", "eval", "all"])
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies every run's steps (a CPU check of the chain: 0.005 or so)")
     parser.add_argument("--ablations", action="store_true", help="also train the ablation runs (the base's other learning rate, the embedder with mined negatives)")
     parser.add_argument("--only", action="append", help="train only this run of the stage (repeat for several; default all)")
@@ -497,7 +517,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     stages = ["base", "reranker", "embedder", "eval"] if args.stage == "all" else [args.stage]
     for stage in stages:
-        report = eval_stage(build, args) if stage == "eval" else rehead_eval(build, args) if stage == "rehead-eval" else train_stage(stage, build, args)
+        evaluations = {"eval": eval_stage, "rehead-eval": rehead_eval, "fuse-eval": fuse_eval}
+        report = evaluations[stage](build, args) if stage in evaluations else train_stage(stage, build, args)
         (out / f"lineage-{stage}.json").write_text(json.dumps(report, indent=1))
 
 
