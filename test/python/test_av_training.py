@@ -69,7 +69,10 @@ def test_trains_on_audio_video_and_captions(build_dir, cli, clips, tmp_path):
         encoded = subprocess.run([cli, "encode", "--model", tmp_path / "run" / "latest", flag, path], capture_output=True,
                                  text=True, check=True)
         assert len(json.loads(encoded.stdout)) == 64
-    check_media_eval(build_dir, tmp_path / "run", clips / "pairs.jsonl", 11, tmp_path)
+    check_media_eval(build_dir, tmp_path / "run", clips / "pairs.jsonl", 11, tmp_path, "--fps", "5")
+    refused = subprocess.run([str(build_dir / "uform_eval"), tmp_path / "run", "--pairs", clips / "pairs.jsonl", "--fps", "0"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "--fps" in refused.stderr, refused.stderr
 
 
 def test_resume_with_clips_is_bit_exact(build_dir, clips, tmp_path):
