@@ -300,7 +300,7 @@ static uform_status_t uform_encode_media_(uform_context_t *context, uform_cell_k
     /* An item fills at most its kind's cells, and at most a row. */
     size_t most = model->config.columns < encoder->most ? model->config.columns : encoder->most;
     if (context->workspace.cells < model->config.columns) UFORM_TRY(uform_workspace_reserve(context, model->config.columns));
-    size_t capacity = context->workspace.cells, values = uform_frontend_values(kind);
+    size_t capacity = context->workspace.cells, values = uform_media_info(kind)->values;
     /* Decoding runs on the pool, two items a thread at a time; packing and the passes keep the items' order. */
     size_t chunk = 2 * uform_pool_threads(context->pool);
     chunk = chunk < count ? chunk : count;

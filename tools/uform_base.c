@@ -38,7 +38,7 @@ static char const *const uform_base_usage_ =
     "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
     "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
     "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, video, audio, encoder,\n"
-    "                           pool, rerank, mlm, siglip, mae); the rest stay as loaded. With --init-from a checkpoint,\n"
+    "                           pool, rerank, mlm, siglip, mae, mae_audio, mae_video); the rest stay as loaded. With --init-from a checkpoint,\n"
     "                           'rerank,siglip' trains a new rerank head over its frozen encoder (default: all)\n"
     "  --save-every N           checkpoint every N steps (default: only at the end)\n"
     "  --keep N                 step folders kept (default 2)\n"
@@ -450,11 +450,19 @@ int main(int argc, char **argv) {
                     frontends[f].sides, frontends[f].noun, frontends[f].part, frontends[f].tensors);
             status = uform_model_init_head(model, frontends[f].part, options.seed);
         }
-    /* Masked modelling of images reconstructs the blanked patches through the mae head. */
-    if (status == uform_ok_k && capacities.image_sides && objective == uform_objective_mlm_k && !uform_model_has_head(model, "mae")) {
-        fprintf(stderr, "uform_base: masked modelling of images: attaching the mae head (mae.head, mae.bias)\n");
-        status = uform_model_init_head(model, "mae", options.seed);
-    }
+    /* Masked modelling of media reconstructs the blanked cells through each kind's mae head. */
+    struct {
+        size_t sides;
+        char const *noun, *head;
+    } const heads[] = {{capacities.image_sides, "images", "mae"},
+                       {capacities.video_sides, "video", "mae_video"},
+                       {capacities.audio_sides, "audio", "mae_audio"}};
+    for (size_t h = 0; h < sizeof(heads) / sizeof(heads[0]); ++h)
+        if (status == uform_ok_k && heads[h].sides && objective == uform_objective_mlm_k && !uform_model_has_head(model, heads[h].head)) {
+            fprintf(stderr, "uform_base: masked modelling of %s: attaching the %s head (%s.head, %s.bias)\n", heads[h].noun,
+                    heads[h].head, heads[h].head, heads[h].head);
+            status = uform_model_init_head(model, heads[h].head, options.seed);
+        }
     if (status == uform_ok_k && capacities.images_skipped)
         fprintf(stderr, "uform_base: %zu records were dropped for a media file that does not decode (skip_malformed)\n",
                 capacities.images_skipped);

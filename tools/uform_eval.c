@@ -24,8 +24,8 @@
 
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR] [--fuse LIST]] [--no-tfidf]\n"
-    "                  [--json FILE]\n"
-    "                  [--threads N] [--device cpu|cuda] [--output-precision LIST] [--quiet]\n"
+    "                  [--json FILE] [--threads N] [--device cpu|cuda] [--output-precision LIST] [--fps N]\n"
+    "                  [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
     "positive (positive->query) among all pairs of the file, and prints Recall@1/5/10, MRR and\n"
@@ -34,7 +34,9 @@ static char const *const uform_eval_usage_ =
     "scores count as the average over their orders. A side may be an image ({\"image\": PATH}, as\n"
     "uform_base reads): an image is the same gold item as its same path, records that share a\n"
     "caption or an image are one gold item (any caption of the image is a hit, and back), and with\n"
-    "images there is no TF-IDF row (chance is the baseline) and no --rerank.\n"
+    "images there is no TF-IDF row (chance is the baseline) and no --rerank. Audio and video sides\n"
+    "({\"audio\": PATH}, {\"video\": PATH}) are media sides as images are (the first 10.24 s of audio;\n"
+    "CPU only).\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
     "                   without it only the baselines run\n"
     "  --pairs FILE     pair records: JSONL {\"query\": ..., \"positives\": [...], \"lang\": ...}, or\n"
@@ -58,6 +60,8 @@ static char const *const uform_eval_usage_ =
     "                   are calibrated on the positives' embeddings at that width and score by the dot\n"
     "                   product of the centred buckets, binary/ubinary by minus the Hamming distance\n"
     "                   (docs/quantization.md). --rerank reranks the float32 rows only\n"
+    "  --fps N          the rate video sides are sampled at, 0.1 to 1000 (default 25, as a mixture's\n"
+    "                   video_fps)\n"
     "  --quiet          no progress on standard error\n";
 
 enum { uform_ngram_shortest_k = 3, uform_ngram_longest_k = 5, uform_tfidf_buckets_k = 1 << 20 };
@@ -246,9 +250,9 @@ static void uform_prefix_(float const *full, size_t count, size_t stride, size_t
 }
 
 /* One audio or video side (its path resolved against the corpus) through uform_encode_audio or
- * uform_encode_video: the first 10.24 s of audio, video sampled at 25 frames a second. */
-static uform_status_t uform_embed_clip_(uform_model_t *model, uform_corpus_t const *corpus, uform_slice_t slice, size_t width,
-                                        float *embedding) {
+ * uform_encode_video: the first 10.24 s of audio, video sampled at `fps` frames a second. */
+static uform_status_t uform_embed_clip_(uform_model_t *model, uform_corpus_t const *corpus, uform_slice_t slice, double fps,
+                                        size_t width, float *embedding) {
     char path[4096];
     UFORM_TRY(uform_corpus_image_path(corpus, slice, path, sizeof(path)));
     uform_status_t status;
@@ -261,7 +265,7 @@ static uform_status_t uform_embed_clip_(uform_model_t *model, uform_corpus_t con
         return status;
     }
     uform_video_clip_t clip = {.name = path};
-    UFORM_TRY(uform_video_read(path, 0, uform_video_tubes_k * uform_tube_depth_k, &clip.video));
+    UFORM_TRY(uform_video_read(path, fps, uform_video_tubes_k * uform_tube_depth_k, &clip.video));
     status = uform_encode_video(model, &clip, 1, width, embedding);
     uform_video_free(&clip.video);
     return status;
@@ -270,7 +274,7 @@ static uform_status_t uform_embed_clip_(uform_model_t *model, uform_corpus_t con
 /* Embeds one side: its texts in batches through uform_encode, its images (`images[i]` set: the
  * text is the image's path, resolved against the corpus) a few at a time through uform_encode_images. */
 static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t const *corpus, uform_text_t const *texts,
-                                       uform_slice_t const *slices, size_t count, size_t width, float *embeddings,
+                                       uform_slice_t const *slices, size_t count, double fps, size_t width, float *embeddings,
                                        size_t *truncated, uform_progress_t *progress, char const *what) {
     enum { batch_k = 256, images_k = 16 };
     uform_text_t batch_texts[batch_k];
@@ -285,7 +289,7 @@ static uform_status_t uform_embed_all_(uform_model_t *model, uform_corpus_t cons
     for (size_t i = 0; status == uform_ok_k && i <= count; ++i) {
         int last = i == count, image = !last && slices[i].image;
         if (image && uform_slice_kind(slices[i]) != uform_cell_image_k) { /* a clip: one at a time */
-            status = uform_embed_clip_(model, corpus, slices[i], width, embeddings + i * width);
+            status = uform_embed_clip_(model, corpus, slices[i], fps, width, embeddings + i * width);
             done++;
             continue;
         }
@@ -450,6 +454,7 @@ static json_t *uform_row_json_(uform_row_t const *row, char const *language, ufo
 
 int main(int argc, char **argv) {
     char const *checkpoint = NULL, *reranker_checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
+    double fps = uform_video_fps_k;
     uform_output_precision_t precisions[uform_output_precisions_k] = {uform_output_float32_k};
     size_t precisions_count = 1;
     size_t limit = 0, threads = 0, top = 0, fuses_count = 0;
@@ -468,6 +473,14 @@ int main(int argc, char **argv) {
             pairs = argv[++i];
         else if (value && !strcmp(argv[i], "--json"))
             json_path = argv[++i];
+        else if (value && !strcmp(argv[i], "--fps")) {
+            char *end = NULL;
+            fps = strtod(argv[++i], &end);
+            if (!end || *end || !(fps >= 0.1 && fps <= 1000)) {
+                fprintf(stderr, "uform_eval: --fps needs a rate from 0.1 to 1000 frames a second, got '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (value && !strcmp(argv[i], "--device")) {
             device = argv[++i];
             if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
@@ -706,10 +719,10 @@ int main(int argc, char **argv) {
                                                  malloc(count * widest * sizeof(float))};
         float *prefixes[uform_directions_k] = {malloc(count * widest * sizeof(float)),
                                                malloc(count * widest * sizeof(float))};
-        status = uform_embed_all_(model, &corpus, queries, query_slices, count, widest, embeddings[0], &truncated,
+        status = uform_embed_all_(model, &corpus, queries, query_slices, count, fps, widest, embeddings[0], &truncated,
                                   &progress, "embedding queries");
         if (status == uform_ok_k)
-            status = uform_embed_all_(model, &corpus, documents, document_slices, count, widest, embeddings[1],
+            status = uform_embed_all_(model, &corpus, documents, document_slices, count, fps, widest, embeddings[1],
                                       &truncated, &progress, "embedding positives");
         if (status != uform_ok_k) {
             fprintf(stderr, "uform_eval: %s\n", uform_last_error());

@@ -43,8 +43,9 @@ UFORM_API uform_status_t uform_model_save(uform_model_t const *model, char const
  *  than that alone in a shard, with a warning on stderr), and `model.safetensors.index.json`, each
  *  atomically, the index last. Writes no README.md; refuses a folder holding `model.safetensors`. */
 UFORM_API uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *directory, size_t max_shard_bytes);
-/** (Re)initializes a head, "pool", "rerank" or "mlm", as `uform_model_init` would for `seed`,
- *  adding it when absent; the pool and rerank heads also reset siglip.scale and siglip.bias.
+/** (Re)initializes a head, "pool", "rerank", "mlm", "mae", "mae_audio" or "mae_video", or a frontend,
+ *  "vision", "video" or "audio", as `uform_model_init` would for `seed`, adding it when absent; the
+ *  pool and rerank heads also reset siglip.scale and siglip.bias.
  *  Used to warm-start a new variant from another's checkpoint. */
 UFORM_API uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uint64_t seed);
 /** Records how the weights came to be, for the checkpoint's README.md and metadata: the recipe

@@ -72,9 +72,9 @@ typedef struct uform_losses_t {
     double rerank;       /* ranked sigmoid */
     double tcr;          /* -lambda R */
     double lipschitz;    /* lambda sigma_max */
-    double reconstruction; /* MLM: mean squared error of the masked image patches' pixels (docs/images.md) */
+    double reconstruction; /* MLM: mean squared error of the masked media cells, each kind's summed (docs/images.md, audio_video.md) */
     size_t scored;       /* masked byte cells (MLM) or anchors (pairs); CPU steps only */
-    size_t reconstructed; /* MLM: masked image patches; CPU steps only */
+    size_t reconstructed; /* MLM: masked media cells (patches, tubes, frames); CPU steps only */
     size_t step;         /* the optimizer step (1-based) they are of; 0 for uform_trainer_gradients */
 } uform_losses_t;
 

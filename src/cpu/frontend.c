@@ -4,24 +4,6 @@
 #include "core/numeric.h"
 #include "cpu/forward.h"
 
-/* The media frontends, by media index (kind - uform_cell_image_k): a vector's width and its tensors. */
-typedef struct uform_media_frontend_t {
-    size_t values;
-    uform_tensor_kind_t weight, bias;
-} uform_media_frontend_t;
-
-static uform_media_frontend_t const uform_media_frontends_[uform_media_kinds_k] = {
-    {uform_patch_values_k, uform_tensor_vision_patch_k, uform_tensor_vision_bias_k},
-    {uform_tube_values_k, uform_tensor_video_tube_k, uform_tensor_video_bias_k},
-    {uform_frame_values_k, uform_tensor_audio_frame_k, uform_tensor_audio_bias_k},
-};
-
-size_t uform_frontend_values(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].values; }
-
-uform_tensor_kind_t uform_frontend_weight(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].weight; }
-
-uform_tensor_kind_t uform_frontend_bias(uform_cell_kind_t kind) { return uform_media_frontends_[kind - uform_cell_image_k].bias; }
-
 #if defined(UFORM_PLANT_PATCH_TRANSPOSED)
 static void uform_plant_transpose_(float *out) {
     for (size_t y = 0; y < 16; ++y) /* planted: the patch's pixels read column by column */
@@ -38,7 +20,7 @@ static void uform_plant_transpose_(float *out) {
  * RGB frames) or an audio frame (320 samples), each as av_cells.c and image.c lay it out. */
 static void uform_media_row_(uform_media_t const *all, uform_cell_kind_t kind, size_t row, float *out) {
     uform_media_t const *media = &all[kind - uform_cell_image_k];
-    size_t width = uform_frontend_values(kind);
+    size_t width = uform_media_info(kind)->values;
     if (media->dtype == uform_media_bf16_k) uform_f32_from_bf16_array((uint16_t const *)media->data + row * width, out, width);
     else
         for (size_t i = 0; i < width; ++i) out[i] = ((float const *)media->data)[row * width + i];
@@ -82,11 +64,11 @@ void uform_frontend_forward(uform_model_t const *model, uform_cells_t const *cel
             c++;
             continue;
         }
-        size_t last = uform_kind_run_(cells, c, end), rows = last - c, values = uform_frontend_values(kind);
+        size_t last = uform_kind_run_(cells, c, end), rows = last - c, values = uform_media_info(kind)->values;
         for (size_t r = 0; r < rows; ++r) uform_media_row_(cells->media, kind, cells->values[c + r], scratch->hidden + r * values);
-        uform_cpu_linear(model, uform_model_weight(model, uform_frontend_weight(kind), 0), scratch->hidden, values, rows,
+        uform_cpu_linear(model, uform_model_weight(model, uform_media_info(kind)->weight, 0), scratch->hidden, values, rows,
                          x + c * d, d, scratch);
-        uform_add_bias_(x + c * d, rows, uform_model_weight(model, uform_frontend_bias(kind), 0)->f32, d);
+        uform_add_bias_(x + c * d, rows, uform_model_weight(model, uform_media_info(kind)->bias, 0)->f32, d);
         c = last;
     }
 }
@@ -98,7 +80,7 @@ size_t uform_frontend_count(uform_cells_t const *cells, size_t count, uform_cell
 }
 
 void uform_frontend_gather(uform_cells_t const *cells, size_t count, uform_cell_kind_t kind, float *rows) {
-    size_t values = uform_frontend_values(kind);
+    size_t values = uform_media_info(kind)->values;
     for (size_t c = 0, gathered = 0; c < count; ++c)
         if (cells->kinds[c] == kind) uform_media_row_(cells->media, kind, cells->values[c], rows + gathered++ * values);
 }
@@ -113,7 +95,7 @@ void uform_frontend_train_forward(uform_model_t const *model, uform_cells_t cons
             c++;
             continue;
         }
-        size_t media = kind - uform_cell_image_k, values = uform_frontend_values(kind);
+        size_t media = kind - uform_cell_image_k, values = uform_media_info(kind)->values;
         size_t last = uform_kind_run_(cells, c, count), rows = last - c;
         float const *inputs = trainer->media[media] + gathered[media] * values;
         trainer->gemm(trainer->context, 0, 1, rows, d, values, inputs, values, trainer->weights[media], values, 0.0f, x + c * d, d);
@@ -134,7 +116,7 @@ void uform_frontend_train_backward(uform_model_t const *model, uform_cells_t con
             c++;
             continue;
         }
-        size_t media = kind - uform_cell_image_k, values = uform_frontend_values(kind);
+        size_t media = kind - uform_cell_image_k, values = uform_media_info(kind)->values;
         size_t last = uform_kind_run_(cells, c, count), rows = last - c;
         /* d weight [d, values] += dY^T P; d bias += the rows of dY. */
         trainer->gemm(trainer->context, 1, 0, d, values, rows, dy, d, trainer->media[media] + gathered[media] * values, values,

@@ -1,8 +1,8 @@
 /*  frontend.h (internal): the frontend stage on the CPU, by cell kind (SPEC.md section 1): cells
  *  into the residual stream and, in training, the stream's gradient into the frontend's tensors.
- *  Bytes take a row of embed.bytes; media cells x = W p + b, one table entry per kind: image
- *  patches (vision.patch, 1024 values), video tubes (video.tube, 1536), audio frames (audio.frame,
- *  320). A new media frontend is one entry of that table. The fast path
+ *  Bytes take a row of embed.bytes; media cells x = W p + b with their kind's tensors from the media
+ *  table (uform_media_info, model/tensors.h): image patches (vision.patch, 1024 values), video tubes
+ *  (video.tube, 1536), audio frames (audio.frame, 320). The fast path
  *  (cpu/forward.c) computes in the model's precision; the Float32 trainer (train/backward.c) on its
  *  own working copies, through its pooled product. */
 #ifndef UFORM_CPU_FRONTEND_H
@@ -37,11 +37,6 @@ typedef struct uform_frontend_trainer_t {
     void *context;
     float *media[uform_media_kinds_k];
 } uform_frontend_trainer_t;
-
-/** A media kind's vector width (1024 patch, 1536 tube, 320 frame values) and its two tensors. */
-size_t uform_frontend_values(uform_cell_kind_t kind);
-uform_tensor_kind_t uform_frontend_weight(uform_cell_kind_t kind);
-uform_tensor_kind_t uform_frontend_bias(uform_cell_kind_t kind);
 
 /** The number of cells of `kind` among cells [0, count), for sizing a gather. */
 size_t uform_frontend_count(uform_cells_t const *cells, size_t count, uform_cell_kind_t kind);

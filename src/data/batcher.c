@@ -15,6 +15,7 @@
 #include "core/threads.h"
 #include "data/corpus.h"
 #include "data/jsonl.h"
+#include "model/tensors.h"
 #include "uform/av.h"
 #include "uform/image.h"
 
@@ -65,7 +66,7 @@ struct uform_batcher_t {
     uform_objective_t objective;
     size_t rows, columns, cells;
     uint64_t seed;
-    double mask_ratio, mean_span, image_mask_ratio, video_fps;
+    double mask_ratio, mean_span, image_mask_ratio, video_fps, audio_mask_ratio, audio_mean_span, video_mask_ratio;
     uform_source_t *sources;
     size_t sources_count;
     uform_batcher_state_t state;
@@ -117,9 +118,8 @@ static uint64_t uform_derive_seed_(uint64_t seed, uint64_t stream, uint64_t inde
     return uform_mix_(uform_mix_(seed ^ uform_mix_(stream)) ^ index);
 }
 
-/* A media kind's vector width, by media index. */
-static size_t const uform_media_values_[uform_media_kinds_k] = {uform_patch_length_k, uform_tube_length_k,
-                                                                uform_audio_frame_length_k};
+/* A media kind's vector width, by media index (the table of model/tensors.h). */
+static size_t uform_media_values_(size_t media) { return uform_media_info((uform_cell_kind_t)(uform_cell_image_k + media))->values; }
 
 static size_t uform_media_of_(uform_slice_t slice) { return (size_t)uform_slice_kind(slice) - uform_cell_image_k; }
 
@@ -290,11 +290,12 @@ static void uform_draw_(uform_batcher_t *batcher) {
  * expectation is exact; spans break after each masked cell with probability 1 / mean_span
  * (geometric lengths, the last one cut by the count) and sit in distinct gaps of the unmasked
  * cells, so no two spans touch. */
-static void uform_mask_segment_(uform_batcher_t *batcher, size_t first, size_t length, uform_rng_t *rng) {
-    size_t masked = (size_t)floor(batcher->mask_ratio * (double)length + uform_rng_uniform(rng));
+static void uform_mask_spans_(uform_batcher_t *batcher, size_t first, size_t length, double ratio, double mean_span,
+                              uint32_t replacement, uform_rng_t *rng) {
+    size_t masked = (size_t)floor(ratio * (double)length + uform_rng_uniform(rng));
     if (masked > length) masked = length;
     if (!masked) return;
-    double breaking = 1.0 / batcher->mean_span;
+    double breaking = 1.0 / mean_span;
     size_t spans = 0, current = 1;
     for (size_t i = 1; i < masked; ++i) {
         if (uform_rng_uniform(rng) < breaking) batcher->span_lengths[spans++] = (uint32_t)current, current = 1;
@@ -311,7 +312,7 @@ static void uform_mask_segment_(uform_batcher_t *batcher, size_t first, size_t l
         if (needed && uform_rng_uniform(rng) * (double)(gaps + 1 - slot) < (double)needed) {
             for (size_t i = 0; i < batcher->span_lengths[span]; ++i, ++cell) {
                 batcher->targets[cell] = (int32_t)batcher->values[cell];
-                batcher->values[cell] = uform_mask_k;
+                batcher->values[cell] = replacement;
             }
             span++;
         }
@@ -422,7 +423,7 @@ static uform_status_t uform_side_vectors_(uform_batcher_t *batcher, uform_corpus
 static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_batcher_t *batcher = context;
     uform_image_job_t const *job = &batcher->image_jobs[index];
-    size_t media = uform_media_of_(job->slice), values = uform_media_values_[media];
+    size_t media = uform_media_of_(job->slice), values = uform_media_values_(media);
     uint16_t *rows = batcher->media[media] + job->first * values;
     if (job->cached) { /* decoded for an earlier batch: the same bits */
         memcpy(rows, job->cached, job->cells * values * sizeof(uint16_t));
@@ -497,7 +498,7 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
             if (pairs && i > 0) batcher->candidates[batcher->candidates_count] = *segment;
         } else if (write) {
             uform_write_segment_(batcher, cell, uform_corpus_data(corpus, slice), length, *local);
-            if (!pairs) uform_mask_segment_(batcher, cell, length, mask_rng);
+            if (!pairs) uform_mask_spans_(batcher, cell, length, batcher->mask_ratio, batcher->mean_span, uform_mask_k, mask_rng);
             else if (i > 0) batcher->candidates[batcher->candidates_count] = *segment;
         }
         if (write && pairs && i > 0) batcher->candidate_keys[batcher->candidates_count] = uform_side_key_(node->source, corpus, slice);
@@ -568,24 +569,36 @@ static void uform_pack_(uform_batcher_t *batcher, int write) {
     }
 }
 
-/* MLM's images: floor(ratio n + u) of each image's n patches, a uniform subset, show the blank patch
- * (a zero row after the batch's patches) and target the media row of their true one. Seeded from
- * (seed, batch), so a skipped batch needs no masks. */
-static void uform_mask_images_(uform_batcher_t *batcher) {
-    size_t blank = batcher->media_cells[0];
-    memset(batcher->media[0] + blank * uform_patch_length_k, 0, uform_patch_length_k * sizeof(uint16_t));
+/* MLM's media, each masked cell showing its kind's blank (a zero row after the batch's rows) and
+ * targeting the media row of its true vector: of an image's n patches floor(ratio n + u), a uniform
+ * subset; of an audio clip's frames spans, as the bytes' (audio_mask_ratio, audio_mean_span); of a
+ * video's rows x columns positions floor(ratio rows columns + u), each masked at every step (whole
+ * tubes across time). Seeded from (seed, batch), so a skipped batch needs no masks. */
+static void uform_mask_media_(uform_batcher_t *batcher) {
+    for (size_t m = 0; m < uform_media_kinds_k; ++m)
+        if (batcher->media_cells[m])
+            memset(batcher->media[m] + batcher->media_cells[m] * uform_media_values_(m), 0, uform_media_values_(m) * sizeof(uint16_t));
     uform_rng_t rng = {uform_derive_seed_(batcher->seed, uform_image_mask_stream_k, batcher->state.batches - 1)};
     for (size_t j = 0; j < batcher->images; ++j) {
         uform_image_job_t const *job = &batcher->image_jobs[j];
-        if (uform_slice_kind(job->slice) != uform_cell_image_k) continue;
-        size_t n = job->cells;
-        size_t masked = (size_t)floor(batcher->image_mask_ratio * (double)n + uform_rng_uniform(&rng));
-        if (masked > n) masked = n;
-        for (size_t i = 0; i < n && masked; ++i) /* selection sampling: each subset of `masked` equally likely */
-            if (uform_rng_uniform(&rng) * (double)(n - i) < (double)masked) {
-                size_t cell = job->cell + i;
-                batcher->targets[cell] = (int32_t)batcher->values[cell];
-                batcher->values[cell] = (uint32_t)blank;
+        uform_cell_kind_t kind = uform_slice_kind(job->slice);
+        uint32_t blank = (uint32_t)batcher->media_cells[kind - uform_cell_image_k];
+        if (kind == uform_cell_audio_k) {
+            uform_mask_spans_(batcher, job->cell, job->cells, batcher->audio_mask_ratio, batcher->audio_mean_span, blank, &rng);
+            continue;
+        }
+        size_t positions = kind == uform_cell_video_k ? ((job->grid >> 10) & 0x3ff) * (job->grid & 0x3ff) : job->cells;
+        size_t steps = job->cells / positions;
+        double ratio = kind == uform_cell_video_k ? batcher->video_mask_ratio : batcher->image_mask_ratio;
+        size_t masked = (size_t)floor(ratio * (double)positions + uform_rng_uniform(&rng));
+        if (masked > positions) masked = positions;
+        for (size_t i = 0; i < positions && masked; ++i) /* selection sampling: each subset of `masked` equally likely */
+            if (uform_rng_uniform(&rng) * (double)(positions - i) < (double)masked) {
+                for (size_t step = 0; step < steps; ++step) {
+                    size_t cell = job->cell + step * positions + i;
+                    batcher->targets[cell] = (int32_t)batcher->values[cell];
+                    batcher->values[cell] = blank;
+                }
                 masked--;
             }
     }
@@ -605,8 +618,8 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
     batcher->candidates = buffers->candidates, batcher->labels = buffers->labels;
     memcpy(batcher->media, buffers->media, sizeof(batcher->media));
     uform_pack_(batcher, 1);
-    int masks_images = batcher->media_cells[0] && batcher->objective == uform_objective_mlm_k;
-    if (masks_images) uform_mask_images_(batcher);
+    int masks = batcher->images && batcher->objective == uform_objective_mlm_k;
+    if (masks) uform_mask_media_(batcher);
     if (batcher->images) {
         for (size_t j = 0; batcher->cache_slots && j < batcher->images; ++j) {
             uform_cached_image_t const *slot = uform_cache_slot_(batcher, batcher->image_jobs[j].key);
@@ -619,7 +632,7 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
         /* Keep what was decoded while the budget lasts (a failed allocation only skips keeping it). */
         for (size_t j = 0; j < batcher->images; ++j) {
             uform_image_job_t const *job = &batcher->image_jobs[j];
-            size_t values = uform_media_values_[uform_media_of_(job->slice)], bytes = job->cells * values * sizeof(uint16_t);
+            size_t values = uform_media_values_(uform_media_of_(job->slice)), bytes = job->cells * values * sizeof(uint16_t);
             if (job->cached || batcher->cache_bytes + bytes > batcher->cache_limit) continue;
             if (batcher->cache_slots && uform_cache_slot_(batcher, job->key)->patches) continue; /* twice in this batch */
             uint16_t *patches = malloc(bytes);
@@ -641,7 +654,7 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
     };
     for (size_t m = 0; m < uform_media_kinds_k; ++m)
         batch->grid.media[m] = (uform_media_t){.data = batcher->media_cells[m] ? batcher->media[m] : NULL,
-                                               .count = batcher->media_cells[m] + (m == 0 && masks_images ? 1 : 0),
+                                               .count = batcher->media_cells[m] + (masks && batcher->media_cells[m] ? 1 : 0),
                                                .dtype = uform_media_bf16_k};
     return uform_ok_k;
 }
@@ -739,7 +752,7 @@ uform_status_t uform_batch_buffers_create(uform_batcher_t const *batcher, uform_
     buffers->labels = malloc(anchors * candidates + 1);
     int missing = 0;
     for (size_t m = 0; m < uform_media_kinds_k; ++m) {
-        buffers->media[m] = batcher->media_sides[m] ? malloc((cells + 1) * uform_media_values_[m] * sizeof(uint16_t)) : NULL;
+        buffers->media[m] = batcher->media_sides[m] ? malloc((cells + 1) * uform_media_values_(m) * sizeof(uint16_t)) : NULL;
         missing |= batcher->media_sides[m] && !buffers->media[m];
     }
     if (!buffers->kinds || !buffers->values || !buffers->segments || !buffers->positions || (!pairs && !buffers->targets) ||
@@ -784,7 +797,7 @@ static void uform_probe_task_(void *context, size_t index, size_t thread) {
         return;
     }
     /* Decoded already: keep its vectors for the batches while the budget lasts. */
-    size_t values = uform_grid_cells_(slice, grid) * uform_media_values_[uform_media_of_(slice)];
+    size_t values = uform_grid_cells_(slice, grid) * uform_media_values_(uform_media_of_(slice));
     if (!uform_take_budget_(&probe->budget, values * sizeof(uint16_t))) return;
     uint16_t *kept = malloc(values * sizeof(uint16_t));
     if (kept) uform_bf16_from_f32_array(decoded, kept, values);
@@ -796,7 +809,7 @@ static uform_status_t uform_reserve_decoded_(uform_batcher_t *batcher, uform_sli
                                              char const *path) {
     size_t values = batcher->decoded_values;
     for (size_t i = 0; i < count; ++i) {
-        size_t media = uform_media_of_(*slices[i]), needed = batcher->most[media] * uform_media_values_[media];
+        size_t media = uform_media_of_(*slices[i]), needed = batcher->most[media] * uform_media_values_(media);
         values = needed > values ? needed : values;
     }
     if (values == batcher->decoded_values) return uform_ok_k;
@@ -842,7 +855,7 @@ static uform_status_t uform_load_images_(uform_batcher_t *batcher, uform_mixture
         uint16_t *patches = probe.patches[i];
         if (!patches) continue;
         uint64_t key = uform_side_key_((uint32_t)(entry - batcher->sources), corpus, *probe.sides[i]);
-        size_t bytes = uform_grid_cells_(*probe.sides[i], probe.grids[i]) * uform_media_values_[uform_media_of_(*probe.sides[i])] *
+        size_t bytes = uform_grid_cells_(*probe.sides[i], probe.grids[i]) * uform_media_values_(uform_media_of_(*probe.sides[i])) *
                        sizeof(uint16_t);
         if ((batcher->cache_slots && uform_cache_slot_(batcher, key)->patches) || !uform_cache_insert_(batcher, key, patches, bytes))
             free(patches);
@@ -952,6 +965,8 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     size_t const most[uform_media_kinds_k] = {uform_image_patches_k, uform_video_tubes_k, uform_audio_frames_k};
     for (size_t m = 0; m < uform_media_kinds_k; ++m) batcher->most[m] = batcher->columns < most[m] ? batcher->columns : most[m];
     batcher->video_fps = mixture->video_fps > 0 ? mixture->video_fps : uform_video_fps_k;
+    batcher->audio_mask_ratio = mixture->audio_mask_ratio, batcher->audio_mean_span = mixture->audio_mean_span;
+    batcher->video_mask_ratio = mixture->video_mask_ratio;
     batcher->decode_threads = options->decode_threads;
     batcher->cache_limit = options->image_cache_mb == SIZE_MAX ? 0
                            : (options->image_cache_mb ? options->image_cache_mb : (size_t)uform_batcher_image_cache_mb_k) << 20;
@@ -967,7 +982,10 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     uint64_t fingerprint = uform_mix_(options->seed ^ uform_mix_(batcher->rows) ^ uform_mix_(batcher->columns << 8 | batcher->objective));
     fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->mask_ratio)) ^ uform_double_bits_(batcher->mean_span);
     if (batcher->media_sides[0]) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->image_mask_ratio)); /* text runs resume as before */
-    if (batcher->media_sides[1]) fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(batcher->video_fps));
+    if (batcher->media_sides[1])
+        fingerprint = uform_mix_(uform_mix_(fingerprint ^ uform_double_bits_(batcher->video_fps)) ^ uform_double_bits_(batcher->video_mask_ratio));
+    if (batcher->media_sides[2])
+        fingerprint = uform_mix_(uform_mix_(fingerprint ^ uform_double_bits_(batcher->audio_mask_ratio)) ^ uform_double_bits_(batcher->audio_mean_span));
     fingerprint = uform_mix_(fingerprint ^ options->anchors_limit ^ ((uint64_t)uform_batcher_lookahead_k << 48));
     for (size_t s = 0; s < batcher->sources_count; ++s) {
         uform_source_t *entry = &batcher->sources[s];

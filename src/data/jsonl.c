@@ -94,22 +94,30 @@ static uform_status_t uform_parse_line_(uform_corpus_t *corpus, char const *line
     size_t bytes_before = corpus->bytes_count, slices_before = corpus->slices_count;
     uform_record_t record = {.line = number};
     json_t const *text = json_object_get(root, "text"), *query = json_object_get(root, "query");
-    json_t const *image = json_object_get(root, "image");
-    json_t const *clip = json_object_get(root, "audio") ? json_object_get(root, "audio") : json_object_get(root, "video");
+    /* A media record: masked modelling of an image's patches, an audio clip's frames or a video's tubes. */
+    static char const *const media_keys[] = {"image", "audio", "video"};
+    static int const media_kinds[] = {uform_slice_image_path_k, uform_slice_audio_path_k, uform_slice_video_path_k};
+    json_t const *image = NULL;
+    char const *media_key = NULL;
+    int media_kind = 0, media_count = 0;
+    for (size_t k = 0; json_is_object(root) && k < 3; ++k)
+        if (json_object_get(root, media_keys[k]))
+            image = json_object_get(root, media_keys[k]), media_key = media_keys[k], media_kind = media_kinds[k], media_count++;
     json_t const *positives = json_object_get(root, "positives"), *negatives = json_object_get(root, "negatives");
     uform_status_t status = uform_format_k;
     if (!json_is_object(root)) snprintf(problem, problem_capacity, "a record must be a JSON object");
     else if (text && (query || positives || negatives))
         snprintf(problem, problem_capacity, "has 'text' beside 'query', 'positives' or 'negatives'; a record is one or the other");
     else if (image && (text || query || positives || negatives))
-        snprintf(problem, problem_capacity, "has 'image' beside 'text', 'query', 'positives' or 'negatives'; an image record is {\"image\": PATH}");
-    else if (clip && !query)
-        snprintf(problem, problem_capacity, "an audio or video record is a pair's side (masked modelling of audio and video is not built yet)");
-    else if (image) { /* masked modelling of an image's patches */
+        snprintf(problem, problem_capacity, "has '%s' beside 'text', 'query', 'positives' or 'negatives'; a media record is "
+                                            "{\"%s\": PATH}", media_key, media_key);
+    else if (media_count > 1)
+        snprintf(problem, problem_capacity, "has more than one of 'image', 'audio' and 'video'; a media record is one of them");
+    else if (image) {
         record.kind = uform_record_text_k;
         if (!uform_take_string_(corpus, image, &record.text))
-            snprintf(problem, problem_capacity, "'image' must be a non-empty string (a path)");
-        else record.text.image = 1, status = uform_ok_k;
+            snprintf(problem, problem_capacity, "'%s' must be a non-empty string (a path)", media_key);
+        else record.text.image = media_kind, status = uform_ok_k;
     } else if (text) {
         record.kind = uform_record_text_k;
         if (!uform_take_string_(corpus, text, &record.text))

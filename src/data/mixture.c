@@ -112,10 +112,12 @@ static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char co
 static uform_status_t uform_mixture_fill_(uform_mixture_t *mixture, json_t *root) {
     char const *path = mixture->path;
     static char const *const allowed[] = {"objective", "columns", "mask_ratio", "mean_span", "image_mask_ratio",
-                                          "video_fps", "sources", "description", NULL};
+                                          "video_fps", "audio_mask_ratio", "audio_mean_span", "video_mask_ratio",
+                                          "sources", "description", NULL};
     if (!json_is_object(root)) return uform_fail(uform_format_k, "%s: a mixture must be a JSON object", path);
     UFORM_TRY(uform_check_keys_(path, "the mixture", root, allowed,
-                                "objective, columns, mask_ratio, mean_span, image_mask_ratio, video_fps, sources, description"));
+                                "objective, columns, mask_ratio, mean_span, image_mask_ratio, video_fps, audio_mask_ratio, "
+                                "audio_mean_span, video_mask_ratio, sources, description"));
     json_t const *objective = json_object_get(root, "objective");
     if (!json_is_string(objective))
         return uform_fail(uform_format_k, "%s: 'objective' must be one of \"mlm\", \"contrastive\", \"rerank\"", path);
@@ -142,6 +144,10 @@ static uform_status_t uform_mixture_fill_(uform_mixture_t *mixture, json_t *root
     UFORM_TRY(uform_read_number_(path, root, "image_mask_ratio", 0.0, 1.0, 1, &mixture->image_mask_ratio));
     mixture->video_fps = 25.0;
     UFORM_TRY(uform_read_number_(path, root, "video_fps", 0.1, 1000.0, 0, &mixture->video_fps));
+    mixture->audio_mask_ratio = 0.5, mixture->audio_mean_span = 4.0, mixture->video_mask_ratio = 0.75;
+    UFORM_TRY(uform_read_number_(path, root, "audio_mask_ratio", 0.0, 1.0, 1, &mixture->audio_mask_ratio));
+    UFORM_TRY(uform_read_number_(path, root, "audio_mean_span", 1.0, 1e6, 0, &mixture->audio_mean_span));
+    UFORM_TRY(uform_read_number_(path, root, "video_mask_ratio", 0.0, 1.0, 1, &mixture->video_mask_ratio));
 
     json_t *sources = json_object_get(root, "sources");
     if (!json_is_array(sources) || !json_array_size(sources))

@@ -30,6 +30,8 @@ typedef struct uform_mixture_t {
     double mean_span;     /* MLM: mean length of a masked span, 8 */
     double image_mask_ratio; /* MLM: share of each image's patches blanked and reconstructed, 0.5 */
     double video_fps;     /* the rate video sides are sampled at, frames a second (0.1..1000), 25 */
+    double audio_mask_ratio, audio_mean_span; /* MLM: share of each clip's frames masked, 0.5, in spans of mean 4 */
+    double video_mask_ratio; /* MLM: share of each clip's tube positions masked at every step, 0.75 */
     uform_mixture_source_t *sources;
     size_t sources_count;
 } uform_mixture_t;

@@ -190,7 +190,7 @@ uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uin
     uform_part_t part = uform_part_from_name(head);
     if (part == uform_parts_k || part == uform_part_bytes_k || part == uform_part_encoder_k || part == uform_part_siglip_k)
         return uform_fail(uform_invalid_argument_k,
-                          "uform_model_init_head: unknown head '%s' (pool, rerank, mlm or mae; or a frontend: vision, video, audio)", head);
+                          "uform_model_init_head: unknown head '%s' (pool, rerank, mlm, mae, mae_audio or mae_video; or a frontend: vision, video, audio)", head);
     UFORM_TRY(uform_model_attach_(model, part));
     uform_fill_part_(model, part, seed);
     /* The pool's and the reranker's losses share the SigLIP scalars: a new head starts them afresh. */

@@ -59,10 +59,14 @@ static uform_tensor_spec_t const uform_specs_[uform_tensor_kinds_k] = {
     [uform_tensor_siglip_bias_k] = {"siglip.bias", uform_part_siglip_k, uform_extent_one_k, uform_extent_one_k, 0, uform_init_constant_k, 0, -10, 0, 0},
     [uform_tensor_mae_head_k] = {"mae.head", uform_part_mae_k, uform_extent_patch_k, uform_extent_width_k, 2, uform_init_normal_k, 0, 0, uform_stream_after_k, 6},
     [uform_tensor_mae_bias_k] = {"mae.bias", uform_part_mae_k, uform_extent_patch_k, uform_extent_one_k, 1, uform_init_constant_k, 0, 0, 0, 0},
+    [uform_tensor_mae_audio_head_k] = {"mae_audio.head", uform_part_mae_audio_k, uform_extent_frame_k, uform_extent_width_k, 2, uform_init_normal_k, 0, 0, uform_stream_after_k, 7},
+    [uform_tensor_mae_audio_bias_k] = {"mae_audio.bias", uform_part_mae_audio_k, uform_extent_frame_k, uform_extent_one_k, 1, uform_init_constant_k, 0, 0, 0, 0},
+    [uform_tensor_mae_video_head_k] = {"mae_video.head", uform_part_mae_video_k, uform_extent_tube_k, uform_extent_width_k, 2, uform_init_normal_k, 0, 0, uform_stream_after_k, 8},
+    [uform_tensor_mae_video_bias_k] = {"mae_video.bias", uform_part_mae_video_k, uform_extent_tube_k, uform_extent_one_k, 1, uform_init_constant_k, 0, 0, 0, 0},
 };
 
-static char const *const uform_part_names_[uform_parts_k] = {"bytes", "vision", "video", "audio", "encoder",
-                                                             "pool",  "rerank", "mlm",   "siglip", "mae"};
+static char const *const uform_part_names_[uform_parts_k] = {"bytes", "vision", "video", "audio", "encoder", "pool",
+                                                             "rerank", "mlm", "siglip", "mae", "mae_audio", "mae_video"};
 
 char const *uform_part_name(uform_part_t part) { return part < uform_parts_k ? uform_part_names_[part] : "unknown"; }
 
@@ -140,6 +144,17 @@ size_t uform_tensor_index(uform_config_t const *config, uform_tensor_kind_t kind
 }
 
 size_t uform_tensor_count(uform_config_t const *config) { return uform_tensor_list(config, ~0u, NULL); }
+
+static uform_media_info_t const uform_media_infos_[uform_media_kinds_k] = {
+    {uform_patch_values_k, uform_part_vision_k, uform_tensor_vision_patch_k, uform_tensor_vision_bias_k, uform_part_mae_k,
+     uform_tensor_mae_head_k, uform_tensor_mae_bias_k},
+    {uform_tube_values_k, uform_part_video_k, uform_tensor_video_tube_k, uform_tensor_video_bias_k, uform_part_mae_video_k,
+     uform_tensor_mae_video_head_k, uform_tensor_mae_video_bias_k},
+    {uform_frame_values_k, uform_part_audio_k, uform_tensor_audio_frame_k, uform_tensor_audio_bias_k, uform_part_mae_audio_k,
+     uform_tensor_mae_audio_head_k, uform_tensor_mae_audio_bias_k},
+};
+
+uform_media_info_t const *uform_media_info(uform_cell_kind_t kind) { return &uform_media_infos_[kind - uform_cell_image_k]; }
 
 uform_part_t uform_part_of_cell(uform_cell_kind_t kind) {
     switch (kind) {

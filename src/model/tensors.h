@@ -22,7 +22,9 @@ typedef enum uform_part_t {
     uform_part_mlm_k = 7,     /* mlm.head */
     uform_part_siglip_k = 8,  /* siglip.scale, siglip.bias: defaulted when a checkpoint lacks them */
     uform_part_mae_k = 9,     /* mae.head, mae.bias: masked patches' pixels (docs/images.md) */
-    uform_parts_k = 10,
+    uform_part_mae_audio_k = 10, /* mae_audio.head, mae_audio.bias: masked audio frames' samples (docs/audio_video.md) */
+    uform_part_mae_video_k = 11, /* mae_video.head, mae_video.bias: masked tubes' pixels */
+    uform_parts_k = 12,
 } uform_part_t;
 
 #define UFORM_PART(part) (1u << (part))
@@ -59,6 +61,10 @@ typedef enum uform_tensor_kind_t {
     uform_tensor_siglip_bias_k,
     uform_tensor_mae_head_k,
     uform_tensor_mae_bias_k,
+    uform_tensor_mae_audio_head_k,
+    uform_tensor_mae_audio_bias_k,
+    uform_tensor_mae_video_head_k,
+    uform_tensor_mae_video_bias_k,
     uform_tensor_kinds_k,
 } uform_tensor_kind_t;
 
@@ -128,6 +134,19 @@ size_t uform_tensor_count(uform_config_t const *config);
 
 /** Whether a kind repeats in every block. */
 int uform_tensor_per_block(uform_tensor_kind_t kind);
+
+/** What the code knows of a media kind: its vector's width, its frontend's part and two tensors,
+ *  and its masked modelling head's (docs/images.md, docs/audio_video.md). */
+typedef struct uform_media_info_t {
+    size_t values; /* 1024 a patch, 1536 a tube, 320 an audio frame */
+    uform_part_t part;
+    uform_tensor_kind_t weight, bias;
+    uform_part_t mae;
+    uform_tensor_kind_t mae_head, mae_bias;
+} uform_media_info_t;
+
+/** The entry of media cell kind `kind` (image, video or audio). */
+uform_media_info_t const *uform_media_info(uform_cell_kind_t kind);
 
 /** The frontend part that reads cells of `kind`, or uform_parts_k for padding. */
 uform_part_t uform_part_of_cell(uform_cell_kind_t kind);

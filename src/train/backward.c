@@ -225,8 +225,8 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     uform_frontend_trainer_t frontend = {.d_bytes = trainer->embed->gradient, .gemm = uform_frontend_gemm_, .context = trainer};
     for (size_t media = 0; media < uform_media_kinds_k; ++media) {
         uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
-        uform_tensor_t *weight = trainer->by_index[uform_tensor_index(config, uform_frontend_weight(kind), 0)];
-        uform_tensor_t *bias = trainer->by_index[uform_tensor_index(config, uform_frontend_bias(kind), 0)];
+        uform_tensor_t *weight = trainer->by_index[uform_tensor_index(config, uform_media_info(kind)->weight, 0)];
+        uform_tensor_t *bias = trainer->by_index[uform_tensor_index(config, uform_media_info(kind)->bias, 0)];
         frontend.weights[media] = weight ? weight->parameter : NULL, frontend.biases[media] = bias ? bias->parameter : NULL;
         frontend.d_weights[media] = weight ? weight->gradient : NULL, frontend.d_biases[media] = bias ? bias->gradient : NULL;
         frontend.media[media] = trainer->media[media];
@@ -281,17 +281,22 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
             for (size_t k = 0; k < scored; ++k)
                 for (size_t i = 0; i < d; ++i) d_hidden[trainer->scored[k] * d + i] += trainer->d_qkv[k * d + i];
         }
-        /* Masked patches: pred = h mae.head^T + mae.bias against the true pixels (docs/images.md). */
-        size_t masked = trainer->reconstructed_count;
-        losses->reconstructed = masked;
-        if (masked) {
-            for (size_t k = 0; k < masked; ++k)
-                memcpy(trainer->d_attended + k * d, trainer->hidden + trainer->reconstructed[k] * d, d * sizeof(float));
-            uform_linear_forward_(trainer, trainer->mae_head, trainer->d_attended, masked, trainer->predictions);
-            losses->reconstruction = uform_objective_reconstruction(trainer);
-            uform_linear_backward_(trainer, trainer->mae_head, trainer->d_attended, trainer->predictions, masked, trainer->d_qkv);
-            for (size_t k = 0; k < masked; ++k)
-                for (size_t i = 0; i < d; ++i) d_hidden[trainer->reconstructed[k] * d + i] += trainer->d_qkv[k * d + i];
+        /* Masked media cells: pred = h head^T + bias against the true vectors, kind by kind
+         * (docs/images.md, docs/audio_video.md). */
+        losses->reconstructed = 0;
+        for (size_t media = 0; media < uform_media_kinds_k; ++media) {
+            uform_reconstruction_t *r = &trainer->reconstructions[media];
+            uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
+            if (!r->count) continue;
+            uform_tensor_t *head = trainer->by_index[uform_tensor_index(config, uform_media_info(kind)->mae_head, 0)];
+            for (size_t k = 0; k < r->count; ++k)
+                memcpy(trainer->d_attended + k * d, trainer->hidden + r->cells[k] * d, d * sizeof(float));
+            uform_linear_forward_(trainer, head, trainer->d_attended, r->count, r->predictions);
+            losses->reconstruction += uform_objective_reconstruction(trainer, kind);
+            uform_linear_backward_(trainer, head, trainer->d_attended, r->predictions, r->count, trainer->d_qkv);
+            for (size_t k = 0; k < r->count; ++k)
+                for (size_t i = 0; i < d; ++i) d_hidden[r->cells[k] * d + i] += trainer->d_qkv[k * d + i];
+            losses->reconstructed += r->count;
         }
     } else if (options->objective == uform_objective_contrastive_k) {
         uform_objective_siglip(trainer, batch, losses);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/status.h"
+#include "cpu/frontend.h"
 #include "cpu/gemm.h"
 #include "train/trainer.h"
 
@@ -39,18 +40,20 @@ void uform_objective_mlm(uform_trainer_t *trainer, uform_losses_t *losses) {
     losses->mlm = total / (double)scored;
 }
 
-double uform_objective_reconstruction(uform_trainer_t *trainer) {
-    size_t count = trainer->reconstructed_count, values = uform_patch_values_k;
-    float const *bias = trainer->mae_bias->parameter;
-    float *d_bias = trainer->mae_bias->gradient;
+double uform_objective_reconstruction(uform_trainer_t *trainer, uform_cell_kind_t kind) {
+    uform_reconstruction_t *masked = &trainer->reconstructions[kind - uform_cell_image_k];
+    size_t count = masked->count, values = uform_media_info(kind)->values;
+    uform_tensor_t *bias_tensor = trainer->by_index[uform_tensor_index(&trainer->model->config, uform_media_info(kind)->mae_bias, 0)];
+    float const *bias = bias_tensor->parameter;
+    float *d_bias = bias_tensor->gradient;
     double total = 0, scale = 2.0 / ((double)count * (double)values);
 #if defined(UFORM_PLANT_RECONSTRUCTION_HALF)
     scale /= 2; /* planted: d(p - t)^2 / dp taken as (p - t) */
 #endif
     for (size_t k = 0; k < count; ++k) /* in cell order: the sums repeat bitwise */
         for (size_t v = 0; v < values; ++v) {
-            float *prediction = trainer->predictions + k * values + v;
-            double difference = (double)*prediction + bias[v] - trainer->patch_targets[k * values + v];
+            float *prediction = masked->predictions + k * values + v;
+            double difference = (double)*prediction + bias[v] - masked->targets[k * values + v];
             total += difference * difference;
             *prediction = (float)(difference * scale);
             d_bias[v] += *prediction;

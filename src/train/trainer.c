@@ -75,7 +75,8 @@ void uform_trainer_close(uform_trainer_t *trainer) {
                         trainer->d_colbert, trainer->logits, trainer->update};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
     free(trainer->spectral);
-    free(trainer->reconstructed), free(trainer->patch_targets), free(trainer->predictions);
+    for (size_t i = 0; i < uform_media_kinds_k; ++i)
+        free(trainer->reconstructions[i].cells), free(trainer->reconstructions[i].targets), free(trainer->reconstructions[i].predictions);
     for (size_t i = 0; i < uform_media_kinds_k; ++i) free(trainer->media[i]);
     free(trainer->scored), free(trainer->kinds), free(trainer->values), free(trainer->positions), free(trainer->targets);
     free(trainer->destinations), free(trainer->spans);
@@ -99,7 +100,7 @@ static uform_status_t uform_freeze_(uform_trainer_t *trainer, char const *train_
         uform_part_t part = uform_part_from_name(part_name);
         if (part == uform_parts_k)
             return uform_fail(uform_invalid_argument_k, "train_only: unknown part '%.*s' (bytes, vision, video, audio, encoder, "
-                                                        "pool, rerank, mlm, siglip or mae)", (int)length, name);
+                                                        "pool, rerank, mlm, siglip, mae, mae_audio or mae_video)", (int)length, name);
         if (!uform_model_carries(model, part))
             return uform_fail(uform_missing_k, "train_only: the model carries no %s part", part_name);
         trained |= 1u << part;
@@ -253,29 +254,35 @@ static uform_status_t uform_reserve_attention_(uform_trainer_t *trainer, size_t 
     return uform_ok_k;
 }
 
-/* MLM's masked patches: their cells and their true pixels (widened from the batch's media rows). */
-static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, uform_batch_t const *batch, size_t masked,
-                                                   char const *verb) {
-    trainer->reconstructed_count = 0;
-    if (!masked) return uform_ok_k;
-    if (masked > trainer->reconstructed_capacity) {
-        size_t *cells = realloc(trainer->reconstructed, masked * sizeof(size_t));
-        if (cells) trainer->reconstructed = cells;
-        float *targets = cells ? realloc(trainer->patch_targets, masked * uform_patch_values_k * sizeof(float)) : NULL;
-        if (targets) trainer->patch_targets = targets;
-        float *predictions = targets ? realloc(trainer->predictions, masked * uform_patch_values_k * sizeof(float)) : NULL;
-        if (!predictions) return uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu masked patches", verb, masked);
-        trainer->predictions = predictions, trainer->reconstructed_capacity = masked;
-    }
-    uform_media_t const *images = &batch->grid.media[0];
-    for (size_t c = 0; c < trainer->active; ++c) {
-        int32_t target = batch->targets[trainer->destinations[c]];
-        if (trainer->kinds[c] != uform_cell_image_k || target < 0) continue;
-        float *row = trainer->patch_targets + trainer->reconstructed_count * uform_patch_values_k;
-        if (images->dtype == uform_media_bf16_k)
-            uform_f32_from_bf16_array((uint16_t const *)images->data + (size_t)target * uform_patch_values_k, row, uform_patch_values_k);
-        else memcpy(row, (float const *)images->data + (size_t)target * uform_patch_values_k, uform_patch_values_k * sizeof(float));
-        trainer->reconstructed[trainer->reconstructed_count++] = c;
+/* MLM's masked media cells, kind by kind: their cells and their true vectors (widened from the
+ * batch's media rows). */
+static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, uform_batch_t const *batch,
+                                                   size_t const masked[uform_media_kinds_k], char const *verb) {
+    for (size_t media = 0; media < uform_media_kinds_k; ++media) {
+        uform_reconstruction_t *r = &trainer->reconstructions[media];
+        uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
+        size_t values = uform_media_info(kind)->values;
+        r->count = 0;
+        if (!masked[media]) continue;
+        if (masked[media] > r->capacity) {
+            size_t *cells = realloc(r->cells, masked[media] * sizeof(size_t));
+            if (cells) r->cells = cells;
+            float *targets = cells ? realloc(r->targets, masked[media] * values * sizeof(float)) : NULL;
+            if (targets) r->targets = targets;
+            float *predictions = targets ? realloc(r->predictions, masked[media] * values * sizeof(float)) : NULL;
+            if (!predictions) return uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu masked media cells", verb, masked[media]);
+            r->predictions = predictions, r->capacity = masked[media];
+        }
+        uform_media_t const *rows = &batch->grid.media[media];
+        for (size_t c = 0; c < trainer->active; ++c) {
+            int32_t target = batch->targets[trainer->destinations[c]];
+            if (trainer->kinds[c] != kind || target < 0) continue;
+            float *row = r->targets + r->count * values;
+            if (rows->dtype == uform_media_bf16_k)
+                uform_f32_from_bf16_array((uint16_t const *)rows->data + (size_t)target * values, row, values);
+            else memcpy(row, (float const *)rows->data + (size_t)target * values, values * sizeof(float));
+            r->cells[r->count++] = c;
+        }
     }
     return uform_ok_k;
 }
@@ -295,7 +302,7 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
     uform_cells_t const cells = {trainer->kinds, trainer->values, batch->grid.media};
     for (size_t media = 0; media < uform_media_kinds_k; ++media) {
         uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
-        size_t found = uform_frontend_count(&cells, trainer->active, kind), values = uform_frontend_values(kind);
+        size_t found = uform_frontend_count(&cells, trainer->active, kind), values = uform_media_info(kind)->values;
         if (found > trainer->media_capacity[media]) {
             float *grown = realloc(trainer->media[media], found * values * sizeof(float));
             if (!grown) return uform_fail(uform_out_of_memory_k, "%s: cannot hold the batch's %zu media vectors", verb, found);
@@ -312,31 +319,33 @@ static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t
             if (batch->targets[cell] >= 0 && batch->grid.segments[cell] < 0)
                 return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is padding but has target %d", verb, cell,
                                   batch->targets[cell]);
-        size_t scored = 0, masked = 0;
-        uform_media_t const *images = &batch->grid.media[0];
+        static char const *const nouns[uform_media_kinds_k] = {"image patches", "video tubes", "audio frames"};
+        static char const *const cell_names[uform_media_kinds_k] = {"image", "video", "audio"};
+        size_t scored = 0, masked[uform_media_kinds_k] = {0}, masked_total = 0;
         for (size_t c = 0; c < trainer->active; ++c) {
             int32_t target = batch->targets[trainer->destinations[c]];
-            int image = trainer->kinds[c] == uform_cell_image_k;
-            trainer->targets[c] = image ? -1 : target; /* the byte head's targets */
-            if (image && target >= 0) { /* a masked patch: the target is the media row of its true pixels */
-                if ((size_t)target >= images->count)
-                    return uform_fail(uform_invalid_argument_k, "%s: image cell %zu's target names row %d of %zu image rows", verb,
-                                      trainer->destinations[c], target, images->count);
-                if (!trainer->mae_head)
-                    return uform_fail(uform_missing_k, "%s: the batch masks image patches and the model has no mae head "
-                                      "(uform_model_init_head(model, \"mae\", seed))", verb);
-                masked++;
+            uform_cell_kind_t kind = (uform_cell_kind_t)trainer->kinds[c];
+            int media = kind != uform_cell_byte_k;
+            trainer->targets[c] = media ? -1 : target; /* the byte head's targets */
+            if (media && target >= 0) { /* a masked media cell: the target is the media row of its true vector */
+                size_t m = kind - uform_cell_image_k;
+                if ((size_t)target >= batch->grid.media[m].count)
+                    return uform_fail(uform_invalid_argument_k, "%s: %s cell %zu's target names row %d of %zu %s rows", verb,
+                                      cell_names[m], trainer->destinations[c], target, batch->grid.media[m].count, cell_names[m]);
+                uform_part_t head = uform_media_info(kind)->mae;
+                if (!uform_model_carries(trainer->model, head))
+                    return uform_fail(uform_missing_k, "%s: the batch masks %s and the model has no %s head "
+                                      "(uform_model_init_head(model, \"%s\", seed))", verb, nouns[m], uform_part_name(head),
+                                      uform_part_name(head));
+                masked[m]++, masked_total++;
                 continue;
             }
-            if (target < -1 || (image ? target != -1 : target > 255))
+            if (target < -1 || (media ? target != -1 : target > 255))
                 return uform_fail(uform_invalid_argument_k, "%s: target %d at grid cell %zu is outside -1..%s", verb, target,
-                                  trainer->destinations[c], image ? "(a media row)" : "255");
-            if (target >= 0 && trainer->kinds[c] != uform_cell_byte_k)
-                return uform_fail(uform_invalid_argument_k, "%s: grid cell %zu is a media cell but has byte target %d", verb,
-                                  trainer->destinations[c], target);
+                                  trainer->destinations[c], media ? "(a media row)" : "255");
             if (target >= 0) trainer->scored[scored++] = c;
         }
-        if (!scored && !masked) return uform_fail(uform_invalid_argument_k, "%s: the batch has no masked cells to score", verb);
+        if (!scored && !masked_total) return uform_fail(uform_invalid_argument_k, "%s: the batch has no masked cells to score", verb);
         UFORM_TRY(uform_gather_reconstruction_(trainer, batch, masked, verb));
     } else {
         if (!batch->anchors || !batch->anchors_count || !batch->candidates || !batch->candidates_count || !batch->labels)

@@ -27,6 +27,13 @@ typedef union uform_block_tensors_t {
     uform_tensor_t *kinds[uform_block_kinds_k];
 } uform_block_tensors_t;
 
+/** MLM's masked media cells of one kind: their cells, true vectors and the head's predictions
+ *  ([capacity, values]). */
+typedef struct uform_reconstruction_t {
+    size_t *cells, count, capacity;
+    float *targets, *predictions;
+} uform_reconstruction_t;
+
 /** Per-thread scratch of one attention task: probabilities and their gradient. */
 typedef struct uform_attention_scratch_t {
     float *probabilities, *gradient;
@@ -69,9 +76,8 @@ struct uform_trainer_t {
     uint8_t *kinds;
     float *media[uform_media_kinds_k];
     size_t media_capacity[uform_media_kinds_k];
-    /* MLM's masked patches: their cells, true patches and the head's predictions ([capacity, 1024]). */
-    size_t *reconstructed, reconstructed_count, reconstructed_capacity;
-    float *patch_targets, *predictions;
+    /* MLM's masked media cells, by media index (kind - uform_cell_image_k). */
+    uform_reconstruction_t reconstructions[uform_media_kinds_k];
     uint32_t *values;
     int32_t *positions, *targets;
     size_t *destinations;
@@ -87,10 +93,10 @@ uform_tensor_t *uform_trainer_tensor(uform_trainer_t const *trainer, char const 
 /** Loss and gradients of the compacted batch already in the trainer (see backward.c). */
 uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
 
-/** MLM's masked patches: adds mae.bias to `predictions` ([reconstructed_count, 1024], h mae.head^T),
- *  returns the mean squared error against `patch_targets`, leaves its gradient in `predictions` and
- *  adds mae.bias's (objectives.c). */
-double uform_objective_reconstruction(uform_trainer_t *trainer);
+/** MLM's masked cells of media `kind`: adds its mae head's bias (uform_media_info) to their predictions ([count, values],
+ *  h head^T), returns the mean squared error against the targets, leaves its gradient in the
+ *  predictions and adds the bias's (objectives.c). docs/images.md, docs/audio_video.md. */
+double uform_objective_reconstruction(uform_trainer_t *trainer, uform_cell_kind_t kind);
 
 /** The objectives on the heads' outputs: fill losses and d_embeddings / d_colbert / logits' gradient,
  *  and the gradients of siglip.scale and siglip.bias (objectives.c). */

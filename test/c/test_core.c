@@ -169,17 +169,18 @@ static void test_tensor_table(void) {
                               "blocks.0.gate_up", "blocks.0.down", "blocks.1.attn_norm", "blocks.1.qkv", "blocks.1.out",
                               "blocks.1.mlp_norm", "blocks.1.gate_up", "blocks.1.down", "final_norm", "pool.query",
                               "pool.proj", "rerank.proj", "mlm.head", "siglip.scale", "siglip.bias", "mae.head",
-                              "mae.bias"};
+                              "mae.bias", "mae_audio.head", "mae_audio.bias", "mae_video.head", "mae_video.bias"};
     size_t const d = 128, shapes[][3] = {/* rows, columns, rank */
         {258, d, 2}, {d, 1024, 2}, {d, 1, 1}, {d, 1536, 2}, {d, 1, 1}, {d, 320, 2}, {d, 1, 1},
         {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
         {d, 1, 1}, {3 * d, d, 2}, {d, d, 2}, {d, 1, 1}, {8 * d, d, 2}, {d, 4 * d, 2},
-        {d, 1, 1}, {d, 1, 1}, {128, d, 2}, {128, d, 2}, {258, d, 2}, {1, 1, 0}, {1, 1, 0}, {1024, d, 2}, {1024, 1, 1}};
+        {d, 1, 1}, {d, 1, 1}, {128, d, 2}, {128, d, 2}, {258, d, 2}, {1, 1, 0}, {1, 1, 0}, {1024, d, 2}, {1024, 1, 1},
+        {320, d, 2}, {320, 1, 1}, {1536, d, 2}, {1536, 1, 1}};
     size_t count = uform_tensor_list(&config, ~0u, NULL);
     CHECK(count == sizeof(expected) / sizeof(expected[0]) && count == uform_tensor_count(&config));
-    uform_tensor_info_t tensors[32];
+    uform_tensor_info_t tensors[40];
     uform_tensor_list(&config, ~0u, tensors);
-    for (size_t i = 0; i < count && i < 32; ++i) {
+    for (size_t i = 0; i < count && i < 40; ++i) {
         CHECK(!strcmp(tensors[i].name, expected[i]));
         CHECK(tensors[i].rows == shapes[i][0] && tensors[i].columns == shapes[i][1] && tensors[i].rank == shapes[i][2]);
         CHECK(tensors[i].matrix == (shapes[i][2] == 2));

@@ -951,6 +951,56 @@ static void test_av_records(void) {
     }
 }
 
+/* Masked modelling of clips: {"audio": PATH} and {"video": PATH} records; of an audio clip's n frames
+ * floor(r n + u) are masked (spans), of a video's positions floor(r rows columns + u), each at every
+ * step; a masked cell shows its kind's blank (a zero row after the batch's rows) and targets its own
+ * true row; nothing else has a target. */
+static void test_av_masking(void) {
+    /* both 4 cells long, so that longest-first packing takes both */
+    write_wave("four.wav", 1280);  /* 4 frames: 2 masked at 0.5 */
+    write_y4m("four.y4m", 4);      /* 2 steps of 1x2 tubes: 1 position masked at 0.5, at both steps */
+    write_text("av_mlm.jsonl", "{\"audio\": \"four.wav\"}\n{\"video\": \"four.y4m\"}\n");
+    uform_mixture_t mixture = make_mixture("av_mlm.json", "{\"objective\": \"mlm\", \"columns\": 40, \"video_fps\": 5, "
+                                                          "\"audio_mask_ratio\": 0.5, \"audio_mean_span\": 2, "
+                                                          "\"video_mask_ratio\": 0.5, \"sources\": [{\"path\": \"av_mlm.jsonl\"}]}");
+    uform_batcher_options_t options = {.rows = 2, .seed = 5};
+    uform_batcher_t *batcher = NULL;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    size_t clips[2] = {0}, wrong = 0;
+    for (int b = 0; batcher && b < 4; ++b) {
+        uform_batch_t batch;
+        CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+        uform_grid_t const *grid = &batch.grid;
+        for (size_t m = 1; m < 3; ++m) { /* video, audio: the blank row is zeros */
+            uform_media_t const *media = &grid->media[m];
+            size_t values = m == 1 ? 1536 : 320;
+            for (size_t v = 0; media->count && v < values; ++v) wrong += ((uint16_t const *)media->data)[(media->count - 1) * values + v] != 0;
+        }
+        for (size_t cell = 0; cell < grid->rows * grid->columns;) {
+            uint8_t kind = grid->kinds[cell];
+            if (kind != uform_cell_audio_k && kind != uform_cell_video_k) {
+                wrong += batch.targets[cell] >= 0 && kind != uform_cell_byte_k;
+                cell++;
+                continue;
+            }
+            size_t first = cell, masked = 0;
+            uint32_t blank = (uint32_t)grid->media[kind - uform_cell_image_k].count - 1;
+            while (cell < grid->rows * grid->columns && grid->kinds[cell] == kind && grid->segments[cell] == grid->segments[first]) {
+                if (batch.targets[cell] >= 0) masked++, wrong += grid->values[cell] != blank || (uint32_t)batch.targets[cell] >= blank;
+                cell++;
+            }
+            if (kind == uform_cell_audio_k) wrong += cell - first != 4 || masked != 2;
+            else wrong += cell - first != 4 || masked != 2 || (batch.targets[first] >= 0) != (batch.targets[first + 2] >= 0) ||
+                          (batch.targets[first + 1] >= 0) != (batch.targets[first + 3] >= 0);
+            clips[kind == uform_cell_audio_k]++;
+        }
+    }
+    fprintf(stderr, "av masking: %zu video and %zu audio clips, %zu wrong\n", clips[0], clips[1], wrong);
+    CHECK(wrong == 0 && clips[0] && clips[1]);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+}
+
 /* Masked modelling of images: {"image": PATH} records; floor(ratio n + u) of each image's patches
  * show the blank patch (the last media row, all zeros) and target their true row; the same batch
  * twice (a fresh batcher) masks alike. */
@@ -1035,6 +1085,7 @@ int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
     test_image_records();
     test_av_records();
+    test_av_masking();
     test_image_cache();
     test_image_masking();
     test_jsonl_records();

@@ -13,7 +13,7 @@ from reference import VOCABULARY, round_bf16
 
 # Vectors are stored in Float32, matrices in BF16 (SPEC.md section 5).
 VECTOR_NAMES = ("attn_norm", "mlp_norm", "final_norm", "pool.query", "siglip.scale", "siglip.bias", "vision.bias",
-                "video.bias", "audio.bias", "mae.bias")
+                "video.bias", "audio.bias", "mae.bias", "mae_audio.bias", "mae_video.bias")
 PATCH_VALUES = 16 * 16 * 4  # an RGBA patch (SPEC.md section 1)
 TUBE_VALUES = 16 * 16 * 3 * 2  # an RGB tube of two frames
 FRAME_VALUES = 320  # 20 ms of 16 kHz audio
@@ -21,7 +21,7 @@ FRAME_VALUES = 320  # 20 ms of 16 kHz audio
 
 def tensor_shapes(config, frontends=()):
     """Every tensor name of a checkpoint with its shape: bytes, and the `frontends` ("vision",
-    "video", "audio", and the heads "mae")."""
+    "video", "audio", and the heads "mae", "mae_audio", "mae_video")."""
     width, embedding = config["width"], config["embedding_widths"][-1]
     shapes = {"embed.bytes": (VOCABULARY, width)}
     if "vision" in frontends:
@@ -36,6 +36,10 @@ def tensor_shapes(config, frontends=()):
     if "mae" in frontends:  # the masked patches' head (docs/images.md), with the vision frontend
         shapes["mae.head"] = (PATCH_VALUES, width)
         shapes["mae.bias"] = (PATCH_VALUES,)
+    for head, values in (("mae_audio", FRAME_VALUES), ("mae_video", TUBE_VALUES)):  # masked clips' heads (docs/audio_video.md)
+        if head in frontends:
+            shapes[f"{head}.head"] = (values, width)
+            shapes[f"{head}.bias"] = (values,)
     for block in range(config["depth"]):
         prefix = f"blocks.{block}."
         shapes[prefix + "attn_norm"] = (width,)
@@ -81,8 +85,10 @@ def random_tensors(config, seed, attention_gain=1.0, frontends=()):
     for name, shape in tensor_shapes(config, frontends).items():
         if name in ("vision.bias", "video.bias", "audio.bias"):
             values = rng.normal(0.0, 0.5, size=shape)
-        elif name == "mae.bias":
+        elif name in ("mae.bias", "mae_video.bias"):
             values = rng.uniform(0.2, 0.8, size=shape)
+        elif name == "mae_audio.bias":
+            values = rng.uniform(-0.3, 0.3, size=shape)
         elif name.endswith(("attn_norm", "mlp_norm", "final_norm")):
             values = rng.uniform(0.5, 1.5, size=shape)
         elif name == "pool.query":

@@ -69,7 +69,10 @@ def test_trains_on_audio_video_and_captions(build_dir, cli, clips, tmp_path):
         encoded = subprocess.run([cli, "encode", "--model", tmp_path / "run" / "latest", flag, path], capture_output=True,
                                  text=True, check=True)
         assert len(json.loads(encoded.stdout)) == 64
-    check_media_eval(build_dir, tmp_path / "run", clips / "pairs.jsonl", 11, tmp_path)
+    check_media_eval(build_dir, tmp_path / "run", clips / "pairs.jsonl", 11, tmp_path, "--fps", "5")
+    refused = subprocess.run([str(build_dir / "uform_eval"), tmp_path / "run", "--pairs", clips / "pairs.jsonl", "--fps", "0"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "--fps" in refused.stderr, refused.stderr
 
 
 def test_resume_with_clips_is_bit_exact(build_dir, clips, tmp_path):
@@ -90,8 +93,20 @@ def test_broken_clips_are_named_or_skipped(build_dir, clips, tmp_path):
     check_named_or_skipped(build_dir, tmp_path, lines, "broken.wav")
 
 
-def test_audio_records_for_masked_modelling_are_refused(build_dir, clips, tmp_path):
-    (tmp_path / "texts.jsonl").write_text(json.dumps({"audio": str(clips / "a" / "low-0.wav")}) + "\n")
-    (tmp_path / "m.json").write_text(json.dumps({"objective": "mlm", "columns": 128, "sources": [{"path": "texts.jsonl"}]}))
-    run = train(build_dir, tmp_path / "m.json", tmp_path / "run", "--steps", "1", check=False)
-    assert run.returncode != 0 and "texts.jsonl:1:" in run.stderr and "not built yet" in run.stderr, run.stderr
+@pytest.mark.parametrize("kind", ["audio", "video"])
+def test_masked_modelling_of_clips(build_dir, clips, tmp_path, kind):
+    """{"audio": PATH} or {"video": PATH} records beside texts under mlm: the mae_audio or mae_video
+    head is attached and the reconstruction loss falls."""
+    pattern = {"audio": ("a", "*.wav"), "video": ("v", "*.webm")}[kind]
+    records = [{kind: str(path)} for path in sorted((clips / pattern[0]).glob(pattern[1]))]
+    records += [{"text": f"a {name} tone, sampled at sixteen kilohertz"} for name in TONES]
+    (tmp_path / "texts.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (tmp_path / "m.json").write_text(json.dumps({"objective": "mlm", "columns": 128, "video_fps": 5,
+                                                 "sources": [{"path": "texts.jsonl"}]}))
+    run = train(build_dir, tmp_path / "m.json", tmp_path / "run", "--steps", "40")
+    assert f"attaching the mae_{kind} head" in run.stderr, run.stderr
+    reconstruction = [json.loads(line)["reconstruction"] for line in open(tmp_path / "run" / "log.jsonl") if '"reconstruction"' in line]
+    reconstruction = [value for value in reconstruction if value > 0]  # batches that hold a clip
+    assert len(reconstruction) >= 10 and np.mean(reconstruction[-5:]) < 0.8 * np.mean(reconstruction[:5]), reconstruction
+    names = tensors(tmp_path / "run" / "latest" / "model.safetensors")
+    assert {f"mae_{kind}.head", f"mae_{kind}.bias"} <= set(names)

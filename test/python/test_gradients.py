@@ -213,13 +213,16 @@ def test_planted_audio_video_controls_are_rejected(train_checkpoints, name, tens
     assert f"FAIL gradient {tensor}:" in report, f"{name}: {tensor}'s gradient was not rejected:\n{report}"
 
 
-def test_planted_reconstruction_control_is_rejected(train_checkpoints):
-    """The masked patches' loss with its gradient halved: mae.head's and mae.bias's gradients move."""
+@pytest.mark.parametrize("case_name, heads", [("mlm + mae python 64x2", ("mae",)),
+                                              ("mlm + mae audio video python 64x2", ("mae_audio", "mae_video"))])
+def test_planted_reconstruction_control_is_rejected(train_checkpoints, case_name, heads):
+    """The masked cells' loss with its gradient halved: each head's and bias's gradients move."""
     planted = Library(built("libuform_plant_reconstruction_half.so"))
-    case_name = "mlm + mae python 64x2"
     ok, report = tc.check_gradients(planted, train_checkpoints[tc.CASES_BY_NAME[case_name].checkpoint], case_name)
     print(report)
-    assert not ok and "FAIL gradient mae.head:" in report and "FAIL gradient mae.bias:" in report, report
+    assert not ok, report
+    for head in heads:
+        assert f"FAIL gradient {head}.head:" in report and f"FAIL gradient {head}.bias:" in report, report
 
 
 # ---------------------------------------------------------------------------------------------

@@ -67,10 +67,10 @@ def test_trains_on_images_and_captions(build_dir, cli, shapes, tmp_path):
     check_media_eval(build_dir, tmp_path / "run", shapes / "pairs.jsonl", 12, tmp_path)
 
 
-def check_media_eval(build_dir, run, pairs, count, tmp_path):
+def check_media_eval(build_dir, run, pairs, count, tmp_path, *extra):
     """uform_eval ranks media for captions and back: chance is the baseline, no TF-IDF row."""
     report_path = tmp_path / "eval.json"
-    evaluated = subprocess.run([str(build_dir / "uform_eval"), run, "--pairs", pairs, "--quiet", "--json", report_path],
+    evaluated = subprocess.run([str(build_dir / "uform_eval"), run, "--pairs", pairs, "--quiet", "--json", report_path, *extra],
                                capture_output=True, text=True)
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.load(open(report_path))

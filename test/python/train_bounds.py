@@ -127,14 +127,14 @@ def loss_bounds(config, params, batch, objective, losses, b_out):
     if objective.objective == tr.OBJECTIVE_MLM:
         if "logits" in details:
             parts["mlm"] = 2.0 * b_out * float(np.mean(np.linalg.norm(details["logits"], axis=1)))
-        if "predictions" in details:
-            # L = mean (p - t)^2 over M patches of 1024 values; predictions off by |dp| <= b_out |p|
-            # move it by at most (2 / (M 1024)) sum |p - t| |dp| (Cauchy-Schwarz per patch), plus
-            # the Float32 sum of M 1024 squares (M 1024 u L).
-            p, M = details["predictions"], details["predictions"].shape[0]
-            truth = details["patch_truth"]
-            moved = 2.0 * b_out * float(np.sum(np.linalg.norm(p, axis=1) * np.linalg.norm(p - truth, axis=1))) / (M * p.shape[1])
-            parts["reconstruction"] = moved + M * p.shape[1] * UNIT_F32 * losses.reconstruction
+        for p, truth in details.get("reconstructions", {}).values():
+            # Per kind, L = mean (p - t)^2 over M cells of V values (1024 a patch, 1536 a tube, 320
+            # a frame); predictions off by |dp| <= b_out |p| move it by at most (2 / (M V)) sum |p - t|
+            # |dp| (Cauchy-Schwarz per cell), plus the Float32 sum of M V squares (M V u L); the
+            # reconstruction loss sums the kinds, and so does its bound.
+            M, V = p.shape
+            moved = 2.0 * b_out * float(np.sum(np.linalg.norm(p, axis=1) * np.linalg.norm(p - truth, axis=1))) / (M * V)
+            parts["reconstruction"] += moved + M * V * UNIT_F32 * float(np.mean((p - truth) ** 2))
     elif objective.objective == tr.OBJECTIVE_CONTRASTIVE:
         pooled = details["pooled"]
         anchors, candidates = list(map(int, batch.anchors)), list(map(int, batch.candidates))
@@ -169,8 +169,7 @@ def head_gain(config, params, objective, losses):
     if objective.objective == tr.OBJECTIVE_MLM:
         if "logits" in details:
             gains.append(2.0 * float(np.max(np.linalg.norm(details["logits"], axis=1))))
-        if "predictions" in details:  # dL/dp = 2 (p - t) / (M 1024) moves by |dp| / |p - t| relative
-            p, truth = details["predictions"], details["patch_truth"]
+        for p, truth in details.get("reconstructions", {}).values():  # dL/dp = 2 (p - t) / (M V) moves by |dp| / |p - t|
             gains.append(float(np.max(np.linalg.norm(p, axis=1) / np.linalg.norm(p - truth, axis=1))))
     else:
         gains.append(4.0 * scale_of(params))

@@ -94,11 +94,12 @@ def packed_layout(seed, columns=TRAIN_COLUMNS, images=False, av=False):
     return grid
 
 
-def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0, av=False):
+def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0, av=False, clip_fraction=0.0):
     """`fraction` of the byte cells (at least one per text segment) become MASK; targets hold the
     bytes. With `image_fraction`, that share of image cells (at least one per image) shows a blank
     patch (a zero row appended to the media) and targets the media row of its true one; image
-    cells are never scored by the byte head."""
+    cells are never scored by the byte head. With `clip_fraction` (and `av`), that share of audio and
+    of video cells (at least one per clip) shows its kind's blank and targets its true row."""
     grid = packed_layout(seed, images=images, av=av)
     rng = np.random.default_rng(seed + 1000)
     targets = np.full(grid.kinds.shape, -1, dtype=np.int32)
@@ -118,6 +119,16 @@ def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0, av=False):
         masked = (grid.kinds == reference.CELL_IMAGE) & (rng.random(grid.kinds.shape) < image_fraction)
         for row, start, length in reference.grid_segments(grid.kinds, grid.segments):
             if grid.kinds[row, start] == reference.CELL_IMAGE and not masked[row, start : start + length].any():
+                masked[row, start + rng.integers(length)] = True
+        targets[masked] = grid.values[masked]
+        values[masked] = blank
+    for kind in (reference.CELL_AUDIO, reference.CELL_VIDEO) if clip_fraction else ():
+        rows = media[kind]
+        blank = len(rows)
+        media[kind] = np.concatenate([rows, np.zeros((1, rows.shape[1]), dtype=rows.dtype)])
+        masked = (grid.kinds == kind) & (rng.random(grid.kinds.shape) < clip_fraction)
+        for row, start, length in reference.grid_segments(grid.kinds, grid.segments):
+            if grid.kinds[row, start] == kind and not masked[row, start : start + length].any():
                 masked[row, start + rng.integers(length)] = True
         targets[masked] = grid.values[masked]
         values[masked] = blank
@@ -162,6 +173,8 @@ class Case:
         if self.av:
             if self.batch == "mlm":
                 return mlm_batch(self.seed, av=True)
+            if self.batch == "mlm_mae":  # half the frames and tubes blanked and reconstructed through their heads
+                return mlm_batch(self.seed, av=True, clip_fraction=0.5)
             return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), av=True)
         if self.batch == "mlm":
             return mlm_batch(self.seed, images=self.images)
@@ -181,6 +194,7 @@ CHECKPOINTS = {
     "python_vision_64x2": ("python_vision", (64, 2), 17),
     "python_mae_64x2": ("python_mae", (64, 2), 23),
     "python_av_64x2": ("python_av", (64, 2), 31),
+    "python_av_mae_64x2": ("python_av_mae", (64, 2), 37),
 }
 
 Objective = tr.Objective
@@ -204,6 +218,7 @@ CASES = [
     Case("contrastive audio video python 64x2", "python_av_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
          "pairs_with_anchor_candidate", 12, av=True),
     Case("mlm audio video python 64x2", "python_av_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 13, av=True),
+    Case("mlm + mae audio video python 64x2", "python_av_mae_64x2", Objective(tr.OBJECTIVE_MLM), "mlm_mae", 14, av=True),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 
@@ -213,7 +228,8 @@ def make_checkpoint(library, directory, key):
     if kind == "init":
         return init_checkpoint(library, directory, shape, seed)
     frontends = {"python_vision": ("vision",), "python_mae": ("vision", "mae"),
-                 "python_av": ("vision", "video", "audio")}.get(kind, ())
+                 "python_av": ("vision", "video", "audio"),
+                 "python_av_mae": ("vision", "video", "audio", "mae_audio", "mae_video")}.get(kind, ())
     return python_checkpoint(directory, shape[0], shape[1], seed, frontends=frontends)
 
 
@@ -270,8 +286,8 @@ def _outputs(config, params, batch, objective, bf16_inputs):
     details = losses.details
     if "logits" in details:
         pieces.append(details["logits"])
-    if "predictions" in details:
-        pieces.append(details["predictions"])
+    for predictions, _ in details.get("reconstructions", {}).values():
+        pieces.append(predictions)
     if "pooled" in details:
         pieces.extend(e[None, :] for _, e in sorted(details["pooled"].items()))
     if "colbert" in details:

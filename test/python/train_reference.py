@@ -111,6 +111,10 @@ def encode_batch(config, params, batch, wanted=None, bf16_inputs=False):
     return found, hidden
 
 
+# Each media kind's reconstruction head (docs/images.md, docs/audio_video.md).
+RECONSTRUCTION_HEADS = {reference.CELL_IMAGE: "mae", reference.CELL_VIDEO: "mae_video", reference.CELL_AUDIO: "mae_audio"}
+
+
 def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=False):
     """The loss of `batch` under `objective`, as a Losses. `params` maps every tensor name to a
     float64 array; `frozen` (from `frozen_power_vector`) holds the Lipschitz power-iteration vector
@@ -135,11 +139,13 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
     details["hidden"] = hidden
 
     if objective.objective == OBJECTIVE_MLM:
-        # Byte cells with a target: cross-entropy of the byte head. Image cells with a target (the
-        # media row of their true patch; the cell itself shows a blank one): the mean squared
-        # error of mae.head h + mae.bias against those pixels (docs/images.md).
+        # Byte cells with a target: cross-entropy of the byte head. Media cells with a target (the
+        # media row of their true vector; the cell itself shows a blank one): per kind, the mean
+        # squared error of its head's h head^T + bias against those values (docs/images.md,
+        # docs/audio_video.md); the reconstruction loss is their sum.
         targets = np.asarray(batch.targets)
-        entropies, all_logits, errors, all_predictions, all_truth = [], [], [], [], []
+        entropies, all_logits = [], []
+        errors, all_predictions, all_truth = ({kind: [] for kind in RECONSTRUCTION_HEADS} for _ in range(3))
         for index, (row, start, cells) in enumerate(found):
             if hidden[index] is None:
                 continue
@@ -150,25 +156,30 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
                 chosen = span_targets[picked].astype(np.int64)
                 entropies.append(logsumexp(logits) - logits[np.arange(len(picked)), chosen])
                 all_logits.append(logits)
-            masked = np.nonzero((span_targets >= 0) & (span_kinds == reference.CELL_IMAGE))[0]
-            if len(masked):
+            for kind, head in RECONSTRUCTION_HEADS.items():
+                masked = np.nonzero((span_targets >= 0) & (span_kinds == kind))[0]
+                if not len(masked):
+                    continue
                 to_input = reference._Rounding(bf16_inputs).apply
-                predictions = to_input(hidden[index][masked]) @ params["mae.head"].T + params["mae.bias"]
-                truth = np.asarray(batch.media[reference.CELL_IMAGE], dtype=np.float64)[span_targets[masked]]
-                errors.append(np.mean((predictions - truth) ** 2, axis=1))
-                all_predictions.append(predictions)
-                all_truth.append(truth)
+                predictions = to_input(hidden[index][masked]) @ params[f"{head}.head"].T + params[f"{head}.bias"]
+                truth = np.asarray(batch.media[kind], dtype=np.float64)[span_targets[masked]]
+                errors[kind].append(np.mean((predictions - truth) ** 2, axis=1))
+                all_predictions[kind].append(predictions)
+                all_truth[kind].append(truth)
         if entropies:
             entropies = np.concatenate(entropies)
             losses.mlm = float(np.mean(entropies))
             losses.scored = len(entropies)
             details["logits"] = np.concatenate(all_logits)
-        if errors:
-            errors = np.concatenate(errors)
-            losses.reconstruction = float(np.mean(errors))
-            losses.reconstructed = len(errors)
-            details["predictions"] = np.concatenate(all_predictions)
-            details["patch_truth"] = np.concatenate(all_truth)
+        reconstructions = {}
+        for kind in RECONSTRUCTION_HEADS:
+            if errors[kind]:
+                kind_errors = np.concatenate(errors[kind])
+                losses.reconstruction += float(np.mean(kind_errors))
+                losses.reconstructed += len(kind_errors)
+                reconstructions[kind] = (np.concatenate(all_predictions[kind]), np.concatenate(all_truth[kind]))
+        if reconstructions:
+            details["reconstructions"] = reconstructions  # kind -> (predictions, truth)
     elif objective.objective == OBJECTIVE_CONTRASTIVE:
         anchors, candidates = list(map(int, batch.anchors)), list(map(int, batch.candidates))
         labels = np.asarray(batch.labels).reshape(len(anchors), len(candidates))
