@@ -70,11 +70,15 @@ def choose(groups, limit, seed):
 def espeak_runner(espeak, data_path, library_path):
     """synthesize(language, text) -> WAV bytes by espeak-ng at its default rate and pitch."""
     environment = {**os.environ, **({"LD_LIBRARY_PATH": library_path} if library_path else {})}
+    environment.pop("LD_PRELOAD", None)  # a sanitizer run's preload is for our library; espeak-ng hangs under it
     command = [str(espeak), *([f"--path={data_path}"] if data_path else []), "--stdout", "-b", "1"]
 
     def synthesize(language, text):
-        run = subprocess.run([*command, "-v", VOICES.get(language, language), "--", text], capture_output=True,
-                             env=environment)
+        try:
+            run = subprocess.run([*command, "-v", VOICES.get(language, language), "--", text], capture_output=True,
+                                 env=environment, timeout=120)
+        except subprocess.TimeoutExpired:
+            raise av_corpus.MediaError(f"espeak-ng -v {VOICES.get(language, language)} did not finish in 120 s") from None
         if run.returncode != 0 or len(run.stdout) <= 44:
             message = run.stderr.decode(errors="replace").strip()
             raise av_corpus.MediaError(f"espeak-ng -v {VOICES.get(language, language)} gave no speech ({message or 'empty'})")
