@@ -11,9 +11,12 @@
  *  BF16 as the batcher hands them over; t = 0, h = patch row, w = patch column), its positive a
  *  caption of --text random bytes. --pack-pairs 0 packs images and captions into rows first fit, the
  *  longest first; 1 keeps each pair side by side in one row, as the batcher places a record.
+ *  --media av makes the R x C cells of even anchors an audio clip (320-sample frames in [-1, 1], t = h
+ *  = w = the frame) and of odd ones a video clip (16x16x2 RGB tubes in [0, 1], t = 2 ticks a row of
+ *  tubes, h = 0, w = the column): a mixed audio/video/text batch; --media all cycles image, video, audio.
  *
  *      uform_bench_train_cuda [--width 512] [--depth 12] [--rows 16] [--columns 4096] [--segment 4096]
- *                             [--pairs 0] [--text 128] [--image RxC] [--pack-pairs 0|1]
+ *                             [--pairs 0] [--text 128] [--image RxC] [--media image|av|all] [--pack-pairs 0|1]
  *                             [--recompute 0|1] [--kept 0] [--keep-attention 0|1]
  *                             [--cudnn 0|1] [--steps 20] [--ceiling]
  *                             [--deterministic 1] [--tune 2] [--profile] [--trace]
@@ -216,13 +219,22 @@ static void fill_pairs_(uform_cuda_step_t *step, int slot, host_batch_t *h, size
     upload_(step, slot, h, t);
 }
 
-/* Image pairs: where each item sits. Items 0..pairs-1 are the images, pairs..2 pairs-1 the captions. */
+/* Media pairs: where each item sits. Items 0..pairs-1 are the media (images, or clips with --media),
+ * pairs..2 pairs-1 the captions. */
 typedef struct image_layout_t {
     size_t pairs, patch_rows, patch_columns, caption, columns, rows, padding_runs;
     size_t *row_of, *column_of;  /* [2 pairs] */
-    uint16_t *patches;           /* [pool, 1024] BF16 in [0, 1], drawn once */
+    uint16_t *pools[uform_media_kinds_k]; /* each kind's [pool, values] BF16 vectors, drawn once (NULL: unused) */
     size_t pool;
+    char const *mix;             /* "image", "av" or "all": which kind pair i's media is (media_kind_) */
 } image_layout_t;
+
+/* The media kind index (kind - uform_cell_image_k) of pair i under the layout's mix. */
+static size_t media_kind_(image_layout_t const *l, size_t i) {
+    if (!strcmp(l->mix, "av")) return i % 2 ? 1 : 2;
+    if (!strcmp(l->mix, "all")) return i % 3;
+    return 0;
+}
 
 /* Lays the items out and counts the rows: first fit, the longer kind first; or each pair's image and
  * caption side by side in the first row with room for both. */
@@ -230,7 +242,7 @@ static image_layout_t image_layout_(size_t pairs, size_t patch_rows, size_t patc
                                     int pack_pairs) {
     size_t patches = patch_rows * patch_columns, items = 2 * pairs;
     image_layout_t l = {pairs, patch_rows, patch_columns, caption, columns, 0, 0, malloc(items * sizeof(size_t)),
-                        malloc(items * sizeof(size_t)), NULL, 0};
+                        malloc(items * sizeof(size_t)), {NULL, NULL, NULL}, 0, "image"};
     size_t *filled = calloc(items, sizeof(size_t));
     if (!l.row_of || !l.column_of || !filled) { fprintf(stderr, "train_cuda: out of host memory for the layout\n"); exit(1); }
     for (size_t order = 0; order < (pack_pairs ? pairs : items); ++order) {
@@ -258,13 +270,15 @@ static void fill_image_grid_(host_batch_t *h, image_layout_t const *l) {
     for (size_t item = 0; item < 2 * l->pairs; ++item) {
         int image = item < l->pairs;
         size_t first = l->row_of[item] * columns + l->column_of[item], length = image ? patches : l->caption;
+        size_t k = image ? media_kind_(l, item) : 0;
         for (size_t i = 0; i < length; ++i) {
             size_t c = first + i;
-            h->kinds[c] = image ? uform_cell_image_k : uform_cell_byte_k;
+            int32_t *p = h->positions + 3 * c, row = (int32_t)(i / l->patch_columns), column = (int32_t)(i % l->patch_columns);
+            h->kinds[c] = image ? (uint8_t)(uform_cell_image_k + k) : uform_cell_byte_k;
             h->segments[c] = (int32_t)item; /* renumbered below */
-            h->positions[3 * c] = image ? 0 : (int32_t)i;
-            h->positions[3 * c + 1] = (int32_t)(image ? i / l->patch_columns : i);
-            h->positions[3 * c + 2] = (int32_t)(image ? i % l->patch_columns : i);
+            if (!image || k == 2) p[0] = p[1] = p[2] = (int32_t)i; /* texts and audio frames: 1D */
+            else if (k == 0) p[0] = 0, p[1] = row, p[2] = column;
+            else p[0] = 2 * row, p[1] = 0, p[2] = column;
         }
     }
     uint32_t number = 0; /* the batch's segment number of each item, and row-local ids */
@@ -284,15 +298,16 @@ static void fill_image_grid_(host_batch_t *h, image_layout_t const *l) {
         for (size_t j = 0; j < l->pairs; ++j) h->labels[i * l->pairs + j] = i == j;
     h->batch.anchors = h->anchors, h->batch.candidates = h->candidates, h->batch.labels = h->labels;
     h->batch.anchors_count = h->batch.candidates_count = l->pairs;
-    h->batch.grid.media[0] = (uform_media_t){.data = l->patches, .count = l->pool, .dtype = uform_media_bf16_k};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        h->batch.grid.media[k] = (uform_media_t){.data = l->pools[k], .count = l->pools[k] ? l->pool : 0, .dtype = uform_media_bf16_k};
 }
 
 /* One image-pair batch: new caption bytes, and each image cell a pool row that moves with the step. */
 static void fill_images_(uform_cuda_step_t *step, int slot, host_batch_t *h, image_layout_t const *l, size_t t) {
-    size_t cells = l->rows * l->columns, image_cell = 0;
+    size_t cells = l->rows * l->columns, media_cell = 0;
     for (size_t c = 0; c < cells; ++c)
         if (h->kinds[c] == uform_cell_byte_k) h->values[c] = next_() & 255;
-        else if (h->kinds[c] == uform_cell_image_k) h->values[c] = (uint32_t)((image_cell++ + 7919 * t) % l->pool);
+        else if (h->kinds[c] != uform_cell_padding_k) h->values[c] = (uint32_t)((media_cell++ + 7919 * t) % l->pool);
     upload_(step, slot, h, t);
 }
 
@@ -301,12 +316,21 @@ int main(int argc, char **argv) {
     size_t patch_rows = 0, patch_columns = 0;
     int recompute = 0, ceiling = 0, cudnn = 0, profile = 0, deterministic = 1, trace = 0, tune = 2, keep_attention = 0;
     int pack_pairs = 0;
+    char const *mix = "image";
     for (int i = 1; i < argc; ++i) {
         char const *flag = argv[i];
         if (!strcmp(flag, "--ceiling")) { ceiling = 1; continue; }
         if (!strcmp(flag, "--profile")) { profile = 1; continue; }
         if (!strcmp(flag, "--trace")) { trace = 1; continue; }
         if (i + 1 >= argc) { fprintf(stderr, "train_cuda: %s needs a value\n", flag); return 2; }
+        if (!strcmp(flag, "--media")) {
+            mix = argv[++i];
+            if (strcmp(mix, "image") && strcmp(mix, "av") && strcmp(mix, "all")) {
+                fprintf(stderr, "train_cuda: --media is image, av or all, not %s\n", mix);
+                return 2;
+            }
+            continue;
+        }
         if (!strcmp(flag, "--image")) {
             if (sscanf(argv[++i], "%zux%zu", &patch_rows, &patch_columns) != 2 || !patch_rows || !patch_columns) {
                 fprintf(stderr, "train_cuda: --image takes ROWSxCOLUMNS patches, not %s\n", argv[i]);
@@ -337,7 +361,7 @@ int main(int argc, char **argv) {
     double tflops_ceiling = ceiling ? ceiling_() : 0;
     size_t free_before, total;
     CUDA_OK(cudaMemGetInfo(&free_before, &total));
-    size_t patches = patch_rows * patch_columns;
+    size_t patches = patch_rows * patch_columns, config_media[uform_media_kinds_k] = {0};
     image_layout_t layout = {0};
     if (patches && !pairs) { fprintf(stderr, "train_cuda: --image needs --pairs (images train contrastively here)\n"); return 2; }
     if (pairs && patches) {
@@ -348,9 +372,17 @@ int main(int argc, char **argv) {
         }
         layout = image_layout_(pairs, patch_rows, patch_columns, text, columns, pack_pairs);
         layout.pool = pairs * patches < 65536 ? pairs * patches : 65536; /* a row is copied per cell either way */
-        layout.patches = malloc(layout.pool * uform_patch_length_k * sizeof(uint16_t));
-        if (!layout.patches) { fprintf(stderr, "train_cuda: out of host memory for the patches\n"); return 1; }
-        for (size_t e = 0; e < layout.pool * uform_patch_length_k; ++e) layout.patches[e] = bf16_((float)uniform_());
+        layout.mix = mix;
+        for (size_t i = 0; i < pairs && i < 3; ++i) {
+            size_t k = media_kind_(&layout, i), values = k == 0 ? 1024 : k == 1 ? 1536 : 320;
+            if (layout.pools[k]) continue;
+            if (!(layout.pools[k] = malloc(layout.pool * values * sizeof(uint16_t)))) {
+                fprintf(stderr, "train_cuda: out of host memory for the media\n");
+                return 1;
+            }
+            for (size_t e = 0; e < layout.pool * values; ++e) layout.pools[k][e] = bf16_((float)(k == 2 ? 2 * uniform_() - 1 : uniform_()));
+            config_media[k] = pairs * patches;
+        }
         rows = layout.rows, segment = patches > text ? patches : text;
     } else if (pairs) {
         if (!text || columns % text || 2 * pairs * text % columns) {
@@ -367,7 +399,7 @@ int main(int argc, char **argv) {
     if (pairs) {
         config.objective = uform_cuda_contrastive_k;
         config.segments = 2 * pairs + layout.padding_runs, config.anchors = config.candidates = pairs, config.embedding_width = width;
-        config.images = pairs * patches;
+        for (size_t k = 0; k < uform_media_kinds_k; ++k) config.media[k] = config_media[k];
         for (size_t m = 64; m <= width && config.widths_count < 8; m *= 2) config.widths[config.widths_count++] = m;
     }
     uform_cuda_step_t *step;
@@ -389,7 +421,7 @@ int main(int argc, char **argv) {
         void *host = malloc(elements * 4);
         char const *name = tensors[i].name;
         float start = !strcmp(name, "pool.query") ? 0.0f : !strcmp(name, "siglip.scale") ? (float)log(10.0)
-                    : !strcmp(name, "siglip.bias") ? -10.0f : !strcmp(name, "vision.bias") ? 0.0f : 1.0f;
+                    : !strcmp(name, "siglip.bias") ? -10.0f : strstr(name, ".bias") ? 0.0f : 1.0f;
         for (size_t e = 0; e < elements; ++e) {
             float value = (float)((uniform_() + uniform_() + uniform_() - 1.5) * 0.04);
             if (tensors[i].is_matrix) ((uint16_t *)host)[e] = bf16_(value);
@@ -439,11 +471,11 @@ int main(int argc, char **argv) {
     CUDA_OK(cudaGetDeviceProperties(&properties, 0));
     char first_text[32], last_text[32];
     printf("{\"system\": \"uform\", \"objective\": \"%s\", \"pairs\": %zu, \"pairs_per_s\": %.0f, \"text_bytes\": %zu, "
-           "\"patches\": %zu, \"pack_pairs\": %d, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
+           "\"patches\": %zu, \"media\": \"%s\", \"pack_pairs\": %d, \"device\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"columns\": %zu, "
            "\"segment\": %zu, \"recompute\": %d, \"kept_blocks\": %zu, \"keep_attention\": %d, \"cudnn\": %d, \"deterministic\": %d, \"params_M\": %.1f, \"step_ms\": %.2f, \"bytes_per_s\": %.0f, "
            "\"tflops\": %.1f, \"ceiling_tflops\": %.1f, \"mfu\": %.3f, \"arena_GiB\": %.2f, \"peak_GiB\": %.2f, "
            "\"loss_step3\": %s, \"loss_last\": %s, \"attention_plans\": \"%s\"}\n",
-           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, pairs ? text : 0, patches, pack_pairs, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, config.keep_attention, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
+           pairs ? "contrastive" : "mlm", pairs, pairs / elapsed, pairs ? text : 0, patches, patches ? mix : "none", pack_pairs, properties.name, width, depth, rows, columns, segment, recompute, config.kept_blocks, config.keep_attention, cudnn, deterministic, parameters / 1e6, elapsed * 1e3, bytes_per_s,
            tflops, tflops_ceiling, tflops_ceiling > 0 ? tflops / tflops_ceiling : 0,
            uform_cuda_step_device_bytes(step) / 1073741824.0, (double)(free_before - free_after) / 1073741824.0,
            json_number_(first_loss, first_text), json_number_(loss, last_text), uform_cuda_step_attention_plans(step));
@@ -453,7 +485,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_cuda: cuBLASLt plans (%zu split K): %s\n", split, plans);
     }
     uform_cuda_step_destroy(step);
-    free(layout.row_of), free(layout.column_of), free(layout.patches);
+    free(layout.row_of), free(layout.column_of);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) free(layout.pools[k]);
     if (!first_bad && !isfinite(loss)) first_bad = total_steps;
     if (first_bad) fprintf(stderr, "train_cuda: the loss is not finite from step %zu of %zu on\n", first_bad, total_steps);
     return first_bad ? 1 : 0;

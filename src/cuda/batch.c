@@ -14,7 +14,7 @@
  * spans 0..live-1 in uform_forward's numbering (which anchors and candidates use, and whose rows TCR
  * and Lipschitz read), the padding runs the spans after them, and the rest of the capacity length 0;
  * each span is one run of cells, which is what MaxSim reads as a query's or a document's cells.
- * Image cells' patches are copied into the slot as they come: the caller's media buffer need not
+ * Media cells' vectors are copied into the slot as they come: the caller's media buffers need not
  * outlive the call. */
 uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_step_config_t const *config,
                                      uform_batch_t const *batch, char *error, size_t error_size) {
@@ -34,9 +34,8 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
         return uform_cuda_fail(error, error_size, uform_shape_k,
                      "the batch packs %zu texts and %zu padding runs; the step holds %s %zu segments%s", live, padding_runs,
                      config->cudnn_attention ? "exactly" : "at most", capacity, pairs ? " (anchors + candidates + rows)" : "");
-    /* Image cells: their patches packed in cell order, their value PAD (a row the byte lookup may read). */
-    uform_media_t const *media = &grid->media[uform_cell_image_k - uform_cell_image_k];
-    size_t images = 0, masked = 0, row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4);
+    /* Media cells: their vectors packed in cell order, kind by kind, their value PAD (a row the byte lookup may read). */
+    size_t counts[uform_media_kinds_k] = {0}, masked[uform_media_kinds_k] = {0}, any_masked = 0;
     size_t next_text = 0, next_padding = live, next_span = 0;
     runs = uform_runs_begin(grid, 0, grid->rows);
     for (uform_run_t run; uform_runs_next(&runs, &run);) {
@@ -46,58 +45,72 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
             int32_t target = pairs ? -1 : batch->targets[cell];
             uint8_t kind = grid->kinds[cell];
             uint32_t value = grid->values[cell];
-            int image = !run.padding && kind == uform_cell_image_k;
-            if (!run.padding && !image && (kind != uform_cell_byte_k || value >= uform_vocabulary_k))
+            int is_media = !run.padding && kind >= uform_cell_image_k && kind <= uform_cell_audio_k;
+            if (!run.padding && !is_media && (kind != uform_cell_byte_k || value >= uform_vocabulary_k))
                 return uform_cuda_fail(error, error_size, kind == uform_cell_byte_k ? uform_invalid_argument_k : uform_unsupported_k,
-                             "cell %zu is not a byte cell with a value in 0..257 or an image cell (the CUDA step's frontend "
-                             "stage runs bytes and images so far)", cell);
-            if (image && target >= 0) { /* a masked patch: the mae head's reconstruction (docs/images.md) */
-                if (!config->mae)
-                    return uform_cuda_fail(error, error_size, uform_missing_k,
-                                 "image cell %zu is masked (target %d), and the step has no mae head", cell, target);
-                if (!media->data || (size_t)target >= media->count)
+                             "cell %zu is not a byte cell with a value in 0..257 or a media cell (image, video, audio): kind %d",
+                             cell, (int)kind);
+            if (is_media) {
+                size_t k = kind - uform_cell_image_k, held = config->media[k];
+                uform_media_t const *media = &grid->media[k];
+                uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)kind);
+                char const *name = kind == uform_cell_image_k ? "image" : kind == uform_cell_video_k ? "video" : "audio";
+                uform_cuda_batch_media_t const *out = &slot->media[k];
+                size_t row_bytes = info->values * (media->dtype == uform_media_bf16_k ? 2 : 4);
+                if (!held)
+                    return uform_cuda_fail(error, error_size, uform_unsupported_k,
+                                 "cell %zu is an %s cell, and the step has no %s frontend (the model carries no %s)",
+                                 cell, name, uform_part_name(info->part), uform_part_name(info->part));
+                if (!media->data || (media->dtype != uform_media_f32_k && media->dtype != uform_media_bf16_k) ||
+                    (counts[k] && media->dtype != out->counts[1]))
                     return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
-                                 "image cell %zu's target names row %d of %zu image rows", cell, target, media->data ? media->count : 0);
-                if (masked < config->images) /* image cells past the capacity are refused below */
-                    slot->mae_cells[masked] = (uint32_t)cell, memcpy((unsigned char *)slot->mae_rows + masked * row_bytes,
-                           (unsigned char const *)media->data + (size_t)target * row_bytes, row_bytes);
-                masked++, target = -1; /* no byte target: the byte head skips it */
+                                 "%s cell %zu: a %s buffer of %zu rows of dtype %d (Float32 %d or BF16 %d)", name, cell, name,
+                                 media->data ? media->count : 0, (int)media->dtype, (int)uform_media_f32_k, (int)uform_media_bf16_k);
+                if (target >= 0) { /* a masked vector: its head's reconstruction (docs/images.md, docs/audio_video.md) */
+                    if (!config->mae[k])
+                        return uform_cuda_fail(error, error_size, uform_missing_k,
+                                     "%s cell %zu is masked (target %d), and the step has no %s masked modelling head", name,
+                                     cell, target, name);
+                    if ((size_t)target >= media->count)
+                        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                     "%s cell %zu's target names row %d of %zu %s rows", name, cell, target, media->count, name);
+                    if (masked[k] < held) /* cells past the held are refused below */
+                        out->mae_cells[masked[k]] = (uint32_t)cell,
+                        memcpy((unsigned char *)out->mae_rows + masked[k] * row_bytes,
+                               (unsigned char const *)media->data + (size_t)target * row_bytes, row_bytes);
+                    masked[k]++, any_masked++, target = -1; /* no byte target: the byte head skips it */
+                }
+                if (counts[k] == held)
+                    return uform_cuda_fail(error, error_size, uform_shape_k, "the batch has more than %zu %s cells, the step's held",
+                                 held, name);
+                if (value >= media->count)
+                    return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s cell %zu names row %u of %zu %s rows",
+                                 name, cell, value, media->count, name);
+                out->counts[1] = (uint32_t)media->dtype;
+                out->cells[counts[k]] = (uint32_t)cell;
+                memcpy((unsigned char *)out->rows + counts[k] * row_bytes, (unsigned char const *)media->data + value * row_bytes,
+                       row_bytes);
+                counts[k]++;
             }
             if (target < -1 || target > 255 || (run.padding && target >= 0))
                 return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "target %d at cell %zu is not -1..255 on a byte cell",
                              target, cell);
-            if (image) {
-                if (!config->images)
-                    return uform_cuda_fail(error, error_size, uform_unsupported_k,
-                                 "cell %zu is an image cell, and the step has no vision frontend (the model carries no "
-                                 "vision.patch)", cell);
-                if (images == config->images)
-                    return uform_cuda_fail(error, error_size, uform_shape_k, "the batch has more than %zu image cells, the step's capacity",
-                                 config->images);
-                if (!media->data || value >= media->count ||
-                    (media->dtype != uform_media_f32_k && media->dtype != uform_media_bf16_k))
-                    return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
-                                 "image cell %zu names row %u of an image buffer of %zu rows of dtype %d (Float32 %d or BF16 %d)",
-                                 cell, value, media->data ? media->count : 0, (int)media->dtype, (int)uform_media_f32_k,
-                                 (int)uform_media_bf16_k);
-                slot->image_cells[images] = (uint32_t)cell;
-                memcpy((unsigned char *)slot->image_rows + images * row_bytes,
-                       (unsigned char const *)media->data + value * row_bytes, row_bytes);
-                images++;
-            }
             slot->segment_of[cell] = (uint32_t)span;
-            slot->values[cell] = run.padding || image ? uform_pad_k : value;
+            slot->values[cell] = run.padding || is_media ? uform_pad_k : value;
             slot->targets[cell] = target;
             scored += target >= 0;
             memcpy(slot->positions + 3 * cell, grid->positions + 3 * cell, 3 * sizeof(int32_t));
         }
     }
-    slot->images[0] = (uint32_t)images, slot->images[1] = (uint32_t)(images ? media->dtype : uform_media_f32_k);
-    slot->images[2] = (uint32_t)masked;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        if (!config->media[k]) continue;
+        slot->media[k].counts[0] = (uint32_t)counts[k], slot->media[k].counts[2] = (uint32_t)masked[k];
+        if (!counts[k]) slot->media[k].counts[1] = (uint32_t)uform_media_f32_k;
+    }
     size_t spans = pairs ? next_padding : next_span;
     for (size_t s = spans; config->segments && s < capacity; ++s) slot->spans[2 * s] = slot->spans[2 * s + 1] = 0;
     if (!pairs)
-        return scored || masked ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");
+        return scored || any_masked ? uform_ok_k : uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the batch has no masked cells to score");
     size_t anchors = batch->anchors_count, candidates = batch->candidates_count;
     if (!batch->anchors || !anchors || !batch->candidates || !candidates || !batch->labels)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "a pair batch needs anchors, candidates and labels");

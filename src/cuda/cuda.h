@@ -27,47 +27,48 @@ size_t uform_cuda_embed_partials(size_t cells, size_t width);
 uform_status_t uform_cuda_embed_backward(float const *dx, uint32_t const *order, uint32_t const *offsets, size_t cells,
                                          size_t width, float *partials, float *grad, void *stream);
 
-/** The vision frontend around its product (frontend.cu; encoder.h runs them with cuBLASLt's
- *  Y = P vision.patch^T between): a batch's image cells are the first images[0] of `capacity` (both
- *  launches and live count bounded by it; images [2] in device memory: the live count, then the
- *  rows' uform_media_dtype_t), each with its row of x in `cells` [capacity]. patches [capacity,
- *  1024] (BF16) = rows [capacity, 1024] (16x16 RGBA patches, channel-last, Float32 or BF16)
- *  rounded to nearest even, the rows past the live ones 0. */
-uform_status_t uform_cuda_image_patches(void const *rows, uint32_t const *images, size_t capacity, uint16_t *patches,
-                                        void *stream);
+/** The media frontends around their product (frontend.cu; encoder.h runs them with cuBLASLt's
+ *  Y = V W^T between), one media kind at a time: its cells are the first counts[0] of `capacity`
+ *  (both launches and live count bounded by it; counts [2] in device memory: the live count, then
+ *  the rows' uform_media_dtype_t), each with its row of x in `cells` [capacity]. vectors [capacity,
+ *  values] (BF16) = rows [capacity, values] (Float32 or BF16) rounded to nearest even, the rows past
+ *  the live ones 0; `values` is the kind's width (uform_media_info: 1024 a patch, 1536 a tube, 320
+ *  an audio frame; a multiple of 8) and `kind` its uform_cell_kind_t (which the planted controls read). */
+uform_status_t uform_cuda_media_vectors(void const *rows, uint32_t const *counts, size_t capacity, size_t values, int kind,
+                                        uint16_t *vectors, void *stream);
 /** x [cells[i]] = product [i] + bias for each live i (product [capacity, width], Float32); the other rows of x untouched. */
-uform_status_t uform_cuda_image_scatter(float const *product, float const *bias, uint32_t const *cells,
-                                        uint32_t const *images, size_t capacity, size_t width, float *x, void *stream);
+uform_status_t uform_cuda_media_scatter(float const *product, float const *bias, uint32_t const *cells,
+                                        uint32_t const *counts, size_t capacity, size_t width, float *x, void *stream);
 /** d_product [i] = d_x [cells[i]] rounded to BF16 for each live i, 0 past them (d_product [capacity, width]). */
-uform_status_t uform_cuda_image_gather(float const *d_x, uint32_t const *cells, uint32_t const *images, size_t capacity,
+uform_status_t uform_cuda_media_gather(float const *d_x, uint32_t const *cells, uint32_t const *counts, size_t capacity,
                                        size_t width, uint16_t *d_product, void *stream);
-/** bias_grad [width] += the sum over live i of d_x [cells[i]], in pieces of uform_cuda_image_piece_k
- *  rows, each in order, then the pieces in order, into `partials` (uform_cuda_image_bias_partials
+/** bias_grad [width] += the sum over live i of d_x [cells[i]], in pieces of uform_cuda_media_piece_k
+ *  rows, each in order, then the pieces in order, into `partials` (uform_cuda_media_bias_partials
  *  floats of scratch): deterministic. */
-enum { uform_cuda_image_piece_k = 128 };
-size_t uform_cuda_image_bias_partials(size_t capacity, size_t width);
-uform_status_t uform_cuda_image_bias_backward(float const *d_x, uint32_t const *cells, uint32_t const *images,
+enum { uform_cuda_media_piece_k = 128 };
+size_t uform_cuda_media_bias_partials(size_t capacity, size_t width);
+uform_status_t uform_cuda_media_bias_backward(float const *d_x, uint32_t const *cells, uint32_t const *counts,
                                               size_t capacity, size_t width, float *partials, float *bias_grad,
                                               void *stream);
 
-/** The mae head's kernels (frontend.cu; docs/images.md, "Masked image modelling"): a batch's masked
- *  patches are the first images[2] of `capacity` (images [3] in device memory: the live image cells,
- *  the rows' uform_media_dtype_t, the masked patches), each with its cell in `cells` [capacity] and
- *  its true patch in `targets` [capacity, 1024] of that dtype. gathered [i] = h [cells[i]] (BF16
- *  rows of `width`) for each masked i, 0 past them. */
-uform_status_t uform_cuda_mae_gather(uint16_t const *h, uint32_t const *cells, uint32_t const *images, size_t capacity,
+/** The masked modelling heads' kernels (frontend.cu; docs/images.md, "Masked image modelling",
+ *  docs/audio_video.md): one media kind's masked vectors are the first counts[2] of `capacity`
+ *  (counts [3] in device memory: the live cells, the rows' uform_media_dtype_t, the masked ones),
+ *  each with its cell in `cells` [capacity] and its true values in `targets` [capacity, values] of
+ *  that dtype. gathered [i] = h [cells[i]] (BF16 rows of `width`) for each masked i, 0 past them. */
+uform_status_t uform_cuda_mae_gather(uint16_t const *h, uint32_t const *cells, uint32_t const *counts, size_t capacity,
                                      size_t width, uint16_t *gathered, void *stream);
 /** With e = predictions [i, v] + bias [v] - targets [i, v] over the M masked rows (predictions
- *  [capacity, 1024], Float32): d_predictions [i, v] = BF16(2 e / (M 1024)) (0 past them); bias_grad
- *  [1024] += the Float32 sum of those gradients over i; loss [0] = sum e^2 / (M 1024), 0 with M = 0.
- *  Sums in pieces of uform_cuda_image_piece_k rows, each in order, then the pieces in order
- *  (`partials`: uform_cuda_mae_partials(capacity) floats): deterministic. */
-size_t uform_cuda_mae_partials(size_t capacity);
-uform_status_t uform_cuda_mae_loss(float const *predictions, float const *bias, void const *targets, uint32_t const *images,
-                                   size_t capacity, uint16_t *d_predictions, float *partials, float *bias_grad, float *loss,
-                                   void *stream);
+ *  [capacity, values], Float32): d_predictions [i, v] = BF16(2 e / (M values)) (0 past them);
+ *  bias_grad [values] += the Float32 sum of those gradients over i; loss [0] = sum e^2 / (M values),
+ *  0 with M = 0. Sums in pieces of uform_cuda_media_piece_k rows, each in order, then the pieces in
+ *  order (`partials`: uform_cuda_mae_partials(capacity, values) floats): deterministic. */
+size_t uform_cuda_mae_partials(size_t capacity, size_t values);
+uform_status_t uform_cuda_mae_loss(float const *predictions, float const *bias, void const *targets, uint32_t const *counts,
+                                   size_t capacity, size_t values, uint16_t *d_predictions, float *partials,
+                                   float *bias_grad, float *loss, void *stream);
 /** d_h [cells[i]] += d_gathered [i] for each masked i (Float32 rows of `width`); cells are distinct. */
-uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t const *cells, uint32_t const *images,
+uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t const *cells, uint32_t const *counts,
                                           size_t capacity, size_t width, float *d_h, void *stream);
 
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */

@@ -11,40 +11,50 @@
     } while (0)
 
 uform_status_t uform_cuda_frontend_forward(uform_cuda_gemm_t *g, uform_cuda_frontend_t const *frontend,
-                                           uform_cuda_images_t const *images, uint32_t const *values, size_t n, size_t d,
+                                           uform_cuda_media_t const *media, uint32_t const *values, size_t n, size_t d,
                                            float *x, void *s) {
     TRY(uform_cuda_embed_forward(frontend->bytes, values, n, d, x, s));
-    if (!images || !images->capacity) return uform_ok_k;
-    if (!frontend->vision_patch) return uform_cuda_note(uform_missing_k, "frontend_forward: image cells, and no vision.patch");
-    size_t m = images->capacity, p = uform_patch_values_k;
-    TRY(uform_cuda_image_patches(images->rows, images->counts, m, images->patches, s));
-    TRY(uform_cuda_gemm(g, 0, 1, m, d, p, images->patches, p, frontend->vision_patch, p, NULL, images->product, d, 1, s));
-    return uform_cuda_image_scatter(images->product, frontend->vision_bias, images->cells, images->counts, m, d, x, s);
+    for (size_t k = 0; media && k < uform_media_kinds_k; ++k) {
+        uform_cuda_media_t const *m = &media[k];
+        if (!m->capacity) continue;
+        uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + k);
+        uform_media_info_t const *info = uform_media_info(kind);
+        if (!frontend->weights[k])
+            return uform_cuda_note(uform_missing_k, "frontend_forward: %s cells, and no %s frontend", uform_part_name(info->part),
+                                   uform_part_name(info->part));
+        size_t p = info->values;
+        TRY(uform_cuda_media_vectors(m->rows, m->counts, m->capacity, p, (int)kind, m->vectors, s));
+        TRY(uform_cuda_gemm(g, 0, 1, m->capacity, d, p, m->vectors, p, frontend->weights[k], p, NULL, m->product, d, 1, s));
+        TRY(uform_cuda_media_scatter(m->product, frontend->biases[k], m->cells, m->counts, m->capacity, d, x, s));
+    }
+    return uform_ok_k;
 }
 
-uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *g, uform_cuda_images_t const *images, float const *d_x,
+uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *g, uform_cuda_media_t const *media, float const *d_x,
                                             uint32_t const *order, uint32_t const *offsets, size_t n, size_t d,
                                             float *partials, uform_cuda_frontend_gradients_t const *gradients, void *s) {
     TRY(uform_cuda_embed_backward(d_x, order, offsets, n, d, partials, gradients->bytes, s));
-    if (!images || !images->capacity) return uform_ok_k;
-    size_t m = images->capacity, p = uform_patch_values_k;
-    TRY(uform_cuda_image_gather(d_x, images->cells, images->counts, m, d, images->d_product, s));
-    /* d vision.patch [d, 1024] = dY^T P over the capacity's rows, those past the live ones 0 in both;
-     * written, not added, so that cuBLASLt's tuning may replay it. */
-    TRY(uform_cuda_gemm(g, 1, 0, d, p, m, images->d_product, d, images->patches, p, NULL, gradients->vision_patch, p, 1,
-                        s));
-    return uform_cuda_image_bias_backward(d_x, images->cells, images->counts, m, d, images->partials,
-                                          gradients->vision_bias, s);
+    for (size_t k = 0; media && k < uform_media_kinds_k; ++k) {
+        uform_cuda_media_t const *m = &media[k];
+        if (!m->capacity) continue;
+        size_t p = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->values;
+        TRY(uform_cuda_media_gather(d_x, m->cells, m->counts, m->capacity, d, m->d_product, s));
+        /* dW [d, values] = dY^T V over the capacity's rows, those past the live ones 0 in both;
+         * written, not added, so that cuBLASLt's tuning may replay it. */
+        TRY(uform_cuda_gemm(g, 1, 0, d, p, m->capacity, m->d_product, d, m->vectors, p, NULL, gradients->weights[k], p, 1, s));
+        TRY(uform_cuda_media_bias_backward(d_x, m->cells, m->counts, m->capacity, d, m->partials, gradients->biases[k], s));
+    }
+    return uform_ok_k;
 }
 
 uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *g, uform_cuda_mae_t const *mae, uint16_t const *h, size_t d,
                                    float *loss, float *d_h, void *s) {
     if (!mae->capacity) return uform_ok_k;
-    size_t m = mae->capacity, p = uform_patch_values_k;
+    size_t m = mae->capacity, p = mae->values;
     TRY(uform_cuda_mae_gather(h, mae->cells, mae->counts, m, d, mae->gathered, s));
     TRY(uform_cuda_gemm(g, 0, 1, m, p, d, mae->gathered, d, mae->head, d, NULL, mae->predictions, p, 1, s));
-    TRY(uform_cuda_mae_loss(mae->predictions, mae->bias, mae->targets, mae->counts, m, mae->d_predictions, mae->partials,
-                            mae->bias_grad, loss, s));
+    TRY(uform_cuda_mae_loss(mae->predictions, mae->bias, mae->targets, mae->counts, m, p, mae->d_predictions,
+                            mae->partials, mae->bias_grad, loss, s));
     /* Over the capacity's rows; those past the masked ones are 0 in both operands. */
     TRY(uform_cuda_gemm(g, 1, 0, p, d, m, mae->d_predictions, p, mae->gathered, d, NULL, mae->head_grad, d, 1, s));
     TRY(uform_cuda_gemm(g, 0, 0, m, d, p, mae->d_predictions, p, mae->head, d, NULL, mae->d_gathered, d, 1, s));

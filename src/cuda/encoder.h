@@ -16,47 +16,48 @@
 extern "C" {
 #endif
 
-/** The frontend tensors on the device. The media frontends add their tensors here and their cases
- *  to the two calls below, and nowhere else. */
+/** The frontend tensors on the device, the media ones by kind (media [kind - uform_cell_image_k]).
+ *  A new frontend adds its tensors here and its case to the two calls below, and nowhere else. */
 typedef struct uform_cuda_frontend_t {
-    uint16_t const *bytes;        /* embed.bytes [258, d], BF16 */
-    uint16_t const *vision_patch; /* vision.patch [d, 1024], BF16; NULL: no vision frontend */
-    float const *vision_bias;     /* vision.bias [d] */
+    uint16_t const *bytes;                           /* embed.bytes [258, d], BF16 */
+    uint16_t const *weights[uform_media_kinds_k];    /* vision.patch [d, 1024], video.tube [d, 1536], audio.frame
+                                                      * [d, 320], BF16; NULL: the model lacks that frontend */
+    float const *biases[uform_media_kinds_k];        /* vision.bias, video.bias, audio.bias [d] */
 } uform_cuda_frontend_t;
 
-/** A pass's image cells on the device (cuda.h's image entries): `capacity` sizes every launch and
- *  product (0: no image cells, nothing launched), counts [2] (device) holds the live count and the
- *  rows' uform_media_dtype_t; cells [capacity] each live image cell's row of x, rows [capacity, 1024]
- *  its patch. The rest is scratch the frontend writes: patches, the BF16 operand the backward's
- *  product reads again; product and d_product, the product's output and the backward's operand. */
-typedef struct uform_cuda_images_t {
+/** A pass's cells of one media kind on the device (cuda.h's media entries): `capacity` sizes every
+ *  launch and product (0: no such cells, nothing launched), counts [2] (device) holds the live count
+ *  and the rows' uform_media_dtype_t; cells [capacity] each live cell's row of x, rows [capacity,
+ *  values] its vector. The rest is scratch the frontend writes: vectors, the BF16 operand the
+ *  backward's product reads again; product and d_product, the product's output and the backward's operand. */
+typedef struct uform_cuda_media_t {
     size_t capacity;
     uint32_t const *counts, *cells;
     void const *rows;
-    uint16_t *patches;   /* [capacity, 1024] BF16 */
+    uint16_t *vectors;   /* [capacity, values] BF16 */
     float *product;      /* [capacity, width] Float32 */
     uint16_t *d_product; /* [capacity, width] BF16; the backward only */
-    float *partials;     /* uform_cuda_image_bias_partials(capacity, width) floats; the backward only */
-} uform_cuda_images_t;
+    float *partials;     /* uform_cuda_media_bias_partials(capacity, width) floats; the backward only */
+} uform_cuda_media_t;
 
-/** The frontend tensors' gradients (Float32): embed.bytes and vision.bias added into, vision.patch
- *  written (as the step's weight products write theirs); vision's NULL without the frontend. */
+/** The frontend tensors' gradients (Float32): embed.bytes and the biases added into, the media
+ *  weights written (as the step's weight products write theirs); a kind's NULL without its frontend. */
 typedef struct uform_cuda_frontend_gradients_t {
-    float *bytes, *vision_patch, *vision_bias;
+    float *bytes, *weights[uform_media_kinds_k], *biases[uform_media_kinds_k];
 } uform_cuda_frontend_gradients_t;
 
-/** x [cells, width] (Float32) = each cell's frontend vector: byte cells a row of embed.bytes (an
- *  image cell's value must name a row too, PAD, which the image case then overwrites), image cells
- *  vision.patch p + vision.bias with p rounded to BF16 and the product through cuBLASLt. `images`
- *  NULL or of capacity 0: bytes alone. */
+/** x [cells, width] (Float32) = each cell's frontend vector: byte cells a row of embed.bytes (a media
+ *  cell's value must name a row too, PAD, which its kind's case then overwrites), media cells W v + b
+ *  with v rounded to BF16 and the product through cuBLASLt, kind by kind. `media` [uform_media_kinds_k]
+ *  (by kind; a capacity of 0: none of that kind) or NULL: bytes alone. */
 uform_status_t uform_cuda_frontend_forward(uform_cuda_gemm_t *gemm, uform_cuda_frontend_t const *frontend,
-                                           uform_cuda_images_t const *images, uint32_t const *values, size_t cells,
+                                           uform_cuda_media_t const *media, uint32_t const *values, size_t cells,
                                            size_t width, float *x, void *stream);
 /** The frontend tensors' gradients from dL/dx [cells, width]: embed.bytes by the byte cells' order
- *  and offsets (uform_cuda_batch_finish's counting sort, which leaves image cells out), and with
- *  images d vision.patch = dY^T P (dY the image cells' rows of dL/dx in BF16) and d vision.bias +=
- *  the rows of dY's Float32 source: all deterministic. */
-uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_images_t const *images, float const *d_x,
+ *  and offsets (uform_cuda_batch_finish's counting sort, which leaves media cells out), and for each
+ *  media kind present dW = dY^T V (dY its cells' rows of dL/dx in BF16) and db += the rows of dY's
+ *  Float32 source: all deterministic. */
+uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_media_t const *media, float const *d_x,
                                             uint32_t const *order, uint32_t const *offsets, size_t cells, size_t width,
                                             float *partials, uform_cuda_frontend_gradients_t const *gradients,
                                             void *stream);
@@ -74,29 +75,31 @@ typedef struct uform_cuda_block_buffers_t {
     float *scales1, *log_sums, *middle, *scales2;                    /* Float32 */
 } uform_cuda_block_buffers_t;
 
-/** The mae head on the device (docs/images.md, "Masked image modelling"): `capacity` sizes every
- *  launch and product (0: nothing launched); counts [3] (device) the live image cells, the rows'
- *  uform_media_dtype_t and the masked patches; cells [capacity] each masked patch's cell, targets
- *  [capacity, 1024] its true pixels in that dtype. The rest is scratch the head writes. */
+/** A masked modelling head on the device (docs/images.md, "Masked image modelling";
+ *  docs/audio_video.md): mae, mae_video or mae_audio over its kind's masked vectors of `values`
+ *  (1024, 1536, 320). `capacity` sizes every launch and product (0: nothing launched); counts [3]
+ *  (device) the kind's live cells, the rows' uform_media_dtype_t and the masked vectors; cells
+ *  [capacity] each masked vector's cell, targets [capacity, values] its true values in that dtype.
+ *  The rest is scratch the head writes. */
 typedef struct uform_cuda_mae_t {
-    size_t capacity;
+    size_t capacity, values;
     uint32_t const *counts, *cells;
     void const *targets;
-    uint16_t const *head; /* mae.head [1024, d], BF16 */
-    float const *bias;    /* mae.bias [1024] */
-    float *head_grad;     /* written, as the step's weight products write theirs */
-    float *bias_grad;     /* added into */
-    uint16_t *gathered;   /* [capacity, d] BF16: the masked cells' rows of h */
-    float *predictions;   /* [capacity, 1024] */
-    uint16_t *d_predictions; /* [capacity, 1024] BF16 */
-    float *d_gathered;    /* [capacity, d] */
-    float *partials;      /* uform_cuda_mae_partials(capacity) floats */
+    uint16_t const *head;    /* the head [values, d], BF16 */
+    float const *bias;       /* its bias [values] */
+    float *head_grad;        /* written, as the step's weight products write theirs */
+    float *bias_grad;        /* added into */
+    uint16_t *gathered;      /* [capacity, d] BF16: the masked cells' rows of h */
+    float *predictions;      /* [capacity, values] */
+    uint16_t *d_predictions; /* [capacity, values] BF16 */
+    float *d_gathered;       /* [capacity, d] */
+    float *partials;         /* uform_cuda_mae_partials(capacity, values) floats */
 } uform_cuda_mae_t;
 
-/** The mae head forward and back from h [cells, width] (BF16, the final norm's output): p = h
- *  mae.head^T + mae.bias on each masked cell, loss [0] = the mean squared error against the true
- *  pixels, mae.head's and mae.bias's gradients, and dL/dh added into d_h [cells, width] (Float32)
- *  at the masked cells. */
+/** A masked modelling head forward and back from h [cells, width] (BF16, the final norm's output):
+ *  p = h head^T + bias on each masked cell, loss [0] = the mean squared error against the true
+ *  values, the head's and bias's gradients, and dL/dh added into d_h [cells, width] (Float32) at the
+ *  masked cells. */
 uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *gemm, uform_cuda_mae_t const *mae, uint16_t const *h, size_t width,
                                    float *loss, float *d_h, void *stream);
 

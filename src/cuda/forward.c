@@ -22,7 +22,7 @@ enum {
     logits_stride_k = 264,        /* rows of the logits 16-byte aligned for the product, as in step.c */
     gemm_workspace_k = 32 << 20,  /* cuBLASLt's workspace */
     capacity_quantum_k = 1024,    /* activations grow in steps of this many cells */
-    image_quantum_k = 256,        /* the image launches and product take the image cells rounded up to this */
+    media_quantum_k = 256,        /* a media kind's launches and product take its cells rounded up to this */
     attention_plans_k = 8,        /* cuDNN attention plans kept, one per shape bucket */
     plan_quantum_k = 64,          /* the smallest bucket of either plan dimension */
     cudnn_longest_k = 256,        /* by default cuDNN runs passes whose longest bucket is at least this (docs/cuda.md) */
@@ -37,6 +37,18 @@ typedef struct attention_plan_t {
     int refused;
 } attention_plan_t;
 
+/* One media kind's cells of a pass: one allocation for `capacity` of them, taken when a pass first
+ * has such cells and grown as the activations are; their cells and vectors gathered on the host in
+ * `staging`. */
+typedef struct forward_media_t {
+    size_t capacity, staging_bytes;
+    unsigned char *memory;
+    uint32_t *counts, *cells;
+    void *rows, *staging;
+    uint16_t *vectors;
+    float *product;
+} forward_media_t;
+
 struct uform_cuda_forward_t {
     int device;
     cudaStream_t stream;
@@ -46,8 +58,8 @@ struct uform_cuda_forward_t {
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uform_cuda_block_weights_t *blocks;
-    uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *vision_patch;
-    float *final_norm, *pool_query, *vision_bias;
+    uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
+    float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
     /* Activations for `capacity` cells (segments are at most cells), one allocation. */
     size_t capacity;
     unsigned char *activations;
@@ -60,15 +72,9 @@ struct uform_cuda_forward_t {
     /* Host staging: the segment tables going up, outputs coming down to be scattered. */
     void *staging;
     size_t staging_bytes;
-    /* The image cells of a pass (encoder.h's uform_cuda_images_t), one allocation for `images_capacity`
-     * of them, taken when a pass first has image cells and grown as the activations are; their cells and
-     * patches gathered on the host in `image_staging`. */
-    size_t images_capacity, image_staging_bytes;
-    unsigned char *images_memory;
-    uint32_t *image_counts, *image_cells;
-    void *image_rows, *image_staging;
-    uint16_t *patches;
-    float *patch_product;
+    /* Each media kind's cells of a pass (encoder.h's uform_cuda_media_t). */
+    forward_media_t media[uform_media_kinds_k];
+    size_t growing; /* the media kind media_layout_ lays out */
     /* Attention through cuDNN where the build has it, for passes of long segments (1), or every pass when
      * UFORM_CUDA_ATTENTION=cudnn pins it (2); 0: attention.cu's kernels always (no cuDNN, or pinned =ours).
      * Plans by shape bucket, the spans padded with empty segments to the bucket's count. */
@@ -127,7 +133,10 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
     context->final_norm = AT_(uform_tensor_final_norm_k, 0);
     context->pool_query = AT_(uform_tensor_pool_query_k, 0), context->pool_proj = AT_(uform_tensor_pool_proj_k, 0);
     context->rerank_proj = AT_(uform_tensor_rerank_proj_k, 0), context->mlm_head = AT_(uform_tensor_mlm_head_k, 0);
-    context->vision_patch = AT_(uform_tensor_vision_patch_k, 0), context->vision_bias = AT_(uform_tensor_vision_bias_k, 0);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        context->media_weights[k] = AT_(info->weight, 0), context->media_biases[k] = AT_(info->bias, 0);
+    }
 #undef AT_
 }
 
@@ -253,7 +262,7 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     cudaSetDevice(context->device);
     if (context->stream) cudaStreamSynchronize(context->stream);
     cudaFree(context->activations);
-    cudaFree(context->images_memory);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) cudaFree(context->media[k].memory), free(context->media[k].staging);
     cudaFree(context->weights);
     cudaFree(context->plan_spans);
     plans_destroy_(context);
@@ -262,7 +271,6 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     free(context->blocks);
     free(context->tensors);
     free(context->staging);
-    free(context->image_staging);
     free(context);
 }
 
@@ -277,9 +285,10 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     size_t widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
     if (d != context->width || widest != context->widest || model->config.colbert_width != context->colbert_width) {
         cudaFree(context->activations); /* laid out for other shapes: taken again at the next pass */
-        cudaFree(context->images_memory);
-        context->activations = context->images_memory = NULL;
-        context->capacity = context->images_capacity = 0;
+        context->activations = NULL;
+        context->capacity = 0;
+        for (size_t k = 0; k < uform_media_kinds_k; ++k)
+            cudaFree(context->media[k].memory), context->media[k].memory = NULL, context->media[k].capacity = 0;
     }
     context->width = d, context->depth = model->config.depth;
     context->widest = widest, context->colbert_width = model->config.colbert_width;
@@ -362,58 +371,81 @@ static uform_status_t reserve_(uform_cuda_forward_t *context, size_t cells, char
                  &context->staging_bytes, row_bytes, "cells", error, error_size);
 }
 
-static void images_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t capacity) {
-    context->image_counts = take_(layout, 2 * 4);
-    context->image_cells = take_(layout, capacity * 4);
-    context->image_rows = take_(layout, capacity * uform_patch_values_k * 4);
-    context->patches = take_(layout, capacity * uform_patch_values_k * 2);
-    context->patch_product = take_(layout, capacity * context->width * 4);
+/* Lays out media kind `context->growing`'s buffers for `capacity` cells. */
+static void media_layout_(uform_cuda_forward_t *context, layout_t *layout, size_t capacity) {
+    forward_media_t *m = &context->media[context->growing];
+    size_t values = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + context->growing))->values;
+    m->counts = take_(layout, 2 * 4);
+    m->cells = take_(layout, capacity * 4);
+    m->rows = take_(layout, capacity * values * 4);
+    m->vectors = take_(layout, capacity * values * 2);
+    m->product = take_(layout, capacity * context->width * 4);
 }
 
-/* Makes the image buffers hold `images` image cells, and the host staging their cells and patches. */
-static uform_status_t reserve_images_(uform_cuda_forward_t *context, size_t images, char *error, size_t error_size) {
-    return grow_(context, &context->images_memory, &context->images_capacity, images_layout_, images,
-                 &context->image_staging, &context->image_staging_bytes, 4 + uform_patch_values_k * 4, "image cells", error,
-                 error_size);
+/* Makes media kind k's buffers hold `count` cells, and the host staging their cells and vectors. */
+static uform_status_t reserve_media_(uform_cuda_forward_t *context, size_t k, size_t count, char *error, size_t error_size) {
+    forward_media_t *m = &context->media[k];
+    uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+    char what[32];
+    snprintf(what, sizeof(what), "%s cells", uform_part_name(info->part));
+    context->growing = k;
+    return grow_(context, &m->memory, &m->capacity, media_layout_, count, &m->staging, &m->staging_bytes,
+                 4 + info->values * 4, what, error, error_size);
 }
 
-/* Uploads the pass's values (with PAD at image cells, a row the byte lookup may read) and its image
- * cells and patches, in the media's dtype; returns the images to give the frontend stage. */
+/* Uploads the pass's values (with PAD at media cells, a row the byte lookup may read) and each media
+ * kind's cells and vectors, in its buffer's dtype; fills the media to give the frontend stage. */
 static uform_status_t upload_cells_(uform_cuda_forward_t *context, uform_pass_t const *pass, uint32_t *values_staging,
-                                    uform_cuda_images_t *images, char *error, size_t error_size) {
-    size_t n = pass->cells, count = 0;
+                                    uform_cuda_media_t media[uform_media_kinds_k], char *error, size_t error_size) {
+    size_t n = pass->cells, counts[uform_media_kinds_k] = {0}, total = 0;
     cudaStream_t s = context->stream;
     enum cudaMemcpyKind up = cudaMemcpyHostToDevice;
-    *images = (uform_cuda_images_t){0};
-    for (size_t c = 0; pass->kinds && c < n; ++c) count += pass->kinds[c] == uform_cell_image_k;
-    if (!count) {
+    memset(media, 0, uform_media_kinds_k * sizeof(*media));
+    for (size_t c = 0; pass->kinds && c < n; ++c)
+        if (pass->kinds[c] >= uform_cell_image_k && pass->kinds[c] <= uform_cell_audio_k) counts[pass->kinds[c] - uform_cell_image_k]++, total++;
+    if (!total) {
         CHECK_CUDA(cudaMemcpyAsync(context->values, pass->values, n * 4, up, s), "uploading values");
         return uform_ok_k;
     }
-    uform_media_t const *media = pass->media ? &pass->media[uform_cell_image_k - uform_cell_image_k] : NULL;
-    if (!context->vision_patch || !media || !media->data)
-        return uform_cuda_fail(error, error_size, uform_missing_k, "a pass of %zu image cells, and %s", count,
-                               context->vision_patch ? "no image buffer" : "no vision.patch in the GPU's copy of the weights");
-    uform_status_t status = reserve_images_(context, count, error, error_size);
-    if (status != uform_ok_k) return status;
-    size_t row_bytes = uform_patch_values_k * (media->dtype == uform_media_bf16_k ? 2 : 4), image = 0;
-    uint32_t *cells = context->image_staging;
-    unsigned char *rows = (unsigned char *)(cells + context->images_capacity);
     for (size_t c = 0; c < n; ++c) {
-        int is_image = pass->kinds[c] == uform_cell_image_k;
-        values_staging[c] = is_image ? uform_pad_k : pass->values[c];
-        if (!is_image) continue;
-        cells[image] = (uint32_t)c;
-        memcpy(rows + image++ * row_bytes, (unsigned char const *)media->data + (size_t)pass->values[c] * row_bytes, row_bytes);
+        int is_media = pass->kinds[c] >= uform_cell_image_k && pass->kinds[c] <= uform_cell_audio_k;
+        values_staging[c] = is_media ? uform_pad_k : pass->values[c];
     }
-    uint32_t counts[2] = {(uint32_t)count, (uint32_t)media->dtype};
     CHECK_CUDA(cudaMemcpyAsync(context->values, values_staging, n * 4, up, s), "uploading values");
-    CHECK_CUDA(cudaMemcpyAsync(context->image_counts, counts, sizeof(counts), up, s), "uploading the image count");
-    CHECK_CUDA(cudaMemcpyAsync(context->image_cells, cells, count * 4, up, s), "uploading the image cells");
-    CHECK_CUDA(cudaMemcpyAsync(context->image_rows, rows, count * row_bytes, up, s), "uploading the patches");
-    size_t capacity = (count + image_quantum_k - 1) / image_quantum_k * image_quantum_k;
-    *images = (uform_cuda_images_t){.capacity = capacity, .counts = context->image_counts, .cells = context->image_cells,
-                                    .rows = context->image_rows, .patches = context->patches, .product = context->patch_product};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        if (!counts[k]) continue;
+        uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + k);
+        uform_media_info_t const *info = uform_media_info(kind);
+        char const *name = uform_part_name(info->part);
+        uform_media_t const *buffer = pass->media ? &pass->media[k] : NULL;
+        if (!context->media_weights[k] || !buffer || !buffer->data)
+            return uform_cuda_fail(error, error_size, uform_missing_k, "a pass of %zu %s cells, and %s", counts[k], name,
+                                   context->media_weights[k] ? "no media buffer for them" : "no such frontend in the GPU's copy of the weights");
+        if (buffer->dtype != uform_media_f32_k && buffer->dtype != uform_media_bf16_k)
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "the %s buffer's dtype %d is neither Float32 nor BF16",
+                                   name, (int)buffer->dtype);
+        uform_status_t status = reserve_media_(context, k, counts[k], error, error_size);
+        if (status != uform_ok_k) return status;
+        forward_media_t *m = &context->media[k];
+        size_t row_bytes = info->values * (buffer->dtype == uform_media_bf16_k ? 2 : 4), next = 0;
+        uint32_t *cells = m->staging;
+        unsigned char *rows = (unsigned char *)(cells + m->capacity);
+        for (size_t c = 0; c < n; ++c) {
+            if (pass->kinds[c] != (uint8_t)kind) continue;
+            if (pass->values[c] >= buffer->count)
+                return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s cell %zu names row %u of %zu", name, c,
+                                       pass->values[c], buffer->count);
+            cells[next] = (uint32_t)c;
+            memcpy(rows + next++ * row_bytes, (unsigned char const *)buffer->data + (size_t)pass->values[c] * row_bytes, row_bytes);
+        }
+        uint32_t live[2] = {(uint32_t)counts[k], (uint32_t)buffer->dtype};
+        CHECK_CUDA(cudaMemcpyAsync(m->counts, live, sizeof(live), up, s), "uploading a media count");
+        CHECK_CUDA(cudaMemcpyAsync(m->cells, cells, counts[k] * 4, up, s), "uploading media cells");
+        CHECK_CUDA(cudaMemcpyAsync(m->rows, rows, counts[k] * row_bytes, up, s), "uploading media vectors");
+        size_t capacity = (counts[k] + media_quantum_k - 1) / media_quantum_k * media_quantum_k;
+        media[k] = (uform_cuda_media_t){.capacity = capacity, .counts = m->counts, .cells = m->cells, .rows = m->rows,
+                                        .vectors = m->vectors, .product = m->product};
+    }
     return uform_ok_k;
 }
 
@@ -478,8 +510,8 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         covered += span->length;
     }
     if (covered != n) return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "segments cover %zu of %zu cells", covered, n);
-    uform_cuda_images_t images;
-    status = upload_cells_(context, pass, segment_of + n, &images, error, error_size);
+    uform_cuda_media_t media[uform_media_kinds_k];
+    status = upload_cells_(context, pass, segment_of + n, media, error, error_size);
     if (status != uform_ok_k) return status;
     CHECK_CUDA(cudaMemcpyAsync(context->positions, pass->positions, n * 3 * 4, up, s), "uploading positions");
     CHECK_CUDA(cudaMemcpyAsync(context->spans, spans, segments * 2 * 4, up, s), "uploading spans");
@@ -487,8 +519,10 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
     /* The pageable copies above have left the staging buffer when they return; the stream orders the rest. */
 
     CHECK(uform_cuda_rope_table(context->positions, n, context->rotations, s), "the M-RoPE table");
-    uform_cuda_frontend_t const frontend = {context->embed, context->vision_patch, context->vision_bias};
-    CHECK(uform_cuda_frontend_forward(context->gemm, &frontend, &images, context->values, n, d, context->x, s),
+    uform_cuda_frontend_t frontend = {.bytes = context->embed};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        frontend.weights[k] = context->media_weights[k], frontend.biases[k] = context->media_biases[k];
+    CHECK(uform_cuda_frontend_forward(context->gemm, &frontend, media, context->values, n, d, context->x, s),
           "the frontend stage");
     uform_cudnn_attention_t *plan = NULL;
     if ((status = attention_plan_(context, segments, longest, &plan, error, error_size)) != uform_ok_k) return status;

@@ -34,9 +34,17 @@ typedef struct batch_device_t {
     float *scalars;
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
-    uint32_t *images, *image_cells, *mae_cells;
-    void *image_rows, *mae_rows; /* the slot's last regions: only their live rows go up */
+    uform_cuda_batch_media_t media[uform_media_kinds_k]; /* rows and mae_rows: the slot's last regions, only their live rows go up */
 } batch_device_t;
+
+/* One media kind's scratch (config.media [k] > 0): its vectors in BF16, the product's Float32 rows,
+ * its cells' dL/dx in BF16 and the bias's partial sums; with its masked modelling head, the head's. */
+typedef struct media_buffers_t {
+    uint16_t *vectors, *d_product;
+    float *product, *partials;
+    uint16_t *mae_gathered, *mae_d_predictions;
+    float *mae_predictions, *mae_d_gathered, *mae_partials;
+} media_buffers_t;
 
 struct uform_cuda_step_t {
     uform_cuda_step_config_t config;
@@ -54,8 +62,8 @@ struct uform_cuda_step_t {
     uform_tensor_info_t *infos;    /* [tensors_count] their table entries */
     uform_cuda_tensor_t **slots;   /* [depth * uform_tensor_kinds_k]: each (block, kind)'s tensor, NULL if untrained */
     float *scratch, *gain_partials, *embed_partials, *rotations;
-    size_t batch_bytes, batch_fixed_bytes; /* a slot, and its part before image_rows (uploaded whole) */
-    size_t mae_rows_offset;                /* mae_rows' offset in a slot */
+    size_t batch_bytes, batch_fixed_bytes; /* a slot, and its part before the media rows (uploaded whole) */
+    size_t rows_offset[uform_media_kinds_k], mae_rows_offset[uform_media_kinds_k]; /* the media rows' offsets in a slot */
     unsigned char *staging[2], *batch_memory[2];
     batch_device_t batch[2];
     float *loss_host[2];
@@ -75,13 +83,8 @@ struct uform_cuda_step_t {
     float *colbert, *inverse_norms, *d_colbert;
     uint16_t *d_colbert16;
     void *maxsim_scratch;
-    /* The vision frontend (config.images > 0): the patches in BF16, the product's Float32 rows, the
-     * image cells' dL/dx in BF16 and the bias's partial sums, for config.images rows. */
-    uint16_t *patches, *d_patch_product;
-    float *patch_product, *image_partials;
-    /* The mae head (config.mae): its scratch, for config.images masked patches (encoder.h). */
-    uint16_t *mae_gathered, *mae_d_predictions;
-    float *mae_predictions, *mae_d_gathered, *mae_partials;
+    media_buffers_t media[uform_media_kinds_k];
+    float *mae_losses; /* [uform_media_kinds_k] each masked modelling head's loss, summed into loss [2] */
 };
 
 /* Bump allocation from the arena, 256-byte aligned; a NULL arena only counts. */
@@ -128,26 +131,36 @@ static void layout_(uform_cuda_step_t *step) {
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
         b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
         b->labels = take_(step, c->anchors * c->candidates);
-        b->images = take_(step, 3 * 4), b->image_cells = take_(step, c->images * 4);
-        b->mae_cells = take_(step, (c->mae ? c->images : 0) * 4);
+        for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+            b->media[k].counts = take_(step, 3 * 4), b->media[k].cells = take_(step, c->media[k] * 4);
+            b->media[k].mae_cells = take_(step, (c->mae[k] ? c->media[k] : 0) * 4);
+        }
         size_t rows_at = (step->used + 255) / 256 * 256, first = (before + 255) / 256 * 256; /* offsets in the arena */
-        b->image_rows = take_(step, c->images * uform_patch_values_k * 4); /* room for Float32 rows */
-        step->mae_rows_offset = (step->used + 255) / 256 * 256 - first;
-        b->mae_rows = take_(step, (c->mae ? c->images : 0) * uform_patch_values_k * 4);
+        for (size_t k = 0; k < uform_media_kinds_k; ++k) { /* room for Float32 rows */
+            size_t values = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->values;
+            step->rows_offset[k] = (step->used + 255) / 256 * 256 - first;
+            b->media[k].rows = take_(step, c->media[k] * values * 4);
+            step->mae_rows_offset[k] = (step->used + 255) / 256 * 256 - first;
+            b->media[k].mae_rows = take_(step, (c->mae[k] ? c->media[k] : 0) * values * 4);
+        }
         step->batch_memory[slot] = (unsigned char *)b->values;
         step->batch_bytes = step->used - first, step->batch_fixed_bytes = rows_at - first;
     }
-    if (c->images) {
-        step->patches = take_(step, c->images * uform_patch_values_k * 2);
-        step->patch_product = take_(step, c->images * d * 4), step->d_patch_product = take_(step, c->images * d * 2);
-        step->image_partials = take_(step, uform_cuda_image_bias_partials(c->images, d) * 4);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        media_buffers_t *m = &step->media[k];
+        size_t cap = c->media[k], p = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->values;
+        if (cap) {
+            m->vectors = take_(step, cap * p * 2);
+            m->product = take_(step, cap * d * 4), m->d_product = take_(step, cap * d * 2);
+            m->partials = take_(step, uform_cuda_media_bias_partials(cap, d) * 4);
+        }
+        if (c->mae[k]) {
+            m->mae_gathered = take_(step, cap * d * 2), m->mae_predictions = take_(step, cap * p * 4);
+            m->mae_d_predictions = take_(step, cap * p * 2), m->mae_d_gathered = take_(step, cap * d * 4);
+            m->mae_partials = take_(step, uform_cuda_mae_partials(cap, p) * 4);
+        }
     }
-    if (c->mae) {
-        size_t m = c->images, p = uform_patch_values_k;
-        step->mae_gathered = take_(step, m * d * 2), step->mae_predictions = take_(step, m * p * 4);
-        step->mae_d_predictions = take_(step, m * p * 2), step->mae_d_gathered = take_(step, m * d * 4);
-        step->mae_partials = take_(step, uform_cuda_mae_partials(m) * 4);
-    }
+    step->mae_losses = take_(step, uform_media_kinds_k * 4);
     step->x = take_(step, (depth + 1) * n * d * 4);
     size_t log_sums = n * step->heads;
     if (step->cudnn && uform_cudnn_attention_stats_floats(step->cudnn) > log_sums)
@@ -280,13 +293,21 @@ static uform_status_t block_backward_(uform_cuda_step_t *step, batch_device_t co
     return uform_ok_k;
 }
 
-/* The masked-byte head and its loss: d_normed gets dL/dh. With the mae head the masked patches'
- * reconstruction adds its loss (loss [2], the bytes' in [1], their sum the total) and its dL/dh. */
+/* Whether the step holds any masked modelling head. */
+static int any_mae_(uform_cuda_step_config_t const *c) {
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        if (c->mae[k]) return 1;
+    return 0;
+}
+
+/* The masked-byte head and its loss: d_normed gets dL/dh. With masked modelling heads the masked
+ * vectors' reconstruction adds its loss (loss [2], the heads' summed in kind order as the CPU
+ * trainer sums them; the bytes' in [1], their sum the total) and its dL/dh. */
 static uform_status_t mlm_head_(uform_cuda_step_t *step, batch_device_t const *b) {
     size_t n = step->config.cells, d = step->config.width;
     void *s = step->stream;
     uform_cuda_tensor_t *head = tensor_(step, uform_tensor_mlm_head_k, 0);
-    int mae = step->config.mae;
+    int mae = any_mae_(&step->config);
     TRY(uform_cuda_gemm(step->gemm, 0, 1, n, vocabulary_k, d, step->h, d, head->parameter, d, NULL, step->logits,
                         logits_stride_k, 0, s));
     TRY(uform_cuda_cross_entropy(step->logits, logits_stride_k, b->targets, n, &b->scalars[0], step->losses,
@@ -297,14 +318,22 @@ static uform_status_t mlm_head_(uform_cuda_step_t *step, batch_device_t const *b
     TRY(uform_cuda_gemm(step->gemm, 0, 0, n, d, vocabulary_k, step->d_logits, logits_stride_k, head->parameter, d, NULL,
                         step->d_normed, d, 1, s));
     if (!mae) return uform_ok_k;
-    uform_cuda_tensor_t *mae_head = tensor_(step, uform_tensor_mae_head_k, 0), *mae_bias = tensor_(step, uform_tensor_mae_bias_k, 0);
-    uform_cuda_mae_t const head_ = {.capacity = step->config.images, .counts = b->images, .cells = b->mae_cells,
-                                    .targets = b->mae_rows, .head = mae_head->parameter, .bias = mae_bias->parameter,
-                                    .head_grad = mae_head->gradient, .bias_grad = mae_bias->gradient,
-                                    .gathered = step->mae_gathered, .predictions = step->mae_predictions,
-                                    .d_predictions = step->mae_d_predictions, .d_gathered = step->mae_d_gathered,
-                                    .partials = step->mae_partials};
-    TRY(uform_cuda_mae_head(step->gemm, &head_, step->h, d, step->loss + 2, step->d_normed, s));
+    TRY_CUDA(cudaMemsetAsync(step->mae_losses, 0, uform_media_kinds_k * 4, step->stream));
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        if (!step->config.mae[k]) continue;
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        uform_cuda_tensor_t *mae_head = tensor_(step, info->mae_head, 0), *mae_bias = tensor_(step, info->mae_bias, 0);
+        media_buffers_t const *m = &step->media[k];
+        uform_cuda_mae_t const head_ = {.capacity = step->config.media[k], .values = info->values,
+                                        .counts = b->media[k].counts, .cells = b->media[k].mae_cells,
+                                        .targets = b->media[k].mae_rows, .head = mae_head->parameter,
+                                        .bias = mae_bias->parameter, .head_grad = mae_head->gradient,
+                                        .bias_grad = mae_bias->gradient, .gathered = m->mae_gathered,
+                                        .predictions = m->mae_predictions, .d_predictions = m->mae_d_predictions,
+                                        .d_gathered = m->mae_d_gathered, .partials = m->mae_partials};
+        TRY(uform_cuda_mae_head(step->gemm, &head_, step->h, d, step->mae_losses + k, step->d_normed, s));
+    }
+    TRY(uform_cuda_sum(step->mae_losses, uform_media_kinds_k, NULL, step->loss + 2, s));
     return uform_cuda_sum(step->loss + 1, 2, NULL, step->loss, s);
 }
 
@@ -393,17 +422,21 @@ static uform_status_t rerank_head_(uform_cuda_step_t *step, batch_device_t const
     return pool_backward_(step, b, 1);
 }
 
-/* The slot's image cells for the frontend stage (capacity 0 without the vision frontend: nothing launched). */
-static uform_cuda_images_t images_(uform_cuda_step_t const *step, batch_device_t const *b) {
-    return (uform_cuda_images_t){.capacity = step->config.images, .counts = b->images, .cells = b->image_cells,
-                                 .rows = b->image_rows, .patches = step->patches, .product = step->patch_product,
-                                 .d_product = step->d_patch_product, .partials = step->image_partials};
+/* The slot's media cells of each kind for the frontend stage (capacity 0 without that frontend: nothing launched). */
+static void media_(uform_cuda_step_t const *step, batch_device_t const *b, uform_cuda_media_t media[uform_media_kinds_k]) {
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        media_buffers_t const *m = &step->media[k];
+        media[k] = (uform_cuda_media_t){.capacity = step->config.media[k], .counts = b->media[k].counts,
+                                        .cells = b->media[k].cells, .rows = b->media[k].rows, .vectors = m->vectors,
+                                        .product = m->product, .d_product = m->d_product, .partials = m->partials};
+    }
 }
 
 /* Whether any tensor of the trunk (the frontends, the blocks and the final norm) takes updates. */
 static int trunk_trains_(uform_cuda_step_t const *step) {
     uform_tensor_kind_t const shared[] = {uform_tensor_embed_bytes_k, uform_tensor_vision_patch_k, uform_tensor_vision_bias_k,
-                                          uform_tensor_final_norm_k};
+                                          uform_tensor_video_tube_k,  uform_tensor_video_bias_k,   uform_tensor_audio_frame_k,
+                                          uform_tensor_audio_bias_k,  uform_tensor_final_norm_k};
     for (size_t k = 0; k < sizeof(shared) / sizeof(shared[0]); ++k)
         if (tensor_(step, shared[k], 0) && !tensor_(step, shared[k], 0)->frozen) return 1;
     for (size_t l = 0; l < step->config.depth; ++l)
@@ -425,10 +458,18 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
     TRY_CUDA(cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s));
     if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
-    uform_cuda_images_t const images = images_(step, b);
-    uform_cuda_tensor_t *patch = tensor_(step, uform_tensor_vision_patch_k, 0), *bias = tensor_(step, uform_tensor_vision_bias_k, 0);
-    uform_cuda_frontend_t const frontend = {embed->parameter, patch ? patch->parameter : NULL, bias ? bias->parameter : NULL};
-    TRY(uform_cuda_frontend_forward(step->gemm, &frontend, &images, b->values, n, d, step->x, s));
+    uform_cuda_media_t media[uform_media_kinds_k];
+    media_(step, b, media);
+    uform_cuda_frontend_t frontend = {.bytes = embed->parameter};
+    uform_cuda_frontend_gradients_t frontend_gradients = {.bytes = embed->gradient};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        uform_cuda_tensor_t *weight = tensor_(step, info->weight, 0), *bias = tensor_(step, info->bias, 0);
+        if (!weight || !bias) continue;
+        frontend.weights[k] = weight->parameter, frontend.biases[k] = bias->parameter;
+        frontend_gradients.weights[k] = weight->gradient, frontend_gradients.biases[k] = bias->gradient;
+    }
+    TRY(uform_cuda_frontend_forward(step->gemm, &frontend, media, b->values, n, d, step->x, s));
     for (size_t l = 0; l < depth; ++l) TRY(block_forward_(step, b, l, &step->layers[l], 1));
     float const *last = step->x + depth * n * d;
     TRY(uform_cuda_rmsnorm_forward(last, final_norm->parameter, n, d, step->h, step->final_scales, s));
@@ -441,9 +482,7 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
                                         step->dy, step->gain_partials, s));
         TRY(uform_cuda_rmsnorm_gain_reduce(step->gain_partials, n, d, final_norm->gradient, s));
         for (size_t l = depth; l-- > 0;) TRY(block_backward_(step, b, l, &step->layers[l]));
-        uform_cuda_frontend_gradients_t const frontend_gradients = {embed->gradient, patch ? patch->gradient : NULL,
-                                                                    bias ? bias->gradient : NULL};
-        TRY(uform_cuda_frontend_backward(step->gemm, &images, step->d_stream, b->order, b->offsets, n, d, step->embed_partials,
+        TRY(uform_cuda_frontend_backward(step->gemm, media, step->d_stream, b->order, b->offsets, n, d, step->embed_partials,
                                          &frontend_gradients, s));
     }
     TRY_CUDA(cudaMemcpyAsync(step->loss_host[slot], step->loss, 4 * 4, cudaMemcpyDeviceToHost, step->stream));
@@ -481,12 +520,17 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                      "uform_cuda_step_create: the rerank step needs segments, anchors and candidates (each within the "
                      "segments) and a rerank.proj of 128 rows (MaxSim's width), not %zu", config->colbert_width);
-    if (config->images > config->cells)
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
-                     "uform_cuda_step_create: %zu image cells exceed the step's %zu cells", config->images, config->cells);
-    if (config->mae && (config->objective != uform_cuda_mlm_k || !config->images))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
-                     "uform_cuda_step_create: the mae head needs the masked-bytes objective and the vision frontend (images > 0)");
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        char const *name = uform_part_name(uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->part);
+        if (config->media[k] > config->cells)
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                   "uform_cuda_step_create: %zu %s cells exceed the step's %zu cells", config->media[k], name,
+                                   config->cells);
+        if (config->mae[k] && (config->objective != uform_cuda_mlm_k || !config->media[k]))
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                   "uform_cuda_step_create: the %s masked modelling head needs the masked-bytes objective "
+                                   "and the %s frontend (media > 0)", name, name);
+    }
     if ((unsigned)config->objective > (unsigned)uform_cuda_rerank_k)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "uform_cuda_step_create: unknown objective %d",
                      (int)config->objective);
@@ -511,10 +555,14 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
     step->heads = config->width / 64;
     step->spectral = spectral;
     if (!step->config.lipschitz_iterations) step->config.lipschitz_iterations = 8; /* the CPU trainer's default */
-    /* The objective's parts of the table: the bytes frontend (and vision with images), the encoder and the heads it trains. */
+    /* The objective's parts of the table: the bytes frontend (and each media kind's it holds), the encoder and the heads it trains. */
     unsigned parts = UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k);
-    if (config->images) parts |= UFORM_PART(uform_part_vision_k);
-    if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k) | (config->mae ? UFORM_PART(uform_part_mae_k) : 0);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        if (config->media[k]) parts |= UFORM_PART(info->part);
+        if (config->mae[k]) parts |= UFORM_PART(info->mae);
+    }
+    if (config->objective == uform_cuda_mlm_k) parts |= UFORM_PART(uform_part_mlm_k);
     else parts |= UFORM_PART(uform_part_siglip_k) | (config->objective == uform_cuda_rerank_k ? UFORM_PART(uform_part_rerank_k) : 0);
     if (config->objective == uform_cuda_contrastive_k || spectral) parts |= UFORM_PART(uform_part_pool_k);
     uform_config_t shape = {.width = config->width, .depth = config->depth, .heads = config->width / 64,
@@ -602,46 +650,64 @@ uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
     uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
                                HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars),
                                HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels),
-                               HOST_VIEW(b->images), HOST_VIEW(b->image_cells), HOST_VIEW(b->mae_cells),
-                               HOST_VIEW(b->image_rows), HOST_VIEW(b->mae_rows)};
+                               {{0}}};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        view.media[k] = (uform_cuda_batch_media_t){HOST_VIEW(b->media[k].counts), HOST_VIEW(b->media[k].cells),
+                                                   HOST_VIEW(b->media[k].mae_cells), HOST_VIEW(b->media[k].rows),
+                                                   HOST_VIEW(b->media[k].mae_rows)};
 #undef HOST_VIEW
     return view;
 }
 
+/* Whether cell c (walked in ascending order) is a media cell, each kind's list advanced past it. */
+static int media_cell_(uform_cuda_step_t const *step, uform_cuda_batch_t const *b, size_t next[uform_media_kinds_k], size_t c) {
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        size_t live = step->config.media[k] ? b->media[k].counts[0] : 0;
+        if (next[k] < live && b->media[k].cells[next[k]] == c) return (int)++next[k];
+    }
+    return 0;
+}
+
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t) {
     uform_cuda_batch_t b = uform_cuda_step_batch(step, slot);
-    size_t n = step->config.cells, scored = 0, images = b.images[0];
+    size_t n = step->config.cells, scored = 0;
     memset(b.offsets, 0, 260 * 4);
-    /* Image cells (ascending in image_cells) hold PAD for the byte lookup; their gradient is the vision frontend's. */
-    for (size_t c = 0, image = 0; c < n; ++c) {
-        if (image < images && b.image_cells[image] == c) {
-            image++;
-            continue;
-        }
+    /* Media cells (ascending in each kind's cells) hold PAD for the byte lookup; their gradient is their frontend's. */
+    size_t next[uform_media_kinds_k] = {0};
+    for (size_t c = 0; c < n; ++c) {
+        if (media_cell_(step, &b, next, c)) continue;
         b.offsets[b.values[c] + 1]++, scored += b.targets[c] >= 0;
     }
     for (size_t v = 0; v < vocabulary_k; ++v) b.offsets[v + 1] += b.offsets[v];
     uint32_t cursor[vocabulary_k];
     memcpy(cursor, b.offsets, sizeof(cursor));
-    for (size_t c = 0, image = 0; c < n; ++c) {
-        if (image < images && b.image_cells[image] == c) image++;
-        else b.order[cursor[b.values[c]]++] = (uint32_t)c;
-    }
+    memset(next, 0, sizeof(next));
+    for (size_t c = 0; c < n; ++c)
+        if (!media_cell_(step, &b, next, c)) b.order[cursor[b.values[c]]++] = (uint32_t)c;
     b.scalars[0] = scored ? 1.0f / (float)scored : 0.0f;
     uform_cuda_adafactor_schedule(learning_rate, step->config.beta1, step->config.beta2, t, &b.scalars[1]);
 }
 
-/* The slot's fixed part and its live image rows (packed at the end) go up. */
+/* The slot's fixed part and its live media rows (packed at the end, kind by kind) go up. */
 static uform_status_t upload_(uform_cuda_step_t *step, int slot) {
     uform_cuda_batch_t const view = uform_cuda_step_batch(step, slot);
-    size_t images = view.images[0] < step->config.images ? view.images[0] : step->config.images;
-    size_t row_bytes = uform_patch_values_k * (view.images[1] == uform_media_bf16_k ? 2 : 4);
-    TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_fixed_bytes + images * row_bytes,
-                             cudaMemcpyHostToDevice, step->copy_stream));
-    size_t masked = step->config.mae ? (view.images[2] < step->config.images ? view.images[2] : step->config.images) : 0;
-    if (masked)
-        TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot] + step->mae_rows_offset, step->staging[slot] + step->mae_rows_offset,
-                                 masked * row_bytes, cudaMemcpyHostToDevice, step->copy_stream));
+    TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot], step->staging[slot], step->batch_fixed_bytes, cudaMemcpyHostToDevice,
+                             step->copy_stream));
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        size_t capacity = step->config.media[k];
+        if (!capacity) continue;
+        uint32_t const *counts = view.media[k].counts;
+        size_t live = counts[0] < capacity ? counts[0] : capacity, masked = counts[2] < capacity ? counts[2] : capacity;
+        size_t row_bytes = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->values *
+                           (counts[1] == uform_media_bf16_k ? 2 : 4);
+        if (live)
+            TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot] + step->rows_offset[k], step->staging[slot] + step->rows_offset[k],
+                                     live * row_bytes, cudaMemcpyHostToDevice, step->copy_stream));
+        if (step->config.mae[k] && masked)
+            TRY_CUDA(cudaMemcpyAsync(step->batch_memory[slot] + step->mae_rows_offset[k],
+                                     step->staging[slot] + step->mae_rows_offset[k], masked * row_bytes,
+                                     cudaMemcpyHostToDevice, step->copy_stream));
+    }
     TRY_CUDA(cudaEventRecord(step->uploaded[slot], step->copy_stream));
     TRY_CUDA(cudaStreamWaitEvent(step->stream, step->uploaded[slot], 0));
     return uform_ok_k;
@@ -692,7 +758,7 @@ char const *uform_cuda_step_error(uform_cuda_step_t const *step) { return step->
 
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]) {
     memcpy(losses, step->loss_host[slot], 4 * sizeof(float));
-    if (step->config.mae) losses[3] = 0; /* the parts were written: bytes, then reconstruction */
+    if (any_mae_(&step->config)) losses[3] = 0; /* the parts were written: bytes, then reconstruction */
     else if (!step->spectral) losses[1] = losses[0], losses[2] = losses[3] = 0; /* the head's loss was written as the total */
 }
 

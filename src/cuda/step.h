@@ -37,13 +37,15 @@ typedef struct uform_cuda_step_config_t {
      * section 3), so the step takes 128 alone. Its anchors (queries) and candidates (documents) are
      * distinct segments of at most 4096 cells each (longer ones would be cut: the caller refuses them). */
     size_t colbert_width;
-    /* The vision frontend: how many image cells a batch may hold, which sizes its launches and products
-     * (src/train/cuda.c: the cells, when the model carries vision.patch and vision.bias); 0: the step
-     * has no vision frontend and holds neither tensor. */
-    size_t images;
-    /* Masked bytes with images, 1: masked patches train the mae head (mae.head, mae.bias; docs/images.md),
-     * as many as `images`; 0: a batch with a masked patch is refused. */
-    int mae;
+    /* The media frontends, by kind (media [kind - uform_cell_image_k]: image, video, audio): how many
+     * cells of that kind a batch may hold, which sizes its launches and products (src/train/cuda.c:
+     * the cells, when the model carries the kind's weight and bias); 0: the step has no such frontend
+     * and holds neither tensor. */
+    size_t media[uform_media_kinds_k];
+    /* Masked bytes with media, 1: that kind's masked vectors train its masked modelling head (mae,
+     * mae_video, mae_audio; docs/images.md, docs/audio_video.md), as many as media [k]; 0: a batch
+     * with a masked vector of that kind is refused. */
+    int mae[uform_media_kinds_k];
     /* Contrastive or rerank, opt-in (0: off), as uform_train_options_t: the total coding rate and
      * Lipschitz weights over Z, the normalized E-wide pool embeddings of segments 0..counts[2]-1 (with
      * rerank the step then also holds and trains pool.query and pool.proj, as the CPU's trainer does),
@@ -63,6 +65,17 @@ typedef struct uform_cuda_step_config_t {
     double beta1, beta2, clip, weight_decay;
 } uform_cuda_step_config_t;
 
+/** One media kind's cells in a batch slot: counts [3] holds their count, the rows'
+ *  uform_media_dtype_t and the masked vectors' count, cells [count] each one's cell (ascending; its
+ *  value is PAD, a row the byte frontend may read and the media frontend overwrites), rows its vector
+ *  [count, values] in that dtype, packed (so that only the live rows go up; a masked cell's is the
+ *  blank one it shows). With the kind's mae head, mae_cells [masked] each masked vector's cell
+ *  (ascending) and mae_rows [masked, values] its true values, packed too. */
+typedef struct uform_cuda_batch_media_t {
+    uint32_t *counts, *cells, *mae_cells;
+    void *rows, *mae_rows;
+} uform_cuda_batch_media_t;
+
 /** One upload slot's batch in pinned host memory, filled by the caller before uform_cuda_step_run. */
 typedef struct uform_cuda_batch_t {
     uint32_t *values;     /* [cells] byte values 0..257, MASK = 256 where masked */
@@ -79,14 +92,8 @@ typedef struct uform_cuda_batch_t {
      * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
-    /* The image cells (at most config.images): images [3] holds their count, the rows'
-     * uform_media_dtype_t and the masked patches' count, image_cells [images] each one's cell
-     * (ascending; its value is PAD, a row the byte frontend may read and the image frontend
-     * overwrites), image_rows its patch [images, 1024] in that dtype, packed (so that only the live
-     * rows go up; a masked cell's is the blank one it shows). With config.mae, mae_cells [masked]
-     * each masked patch's cell (ascending) and mae_rows [masked, 1024] its true pixels, packed too. */
-    uint32_t *images, *image_cells, *mae_cells;
-    void *image_rows, *mae_rows;
+    /* The media cells by kind (media [kind - uform_cell_image_k]), at most config.media [k] of each. */
+    uform_cuda_batch_media_t media[uform_media_kinds_k];
 } uform_cuda_batch_t;
 
 typedef struct uform_cuda_tensor_t {
@@ -110,7 +117,7 @@ void uform_cuda_step_destroy(uform_cuda_step_t *step);
 uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot);
 /** The configuration the step runs, as uform_cuda_step_create settled it (batch.h fills slots by it). */
 uform_cuda_step_config_t const *uform_cuda_step_config(uform_cuda_step_t const *step);
-/** Counts sort of the byte cells (image cells left out) for the embedding backward and the per-step
+/** Counts sort of the byte cells (media cells left out) for the embedding backward and the per-step
  *  scalars, for optimizer step t (1-based). */
 void uform_cuda_batch_finish(uform_cuda_step_t *step, int slot, double learning_rate, size_t t);
 /** Launches the step on `slot` (asynchronous). The first call runs eagerly, later ones replay graphs.
@@ -124,11 +131,11 @@ uform_status_t uform_cuda_step_wait(uform_cuda_step_t *step, int slot, float *lo
 char const *uform_cuda_step_error(uform_cuda_step_t const *step);
 /** After uform_cuda_step_wait: that step's loss in parts: [0] the total, [1] the head's loss (masked
  *  bytes, SigLIP or the ranked sigmoid), [2] TCR (-lambda R) and [3] Lipschitz (lambda sigma_max), 0 where off;
- *  with the mae head [2] is the masked patches' reconstruction instead. */
+ *  with a masked modelling head [2] is the masked vectors' reconstruction instead (summed over kinds). */
 void uform_cuda_step_losses(uform_cuda_step_t const *step, int slot, float losses[4]);
-/** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, (with images
- *  vision.patch, vision.bias,) each block's six, final_norm, then the objective's heads: mlm.head (and
- *  mae.head, mae.bias with the mae head); or
+/** The parameter tensors, in checkpoint order; `count` receives how many: embed.bytes, (with media
+ *  each kind's weight and bias,) each block's six, final_norm, then the objective's heads: mlm.head (and
+ *  each masked modelling head's two); or
  *  pool.query, pool.proj, siglip.scale, siglip.bias; or (pool.query, pool.proj with TCR or
  *  Lipschitz,) rerank.proj, siglip.scale, siglip.bias. */
 uform_cuda_tensor_t *uform_cuda_step_tensors(uform_cuda_step_t *step, size_t *count);

@@ -31,11 +31,11 @@ typedef enum uform_part_t {
 /** The parts every model carries. */
 #define UFORM_PARTS_REQUIRED (UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_encoder_k) | UFORM_PART(uform_part_siglip_k))
 
-/** The frontends a backend's stage runs: the CPU's every kind, the GPU's bytes and image patches. */
+/** The frontends a backend's stage runs: every kind, on the CPU and on the GPU. */
 #define UFORM_FRONTENDS_CPU                                                                                           \
     (UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k) | UFORM_PART(uform_part_video_k) |              \
      UFORM_PART(uform_part_audio_k))
-#define UFORM_FRONTENDS_CUDA (UFORM_PART(uform_part_bytes_k) | UFORM_PART(uform_part_vision_k))
+#define UFORM_FRONTENDS_CUDA UFORM_FRONTENDS_CPU
 
 /** Every tensor kind, in checkpoint order; the per-block kinds sit between the first and last block kind. */
 typedef enum uform_tensor_kind_t {

@@ -1,6 +1,6 @@
 /*  cuda.c: the trainer on one GPU (cuda.h) through the step of src/cuda/step.h: the masked-byte,
  *  contrastive or rerank objective, the latter two with the opt-in TCR and Lipschitz terms, over
- *  bytes and (when the model carries the vision frontend) image patches. The
+ *  bytes and the media frontends the model carries (image patches, video tubes, audio frames). The
  *  CPU model and trainer stay the source of truth between syncs: their weights and Adafactor
  *  moments go up once, the batches go up step by step through the step's two pinned slots (one
  *  filled while the other's step runs), and weights and moments come back down at each sync, so a
@@ -17,6 +17,7 @@
 #include "cuda/batch.h"
 #include "cuda/check.h"
 #include "cuda/step.h"
+#include "model/tensors.h"
 
 struct uform_train_cuda_t {
     uform_trainer_t *trainer; /* its tensors point at the model's BF16 and Float32 masters */
@@ -112,10 +113,14 @@ uform_status_t uform_train_cuda_create(uform_trainer_t *trainer, size_t cells, u
                                                                  : uform_cuda_mlm_k,
                                             .recompute = recompute != 0, .keep_attention = recompute == 2, .beta1 = options->beta1, .beta2 = options->beta2,
                                             .clip = options->clip, .weight_decay = options->weight_decay};
-    /* The vision frontend, when the model carries it: any batch may be all image cells. */
-    if (trainer->vision_patch) step_config.images = cells;
-    /* Masked patches, as the CPU trainer scores them, where the model carries the mae head. */
-    step_config.mae = !pairs && trainer->vision_patch && trainer->mae_head;
+    /* Each media frontend the model carries: any batch may be all cells of that kind. Its masked
+     * vectors, as the CPU trainer scores them, where the model carries the kind's masked modelling head. */
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        int carried = trainer->by_index[uform_tensor_index(config, info->weight, 0)] != NULL;
+        step_config.media[k] = carried ? cells : 0;
+        step_config.mae[k] = !pairs && carried && trainer->by_index[uform_tensor_index(config, info->mae_head, 0)] != NULL;
+    }
     if (pairs) {
         /* The batcher's bounds: every text of a pair batch is an anchor or a candidate, each at least
          * one cell, and padding adds at most one run per row (the tail the packing leaves). */
@@ -182,7 +187,7 @@ static void uform_losses_(uform_train_cuda_t const *cuda, int slot, uform_losses
     float parts[4];
     uform_cuda_step_losses(cuda->step, slot, parts);
     *losses = (uform_losses_t){.total = parts[0]};
-    if (!cuda->pairs) { /* masked bytes: [2] holds the masked patches' reconstruction (0 without the mae head) */
+    if (!cuda->pairs) { /* masked bytes: [2] holds the masked vectors' reconstruction (0 without a masked modelling head) */
         losses->mlm = parts[1], losses->reconstruction = parts[2];
         return;
     }

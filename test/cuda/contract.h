@@ -34,8 +34,12 @@ void record_(char const *name, double worst, int plant);
 void check_siglip_(int plant);
 void check_maxsim_(int plant);
 void check_spectral_(int plant);
-/* The vision frontend's (contract_frontend.c). */
+/* The media frontends' and the masked modelling heads' (contract_frontend.c). */
 void check_image_(int plant);
+void check_video_(int plant);
+void check_audio_(int plant);
 void check_mae_(int plant);
+void check_mae_audio_(int plant);
+void check_mae_video_(int plant);
 
 #endif

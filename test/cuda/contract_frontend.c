@@ -1,19 +1,28 @@
-/*  contract_frontend.c: the contract suite's check of the vision frontend (frontend.cu's kernels
- *  around cuBLASLt's patch product, run as the step and inference run them: encoder.h's
- *  uform_cuda_frontend_forward and _backward) against a float64 reference, with its planted
- *  controls (contract.c's groups table lists them). */
+/*  contract_frontend.c: the contract suite's check of the media frontends (frontend.cu's kernels
+ *  around cuBLASLt's product, run as the step and inference run them: encoder.h's
+ *  uform_cuda_frontend_forward and _backward) for image patches, video tubes and audio frames, and
+ *  of the masked modelling heads, against a float64 reference, with their planted controls
+ *  (contract.c's groups table lists them). */
 #include "contract.h"
 #include "cuda/encoder.h"
+#include "model/tensors.h"
 
-enum { image_cells_k = 900, image_width_k = 192, image_capacity_k = 640, image_live_most_k = 500, patch_k = 1024 };
+enum { image_cells_k = 900, image_width_k = 192, image_capacity_k = 640, image_live_most_k = 500 };
 
-/* Which entry each control plants, and its number there: 1 the patch read transposed, 2 alpha
- * dropped, 3 the bias dropped, 4 each gradient row read from the next cell, 5 the last image dropped. */
-static char const *const entries_[] = {NULL, "image_patches", "image_patches", "image_scatter", "image_gather",
-                                       "image_bias_backward"};
-static int const numbers_[] = {0, 1, 2, 1, 1, 1};
+/* Which entry each control plants, and its number there. Images: 1 the patch read transposed, 2
+ * alpha dropped, 3 the bias dropped, 4 each gradient row read from the next cell, 5 the last cell
+ * dropped; video: 1 a tube's frames swapped; audio: 1 a frame's samples read one late. */
+static char const *const image_entries_[] = {NULL, "media_vectors", "media_vectors", "media_scatter", "media_gather",
+                                             "media_bias_backward"};
+static int const image_numbers_[] = {0, 1, 2, 1, 1, 1};
+static char const *const video_entries_[] = {NULL, "media_vectors"};
+static int const video_numbers_[] = {0, 3};
+static char const *const audio_entries_[] = {NULL, "media_vectors"};
+static int const audio_numbers_[] = {0, 4};
 
-/* --- The frontend over 900 cells of width 192: runs of byte cells and of image cells (at most 500,
+/* --- A media frontend over 900 cells of width 192 (the image case described; a tube's or a frame's
+ *     values play the patch's, V = 1536 or 320, audio samples in [-1, 1]): runs of byte cells and of
+ *     media cells (at most 500,
  *     under a capacity of 640 whose rows past the live ones are NaN, so that a read of them shows),
  *     the patches once as Float32 rows and once as BF16 rows (their BF16 values: the same P~).
  *     Forward. Byte cells: an exact widening (bound 0). Image cells: P~ = each value rounded to BF16
@@ -28,8 +37,12 @@ static int const numbers_[] = {0, 1, 2, 1, 1, 1};
  *     capacity's K = 640 rows (the tail's terms exact zeros): |e| <= g_K sum_i |dY~_ij P~_ik|. vision.bias =
  *     b0 + the live d_x rows summed in pieces of C = 128, then the pieces, then added: as the
  *     embedding, (min(n, C) + P) u (|b0| + sum |dx|) for n live rows in P pieces. */
-void check_image_(int plant) {
+static void check_frontend_(uform_cell_kind_t kind, int plant) {
     size_t n = image_cells_k, d = image_width_k, m = image_capacity_k, vocabulary = 258;
+    size_t patch_k = uform_media_info(kind)->values, k_index = kind - uform_cell_image_k;
+    char const *const *entries_ = kind == uform_cell_image_k ? image_entries_ : kind == uform_cell_video_k ? video_entries_ : audio_entries_;
+    int const *numbers_ = kind == uform_cell_image_k ? image_numbers_ : kind == uform_cell_video_k ? video_numbers_ : audio_numbers_;
+    char const *name = uform_part_name(uform_media_info(kind)->part);
     uint8_t *image = calloc(n, 1);
     uint32_t *values = malloc(n * 4), *cells = malloc(m * 4), *order = malloc(n * 4), offsets[259] = {0};
     size_t live = 0;
@@ -53,7 +66,9 @@ void check_image_(int plant) {
     uint16_t *rows16 = malloc(m * patch_k * 2);
     for (size_t i = 0; i < m * patch_k; ++i) {
         int tail = i / patch_k >= live;
-        rows32[i] = tail ? nanf("") : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
+        rows32[i] = tail                         ? nanf("")
+                    : kind == uform_cell_audio_k ? (float)uniform_()
+                                                 : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
         rows16[i] = tail ? 0x7fc0u : f32_to_bf16_(rows32[i]);
         expected_p[i] = tail ? 0.0f : bf16_to_f32_(rows16[i]);
     }
@@ -72,17 +87,19 @@ void check_image_(int plant) {
     float *t_bias = device_(d * 4), *t_x = device_(n * d * 4), *t_product = device_(m * d * 4), *t_dx = device_(n * d * 4);
     float *t_g_bytes = device_(vocabulary * d * 4), *t_g_patch = device_(d * patch_k * 4), *t_g_bias = device_(d * 4);
     float *t_partials = device_(uform_cuda_embed_partials(n, d) * 4);
-    float *t_image_partials = device_(uform_cuda_image_bias_partials(m, d) * 4);
+    float *t_image_partials = device_(uform_cuda_media_bias_partials(m, d) * 4);
     upload_(t_table, table, vocabulary * d * 2), upload_(t_weights, weights, d * patch_k * 2), upload_(t_bias, bias, d * 4);
     upload_(t_values, values, n * 4), upload_(t_cells, cells, live * 4), upload_(t_order, order, n * 4);
     upload_(t_offsets, offsets, 259 * 4), upload_(t_dx, dx, n * d * 4), upload_(t_g_bytes, g_bytes, vocabulary * d * 4);
     upload_(t_g_patch, g_patch, d * patch_k * 4), upload_(t_g_bias, g_bias, d * 4);
     uform_cuda_gemm_t *gemm;
     KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
-    uform_cuda_frontend_t const frontend = {t_table, t_weights, t_bias};
-    uform_cuda_images_t const images = {.capacity = m, .counts = t_counts, .cells = t_cells, .rows = t_rows,
-                                        .patches = t_patches, .product = t_product, .d_product = t_d_product,
-                                        .partials = t_image_partials};
+    uform_cuda_frontend_t frontend = {.bytes = t_table};
+    frontend.weights[k_index] = t_weights, frontend.biases[k_index] = t_bias;
+    uform_cuda_media_t media[uform_media_kinds_k] = {{0}};
+    media[k_index] = (uform_cuda_media_t){.capacity = m, .counts = t_counts, .cells = t_cells, .rows = t_rows,
+                                          .vectors = t_patches, .product = t_product, .d_product = t_d_product,
+                                          .partials = t_image_partials};
     int forward_plant = plant >= 1 && plant <= 3, backward_plant = plant >= 4;
     char const *forward_entry = forward_plant ? entries_[plant] : NULL, *backward_entry = backward_plant ? entries_[plant] : NULL;
 
@@ -96,7 +113,7 @@ void check_image_(int plant) {
         upload_(t_rows, bf16 ? (void const *)rows16 : (void const *)rows32, m * patch_k * (bf16 ? 2 : 4));
         upload_(t_x, noise, n * d * 4);
         PLANTED_OK(forward_entry, forward_plant ? numbers_[plant] : 0,
-                   uform_cuda_frontend_forward(gemm, &frontend, &images, t_values, n, d, t_x, NULL));
+                   uform_cuda_frontend_forward(gemm, &frontend, media, t_values, n, d, t_x, NULL));
         download_(x, t_x, n * d * 4), download_(patches16, t_patches, m * patch_k * 2);
         for (size_t i = 0; i < m * patch_k; ++i) compare_(&worst_forward, bf16_to_f32_(patches16[i]), expected_p[i], 0);
         for (size_t c = 0, next = 0; c < n; ++c) {
@@ -117,13 +134,16 @@ void check_image_(int plant) {
             }
         }
     }
-    if (!backward_plant) record_("image_forward (patches, product, scatter)", worst_forward, plant);
+    char label[96];
+    snprintf(label, sizeof(label), "%s_forward (vectors, product, scatter)", name);
+    if (!backward_plant) record_(label, worst_forward, plant);
 
     /* Backward, after the BF16 forward (its patches are P~ but for a forward control). */
     if (!forward_plant) {
+        uform_cuda_frontend_gradients_t gradients = {.bytes = t_g_bytes};
+        gradients.weights[k_index] = t_g_patch, gradients.biases[k_index] = t_g_bias;
         PLANTED_OK(backward_entry, backward_plant ? numbers_[plant] : 0,
-                   uform_cuda_frontend_backward(gemm, &images, t_dx, t_order, t_offsets, n, d, t_partials,
-                                                &(uform_cuda_frontend_gradients_t){t_g_bytes, t_g_patch, t_g_bias}, NULL));
+                   uform_cuda_frontend_backward(gemm, media, t_dx, t_order, t_offsets, n, d, t_partials, &gradients, NULL));
         float *out_bytes = malloc(vocabulary * d * 4), *out_patch = malloc(d * patch_k * 4), *out_bias = malloc(d * 4);
         download_(out_bytes, t_g_bytes, vocabulary * d * 4), download_(out_patch, t_g_patch, d * patch_k * 4);
         download_(out_bias, t_g_bias, d * 4);
@@ -148,14 +168,15 @@ void check_image_(int plant) {
                 }
                 compare_(&worst_backward, out_patch[j * patch_k + k], sum, gamma * magnitude + 1e-300);
             }
-        double pieces = ceil((double)live / uform_cuda_image_piece_k);
-        double depth = ((double)live < uform_cuda_image_piece_k ? (double)live : uform_cuda_image_piece_k) + pieces;
+        double pieces = ceil((double)live / uform_cuda_media_piece_k);
+        double depth = ((double)live < uform_cuda_media_piece_k ? (double)live : uform_cuda_media_piece_k) + pieces;
         for (size_t j = 0; j < d; ++j) {
             double sum = g_bias[j], magnitude = fabs(g_bias[j]);
             for (size_t i = 0; i < live; ++i) sum += dx[cells[i] * d + j], magnitude += fabs(dx[cells[i] * d + j]);
             compare_(&worst_backward, out_bias[j], sum, depth * unit_ * magnitude + 1e-300);
         }
-        record_("image_backward (gather, product, bias)", worst_backward, plant);
+        snprintf(label, sizeof(label), "%s_backward (gather, product, bias)", name);
+        record_(label, worst_backward, plant);
         free(out_bytes), free(out_patch), free(out_bias), free(dy);
     }
     uform_cuda_gemm_destroy(gemm);
@@ -167,6 +188,10 @@ void check_image_(int plant) {
     cudaFree(t_product), cudaFree(t_dx), cudaFree(t_g_bytes), cudaFree(t_g_patch), cudaFree(t_g_bias), cudaFree(t_partials);
     cudaFree(t_image_partials);
 }
+
+void check_image_(int plant) { check_frontend_(uform_cell_image_k, plant); }
+void check_video_(int plant) { check_frontend_(uform_cell_video_k, plant); }
+void check_audio_(int plant) { check_frontend_(uform_cell_audio_k, plant); }
 
 /* --- The mae head (encoder.h's uform_cuda_mae_head: gather, two products, the loss, the scatter) over
  *     900 cells of width 192, a capacity of 640 and 300 masked cells (then none), the true pixels in
@@ -181,11 +206,12 @@ void check_image_(int plant) {
  *     products read the kernel's own d_pred (checked above): mae.head = d_pred^T G over the
  *     capacity's rows, g_640 sum |d_pred G|; d_h [cell] = d_h0 + d_pred W, g_1024 sum |d_pred W| + u
  *     |d_h*| on the masked cells, the other rows untouched (bound 0). */
-void check_mae_(int plant) {
-    enum { cells_k = 900, width_k = 192, capacity_k = 640, masked_k = 300, patch = 1024 };
+static void check_head_(uform_cell_kind_t kind, int plant) {
+    enum { cells_k = 900, width_k = 192, capacity_k = 640, masked_k = 300 };
     static char const *const entries[] = {NULL, "mae_gather", "mae_loss", "mae_loss", "mae_scatter_add"};
     static int const numbers[] = {0, 1, 1, 2, 1};
-    size_t n = cells_k, d = width_k, m = capacity_k;
+    size_t n = cells_k, d = width_k, m = capacity_k, patch = uform_media_info(kind)->values;
+    int audio = kind == uform_cell_audio_k;
     uint16_t *h = malloc(n * d * 2), *head = malloc(patch * d * 2), *targets16 = malloc(m * patch * 2);
     float *bias = malloc(patch * 4), *bias0 = malloc(patch * 4), *targets32 = malloc(m * patch * 4);
     float *d_h0 = malloc(n * d * 4), *head_noise = malloc(patch * d * 4);
@@ -196,7 +222,7 @@ void check_mae_(int plant) {
     for (size_t c = 0; c < n - 1 && live < masked_k; ++c) /* ascending, never the last cell (the gather control's next exists) */
         if (uniform_() > 0.3) cells[live++] = (uint32_t)c;
     for (size_t i = 0; i < m * patch; ++i) {
-        targets32[i] = i / patch >= live ? nanf("") : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
+        targets32[i] = i / patch >= live ? nanf("") : audio ? (float)uniform_() : (float)((size_t)((uniform_() + 1) * 128) % 256) / 255.0f;
         targets16[i] = f32_to_bf16_(targets32[i]);
     }
     uint16_t *t_h = device_(n * d * 2), *t_head = device_(patch * d * 2), *t_gathered = device_(m * d * 2);
@@ -204,20 +230,20 @@ void check_mae_(int plant) {
     uint32_t *t_counts = device_(3 * 4), *t_cells = device_(m * 4);
     void *t_targets = device_(m * patch * 4);
     float *t_bias = device_(patch * 4), *t_bias_grad = device_(patch * 4), *t_head_grad = device_(patch * d * 4);
-    float *t_pred = device_(m * patch * 4), *t_d_gathered = device_(m * d * 4), *t_partials = device_(uform_cuda_mae_partials(m) * 4);
+    float *t_pred = device_(m * patch * 4), *t_d_gathered = device_(m * d * 4), *t_partials = device_(uform_cuda_mae_partials(m, patch) * 4);
     float *t_d_h = device_(n * d * 4), *t_loss = device_(4);
     upload_(t_h, h, n * d * 2), upload_(t_head, head, patch * d * 2), upload_(t_bias, bias, patch * 4);
     upload_(t_cells, cells, live * 4);
     uform_cuda_gemm_t *gemm;
     KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
-    uform_cuda_mae_t const mae = {.capacity = m, .counts = t_counts, .cells = t_cells, .targets = t_targets, .head = t_head,
+    uform_cuda_mae_t const mae = {.capacity = m, .values = patch, .counts = t_counts, .cells = t_cells, .targets = t_targets, .head = t_head,
                                   .bias = t_bias, .head_grad = t_head_grad, .bias_grad = t_bias_grad, .gathered = t_gathered,
                                   .predictions = t_pred, .d_predictions = t_d_pred, .d_gathered = t_d_gathered,
                                   .partials = t_partials};
     uint16_t *gathered = malloc(m * d * 2), *d_pred = malloc(m * patch * 2);
     float *out_bias = malloc(patch * 4), *out_head = malloc(patch * d * 4), *out_d_h = malloc(n * d * 4), loss = 0;
     double *e = malloc(m * patch * sizeof(double)), *e_bound = malloc(m * patch * sizeof(double));
-    double parts[6] = {0}, piece = uform_cuda_image_piece_k; /* gathered, d_pred, bias, loss, mae.head, d_h */
+    double parts[6] = {0}, piece = uform_cuda_media_piece_k; /* gathered, d_pred, bias, loss, mae.head, d_h */
     for (int run = 0; run < 3; ++run) { /* Float32 pixels, BF16 pixels, no masked patch */
         int bf16 = run == 1;
         size_t masked = run == 2 ? 0 : live;
@@ -294,10 +320,13 @@ void check_mae_(int plant) {
     }
     double worst = 0;
     for (size_t k = 0; k < 6; ++k) worst = parts[k] > worst ? parts[k] : worst;
+    char const *head_name = uform_part_name(uform_media_info(kind)->mae);
     if (!plant)
-        printf("mae_head, worst error / bound by part: gathered %.3g, d_pred %.3g, mae.bias %.3g, loss %.3g, mae.head %.3g, "
-               "dL/dh %.3g\n", parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
-    record_("mae_head (gather, products, loss, bias, scatter)", worst, plant);
+        printf("%s_head, worst error / bound by part: gathered %.3g, d_pred %.3g, mae.bias %.3g, loss %.3g, mae.head %.3g, "
+               "dL/dh %.3g\n", head_name, parts[0], parts[1], parts[2], parts[3], parts[4], parts[5]);
+    char label[96];
+    snprintf(label, sizeof(label), "%s_head (gather, products, loss, bias, scatter)", head_name);
+    record_(label, worst, plant);
     uform_cuda_gemm_destroy(gemm);
     free(h), free(head), free(targets16), free(bias), free(bias0), free(targets32), free(d_h0), free(head_noise), free(cells);
     free(gathered), free(d_pred), free(out_bias), free(out_head), free(out_d_h), free(e), free(e_bound);
@@ -305,3 +334,9 @@ void check_mae_(int plant) {
     cudaFree(t_targets), cudaFree(t_bias), cudaFree(t_bias_grad), cudaFree(t_head_grad), cudaFree(t_pred);
     cudaFree(t_d_gathered), cudaFree(t_partials), cudaFree(t_d_h), cudaFree(t_loss);
 }
+
+void check_mae_(int plant) { check_head_(uform_cell_image_k, plant); }
+/* The audio and video heads: the same kernels at widths 320 and 1536; their width-dependent part,
+ * the loss, gets its controls (the gradient's factor 2 dropped, the last masked row dropped). */
+void check_mae_audio_(int plant) { check_head_(uform_cell_audio_k, plant ? plant + 1 : 0); }
+void check_mae_video_(int plant) { check_head_(uform_cell_video_k, plant ? plant + 1 : 0); }

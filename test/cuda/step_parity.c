@@ -3,14 +3,16 @@
  *  attention pool) and rerank (rerank.proj per cell, rows normalized, the ranked sigmoid over MaxSim),
  *  the pair objectives also with the opt-in TCR and Lipschitz terms, masked bytes and contrastive also
  *  over grids that pack image segments beside texts (a model with the vision frontend; masked bytes
- *  once more with half the patches masked for the mae head): every tensor's gradient on one
+ *  once more with half the patches masked for the mae head), and over mixed grids of image, video
+ *  and audio segments beside texts (every media frontend; masked bytes with every masked modelling
+ *  head, half of each kind's vectors masked): every tensor's gradient on one
  *  batch, the loss, the loss curve of full Adafactor steps, bitwise repeatability of a second GPU
  *  step, and a planted control (the step's RMSNorm backward with a dropped term) that the gradient
  *  check must reject. Runs without recomputation, with it, and with it but the last block kept and
  *  the others' attention outputs kept (all three bitwise equal). Exits 77 (skipped) without a CUDA device; nonzero when a check fails or a
  *  control is missed.
  *
- *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|images|all] [--width 128] [--depth 2]
+ *      uform_step_parity [--json FILE] [--objective mlm|contrastive|rerank|images|media|all] [--width 128] [--depth 2]
  *                        [--rows 4] [--columns 256] [--steps 20]
  */
 #define _POSIX_C_SOURCE 200809L
@@ -27,6 +29,7 @@
 #include "cuda/plant.h"
 #include "cuda/step.h"
 #include "core/numeric.h"
+#include "model/tensors.h"
 #include "uform/uform.h"
 
 
@@ -61,19 +64,25 @@ typedef struct variant_t {
     char const *name; /* printed, and the JSON key of a pair objective */
     uform_objective_t objective;
     double tcr_lambda, lipschitz_lambda;
-    int images; /* 1: the model carries the vision frontend and the batches pack image segments beside texts */
-    int mae;    /* 1 (masked bytes with images): the model carries the mae head and half the patches are masked */
+    unsigned media; /* the media kinds (bit k: kind uform_cell_image_k + k) whose frontends the model carries and
+                     * whose segments the batches pack beside texts; 0: texts alone */
+    int mae;        /* 1 (masked bytes with media): the model carries each kind's masked modelling head and half
+                     * of each kind's vectors are masked */
 } variant_t;
+
+enum { image_bit_k = 1, video_bit_k = 2, audio_bit_k = 4, every_medium_k = 7 };
 
 /* The spectral runs weigh TCR and Lipschitz at 0.1 as test_uform_base_cuda.py does; power iteration
  * at the trainer's default steps on both sides. */
 static variant_t const variants_[] = {
     {"mlm", uform_objective_mlm_k, 0, 0, 0, 0},
-    {"mlm+images", uform_objective_mlm_k, 0, 0, 1, 0},
-    {"mlm+images+mae", uform_objective_mlm_k, 0, 0, 1, 1},
+    {"mlm+images", uform_objective_mlm_k, 0, 0, image_bit_k, 0},
+    {"mlm+images+mae", uform_objective_mlm_k, 0, 0, image_bit_k, 1},
+    {"mlm+media+mae", uform_objective_mlm_k, 0, 0, every_medium_k, 1},
     {"contrastive", uform_objective_contrastive_k, 0, 0, 0, 0},
     {"contrastive+tcr+lipschitz", uform_objective_contrastive_k, 0.1, 0.1, 0, 0},
-    {"contrastive+images", uform_objective_contrastive_k, 0, 0, 1, 0},
+    {"contrastive+images", uform_objective_contrastive_k, 0, 0, image_bit_k, 0},
+    {"contrastive+media", uform_objective_contrastive_k, 0, 0, every_medium_k, 0},
     {"rerank", uform_objective_rerank_k, 0, 0, 0, 0},
     {"rerank+tcr+lipschitz", uform_objective_rerank_k, 0.1, 0.1, 0, 0},
 };
@@ -106,25 +115,41 @@ typedef struct host_batch_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *segment_of, *spans, *anchors, *candidates, *positives;
     int32_t *row_segments, *positions, *targets;
-    /* Image variants: the image cells' patches (grid.media's image rows, one per image cell in cell
-     * order), in Float32 and their BF16 values; `bf16` says which the batch gives both sides. */
-    size_t images;
-    float *patches;
-    uint16_t *patches16;
+    /* Media variants, by kind: the cells' vectors (grid.media's rows, one per cell in cell order), in
+     * Float32 and their BF16 values; `bf16` says which the batch gives both sides. */
+    size_t media_rows[uform_media_kinds_k];
+    float *rows32[uform_media_kinds_k];
+    uint16_t *rows16[uform_media_kinds_k];
+    unsigned kinds_mask;
     int bf16;
-    int mae; /* media row 0 is the blank patch that masked cells show; their targets name their true rows */
+    int mae; /* each kind's media row 0 is the blank vector that masked cells show; their targets name their true rows */
 } host_batch_t;
 
-static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, int images) {
+/* The width of media kind index k's vectors (1024, 1536, 320). */
+static size_t values_of_(size_t k) { return uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k))->values; }
+/* The batch's media cells of every kind (less the blank rows). */
+static size_t media_cells_(host_batch_t const *b) {
+    size_t total = 0;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        if (b->media_rows[k]) total += b->media_rows[k] - (b->mae ? 1 : 0);
+    return total;
+}
+
+static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, unsigned media) {
     size_t n = rows * columns;
     *b = (host_batch_t){.rows = rows, .columns = columns, .cells = n};
     b->kinds = malloc(n), b->values = malloc(n * 4), b->segment_of = malloc(n * 4), b->spans = malloc(2 * n * 4);
     b->row_segments = malloc(n * 4), b->positions = malloc(3 * n * 4), b->targets = malloc(n * 4);
     b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4);
-    if (images) /* a row per cell, and the blank one */
-        b->patches = malloc((n + 1) * uform_patch_length_k * 4), b->patches16 = malloc((n + 1) * uform_patch_length_k * 2);
+    int rows_ok = 1;
+    b->kinds_mask = media;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        if (!(media >> k & 1)) continue; /* a row per cell, and the blank one */
+        b->rows32[k] = malloc((n + 1) * values_of_(k) * 4), b->rows16[k] = malloc((n + 1) * values_of_(k) * 2);
+        rows_ok &= b->rows32[k] && b->rows16[k];
+    }
     if (!b->kinds || !b->values || !b->segment_of || !b->spans || !b->row_segments || !b->positions || !b->targets ||
-        !b->anchors || !b->candidates || !b->positives || (images && (!b->patches || !b->patches16))) {
+        !b->anchors || !b->candidates || !b->positives || !rows_ok) {
         fprintf(stderr, "step_parity: out of host memory for a %zu-cell batch\n", n);
         exit(1);
     }
@@ -133,7 +158,7 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, int image
 static void batch_free_(host_batch_t *b) {
     free(b->kinds), free(b->values), free(b->segment_of), free(b->spans), free(b->row_segments), free(b->positions);
     free(b->targets), free(b->anchors), free(b->candidates), free(b->positives), free(b->labels);
-    free(b->patches), free(b->patches16);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) free(b->rows32[k]), free(b->rows16[k]);
 }
 
 /* Text-like bytes (skewed letters and spaces, 10% uniform over 0..255) so the loss falls within 20 steps
@@ -151,48 +176,67 @@ static uint32_t byte_(void) {
 static size_t const image_grids_[][2] = {{2, 3}, {3, 3}, {4, 5}, {5, 5}, {3, 11}, {5, 13}, {8, 9}};
 enum { image_grids_count_k = sizeof(image_grids_) / sizeof(image_grids_[0]) };
 
-/* An image of `grid` patches as one segment at `cell`, row-local segment `local`: t = 0, h = patch row,
- * w = patch column (docs/images.md); each patch 16x16 RGBA values k / 255, alpha mostly opaque, as a
- * decoder gives them; each cell's media row the next one. */
-static void image_write_(host_batch_t *b, size_t cell, size_t const grid[2], int32_t local) {
+/* A media segment of `grid` cells (rows x columns) of kind index k at `cell`, row-local segment
+ * `local`, each cell's media row the next one, as the decoders give them. An image: t = 0, h = patch
+ * row, w = patch column (docs/images.md), 16x16 RGBA values k / 255, alpha mostly opaque. A video:
+ * the grid's rows are tube steps, t = 2 ticks a step, h and w the column's place in a 2-wide frame
+ * of tubes, RGB values k / 255. Audio: t = h = w = the frame's index, samples in [-1, 1). */
+static void media_write_(host_batch_t *b, size_t k, size_t cell, size_t const grid[2], int32_t local) {
+    size_t values = values_of_(k);
     for (size_t i = 0; i < grid[0] * grid[1]; ++i) {
-        size_t at = cell + i, row = b->images++;
-        b->kinds[at] = uform_cell_image_k, b->values[at] = (uint32_t)row, b->targets[at] = -1, b->row_segments[at] = local;
+        size_t at = cell + i, row = b->media_rows[k]++;
+        b->kinds[at] = (uint8_t)(uform_cell_image_k + k), b->values[at] = (uint32_t)row, b->targets[at] = -1;
+        b->row_segments[at] = local;
         if (b->mae && uniform_() < 0.5) b->values[at] = 0, b->targets[at] = (int32_t)row; /* masked: shows the blank */
-        b->positions[3 * at] = 0, b->positions[3 * at + 1] = (int32_t)(i / grid[1]), b->positions[3 * at + 2] = (int32_t)(i % grid[1]);
-        for (size_t v = 0; v < uform_patch_length_k; ++v) {
+        int32_t *p = b->positions + 3 * at, column = (int32_t)(i % grid[1]);
+        if (k == 0) p[0] = 0, p[1] = (int32_t)(i / grid[1]), p[2] = column;
+        else if (k == 1) p[0] = 2 * (int32_t)(i / grid[1]), p[1] = column / 2, p[2] = column % 2;
+        else p[0] = p[1] = p[2] = (int32_t)i;
+        for (size_t v = 0; v < values; ++v) {
             uint32_t level = (uint32_t)(next_() & 255);
-            if (v % 4 == 3 && uniform_() < 0.8) level = 255;
-            float value = (float)level / 255.0f;
-            b->patches[row * uform_patch_length_k + v] = value;
-            b->patches16[row * uform_patch_length_k + v] = uform_f32_to_bf16(value);
+            if (k == 0 && v % 4 == 3 && uniform_() < 0.8) level = 255;
+            float value = k == 2 ? (float)(2 * uniform_() - 1) : (float)level / 255.0f;
+            b->rows32[k][row * values + v] = value;
+            b->rows16[k][row * values + v] = uform_f32_to_bf16(value);
         }
     }
+}
+
+/* A media kind index drawn from the batch's kinds. */
+static size_t media_kind_(host_batch_t const *b) {
+    size_t kinds[uform_media_kinds_k], count = 0;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        if (b->kinds_mask >> k & 1) kinds[count++] = k;
+    return kinds[next_() % count];
 }
 
 /* Batch `index`: rows filled wholly by segments of mixed lengths (under, at and over the 64-cell tile,
  * starting and ending mid-tile, the last one cut at the row's end), ~15% of cells masked, text
  * positions t = h = w = index in the segment (as src/data/batcher.c and src/encode.c set them). With
- * `images`, about half the segments are images where their grid fits (never scored: image cells have
- * no byte targets), the patches in Float32 on even batches and BF16 on odd ones. */
-static void batch_make_(host_batch_t *b, size_t index, int images, int mae) {
+ * media, about half the segments are media segments (of a kind drawn from the batch's) where their
+ * grid fits (never scored by the byte head: media cells have no byte targets), the vectors in
+ * Float32 on even batches and BF16 on odd ones. */
+static void batch_make_(host_batch_t *b, size_t index, int mae) {
     static size_t const lengths[] = {1, 9, 17, 33, 48, 64, 65, 100, 130, 200};
     state_ = batch_seed_ * 0x100000001b3ull + index;
     size_t masked = 0;
-    b->segments = 0, b->images = 0, b->bf16 = (int)(index % 2), b->mae = mae;
-    if (mae) { /* the blank patch, media row 0 */
-        memset(b->patches, 0, uform_patch_length_k * 4), memset(b->patches16, 0, uform_patch_length_k * 2);
-        b->images = 1;
+    b->segments = 0, b->bf16 = (int)(index % 2), b->mae = mae;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        b->media_rows[k] = 0;
+        if (mae && b->kinds_mask >> k & 1) { /* the blank vector, media row 0 */
+            memset(b->rows32[k], 0, values_of_(k) * 4), memset(b->rows16[k], 0, values_of_(k) * 2);
+            b->media_rows[k] = 1;
+        }
     }
     for (size_t row = 0; row < b->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
         while (column < b->columns) {
-            if (images && next_() % 2) {
+            if (b->kinds_mask && next_() % 2) {
                 size_t const *grid = image_grids_[next_() % image_grids_count_k];
                 if (grid[0] * grid[1] <= b->columns - column) {
                     size_t first = row * b->columns + column, length = grid[0] * grid[1];
-                    image_write_(b, first, grid, local);
+                    media_write_(b, media_kind_(b), first, grid, local);
                     for (size_t i = 0; i < length; ++i) b->segment_of[first + i] = (uint32_t)b->segments;
                     b->spans[2 * b->segments] = (uint32_t)first, b->spans[2 * b->segments + 1] = (uint32_t)length;
                     b->segments++, local++, column += length;
@@ -313,31 +357,33 @@ static void record_texts_(int rerank, size_t const lengths[3], uint32_t texts[3]
 
 /* Pair batch `index`: records of a query (the anchor), its positive and, one time in three, a hard
  * negative, each record whole in one row as src/data/batcher.c places items, a row closed by padding
- * once the next record does not fit; texts under, at and over the 64-cell tile. With `images` (not
- * with rerank), even records pair a text query with image documents and odd ones an image query
- * with text documents, the patches as batch_make_'s. */
-static void pair_batch_make_(host_batch_t *b, size_t index, int rerank, int images) {
+ * once the next record does not fit; texts under, at and over the 64-cell tile. With media (not
+ * with rerank), even records pair a text query with media documents and odd ones a media query
+ * with text documents, each media part of a kind drawn from the batch's, the vectors as batch_make_'s. */
+static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
     static size_t const queries[] = {5, 9, 17, 33, 48, 64, 65};
     static size_t const documents[] = {5, 17, 33, 64, 65, 100, 130, 200}; /* rerank: from 33, at least letters_k */
     size_t const first_document = rerank ? 2 : 0, query_kinds = sizeof(queries) / sizeof(queries[0]);
     size_t const document_kinds = sizeof(documents) / sizeof(documents[0]) - first_document;
     uint32_t texts[3][text_longest_k];
     state_ = (batch_seed_ + 1 + (uint64_t)rerank) * 0x100000001b3ull + index;
-    b->texts = b->anchors_count = b->candidates_count = 0, b->images = 0, b->bf16 = (int)(index % 2);
+    b->texts = b->anchors_count = b->candidates_count = 0, b->bf16 = (int)(index % 2);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) b->media_rows[k] = 0;
     for (size_t row = 0; row < b->rows; ++row) {
         size_t column = 0;
         int32_t local = 0;
         for (;;) {
             size_t lengths[3] = {0, 0, 0};
-            size_t const *grids[3] = {NULL, NULL, NULL}; /* the image parts' patch grids */
+            size_t const *grids[3] = {NULL, NULL, NULL}; /* the media parts' grids */
+            size_t part_kinds[3] = {0, 0, 0};
             int fits = 0;
             for (int tries = 0; tries < 8 && !fits; ++tries) {
                 lengths[0] = queries[next_() % query_kinds];
                 lengths[1] = documents[first_document + next_() % document_kinds];
                 lengths[2] = next_() % 3 == 0 ? documents[first_document + next_() % document_kinds] : 0;
-                for (size_t part = 0; images && part < 3 && lengths[part]; ++part) {
+                for (size_t part = 0; b->kinds_mask && part < 3 && lengths[part]; ++part) {
                     grids[part] = (part == 0) == (b->anchors_count % 2 == 1) ? image_grids_[next_() % image_grids_count_k] : NULL;
-                    if (grids[part]) lengths[part] = grids[part][0] * grids[part][1];
+                    if (grids[part]) lengths[part] = grids[part][0] * grids[part][1], part_kinds[part] = media_kind_(b);
                 }
                 fits = lengths[0] + lengths[1] + lengths[2] <= b->columns - column;
             }
@@ -346,7 +392,7 @@ static void pair_batch_make_(host_batch_t *b, size_t index, int rerank, int imag
             b->positives[b->anchors_count] = (uint32_t)b->candidates_count;
             b->anchors[b->anchors_count++] = (uint32_t)b->texts;
             for (size_t part = 0; part < 3 && lengths[part]; ++part) {
-                if (grids[part]) image_write_(b, row * b->columns + column, grids[part], local++);
+                if (grids[part]) media_write_(b, part_kinds[part], row * b->columns + column, grids[part], local++);
                 else text_write_(b, row * b->columns + column, texts[part], lengths[part], local++);
                 if (part) b->candidates[b->candidates_count++] = (uint32_t)b->texts;
                 b->texts++, column += lengths[part];
@@ -362,11 +408,13 @@ static void pair_batch_make_(host_batch_t *b, size_t index, int rerank, int imag
 
 static uform_batch_t batch_cpu_(host_batch_t const *b) {
     int pairs = b->anchors_count > 0;
-    uform_media_t images = {0};
-    if (b->images)
-        images = (uform_media_t){b->bf16 ? (void const *)b->patches16 : (void const *)b->patches, b->images,
-                                 b->bf16 ? uform_media_bf16_k : uform_media_f32_k};
-    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions, {images}},
+    uform_media_t media[uform_media_kinds_k] = {{0}};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k)
+        if (b->media_rows[k])
+            media[k] = (uform_media_t){b->bf16 ? (void const *)b->rows16[k] : (void const *)b->rows32[k], b->media_rows[k],
+                                       b->bf16 ? uform_media_bf16_k : uform_media_f32_k};
+    return (uform_batch_t){.grid = {b->rows, b->columns, b->kinds, b->values, b->row_segments, b->positions,
+                                    {media[0], media[1], media[2]}},
                            .targets = pairs ? NULL : b->targets,
                            .anchors = pairs ? b->anchors : NULL,
                            .anchors_count = b->anchors_count,
@@ -390,33 +438,40 @@ static void batch_gpu_(uform_cuda_step_t *step, int slot, host_batch_t const *b,
     int rest_empty = 1;
     for (size_t i = 2 * b->segments; i < 2 * capacity; ++i) rest_empty &= view.spans[i] == 0;
     CHECK(rest_empty && !memcmp(view.positions, b->positions, 3 * b->cells * 4));
-    /* Image cells go up as PAD (the byte lookup's row, which the image frontend overwrites), listed in
-     * cell order with their patches packed in the batch's dtype; every other cell's value as it is.
-     * Masked patches: their cells and true rows listed in cell order too, and no byte target. */
-    size_t images = 0, masked = 0, row_bytes = uform_patch_length_k * (b->bf16 ? 2 : 4);
-    int values_ok = 1, images_ok = 1, targets_ok = 1;
+    /* Media cells go up as PAD (the byte lookup's row, which their frontend overwrites), listed by kind
+     * in cell order with their vectors packed in the batch's dtype; every other cell's value as it is.
+     * Masked vectors: their cells and true rows listed in cell order too, and no byte target. */
+    size_t listed[uform_media_kinds_k] = {0}, masked[uform_media_kinds_k] = {0};
+    int values_ok = 1, media_ok = 1, targets_ok = 1;
     for (size_t c = 0; c < b->cells; ++c) {
-        int image = b->kinds[c] == uform_cell_image_k;
-        values_ok &= view.values[c] == (image ? uform_pad_k : b->values[c]);
-        if (!b->anchors_count) targets_ok &= view.targets[c] == (image ? -1 : b->targets[c]);
-        if (!image) continue;
+        int is_media = b->kinds[c] >= uform_cell_image_k && b->kinds[c] <= uform_cell_audio_k;
+        values_ok &= view.values[c] == (is_media ? uform_pad_k : b->values[c]);
+        if (!b->anchors_count) targets_ok &= view.targets[c] == (is_media ? -1 : b->targets[c]);
+        if (!is_media) continue;
+        size_t k = b->kinds[c] - uform_cell_image_k, values = values_of_(k), row_bytes = values * (b->bf16 ? 2 : 4);
+        uform_cuda_batch_media_t const *out = &view.media[k];
         if (b->targets[c] >= 0) {
-            void const *truth = b->bf16 ? (void const *)(b->patches16 + b->targets[c] * uform_patch_length_k)
-                                        : (void const *)(b->patches + b->targets[c] * uform_patch_length_k);
-            images_ok &= view.mae_cells[masked] == c &&
-                         !memcmp((unsigned char const *)view.mae_rows + masked * row_bytes, truth, row_bytes);
-            masked++;
+            void const *truth = b->bf16 ? (void const *)(b->rows16[k] + b->targets[c] * values)
+                                        : (void const *)(b->rows32[k] + b->targets[c] * values);
+            media_ok &= out->mae_cells[masked[k]] == c &&
+                        !memcmp((unsigned char const *)out->mae_rows + masked[k] * row_bytes, truth, row_bytes);
+            masked[k]++;
         }
-        void const *expected = b->bf16 ? (void const *)(b->patches16 + b->values[c] * uform_patch_length_k)
-                                       : (void const *)(b->patches + b->values[c] * uform_patch_length_k);
-        images_ok &= images < b->images && view.image_cells[images] == c &&
-                     !memcmp((unsigned char const *)view.image_rows + images * row_bytes, expected, row_bytes);
-        images++;
+        void const *expected = b->bf16 ? (void const *)(b->rows16[k] + b->values[c] * values)
+                                       : (void const *)(b->rows32[k] + b->values[c] * values);
+        media_ok &= listed[k] < b->media_rows[k] && out->cells[listed[k]] == c &&
+                    !memcmp((unsigned char const *)out->rows + listed[k] * row_bytes, expected, row_bytes);
+        listed[k]++;
     }
-    size_t image_cells = b->images - (b->mae ? 1 : 0); /* media rows less the blank one */
-    CHECK(values_ok && images_ok && targets_ok && view.images[0] == image_cells && images == image_cells);
-    CHECK(view.images[2] == masked && (masked > 0) == (b->mae && images > 0));
-    if (b->images) CHECK(view.images[1] == (uint32_t)(b->bf16 ? uform_media_bf16_k : uform_media_f32_k));
+    CHECK(values_ok && media_ok && targets_ok);
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        if (!(b->kinds_mask >> k & 1)) continue;
+        uint32_t const *counts = view.media[k].counts;
+        size_t cells = b->media_rows[k] ? b->media_rows[k] - (b->mae ? 1 : 0) : 0; /* media rows less the blank one */
+        CHECK(counts[0] == cells && listed[k] == cells);
+        CHECK(counts[2] == masked[k] && (masked[k] > 0) == (b->mae && listed[k] > 0));
+        if (cells) CHECK(counts[1] == (uint32_t)(b->bf16 ? uform_media_bf16_k : uform_media_f32_k));
+    }
     if (b->anchors_count) CHECK(view.counts[0] == b->anchors_count && view.counts[1] == b->candidates_count && view.counts[2] == b->texts);
     uform_cuda_batch_finish(step, slot, learning_rate_, t);
 }
@@ -620,7 +675,7 @@ static int all_zero_(float const *values, size_t count) {
  * ------------------------------------------------------------------------------------------- */
 
 /* ---------------------------------------------------------------------------------------------
- * The bounds: image segments (mlm+images, contrastive+images)
+ * The bounds: media segments (mlm+images, contrastive+images; mlm+media+mae, contrastive+media)
  *
  * What is derived, from encoder.c and frontend.cu. The CPU trainer reads the patches in Float32
  * (widened exactly where the media is BF16); the GPU rounds them to BF16 before the patch product
@@ -652,14 +707,24 @@ static int all_zero_(float const *values, size_t count) {
  * prediction's product part off by at most e = sqrt(F) u of its root mean square q (assumed, as the
  * rows above), by |dR| <= 2 sqrt(R) e q + (e q)^2 (Cauchy-Schwarz), where q <= sqrt(R) + rms(t) +
  * rms(mae.bias), all read from the CPU's side (pixels_rms_, bias_rms_).
+ *
+ * Video tubes and audio frames enter as patches do (a BF16 rounding of Float32 vectors, a K = 1536
+ * or 320 product, the bias), so every statement above holds with their weight and bias in the
+ * patch's and the bias's places: one media point, whichever kinds a batch mixes. With several
+ * masked modelling heads R = sum_k R_k, each bounded as above with its own targets and bias and
+ * sqrt(R_k) <= sqrt(R): |dR| <= sum_k 2 sqrt(R) e q_k + (e q_k)^2.
  * ------------------------------------------------------------------------------------------- */
 
-static char const *const heads_[] = {"mlm.head",     "pool.query",  "pool.proj", "rerank.proj",
-                                     "siglip.scale", "siglip.bias", "mae.head",  "mae.bias"};
+static char const *const heads_[] = {"mlm.head",       "pool.query",     "pool.proj",      "rerank.proj",
+                                     "siglip.scale",   "siglip.bias",    "mae.head",       "mae.bias",
+                                     "mae_video.head", "mae_video.bias", "mae_audio.head", "mae_audio.bias"};
 enum { heads_count_k = sizeof(heads_) / sizeof(heads_[0]) };
 
-/* The patch rounding point, where image cells reach the loss (the image bounds above). */
-static size_t image_point_(variant_t const *v) { return v->images && (pairs_(v) || v->mae) ? 1 : 0; }
+/* The vectors' rounding point, where media cells reach the loss (the media bounds above). */
+static size_t image_point_(variant_t const *v) { return v->media && (pairs_(v) || v->mae) ? 1 : 0; }
+
+/* Whether `name` is a masked modelling head's tensor (mae.head, mae_video.bias, ...). */
+static int mae_tensor_(char const *name) { return !strncmp(name, "mae.", 4) || !strncmp(name, "mae_", 4); }
 
 /* F: the forward points the loss reads. */
 static size_t forward_points_(variant_t const *v, size_t depth) {
@@ -673,8 +738,7 @@ static size_t head_points_(variant_t const *v) { return rerank_(v) && spectral_(
 static size_t head_tensor_points_(char const *name, variant_t const *v, size_t depth) {
     size_t pool = 8 * depth + 2 + image_point_(v), colbert = 8 * depth + 1 + image_point_(v);
     if (!strcmp(name, "mlm.head")) return pairs_(v) ? 0 : forward_points_(v, depth) + 1;
-    if (!strcmp(name, "mae.head")) return v->mae ? forward_points_(v, depth) + 1 : 0;
-    if (!strcmp(name, "mae.bias")) return v->mae ? forward_points_(v, depth) : 0;
+    if (mae_tensor_(name)) return !v->mae ? 0 : strstr(name, ".head") ? forward_points_(v, depth) + 1 : forward_points_(v, depth);
     if (!strcmp(name, "pool.query") || !strcmp(name, "pool.proj")) return pairs_(v) && pooled_(v) ? pool + 1 : 0;
     if (!strcmp(name, "rerank.proj")) return rerank_(v) ? colbert + 1 : 0;
     if (!strcmp(name, "siglip.scale") || !strcmp(name, "siglip.bias"))
@@ -688,8 +752,10 @@ static size_t points_(char const *name, variant_t const *v, size_t depth) {
     for (size_t i = 0; i < heads_count_k; ++i)
         if (!strcmp(name, heads_[i])) return head_tensor_points_(name, v, depth);
     if (!strcmp(name, "final_norm")) return forward + head;
-    if (!strcmp(name, "embed.bytes") || !strcmp(name, "vision.bias")) return forward + head + 1 + 9 * (depth - 1) + 8;
-    if (!strcmp(name, "vision.patch")) return forward + head + 1 + 9 * (depth - 1) + 8 + 1;
+    int media_bias = !strcmp(name, "vision.bias") || !strcmp(name, "video.bias") || !strcmp(name, "audio.bias");
+    int media_weight = !strcmp(name, "vision.patch") || !strcmp(name, "video.tube") || !strcmp(name, "audio.frame");
+    if (!strcmp(name, "embed.bytes") || media_bias) return forward + head + 1 + 9 * (depth - 1) + 8;
+    if (media_weight) return forward + head + 1 + 9 * (depth - 1) + 8 + 1;
     unsigned block;
     char part[32];
     if (sscanf(name, "blocks.%u.%31s", &block, part) != 2 || block >= depth) return 0;
@@ -709,25 +775,30 @@ typedef struct loss_bounds_t {
     double head, tcr, lipschitz, reconstruction, total; /* absolute */
 } loss_bounds_t;
 
-/* The batch's masked patches' true pixels, their root mean square (0 without any). */
-static double pixels_rms_(host_batch_t const *b) {
+/* The batch's masked vectors' true values of kind index k, their root mean square (0 without any). */
+static double pixels_rms_(host_batch_t const *b, size_t k) {
     double sum = 0;
-    size_t count = 0;
+    size_t count = 0, values = values_of_(k);
     for (size_t c = 0; b->mae && c < b->cells; ++c) {
-        if (b->kinds[c] != uform_cell_image_k || b->targets[c] < 0) continue;
-        for (size_t v = 0; v < uform_patch_length_k; ++v) {
-            double t = b->bf16 ? uform_bf16_to_f32(b->patches16[b->targets[c] * uform_patch_length_k + v])
-                               : b->patches[b->targets[c] * uform_patch_length_k + v];
+        if (b->kinds[c] != uform_cell_image_k + k || b->targets[c] < 0) continue;
+        for (size_t v = 0; v < values; ++v) {
+            double t = b->bf16 ? uform_bf16_to_f32(b->rows16[k][b->targets[c] * values + v]) : b->rows32[k][b->targets[c] * values + v];
             sum += t * t, count++;
         }
     }
     return count ? sqrt(sum / (double)count) : 0;
 }
 
+/* The same for every kind. */
+static void pixels_rms_all_(host_batch_t const *b, double rms[uform_media_kinds_k]) {
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) rms[k] = pixels_rms_(b, k);
+}
+
 /* The loss bounds above from the CPU's loss in parts, s = exp(siglip.scale), the batch's texts (N)
- * and, with the mae head, the masked pixels' and mae.bias's root mean squares. */
+ * and, with masked modelling heads, each kind's masked values' and head bias's root mean squares. */
 static loss_bounds_t loss_bounds_(variant_t const *v, uform_config_t const *config, size_t depth,
-                                  uform_losses_t const *cpu, double scale, size_t texts, double pixels, double bias) {
+                                  uform_losses_t const *cpu, double scale, size_t texts,
+                                  double const pixels[uform_media_kinds_k], double const bias[uform_media_kinds_k]) {
     loss_bounds_t b = {0, 0, 0, 0, 0};
     double pooled_row = sqrt(8.0 * depth + 2 + image_point_(v)) * bf16_unit_;
     double colbert_row = sqrt(8.0 * depth + 1 + image_point_(v)) * bf16_unit_;
@@ -735,7 +806,11 @@ static loss_bounds_t loss_bounds_(variant_t const *v, uform_config_t const *conf
         double e = sqrt((double)forward_points_(v, depth)) * bf16_unit_, r = sqrt(fabs(cpu->reconstruction));
         b.head = e * cpu->mlm;
         /* The mae bound above: |dR| <= 2 sqrt(R) e q + (e q)^2, q = sqrt(R) + rms(t) + rms(b) >= rms(h W). */
-        if (v->mae) b.reconstruction = 2 * r * e * (r + pixels + bias) + pow(e * (r + pixels + bias), 2);
+        for (size_t k = 0; v->mae && k < uform_media_kinds_k; ++k)
+            if (v->media >> k & 1) {
+                double q = r + pixels[k] + bias[k];
+                b.reconstruction += 2 * r * e * q + pow(e * q, 2);
+            }
         b.total = b.head + b.reconstruction;
         return b;
     }
@@ -784,7 +859,8 @@ typedef struct reference_t { /* what the CPU computed once, from the start */
     double *losses;        /* [steps + 1], 1-based: step t's loss on batch t, before its update */
     uform_losses_t *parts; /* [steps + 1]: the same in parts */
     double *scales;        /* [steps + 1]: exp(siglip.scale) before step t; [0] at the start */
-    double *bias_rms;      /* [steps + 1]: the same of mae.bias's root mean square (0 without the mae head) */
+    double (*bias_rms)[uform_media_kinds_k]; /* [steps + 1]: the same of each masked modelling head's bias's root
+                                              * mean square (0 without the head) */
     double *progress;      /* [steps + 1]: sum of |change| of batch 0's loss over the updates before step t */
     size_t untrained_count;
     char const *untrained[heads_count_k]; /* the CPU's heads the step does not hold */
@@ -799,8 +875,12 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
     snprintf(tier, sizeof(tier), "%zux%zu", s->width, s->depth);
     UFORM_OK(uform_config_from_tier(tier, &s->config));
     UFORM_OK(uform_model_init(&s->config, model_seed_, &s->model));
-    if (variant->images) UFORM_OK(uform_model_init_head(s->model, "vision", model_seed_ + 1)); /* trained like every tensor */
-    if (variant->mae) UFORM_OK(uform_model_init_head(s->model, "mae", model_seed_ + 2));
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) { /* trained like every tensor */
+        if (!(variant->media >> k & 1)) continue;
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        UFORM_OK(uform_model_init_head(s->model, uform_part_name(info->part), model_seed_ + 1 + 2 * k));
+        if (variant->mae) UFORM_OK(uform_model_init_head(s->model, uform_part_name(info->mae), model_seed_ + 2 + 2 * k));
+    }
     uform_train_options_default(&s->options);
     s->options.objective = variant->objective;
     s->options.learning_rate = learning_rate_;
@@ -812,12 +892,12 @@ static void setup_cpu_(setup_t *s, variant_t const *variant) {
     s->anchors = s->candidates = s->segments = 0;
     for (size_t t = 0; t <= s->steps; ++t) {
         host_batch_t *b = &s->batches[t];
-        batch_alloc_(b, s->rows, s->columns, variant->images);
+        batch_alloc_(b, s->rows, s->columns, variant->media);
         if (!pairs_(variant)) {
-            batch_make_(b, t, variant->images, variant->mae);
+            batch_make_(b, t, variant->mae);
             continue;
         }
-        pair_batch_make_(b, t, rerank_(variant), variant->images);
+        pair_batch_make_(b, t, rerank_(variant));
         if (!b->anchors_count) {
             fprintf(stderr, "step_parity: rows of %zu cells hold no pair record; use --columns 64 or more\n",
                     s->columns);
@@ -849,9 +929,9 @@ static uform_cuda_step_config_t step_config_(setup_t const *s, int recompute) {
                                   .recompute = recompute != 0, .kept_blocks = recompute == 2,
                                   .keep_attention = recompute == 2, .tune = 0,
                                   .beta1 = s->options.beta1, .beta2 = s->options.beta2, .clip = s->options.clip,
-                                  .weight_decay = s->options.weight_decay,
-                                  .images = v->images ? s->rows * s->columns : 0, /* as src/train/cuda.c */
-                                  .mae = v->mae};
+                                  .weight_decay = s->options.weight_decay};
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) /* as src/train/cuda.c */
+        c.media[k] = v->media >> k & 1 ? s->rows * s->columns : 0, c.mae[k] = v->mae && (v->media >> k & 1);
     if (!pairs_(v)) return c;
     c.objective = rerank_(v) ? uform_cuda_rerank_k : uform_cuda_contrastive_k;
     c.segments = s->segments, c.anchors = s->anchors, c.candidates = s->candidates;
@@ -899,8 +979,13 @@ static size_t head_elements_(setup_t const *s, char const *name) {
     if (!strcmp(name, "pool.query")) return d;
     if (!strcmp(name, "pool.proj")) return widest * d;
     if (!strcmp(name, "rerank.proj")) return s->config.colbert_width * d;
-    if (!strcmp(name, "mae.head")) return (size_t)uform_patch_length_k * d;
-    if (!strcmp(name, "mae.bias")) return uform_patch_length_k;
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        char head[48], bias[48];
+        snprintf(head, sizeof(head), "%s.head", uform_part_name(info->mae)), snprintf(bias, sizeof(bias), "%s.bias", uform_part_name(info->mae));
+        if (!strcmp(name, head)) return info->values * d;
+        if (!strcmp(name, bias)) return info->values;
+    }
     return 1;
 }
 
@@ -910,7 +995,10 @@ static void untrained_(setup_t const *s, reference_t *cpu) {
     for (size_t h = 0; h < heads_count_k; ++h) {
         int held = 0;
         for (size_t i = 0; i < s->list.count; ++i) held |= !strcmp(s->list.names[i], heads_[h]);
-        if (held || (!strncmp(heads_[h], "mae.", 4) && !uform_model_has_head(s->model, "mae"))) continue;
+        char part[48];
+        snprintf(part, sizeof(part), "%s", heads_[h]);
+        if (strchr(part, '.')) *strchr(part, '.') = 0;
+        if (held || (mae_tensor_(heads_[h]) && !uform_model_has_head(s->model, part))) continue;
         size_t count = head_elements_(s, heads_[h]);
         float *gradient = malloc(count * 4);
         if (!gradient) exit(1);
@@ -927,13 +1015,19 @@ static double scale_of_(uform_trainer_t const *trainer) {
     return exp((double)scale);
 }
 
-/* mae.bias's root mean square; 0 where the model has no mae head. */
-static double bias_rms_(uform_trainer_t const *trainer) {
-    float bias[uform_patch_length_k];
-    if (uform_trainer_read(trainer, "mae.bias", uform_slot_parameter_k, bias, uform_patch_length_k) != uform_ok_k) return 0;
-    double sum = 0;
-    for (size_t v = 0; v < uform_patch_length_k; ++v) sum += (double)bias[v] * bias[v];
-    return sqrt(sum / uform_patch_length_k);
+/* Each masked modelling head's bias's root mean square; 0 where the model has no such head. */
+static void bias_rms_(uform_trainer_t const *trainer, double rms[uform_media_kinds_k]) {
+    for (size_t k = 0; k < uform_media_kinds_k; ++k) {
+        uform_media_info_t const *info = uform_media_info((uform_cell_kind_t)(uform_cell_image_k + k));
+        float bias[uform_tube_values_k];
+        char name[48];
+        snprintf(name, sizeof(name), "%s.bias", uform_part_name(info->mae));
+        rms[k] = 0;
+        if (uform_trainer_read(trainer, name, uform_slot_parameter_k, bias, info->values) != uform_ok_k) continue;
+        double sum = 0;
+        for (size_t v = 0; v < info->values; ++v) sum += (double)bias[v] * bias[v];
+        rms[k] = sqrt(sum / (double)info->values);
+    }
 }
 
 /* The CPU reference, once: gradients on batch 0, then the loss curve of `steps` steps. */
@@ -942,11 +1036,11 @@ static void reference_(setup_t const *s, reference_t *cpu) {
     cpu->gradients = calloc(count, sizeof(float *));
     cpu->losses = calloc(steps + 1, sizeof(double)), cpu->progress = calloc(steps + 1, sizeof(double));
     cpu->scales = calloc(steps + 1, sizeof(double)), cpu->parts = calloc(steps + 1, sizeof(uform_losses_t));
-    cpu->bias_rms = calloc(steps + 1, sizeof(double));
+    cpu->bias_rms = calloc(steps + 1, sizeof(*cpu->bias_rms));
     if (!cpu->gradients || !cpu->losses || !cpu->progress || !cpu->scales || !cpu->parts || !cpu->bias_rms) exit(1);
     uform_losses_t losses;
     uform_batch_t batch = batch_cpu_(&s->batches[0]);
-    cpu->scales[0] = scale_of_(s->trainer), cpu->bias_rms[0] = bias_rms_(s->trainer);
+    cpu->scales[0] = scale_of_(s->trainer), bias_rms_(s->trainer, cpu->bias_rms[0]);
     UFORM_OK(uform_trainer_gradients(s->trainer, &batch, &losses));
     cpu->loss0 = losses.total, cpu->parts0 = losses;
     for (size_t i = 0; i < count; ++i) {
@@ -960,7 +1054,7 @@ static void reference_(setup_t const *s, reference_t *cpu) {
     uform_batch_t fixed_batch = batch_cpu_(&s->batches[0]);
     for (size_t t = 1; t <= steps; ++t) {
         batch = batch_cpu_(&s->batches[t]);
-        cpu->scales[t] = scale_of_(s->trainer), cpu->bias_rms[t] = bias_rms_(s->trainer);
+        cpu->scales[t] = scale_of_(s->trainer), bias_rms_(s->trainer, cpu->bias_rms[t]);
         UFORM_OK(uform_trainer_step(s->trainer, &batch, &losses));
         cpu->losses[t] = losses.total, cpu->parts[t] = losses;
         if (t == steps) break;
@@ -1107,8 +1201,10 @@ static void json_loss_(char const *key, double cpu, double gpu, double error, do
 static void loss_check_mlm_(setup_t const *s, reference_t const *cpu, float const gpu[4]) {
     size_t forward = forward_points_(s->variant, s->depth);
     if (s->variant->mae) {
-        loss_bounds_t b = loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts0, cpu->scales[0], 0,
-                                       pixels_rms_(&s->batches[0]), cpu->bias_rms[0]);
+        double pixels[uform_media_kinds_k];
+        pixels_rms_all_(&s->batches[0], pixels);
+        loss_bounds_t b = loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts0, cpu->scales[0], 0, pixels,
+                                       cpu->bias_rms[0]);
         struct { char const *name; double cpu, gpu, bound; } parts[3] = {
             {"loss.mlm", cpu->parts0.mlm, gpu[1], b.head},
             {"loss.reconstruction", cpu->parts0.reconstruction, gpu[2], b.reconstruction},
@@ -1153,9 +1249,11 @@ static void loss_check_pairs_(setup_t const *s, reference_t const *cpu, float co
 
 /* Step t's trajectory bound: the loss bound at step t plus 2 e_g times batch 0's progress before it. */
 static double trajectory_bound_(setup_t const *s, reference_t const *cpu, size_t t, double largest_gradient_bound) {
+    double pixels[uform_media_kinds_k];
+    pixels_rms_all_(&s->batches[t], pixels);
     loss_bounds_t b =
-        loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts[t], cpu->scales[t], s->batches[t].texts,
-                     pixels_rms_(&s->batches[t]), cpu->bias_rms[t]);
+        loss_bounds_(s->variant, &s->config, s->depth, &cpu->parts[t], cpu->scales[t], s->batches[t].texts, pixels,
+                     cpu->bias_rms[t]);
     return b.total + 2 * largest_gradient_bound * cpu->progress[t];
 }
 
@@ -1316,7 +1414,9 @@ static int run_(setup_t const *s, reference_t const *cpu, int recompute, run_res
 
 static void describe_batch_(setup_t const *s) {
     host_batch_t const *b = &s->batches[0];
-    if (b->images) printf("batch 0: %zu image cells (%s patches)\n", b->images, b->bf16 ? "BF16" : "Float32");
+    if (b->kinds_mask)
+        printf("batch 0: %zu image, %zu video, %zu audio cells (%s vectors)\n", b->media_rows[0], b->media_rows[1],
+               b->media_rows[2], b->bf16 ? "BF16" : "Float32");
     if (!pairs_(s->variant)) {
         printf("batch 0's segments:");
         for (size_t i = 0; i < b->segments; ++i) printf(" %u", b->spans[2 * i + 1]);
@@ -1377,10 +1477,12 @@ static int objective_run_(setup_t *s, variant_t const *variant) {
             fprintf(json_, ", \"required\": "), json_number_(required);
             fprintf(json_, "}, ");
         }
-    } else if (json_ && variant->images) {
+    } else if (json_ && variant->media) {
         fprintf(json_, ", \"%s\": {", variant->name); /* the plain masked-byte run's keys stay at the top level */
     } else if (json_) fprintf(json_, ", ");
-    if (json_ && variant->images) fprintf(json_, "\"image_cells_batch_0\": %zu, ", s->batches[0].images);
+    if (json_ && variant->media)
+        fprintf(json_, "\"media_cells_batch_0\": %zu, \"media_rows_batch_0\": [%zu, %zu, %zu], ", media_cells_(&s->batches[0]),
+                s->batches[0].media_rows[0], s->batches[0].media_rows[1], s->batches[0].media_rows[2]);
     untrained_report_(&cpu);
     if (json_) fprintf(json_, ", \"runs\": [");
     run_result_t kept = {0};
@@ -1388,7 +1490,7 @@ static int objective_run_(setup_t *s, variant_t const *variant) {
     for (int recompute = 0; recompute <= 2; ++recompute) ok &= run_(s, &cpu, recompute, &kept);
     ok &= failed_ == failures_before;
     if (json_)
-        fprintf(json_, pairs_(variant) || variant->images ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
+        fprintf(json_, pairs_(variant) || variant->media ? "], \"passed\": %s}" : "], \"mlm_passed\": %s", ok ? "true" : "false");
     free_all_(kept.gradients, s->list.count);
     free(kept.losses);
     reference_free_(&cpu, s->list.count);
@@ -1426,9 +1528,10 @@ int main(int argc, char **argv) {
                         "and steps\n");
         return 2;
     }
-    int all = !strcmp(objective, "all"), images = !strcmp(objective, "images");
-    if (!all && !images && strcmp(objective, "mlm") && strcmp(objective, "contrastive") && strcmp(objective, "rerank")) {
-        fprintf(stderr, "step_parity: --objective takes mlm, contrastive, rerank, images or all, not %s\n", objective);
+    int all = !strcmp(objective, "all"), images = !strcmp(objective, "images"), media = !strcmp(objective, "media");
+    if (!all && !images && !media && strcmp(objective, "mlm") && strcmp(objective, "contrastive") && strcmp(objective, "rerank")) {
+        fprintf(stderr, "step_parity: --objective takes mlm, contrastive, rerank, images (the image variants), media "
+                        "(every media variant) or all, not %s\n", objective);
         return 2;
     }
     int devices = 0;
@@ -1452,7 +1555,8 @@ int main(int argc, char **argv) {
     int ok = 1;
     for (size_t v = 0; v < sizeof(variants_) / sizeof(variants_[0]); ++v) {
         static char const *const objective_names[] = {"mlm", "contrastive", "rerank"};
-        if (all || (images && variants_[v].images) || !strcmp(objective, objective_names[variants_[v].objective]))
+        unsigned kinds = variants_[v].media;
+        if (all || (images && kinds == image_bit_k) || (media && kinds) || !strcmp(objective, objective_names[variants_[v].objective]))
             ok &= objective_run_(&s, &variants_[v]);
     }
     if (json_) {

@@ -634,6 +634,22 @@ def test_image_controls_exceed_twice_the_bound(library, vision_model):
         f"a mirrored image is within twice the bound:\n{check}")
 
 
+def gpu_forward_checked(directory, grid, found, f64, bf16, cpu, gpu_handle, deepest):
+    """uform_forward of `grid` on the GPU against the CPU's, then the grid IMAGE_COPIES times in one
+    pass (the GPU's media buffers grow); asserts both, returns the GPU's outputs of the grid."""
+    value = gpu_handle.forward(*grid.arrays(), media=grid.media)
+    check = check_grid(directory, grid, found, value, cpu.forward(*grid.arrays(), media=grid.media), f64, bf16, deepest=deepest)
+    assert check.ok, str(check)
+    tall = tall_grid(grid, IMAGE_COPIES)
+    for handle in (cpu, gpu_handle):
+        handle.reserve(tall.rows * tall.columns)
+    check = check_grid(directory, tall, reference.grid_segments(tall.kinds, tall.segments),
+                       gpu_handle.forward(*tall.arrays(), media=tall.media), cpu.forward(*tall.arrays(), media=tall.media),
+                       tiled(f64, IMAGE_COPIES), tiled(bf16, IMAGE_COPIES), deepest=deepest)
+    assert check.ok, str(check)
+    return value
+
+
 def test_gpu_forward_with_images_matches_the_cpu(library, vision_model, needs_gpu):
     """uform_forward over a grid packing image segments beside texts (every head), the grid 16 times
     in one pass (the image buffers grow), against the CPU's BF16; the transposed patches rejected."""
@@ -641,21 +657,10 @@ def test_gpu_forward_with_images_matches_the_cpu(library, vision_model, needs_gp
     grid, found, f64, bf16 = image_grid(directory)
     with library.open(directory) as cpu, library.open(directory) as gpu_handle:
         on_gpu(gpu_handle)
-        value = gpu_handle.forward(*grid.arrays(), media=grid.media)
-        check = check_grid(directory, grid, found, value, cpu.forward(*grid.arrays(), media=grid.media), f64, bf16,
-                           deepest=1024)
-        assert check.ok, str(check)
+        value = gpu_forward_checked(directory, grid, found, f64, bf16, cpu, gpu_handle, 1024)
         control = cpu.forward(*grid.arrays(), media=transposed_patches(grid.media))
         rejected = check_grid(directory, grid, found, value, control, f64, bf16, deepest=1024)
         assert not rejected.ok, f"the control (patches transposed on the CPU side) was not rejected:\n{rejected}"
-        tall = tall_grid(grid, IMAGE_COPIES)
-        for handle in (cpu, gpu_handle):
-            handle.reserve(tall.rows * tall.columns)
-        check = check_grid(directory, tall, reference.grid_segments(tall.kinds, tall.segments),
-                           gpu_handle.forward(*tall.arrays(), media=tall.media),
-                           cpu.forward(*tall.arrays(), media=tall.media), tiled(f64, IMAGE_COPIES),
-                           tiled(bf16, IMAGE_COPIES), deepest=1024)
-        assert check.ok, str(check)
 
 
 def test_gpu_encode_images_matches_the_cpu(library, vision_model, needs_gpu):
@@ -724,4 +729,121 @@ def test_gpu_trainer_steps_on_images(library, train_checkpoints, needs_gpu):
     bound = 2 * scale * np.sqrt(8 * depth + 3) * bounds.UNIT_BF16 / np.sqrt(m) * cpu["siglip"]
     assert abs(gpu_losses["siglip"] - cpu["siglip"]) <= bound, (cpu, gpu_losses, bound)
     assert abs(gpu_losses["total"] - cpu["total"]) <= bound, (cpu, gpu_losses, bound)
+    assert all(moved[DEVICE_CPU].values()) and all(moved[DEVICE_CUDA].values()), moved
+
+
+# ---------------------------------------------------------------------------------------------
+# Audio and video: the video.tube and audio.frame frontends (docs/audio_video.md) on the GPU
+# ---------------------------------------------------------------------------------------------
+
+
+def av_clips():
+    """Tones of three lengths (up to 25 frames) and RGB clips of three shapes (test_av_encode.py's)."""
+    from test_av_encode import clip_frames, tones
+    audio = [tones(0.5, 440), tones(0.3, 1000), tones(0.05, 200)]
+    video = [clip_frames(1, 5), clip_frames(2, 2, 16, 64), clip_frames(3, 1, 32, 32)]
+    return audio, video
+
+
+def av_references(model, kind, cut, bf16):
+    """The pooled embeddings of each clip's frames or tubes (rows, positions), in float64 or BF16 inputs."""
+    from test_av_encode import reference_embedding
+    return np.array([reference.matryoshka(reference_embedding(model, kind, rows, positions, bf16), model.embedding_widths[-1])
+                     for rows, positions in cut])
+
+
+def check_clips(directory, kind, cut, value, expected):
+    """Clip embeddings (widest width) of `cut` [(rows, positions)]: all as one matrix, then each clip;
+    the product's depth is the kind's width (1536 a tube, 320 a frame)."""
+    model = model_of(directory)
+    f64, bf16 = av_references(model, kind, cut, False), av_references(model, kind, cut, True)
+    deepest = 1536 if kind == reference.CELL_VIDEO else 320
+    check = Check(f"{'video' if kind == reference.CELL_VIDEO else 'audio'} embeddings on {directory}")
+    check.require("count", len(value) == len(expected) == len(cut))
+    if not check.ok:
+        return check
+    longest, coordinate = max(len(rows) for rows, _ in cut), max(int(np.max(p)) for _, p in cut)
+    check.compare("all clips", value, expected,
+                  gpu_bound(f64, bf16, model, longest, coordinate, allowance_for(len(cut)), deepest=deepest))
+    for index, (rows, positions) in enumerate(cut):
+        check.compare(f"clip {index} ({len(rows)} cells)", value[index], expected[index],
+                      gpu_bound(f64[index], bf16[index], model, len(rows), int(np.max(positions)), 2.0, deepest=deepest))
+    return check
+
+
+def test_gpu_encode_audio_and_video_match_the_cpu(library, av_model, needs_gpu):
+    """uform_encode_audio and uform_encode_video on a CUDA context against the CPU's BF16, the clips
+    packed together and one by one; the controls (each tone a sample late, each clip's frames in
+    reverse order) rejected for every clip."""
+    directory = str(av_model)
+    audio, video = av_clips()
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        most = cpu.config().columns
+        audio_cut = [reference.audio_frames(clip, most) for clip in audio]
+        video_cut = [reference.video_tubes(rgb / 255.0, ticks) for rgb, ticks in video]
+        on_gpu(gpu_handle)
+        for kind, encode, clips, cut in ((reference.CELL_AUDIO, "encode_audio", audio, audio_cut),
+                                         (reference.CELL_VIDEO, "encode_video", video, video_cut)):
+            expected, value = getattr(cpu, encode)(clips), getattr(gpu_handle, encode)(clips)
+            check = check_clips(directory, kind, cut, value, expected)
+            assert check.ok, str(check)
+            alone = np.concatenate([getattr(gpu_handle, encode)([clip]) for clip in clips])
+            check = check_clips(directory, kind, cut, alone, expected)
+            assert check.ok, str(check)
+        moving = [clip for clip in video if len(clip[0]) > 1]  # a one-frame clip reversed is itself
+        controls = ((reference.CELL_AUDIO, "encode_audio", audio, [np.roll(clip, -1) for clip in audio], audio_cut),
+                    (reference.CELL_VIDEO, "encode_video", moving, [(np.ascontiguousarray(rgb[::-1]), ticks) for rgb, ticks in moving],
+                     video_cut[:len(moving)]))
+        for kind, encode, clips, altered, cut in controls:
+            check = check_clips(directory, kind, cut, getattr(gpu_handle, encode)(clips), getattr(cpu, encode)(altered))
+            assert all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("clip ")), (
+                f"the control was not rejected for every clip:\n{check}")
+
+
+def test_gpu_forward_with_audio_and_video_matches_the_cpu(library, av_model, needs_gpu):
+    """uform_forward over contract.py's av grid (audio and video clips beside texts and an image), the
+    grid 16 times in one pass (every kind's buffers grow), against the CPU's BF16 (deepest product:
+    the tube's 1536)."""
+    directory = str(av_model)
+    _, grid, f64, bf16 = reference_forward(directory, COLUMNS, 0, av=True)
+    found = reference.grid_segments(grid.kinds, grid.segments)
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        gpu_forward_checked(directory, grid, found, f64, bf16, cpu, gpu_handle, 1536)
+
+
+def test_gpu_trainer_steps_on_masked_audio_and_video(library, train_checkpoints, needs_gpu):
+    """A CUDA trainer (src/train/cuda.c: every media frontend and masked modelling head the model
+    carries, its batches through src/cuda/batch.c) on train_contract's masked batch of audio, video
+    and image segments beside texts, half the frames and tubes masked: its first loss agrees with the
+    CPU trainer's (masked bytes within e = sqrt(8 L + 3) u relative; the reconstruction, summed over
+    the two heads, within sum_k 2 sqrt(R) e q + (e q)^2 with q = sqrt(R) + 1, targets in [-1, 1] and
+    the heads' biases 0 at the start: step_parity.c's bound), and the video and audio tensors move.
+    step_parity.c checks every gradient and 20 steps."""
+    import train_contract as tc
+    from uform_ctypes import SLOT_PARAMETER
+    case = tc.CASES_BY_NAME["mlm + mae audio video python 64x2"]
+    batch = case.make_batch()
+    directory = train_checkpoints[case.checkpoint]
+    model = model_of(directory)
+    depth, width = model.depth, model.width
+    tensors = (("video.tube", width * 1536), ("audio.frame", width * 320), ("mae_video.head", 1536 * width),
+               ("mae_audio.head", 320 * width))
+    losses, moved = {}, {}
+    for device in (DEVICE_CPU, DEVICE_CUDA):
+        with library.open(directory) as handle:
+            options = tc.options_for(library, case.objective, device=device, rows=batch.kinds.shape[0])
+            with handle.trainer(options, batch.cells) as trainer:
+                before = {name: trainer.read(name, SLOT_PARAMETER, size) for name, size in tensors}
+                losses[device] = trainer.step(batch)
+                moved[device] = {name: not np.array_equal(trainer.read(name, SLOT_PARAMETER, len(values)), values)
+                                 for name, values in before.items()}
+    cpu, gpu_losses = losses[DEVICE_CPU], losses[DEVICE_CUDA]
+    e = np.sqrt(8 * depth + 3) * bounds.UNIT_BF16
+    r = np.sqrt(cpu["reconstruction"])
+    reconstruction_bound = 2 * (2 * r * e * (r + 1) + (e * (r + 1)) ** 2)
+    assert cpu["reconstruction"] > 0, cpu
+    assert abs(gpu_losses["mlm"] - cpu["mlm"]) <= e * cpu["mlm"], (cpu, gpu_losses, e)
+    assert abs(gpu_losses["reconstruction"] - cpu["reconstruction"]) <= reconstruction_bound, (cpu, gpu_losses,
+                                                                                               reconstruction_bound)
     assert all(moved[DEVICE_CPU].values()) and all(moved[DEVICE_CUDA].values()), moved
