@@ -1,8 +1,9 @@
 /*  loader.c: how fast the data loader packs. Reads a mixture, makes a batcher of ROWS x the
  *  mixture's columns and, for SECONDS each, pulls batches straight from the batcher ("direct") and
  *  through the prefetcher ("prefetch"; 2 slots, the caller doing nothing else, so this is the
- *  thread's rate, batches written in place). Packed bytes are non-padding cells (image patches among them);
- *  images/s counts image segments, each decoded and resized on the batcher's threads. One JSON
+ *  thread's rate, batches written in place). Packed bytes are non-padding cells (media cells among them);
+ *  images/s, videos/s and audios/s count media segments, each decoded and cut on the batcher's threads
+ *  (with the decoded audio seconds/s, 20 ms a frame, and video frames/s, two a tube step). One JSON
  *  line per mode, with the CPU time of all threads per batch (steady where other work shares the
  *  cores). CACHE_MB is the batcher's image_cache_mb: 0 its default, "none" no cache (every
  *  batch decodes its images).
@@ -34,14 +35,23 @@ static size_t packed_(uform_batch_t const *batch) {
     return packed;
 }
 
-/* Image segments of a batch: runs of image cells sharing a segment id. */
-static size_t images_(uform_batch_t const *batch) {
-    size_t cells = batch->grid.rows * batch->grid.columns, images = 0;
-    for (size_t i = 0; i < cells; ++i)
-        images += batch->grid.kinds[i] == uform_cell_image_k &&
-                  (i % batch->grid.columns == 0 || batch->grid.kinds[i - 1] != uform_cell_image_k ||
-                   batch->grid.segments[i - 1] != batch->grid.segments[i]);
-    return images;
+/* Media segments of a batch by kind (runs of one kind's cells sharing a segment id), its audio
+ * frames and its video tube steps (changes of t within a video segment). */
+typedef struct media_count_t {
+    size_t segments[uform_media_kinds_k], audio_frames, video_steps;
+} media_count_t;
+
+static void media_(uform_batch_t const *batch, media_count_t *count) {
+    uform_grid_t const *g = &batch->grid;
+    size_t cells = g->rows * g->columns;
+    for (size_t i = 0; i < cells; ++i) {
+        uint8_t kind = g->kinds[i];
+        if (kind < uform_cell_image_k || kind > uform_cell_audio_k) continue;
+        int first = i % g->columns == 0 || g->kinds[i - 1] != kind || g->segments[i - 1] != g->segments[i];
+        count->segments[kind - uform_cell_image_k] += first;
+        count->audio_frames += kind == uform_cell_audio_k;
+        count->video_steps += kind == uform_cell_video_k && (first || g->positions[3 * i] != g->positions[3 * (i - 1)]);
+    }
 }
 
 static int fail_(char const *what) {
@@ -69,7 +79,8 @@ int main(int argc, char **argv) {
         double load_seconds = now_() - load_start;
         uform_prefetcher_t *prefetcher = NULL;
         if (mode == 1 && uform_prefetcher_create(batcher, 2, &prefetcher) != uform_ok_k) return fail_("prefetcher");
-        size_t batches = 0, packed = 0, cells = 0, images = 0;
+        size_t batches = 0, packed = 0, cells = 0;
+        media_count_t media = {{0}, 0, 0};
         double start = now_(), elapsed = 0, cpu_start = clock_(CLOCK_PROCESS_CPUTIME_ID);
         while (elapsed < seconds) {
             uform_batch_t batch;
@@ -77,7 +88,7 @@ int main(int argc, char **argv) {
                                                : uform_batcher_next(batcher, &batch);
             if (status != uform_ok_k) return fail_("next");
             packed += packed_(&batch);
-            images += images_(&batch);
+            media_(&batch, &media);
             cells += batch.grid.rows * batch.grid.columns;
             batches++;
             elapsed = now_() - start;
@@ -85,11 +96,14 @@ int main(int argc, char **argv) {
         double cpu = clock_(CLOCK_PROCESS_CPUTIME_ID) - cpu_start; /* every thread's: steady on a shared machine */
         printf("{\"mixture\": \"%s\", \"objective\": \"%s\", \"mode\": \"%s\", \"rows\": %zu, \"columns\": %zu, "
                "\"seconds\": %.3f, \"batches\": %zu, \"packed_bytes\": %zu, \"fill\": %.4f, "
-               "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"images_per_s\": %.1f, \"load_seconds\": %.3f, "
+               "\"packed_bytes_per_s\": %.0f, \"batches_per_s\": %.1f, \"images_per_s\": %.1f, \"videos_per_s\": %.1f, "
+               "\"audios_per_s\": %.1f, \"audio_seconds_per_s\": %.1f, \"video_frames_per_s\": %.1f, \"load_seconds\": %.3f, "
                "\"image_cache_mb\": %lld, \"cpu_ms_per_batch\": %.2f}\n",
                argv[1], uform_objective_name(mixture.objective), modes[mode], rows, mixture.columns, elapsed, batches,
                packed, cells ? (double)packed / (double)cells : 0.0, (double)packed / elapsed,
-               (double)batches / elapsed, (double)images / elapsed, load_seconds,
+               (double)batches / elapsed, (double)media.segments[0] / elapsed, (double)media.segments[1] / elapsed,
+               (double)media.segments[2] / elapsed, 0.02 * (double)media.audio_frames / elapsed,
+               2.0 * (double)media.video_steps / elapsed, load_seconds,
                cache_mb == SIZE_MAX ? -1ll : (long long)cache_mb, batches ? 1e3 * cpu / (double)batches : 0.0);
         fflush(stdout);
         uform_prefetcher_close(prefetcher);

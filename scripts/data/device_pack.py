@@ -2,7 +2,9 @@
 """device_pack.py: the built corpora of mixtures in one archive small enough to carry to the GPU
 machine (the `device` tool carries at most 64 MiB, and the image corpora take about 120 MB as PNG).
 Every image becomes lossless WebP (`exact`: the colour under transparent pixels is kept too), so
-its RGBA decodes to the same bits as the PNG's; records point at the .webp names; JSONL is
+its RGBA decodes to the same bits as the PNG's; records point at the .webp names; audio and video
+clips ({"audio": PATH}, {"video": PATH} sides) travel as they are (build the speech corpus with
+--codec opus for a pack that fits: its FLAC takes about 78 MB); JSONL is
 xz-compressed in the archive; --keep packs a spread subset of a large corpus's train records. Unpack it at the repository root (`tar -xf PACK`) to get data/NAME/
 as the corpus scripts write it, which the mixture's paths name. Each mixture's source files are
 packed (whatever their names: train.jsonl, text.jsonl, images.jsonl, train-negatives.jsonl), and
@@ -64,8 +66,9 @@ def source_files(mixture_path):
     return paths
 
 
-def rewrite(line, folder, images):
-    """A record's line with each image side's PNG path replaced by its .webp one; notes the images."""
+def rewrite(line, folder, images, clips=None):
+    """A record's line with each image side's PNG path replaced by its .webp one; notes the images,
+    and in `clips` the audio and video files its sides name (kept as they are)."""
     record = json.loads(line)
     for key in ("query", "positives", "negatives", "positive", "negative", None):
         sides = record if key is None else record.get(key)  # None: an {"image": PATH} record itself
@@ -74,6 +77,9 @@ def rewrite(line, folder, images):
                 source = (folder / side["image"]).resolve()
                 images.add(source)
                 side["image"] = str(pathlib.PurePosixPath(side["image"]).with_suffix(".webp"))
+            for kind in ("audio", "video"):
+                if isinstance(side, dict) and kind in side and clips is not None:
+                    clips.add((folder / side[kind]).resolve())
     return json.dumps(record, ensure_ascii=False)
 
 
@@ -104,7 +110,7 @@ def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, 
             for path in [source] + [source.parent / f"{split}.jsonl" for split in splits]:
                 if path not in paths:
                     paths.append(path)
-    images, files = set(), []
+    images, clips, files = set(), set(), []
     for path in paths:
         if not path.is_file():
             sys.exit(f"device_pack: {path} is missing: build the corpus first (docs/data.md)")
@@ -114,10 +120,10 @@ def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, 
             lines = spread(lines, keep[path.parent.name])
         if held_out and split_limit:
             lines = spread(lines, split_limit)
-        text = "\n".join(rewrite(line, path.parent, images) for line in lines)
+        text = "\n".join(rewrite(line, path.parent, images, clips) for line in lines)
         files.append((path, (text + "\n").encode("utf-8")))
     if not images_too:
-        images = set()
+        images, clips = set(), set()
     lossy = lossy or {}
     with open(temporary, "wb") as raw, tarfile.open(fileobj=raw, mode="w") as archive, \
             ProcessPoolExecutor(max_workers=jobs or os.cpu_count()) as pool:
@@ -133,6 +139,10 @@ def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, 
             work.append((path, cache / path.relative_to(root).with_suffix(".webp"), exact, quality))
         for path, data in pool.map(webp_bytes, work, chunksize=16):
             add_bytes(archive, str(path.relative_to(root).with_suffix(".webp")), data)
+        for path in sorted(clips):
+            if not path.is_file():
+                sys.exit(f"device_pack: {path} is missing: build the corpus first (docs/data.md)")
+            add_bytes(archive, str(path.relative_to(root)), path.read_bytes())
         raw.flush()
         os.fsync(raw.fileno())
     size = temporary.stat().st_size / 2**20

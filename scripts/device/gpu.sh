@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|encode-profile|images-bench|imagerun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|encode-profile|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -35,6 +35,10 @@
 # (or unpack: build and unpack what was carried, nothing more),
 # one stage a call on one warm machine (runs/lineage stays between calls); data/pack*/lineage-*.tar (device_pack.py)
 # carried and unpacked; after eval the shipped width's embedder and reranker come back as 15 MiB parts.
+# `avrun [flags]` is issue 18's run (scripts/device/av_run.py): tiny on mixtures/audio_video.json, then each
+# clip corpus's test split scored; data/pack*/av-*.tar (device_pack.py) carried and unpacked, and
+# third_party/ffmpeg-min (scripts/device/ffmpeg.sh: FFmpeg's native decoders, which the image lacks) carried.
+# Any mode that builds the CPU library uses third_party/ffmpeg-min where it is carried, so clips decode there.
 # `check` runs contract, trace, parity, tests and decode in one call: check.txt summarizes, check.tgz holds
 # each mode's files (it needs the carried folders of all five).
 # `profile` times one step of ours kernel by kernel under Nsight Compute (scripts/device/kernel_times.py)
@@ -61,7 +65,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
 if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] ||
-   [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ]; then
+   [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
   for needed in libjansson.so libsnappy.so pkgconfig/jansson.pc libwebp.so pkgconfig/libwebp.pc pkgconfig/libjpeg.pc pkgconfig/libpng.pc; do
@@ -75,6 +79,14 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   done
   export PKG_CONFIG_PATH="$PWD/build-parity/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
   export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  ffmpeg="$PWD/third_party/ffmpeg-min"
+  if [ -f "$ffmpeg/lib/pkgconfig/libavformat.pc" ]; then  # built elsewhere: its .pc files name that prefix
+    for pc in "$ffmpeg"/lib/pkgconfig/*.pc; do
+      sed -e "s#^prefix=.*#prefix=$ffmpeg#" -e "s#^libdir=.*#libdir=$ffmpeg/lib#" -e "s#^includedir=.*#includedir=$ffmpeg/include#" \
+        "$pc" > "build-parity/pkgconfig/$(basename "$pc")"
+    done
+    export LD_LIBRARY_PATH="$ffmpeg/lib:$LD_LIBRARY_PATH"
+  fi
   pkg_config=()
   if ! command -v pkg-config > /dev/null; then
     [ -x "$usr/bin/pkgconf" ] || { echo "gpu.sh parity: no pkg-config here and no carried $usr/bin/pkgconf"; exit 1; }
@@ -131,6 +143,20 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   if [ "$what" = loader ]; then  # the loader's rate on this host's cores: MIXTURE [ROWS] [SECONDS] (its data carried)
     cmake --build build-parity -j 16 --target uform_bench_loader > "$out/build-loader.log" 2>&1 || { tail -40 "$out/build-loader.log"; exit 1; }
     ./build-parity/uform_bench_loader "$@" | tee "$out/loader.jsonl"
+    exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = avrun ]; then  # issue 18's run: [av_run.py flags]; data/pack*/av-*.tar and third_party/ffmpeg-min carried
+    grep "FFmpeg" "$out/configure-build-parity.log" | tee "$out/ffmpeg.txt"
+    grep -q "decoding with FFmpeg" "$out/configure-build-parity.log" || { echo "gpu.sh avrun: the build found no FFmpeg: carry third_party/ffmpeg-min"; exit 1; }
+    for pack in data/pack*/av-*.tar; do
+      [ -f "$pack" ] && [ ! -f "$pack.unpacked" ] || continue
+      tar -xf "$pack" && python3 -c "import lzma, pathlib
+for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" &&
+        touch "$pack.unpacked" || { echo "gpu.sh avrun: $pack does not unpack"; exit 1; }
+    done
+    cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-avrun.log" 2>&1 ||
+      { tail -40 "$out/build-avrun.log"; exit 1; }
+    python3 scripts/device/av_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/av_run.txt"
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = imagerun ]; then  # issue 14's run: PACK [image_run.py flags]; PACK from scripts/data/device_pack.py, carried

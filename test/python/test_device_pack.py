@@ -151,3 +151,34 @@ def test_image_records_and_two_mixtures(tmp_path):
     assert (files, images) == (1, 0) and not any(name.endswith(".webp") for name in unpack(output))
     device_pack.pack(str(mlm), [], output, jobs=1, root=tmp_path, lossy={"pics": 50})
     assert len(mismatched(unpack(output), tmp_path, pictures)) == 3
+
+
+def test_clips_travel_as_they_are(tmp_path):
+    """Audio and video sides bring their files into the pack byte for byte, the records unchanged;
+    --no-images leaves them out too; a named clip that is missing is named."""
+    root = tmp_path
+    (root / "data" / "talk" / "clips").mkdir(parents=True)
+    clips = {f"clips/c{i}.opus": bytes(range(i, i + 50)) for i in range(2)}
+    for name, data in clips.items():
+        (root / "data" / "talk" / name).write_bytes(data)
+    (root / "data" / "talk" / "film.webm").write_bytes(b"webm bytes")
+    records = [{"query": "hello", "positives": [{"audio": "clips/c0.opus"}]},
+               {"query": {"audio": "clips/c1.opus"}, "positives": [{"video": "film.webm"}]}]
+    (root / "data" / "talk" / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (root / "mixtures").mkdir()
+    mixture = root / "mixtures" / "av.json"
+    mixture.write_text(json.dumps({"objective": "contrastive", "columns": 1024,
+                                   "sources": [{"name": "talk", "path": "../data/talk/train.jsonl", "weight": 1}]}))
+    output = root / "data" / "pack" / "av.tar"
+    device_pack.pack(str(mixture), [], output, jobs=1, root=root)
+    members = unpack(output)
+    for name, data in clips.items():
+        assert members[f"data/talk/{name}"] == data
+    assert members["data/talk/film.webm"] == b"webm bytes"
+    assert [json.loads(line) for line in members["data/talk/train.jsonl"].decode().splitlines()] == records
+    device_pack.pack(str(mixture), [], output, jobs=1, root=root, images_too=False)
+    assert sorted(unpack(output)) == ["data/talk/train.jsonl"]
+    (root / "data" / "talk" / "film.webm").unlink()
+    with pytest.raises(SystemExit, match="film.webm is missing"):
+        device_pack.pack(str(mixture), [], output, jobs=1, root=root)
+
