@@ -47,6 +47,13 @@
 set -uo pipefail
 what="${1:-all}"; shift || true
 out="${OUT:-/tmp/uform-out}"
+# Unpacks a device_pack.py tar into data/ (its .jsonl.xz decompressed), once a machine: MODE PACK.
+unpack_pack() {
+  [ -f "$2.unpacked" ] && return 0
+  tar -xf "$2" && python3 -c "import lzma, pathlib
+for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" &&
+    touch "$2.unpacked" || { echo "gpu.sh $1: $2 does not unpack"; exit 1; }
+}
 mkdir -p "$out"
 if [ "$what" = check ]; then  # every check in one call, each mode's files in one archive (8 files come back)
   status=0
@@ -148,12 +155,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   if [ "$what" = avrun ]; then  # issue 18's run: [av_run.py flags]; data/pack*/av-*.tar and third_party/ffmpeg-min carried
     grep "FFmpeg" "$out/configure-build-parity.log" | tee "$out/ffmpeg.txt"
     grep -q "decoding with FFmpeg" "$out/configure-build-parity.log" || { echo "gpu.sh avrun: the build found no FFmpeg: carry third_party/ffmpeg-min"; exit 1; }
-    for pack in data/pack*/av-*.tar; do
-      [ -f "$pack" ] && [ ! -f "$pack.unpacked" ] || continue
-      tar -xf "$pack" && python3 -c "import lzma, pathlib
-for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" &&
-        touch "$pack.unpacked" || { echo "gpu.sh avrun: $pack does not unpack"; exit 1; }
-    done
+    for pack in data/pack*/av-*.tar; do [ -f "$pack" ] && unpack_pack avrun "$pack"; done
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-avrun.log" 2>&1 ||
       { tail -40 "$out/build-avrun.log"; exit 1; }
     python3 scripts/device/av_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/av_run.txt"
@@ -162,9 +164,7 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
   if [ "$what" = imagerun ]; then  # issue 14's run: PACK [image_run.py flags]; PACK from scripts/data/device_pack.py, carried
     pack="${1:-data/pack/images.tar}"; shift || true
     [ -f "$pack" ] || { echo "gpu.sh imagerun: $pack is missing: python3 scripts/data/device_pack.py, and carry data/pack"; exit 1; }
-    tar -xf "$pack" && python3 -c "import lzma, pathlib
-for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" ||
-      { echo "gpu.sh imagerun: $pack does not unpack"; exit 1; }
+    unpack_pack imagerun "$pack"
     cmake --build build-parity -j 16 --target uform_base uform_eval > "$out/build-imagerun.log" 2>&1 ||
       { tail -40 "$out/build-imagerun.log"; exit 1; }
     python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
@@ -172,12 +172,7 @@ for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes
   fi
   if [ "$what" = lineage ]; then  # issue 16's lineage, a stage a call: STAGE [lineage.py flags]; data/pack*/lineage-*.tar carried
     stage="${1:?gpu.sh lineage: name a stage: base, reranker, embedder, refine, eval, all, or unpack (build and unpack only)}"; shift
-    for pack in data/pack*/lineage-*.tar; do  # each call unpacks what it carried; a warm machine keeps the rest
-      [ -f "$pack" ] && [ ! -f "$pack.unpacked" ] || continue
-      tar -xf "$pack" && python3 -c "import lzma, pathlib
-for p in pathlib.Path('data').rglob('*.jsonl.xz'): p.with_suffix('').write_bytes(lzma.decompress(p.read_bytes())); p.unlink()" &&
-        touch "$pack.unpacked" || { echo "gpu.sh lineage: $pack does not unpack"; exit 1; }
-    done
+    for pack in data/pack*/lineage-*.tar; do [ -f "$pack" ] && unpack_pack lineage "$pack"; done  # a warm machine keeps the rest
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-lineage.log" 2>&1 ||
       { tail -40 "$out/build-lineage.log"; exit 1; }
     [ "$stage" = unpack ] && { du -sh data/* | tee "$out/unpacked.txt"; exit 0; }  # a first call of a chain: the data that stays
