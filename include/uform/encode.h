@@ -54,11 +54,11 @@ typedef struct uform_video_clip_t {
 
 /** Matryoshka embeddings of audio clips, in the same space as texts': each clip's first 10.24 s
  *  (512 frames of 20 ms, or a row if the model's rows are shorter). The model needs the audio
- *  frontend; a broken clip fails the call, naming it. CPU contexts. */
+ *  frontend; a broken clip fails the call, naming it. CPU and CUDA contexts (decoding on the host). */
 UFORM_API uform_status_t uform_encode_audio(uform_model_t *model, uform_audio_clip_t const *clips, size_t count, size_t width,
                                             float *embeddings);
 /** The same for video clips: each in at most 1024 tubes (or a row), docs/audio_video.md's grid. The
- *  model needs the video frontend. CPU contexts. */
+ *  model needs the video frontend. CPU and CUDA contexts. */
 UFORM_API uform_status_t uform_encode_video(uform_model_t *model, uform_video_clip_t const *clips, size_t count, size_t width,
                                             float *embeddings);
 

@@ -18,6 +18,9 @@ if [ ! -e "$libs/usr/lib/x86_64-linux-gnu/libjansson.so" ] || [ ! -e "$libs/usr/
      libmicrohttpd12 libmicrohttpd-dev)
   mkdir -p "$libs"
   for deb in "$debs"/*.deb; do dpkg -x "$deb" "$libs"; done
+  # Static archives and documentation: the device links the shared libraries, and the carry is 64 MiB.
+  rm -rf "$libs/usr/share/doc" "$libs/usr/share/man" "$libs/usr/share/info" "$libs/usr/share/lintian" "$libs/usr/share/doc-base"
+  find "$libs" -name '*.a' -delete
   rm -rf "$debs"
 fi
 if [ -d ../shared/peers ]; then mkdir -p third_party/peers && cp ../shared/peers/*.py third_party/peers/; fi
