@@ -12,7 +12,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 prefix="$root/third_party/ffmpeg-min"
 [ -f "$prefix/lib/pkgconfig/libavformat.pc" ] && [ -f "$prefix/x86asm" ] && { echo "ffmpeg.sh: $prefix is built"; exit 0; }
-rm -rf "$prefix"  # a build without the x86 assembly (the first one was) decodes 1.65x slower: replaced
+rm -rf "$prefix"  # a build without the assembly marker is rebuilt: its decoders run without SIMD
 command -v nasm > /dev/null || { [ "$(id -u)" = 0 ] && sudo="" || sudo=sudo; $sudo apt-get install -y nasm > /dev/null; }
 version="$(dpkg-query -W -f='${Version}' libavcodec59 2> /dev/null || true)"
 version="${version:-7:5.1.9-0+deb12u1}"
