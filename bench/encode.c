@@ -33,7 +33,7 @@ int main(int argc, char **argv) {
     }
     if (!model_path) {
         fprintf(stderr, "usage: uform_bench_encode --model DIR [--bytes 128,2048] [--seconds 5] [--threads N] "
-                        "[--batch-bytes 8192] [--precision bf16|f32] [--device cpu|cuda]\n");
+                        "[--batch-bytes 8192] [--precision bf16|e4m3|f32] [--device cpu|cuda]\n");
         return 2;
     }
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
@@ -41,7 +41,9 @@ int main(int argc, char **argv) {
         return 2;
     }
     uform_model_t *model = NULL;
-    uform_status_t status = uform_bench_open(model_path, threads, !strcmp(precision, "f32"), device, &model);
+    uform_precision_t chosen;
+    uform_status_t status = uform_precision_parse(precision, &chosen);
+    if (status == uform_ok_k) status = uform_bench_open(model_path, threads, chosen, device, &model);
     uform_config_t config;
     if (status == uform_ok_k) uform_model_config(model, &config);
     /* A whole batch in one pass: its texts packed into rows, at most one row's tail lost per text. */

@@ -5,10 +5,12 @@
 # and BFloat16, eager and compiled; on the GPU in BFloat16, eager and compiled; the ratio is taken
 # against its best. On the CPU ours runs once per BF16 kernel table asked for (--kernels, each pinned
 # by UFORM_CPU; a table this CPU cannot run is left out, saying so), and the ratio is our best table's.
+# --precisions runs ours at each product precision (bf16, e4m3, f32; docs/precision.md); with E4M3
+# beside BF16 a column gives their ratio (our best E4M3 row over our best BF16 row).
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
-#                           [--kernels amx,avx512bf16,avx512f,avx2]
+#                           [--kernels amx,avx512bf16,avx512f,avx2] [--precisions bf16,e4m3]
 #                           [--build build] [--peers DIR] [--output FILE]
 import argparse
 import json
@@ -65,6 +67,7 @@ def main():
                         help="default float32,bfloat16,bfloat16+compile (CPU) or bfloat16,bfloat16+compile (GPU)")
     parser.add_argument("--kernels", default="avx512bf16,avx512f,avx2",
                         help="CPU kernel tables to run (src/cpu/kernels.h; generic is about 20x slower)")
+    parser.add_argument("--precisions", default="bf16", help="ours at these product precisions, comma-separated")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
     parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
@@ -81,23 +84,24 @@ def main():
 
     rows = {}  # text_bytes -> {system: bytes/s}
     ours, cpu_class = [], None
-    for kernels in (args.kernels.split(",") if not gpu else [None]):
-        env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
-        print(f"uform: {args.tier} on {args.device}, {args.threads} threads, kernels {kernels or 'default'} ...",
-              file=sys.stderr)
-        lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
-                           "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
-                           "--batch-bytes", str(batch_bytes)], env=env)
-        ran = lines[0]["kernels"] if lines else None
-        if kernels and ran != kernels:
-            print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
-            continue
-        system = f"uform bf16 {ran}" if kernels else "uform bf16"
-        ours.append(system)
-        cpu_class = lines[0].get("cpu") if lines else cpu_class
-        for line in lines:
-            rows.setdefault(line["text_bytes"], {})[system] = line["bytes_per_s"]
-            print(json.dumps(line), file=sys.stderr, flush=True)  # seen even if a peer later runs out of time
+    for precision in args.precisions.split(","):
+        for kernels in (args.kernels.split(",") if not gpu else [None]):
+            env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
+            print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
+                  file=sys.stderr)
+            lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
+                               "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
+                               "--batch-bytes", str(batch_bytes), "--precision", precision], env=env)
+            ran = lines[0]["kernels"] if lines else None
+            if kernels and ran != kernels:
+                print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
+                continue
+            system = f"uform {precision} {ran}" if kernels else f"uform {precision}"
+            ours.append(system)
+            cpu_class = lines[0].get("cpu") if lines else cpu_class
+            for line in lines:
+                rows.setdefault(line["text_bytes"], {})[system] = line["bytes_per_s"]
+                print(json.dumps(line), file=sys.stderr, flush=True)  # seen even if a peer later runs out of time
 
     peer = pathlib.Path(args.peers) / "torch_encode.py"
     peer_version, peer_error = None, None
@@ -119,14 +123,20 @@ def main():
             print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
 
     systems = ours + [f"torch {c}" for c in args.peer_configs.split(",")]
-    header = ["text bytes"] + systems + ["best peer", "best uform / best peer"]
+    both = all(p in args.precisions.split(",") for p in ("bf16", "e4m3"))
+    header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + (["e4m3 / bf16"] if both else [])
     table = []
     for length in sorted(rows):
         values = rows[length]
         peers = {k: v for k, v in values.items() if k.startswith("torch")}
         best = max(peers.values()) if peers else None
         ratio = max(values.get(s, 0) for s in ours) / best if best and ours else None
-        table.append([length] + [values.get(s) for s in systems] + [best, ratio])
+        row = [length] + [values.get(s) for s in systems] + [best, ratio]
+        if both:
+            narrow = max((values.get(s, 0) for s in ours if s.startswith("uform e4m3")), default=0)
+            wide = max((values.get(s, 0) for s in ours if s.startswith("uform bf16")), default=0)
+            row.append(narrow / wide if wide else None)
+        table.append(row)
 
     def cell(value):
         if value is None:
@@ -140,7 +150,7 @@ def main():
         print("| " + " | ".join(cell(v).rjust(w) for v, w in zip(row, widths)) + " |")
 
     report = {"benchmark": f"encode_{args.device}", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "cpu_kernels": cpu_class,
-              "gpu": gpu_name() if gpu else None, "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
+              "gpu": gpu_name() if gpu else None, "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
               "rows": [dict(zip(header, row)) for row in table]}
     write_report(args.output, report)

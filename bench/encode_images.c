@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     uform_model_t *model = NULL;
-    uform_status_t status = uform_bench_open(model_path, threads, 0, device, &model);
+    uform_status_t status = uform_bench_open(model_path, threads, uform_precision_bf16_k, device, &model);
     uform_config_t config;
     if (status == uform_ok_k) uform_model_config(model, &config);
     /* A whole call in one pass: every image fills at most 512 patches. */

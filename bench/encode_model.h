@@ -15,13 +15,13 @@ static inline double uform_bench_now(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-/** Opens the checkpoint at `path`: `f32` 1 for Float32 products, `device` "cpu" or "cuda" (the caller
+/** Opens the checkpoint at `path` with its products in `precision`, `device` "cpu" or "cuda" (the caller
  *  has refused anything else). `*model` is set either way: close it. */
-static inline uform_status_t uform_bench_open(char const *path, size_t threads, int f32, char const *device,
-                                              uform_model_t **model) {
+static inline uform_status_t uform_bench_open(char const *path, size_t threads, uform_precision_t precision,
+                                              char const *device, uform_model_t **model) {
     uform_status_t status = uform_model_open(path, model);
     if (status == uform_ok_k && threads) status = uform_model_set_threads(*model, threads);
-    if (status == uform_ok_k && f32) status = uform_model_set_precision(*model, uform_precision_f32_k);
+    if (status == uform_ok_k) status = uform_model_set_precision(*model, precision);
     if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(*model, uform_device_cuda_k);
     return status;
 }

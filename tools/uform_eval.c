@@ -24,7 +24,8 @@
 
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR] [--fuse LIST]] [--no-tfidf]\n"
-    "                  [--json FILE] [--threads N] [--device cpu|cuda] [--output-precision LIST] [--fps N]\n"
+    "                  [--json FILE] [--threads N] [--device cpu|cuda] [--precision bf16|e4m3|f32]\n"
+    "                  [--output-precision LIST] [--fps N]\n"
     "                  [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
@@ -54,6 +55,8 @@ static char const *const uform_eval_usage_ =
     "  --threads N      worker threads (default: all cores)\n"
     "  --device D       where the checkpoint embeds: cpu (default) or cuda (the GPU, BF16 activations,\n"
     "                   as uform encode --device cuda); scoring and reranking's MaxSim stay on the CPU\n"
+    "  --precision P    the checkpoint's products (and the reranker's): bf16 (default), e4m3 (the\n"
+    "                   blocks' products in E4M3, CPU only) or f32 (docs/precision.md)\n"
     "  --output-precision LIST  the model rows at these output precisions, comma-separated, or all:\n"
     "                   float32 (default; the rows \"model\"), int8, uint8, binary, ubinary (rows\n"
     "                   \"model-int8\", ...). Both sides are quantized at each width; int8/uint8 ranges\n"
@@ -454,6 +457,7 @@ static json_t *uform_row_json_(uform_row_t const *row, char const *language, ufo
 
 int main(int argc, char **argv) {
     char const *checkpoint = NULL, *reranker_checkpoint = NULL, *pairs = NULL, *json_path = NULL, *device = "cpu";
+    uform_precision_t model_precision = uform_precision_bf16_k;
     double fps = uform_video_fps_k;
     uform_output_precision_t precisions[uform_output_precisions_k] = {uform_output_float32_k};
     size_t precisions_count = 1;
@@ -485,6 +489,12 @@ int main(int argc, char **argv) {
             device = argv[++i];
             if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
                 fprintf(stderr, "uform_eval: --device is cpu or cuda, not '%s'\n", device);
+                return 2;
+            }
+        }
+        else if (value && !strcmp(argv[i], "--precision")) {
+            if (uform_precision_parse(argv[++i], &model_precision) != uform_ok_k) {
+                fprintf(stderr, "uform_eval: --precision: %s\n", uform_last_error());
                 return 2;
             }
         }
@@ -552,12 +562,14 @@ int main(int argc, char **argv) {
         status = uform_checkpoint_resolve(checkpoint, folder, sizeof(folder));
         if (status == uform_ok_k) status = uform_model_open(folder, &model);
         if (status == uform_ok_k && threads) status = uform_model_set_threads(model, threads);
+        if (status == uform_ok_k) status = uform_model_set_precision(model, model_precision);
         if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(model, uform_device_cuda_k);
         reranker = model;
         if (status == uform_ok_k && reranker_checkpoint) { /* a second model scores MaxSim */
             status = uform_checkpoint_resolve(reranker_checkpoint, reranker_folder, sizeof(reranker_folder));
             if (status == uform_ok_k) status = uform_model_open(reranker_folder, &reranker);
             if (status == uform_ok_k && threads) status = uform_model_set_threads(reranker, threads);
+            if (status == uform_ok_k) status = uform_model_set_precision(reranker, model_precision);
             if (status == uform_ok_k && !strcmp(device, "cuda")) status = uform_model_set_device(reranker, uform_device_cuda_k);
         }
         if (status == uform_ok_k && top && !uform_model_has_head(reranker, "rerank")) {
@@ -915,6 +927,7 @@ int main(int argc, char **argv) {
         json_t *root = json_object(), *rows_json = json_array(), *widths_json = json_array(),
                *languages_json = json_object();
         json_object_set_new(root, "checkpoint", model ? json_string(folder) : json_null());
+        json_object_set_new(root, "precision", model ? json_string(uform_precision_name(model_precision)) : json_null());
         json_object_set_new(root, "pairs", json_string(pairs));
         json_object_set_new(root, "count", json_integer((json_int_t)count));
         json_object_set_new(root, "truncated", json_integer((json_int_t)truncated));

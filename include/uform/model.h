@@ -17,10 +17,15 @@ extern "C" {
 typedef struct uform_model_t uform_model_t;
 typedef struct uform_context_t uform_context_t;
 
-/** How matrix products round their inputs. BF16 is the fast path; Float32 is for verification. */
+/** How matrix products round their inputs. BF16 is the fast path; Float32 is for verification;
+ *  E4M3 narrows the transformer blocks' products (docs/precision.md). */
 typedef enum uform_precision_t {
     uform_precision_bf16_k = 0, /* activations rounded to BF16 before each product, Float32 accumulation */
     uform_precision_f32_k = 1,  /* activations kept in Float32, weights widened exactly to Float32 */
+    uform_precision_e4m3_k = 2, /* the blocks' qkv, out, gate_up and down in E4M3: weights with a Float32 scale per
+                                   output row, made once; activations with one per input row; Float32 accumulation
+                                   (CPU: BF16 kernels over the widened codes; GPU: cuBLASLt's FP8 products). The
+                                   rest as BF16. */
 } uform_precision_t;
 
 /** Where inference passes run (uform_model_set_device). */
@@ -61,20 +66,26 @@ UFORM_API uform_status_t uform_model_config(uform_model_t const *model, uform_co
 UFORM_API int uform_model_has_head(uform_model_t const *model, char const *head);
 /** Spreads work over `threads` threads (0: all cores). Takes effect at once. */
 UFORM_API uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
-/** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call. */
+/** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call;
+ *  E4M3 packs the blocks' matrices once, at this call. */
 UFORM_API uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
+/** The precision named "bf16", "e4m3" or "f32" (also "float32"), for command lines and bindings. */
+UFORM_API uform_status_t uform_precision_parse(char const *name, uform_precision_t *precision);
+/** "bf16", "e4m3" or "f32"; "unknown" for a value outside uform_precision_t. */
+UFORM_API char const *uform_precision_name(uform_precision_t precision);
 /** Chooses where `uform_forward` and the verbs of encode.h (encode, colbert, rerank, mlm_logits)
  *  run. CUDA: the weights are copied to the GPU at this call (BF16 matrices, Float32 norm gains and
  *  pool.query) and again, before the next pass, whenever they change (a trainer's step, a head
  *  re-initialized); activations are stored in BF16 with Float32 accumulation and a Float32 residual
- *  stream, like the BF16 precision (so the Float32 precision is refused on the GPU, either order),
+ *  stream, like the BF16 precision (so the Float32 precision is refused on the GPU, either order;
+ *  E4M3 runs there as on the CPU, its codes made at this call: set the precision first),
  *  and the verbs' outputs agree with the CPU's within the bound of docs/cuda.md. Texts are packed
  *  on the host as on the CPU; MaxSim sums run on the host. CPU: frees the GPU's copies. Fails with
  *  uform_unsupported_k, leaving the model on the CPU, in a build without the CUDA backend or where
  *  no GPU is usable. */
 UFORM_API uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device);
 /** Creates a context over `model` on `device` with `threads` host threads (0: all cores): CUDA takes
- *  the calling thread's current GPU and copies the weights up (BF16 only, as uform_model_set_device).
+ *  the calling thread's current GPU and copies the weights up (BF16 or E4M3, as uform_model_set_device).
  *  The model must outlive its contexts. Its weights must not change (a trainer's step, a head
  *  re-initialized, uform_model_set_precision) while any context runs a pass; each context catches up
  *  with changed weights before its next pass. */

@@ -137,9 +137,8 @@ static int uform_model_init_(uform_model_object_t *self, PyObject *args, PyObjec
     if (!strcmp(device, "cpu")) self->device = uform_device_cpu_k;
     else if (!strcmp(device, "cuda")) self->device = uform_device_cuda_k;
     else return PyErr_Format(PyExc_ValueError, "device is 'cpu' or 'cuda', not '%s'", device), -1;
-    if (!strcmp(precision, "bf16")) self->precision = uform_precision_bf16_k;
-    else if (!strcmp(precision, "f32") || !strcmp(precision, "float32")) self->precision = uform_precision_f32_k;
-    else return PyErr_Format(PyExc_ValueError, "precision is 'bf16' or 'f32', not '%s'", precision), -1;
+    if (uform_precision_parse(precision, &self->precision) != uform_ok_k)
+        return PyErr_Format(PyExc_ValueError, "precision is 'bf16', 'e4m3' or 'f32', not '%s'", precision), -1;
     if (threads < 0) return PyErr_SetString(PyExc_ValueError, "threads is a count, 0 for all cores"), -1;
     self->threads = (size_t)threads;
 
@@ -180,7 +179,7 @@ static int uform_model_init_(uform_model_object_t *self, PyObject *args, PyObjec
         Py_END_ALLOW_THREADS
         Py_DECREF(encoded);
     }
-    if (failure.status == uform_ok_k && self->precision == uform_precision_f32_k)
+    if (failure.status == uform_ok_k && self->precision != uform_precision_bf16_k)
         uform_note_(&failure, uform_model_set_precision(model, self->precision));
     if (failure.status != uform_ok_k) {
         uform_model_close(model);
@@ -647,7 +646,7 @@ static PyObject *uform_model_info_(uform_model_object_t *self, void *closure) {
                                          "parameters", (Py_ssize_t)uform_config_parameters(config), "heads_present", heads,
                                          "modalities", modalities, "device",
                                          self->device == uform_device_cuda_k ? "cuda" : "cpu", "device_name", device_name,
-                                         "precision", self->precision == uform_precision_f32_k ? "f32" : "bf16", "path",
+                                         "precision", uform_precision_name(self->precision), "path",
                                          self->path, "origin", self->origin, "version", uform_version())
                          : NULL;
     Py_XDECREF(heads), Py_XDECREF(modalities), Py_XDECREF(widths);
@@ -674,7 +673,7 @@ static PyObject *uform_model_repr_(uform_model_object_t *self) {
     if (!self->model) return PyUnicode_FromString("<uform.Model closed>");
     return PyUnicode_FromFormat("<uform.Model %s, %s, %s, %R>", self->config.tier,
                                 self->device == uform_device_cuda_k ? "cuda" : "cpu",
-                                self->precision == uform_precision_f32_k ? "f32" : "bf16", self->path);
+                                uform_precision_name(self->precision), self->path);
 }
 
 PyDoc_STRVAR(uform_encode_doc_,

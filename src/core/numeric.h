@@ -1,4 +1,4 @@
-/*  numeric.h: BF16 <-> Float32 conversion (round to nearest even) and the seeded RNG. */
+/*  numeric.h: BF16 and E4M3 <-> Float32 conversion (round to nearest even) and the seeded RNG. */
 #ifndef UFORM_CORE_NUMERIC_H
 #define UFORM_CORE_NUMERIC_H
 
@@ -24,6 +24,39 @@ static inline uint16_t uform_f32_to_bf16(float value) {
 
 void uform_bf16_from_f32_array(float const *source, uint16_t *target, size_t count);
 void uform_f32_from_bf16_array(uint16_t const *source, float *target, size_t count);
+
+/* E4M3 (OCP FP8, the "fn" variant): a sign, 4 exponent bits of bias 7, 3 mantissa bits; subnormals
+ * m 2^-9; no infinities; 0x7f and 0xff are NaN; the largest finite value is 448. The planted
+ * control UFORM_PLANT_E4M3_BIAS decodes with bias 8 (docs/precision.md). */
+#if defined(UFORM_PLANT_E4M3_BIAS)
+#define UFORM_E4M3_DECODE_BIAS 8
+#else
+#define UFORM_E4M3_DECODE_BIAS 7
+#endif
+#define UFORM_E4M3_LARGEST 448.0f
+
+/** x rounded to the nearest E4M3 value, ties to even; magnitudes past 448 saturate to 448, NaN stays. */
+static inline float uform_e4m3_round(float x) {
+    float magnitude = fabsf(x), rounded;
+    if (magnitude != magnitude) return x;
+    if (magnitude >= UFORM_E4M3_LARGEST) {
+        rounded = UFORM_E4M3_LARGEST;
+    } else if (magnitude < 0x1p-6f) { /* subnormal: a multiple of 2^-9, by the add-and-subtract of 2^23 */
+        float scaled = magnitude * 512.0f;
+        rounded = ((scaled + 8388608.0f) - 8388608.0f) * 0x1p-9f;
+    } else { /* normal: keep 3 of Float32's 23 mantissa bits, ties to even */
+        uint32_t bits;
+        memcpy(&bits, &magnitude, sizeof(bits));
+        bits = (bits + 0x7ffffu + ((bits >> 20) & 1u)) & 0xfff00000u;
+        memcpy(&rounded, &bits, sizeof(rounded));
+    }
+    return signbit(x) ? -rounded : rounded;
+}
+
+/** The E4M3 code of x rounded as uform_e4m3_round does. */
+uint8_t uform_f32_to_e4m3(float x);
+/** The value of an E4M3 code (NaN for 0x7f and 0xff). */
+float uform_e4m3_to_f32(uint8_t code);
 
 /** SplitMix64 state: one 64-bit word, seeded directly. */
 typedef struct uform_rng_t {

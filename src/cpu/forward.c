@@ -22,6 +22,30 @@ typedef struct uform_pass_job_t {
     size_t tiles;
 } uform_pass_job_t;
 
+/* C = (Q(A / s_a) Q(W / s_w)^T) s_a s_w, Q rounding to E4M3, s_a a scale per row of A and s_w the
+ * packed one per row of W: the codes are widened to BF16 (exact) a group of panels at a time, so
+ * that the table's BF16 product runs on them, each widening serving every row of the tile. */
+static void uform_linear_e4m3_(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
+                               size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
+    size_t depth = matrix->columns, width = matrix->rows, pairs = (depth + 1) / 2;
+    for (size_t r = 0; r < rows; ++r) {
+        float scale = kernels->quantize_e4m3(a + r * a_stride, depth, scratch->inputs_bf16 + r * depth);
+#if defined(UFORM_PLANT_E4M3_SCALE)
+        scale = 1.0f; /* planted: the input row's scale dropped */
+#endif
+        scratch->row_scales[r] = scale;
+    }
+    for (size_t first = 0; first < width; first += uform_e4m3_panels_k * 16) {
+        size_t columns = width - first < uform_e4m3_panels_k * 16 ? width - first : uform_e4m3_panels_k * 16;
+        kernels->widen_e4m3(matrix->e4m3 + first * pairs * 2, scratch->panels_bf16, (columns + 15) / 16 * pairs * 32);
+        kernels->gemm(scratch->inputs_bf16, depth, scratch->panels_bf16, c + first, c_stride, rows, columns, depth);
+    }
+    for (size_t r = 0; r < rows; ++r) {
+        float *target = c + r * c_stride, scale = scratch->row_scales[r];
+        for (size_t i = 0; i < width; ++i) target[i] *= scale * matrix->scales[i];
+    }
+}
+
 void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
                       size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     if (model->precision == uform_precision_f32_k) {
@@ -29,6 +53,10 @@ void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, 
         return;
     }
     uform_kernels_t const *kernels = uform_kernels();
+    if (matrix->e4m3) {
+        uform_linear_e4m3_(kernels, matrix, a, a_stride, rows, c, c_stride, scratch);
+        return;
+    }
     for (size_t r = 0; r < rows; ++r)
         kernels->round_bf16(a + r * a_stride, scratch->inputs_bf16 + r * matrix->columns, matrix->columns);
     kernels->gemm(scratch->inputs_bf16, matrix->columns, matrix->packed, c, c_stride, rows, matrix->rows,
@@ -82,7 +110,7 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 #endif
     size_t stride = 3 * d, padded = keys_count + keys_count % 2;
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
-    int bf16 = model->precision == uform_precision_bf16_k;
+    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 keeps attention's products in BF16 */
     if (bf16) {
         uform_pack_f32(k + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
         uform_pack_f32(v + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
@@ -128,6 +156,9 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
         uform_kernels_t const *kernels = uform_kernels();
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
         kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
+    } else if (model->precision == uform_precision_e4m3_k) {
+        uform_kernels()->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
+        uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     } else {
         for (size_t r = 0; r < count; ++r) {
             float const *gate = scratch->gate_up + r * 8 * d, *up = gate + 4 * d;

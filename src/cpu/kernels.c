@@ -1,4 +1,4 @@
-/*  kernels.c: packing, the run-time choice of kernel table, and the generic (plain C) kernels. */
+/*  kernels.c: packing (BF16 and E4M3), the run-time choice of kernel table, and the generic (plain C) kernels. */
 #include "cpu/kernels.h"
 
 #include <math.h>
@@ -46,6 +46,48 @@ void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width
     UFORM_PACK_BODY(uint16_t, UFORM_SAME_)
 }
 
+size_t uform_packed_e4m3_size(size_t width, size_t depth) { return ((width + 15) / 16) * ((depth + 1) / 2) * 32; }
+
+/* A row's scale: its largest magnitude / 448, 1 for a zero row. */
+static void uform_e4m3_scales_(uint16_t const *b, size_t width, size_t depth, float *scales) {
+    for (size_t row = 0; row < width; ++row) {
+        float largest = 0;
+        for (size_t j = 0; j < depth; ++j) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(b[row * depth + j])));
+        scales[row] = largest > 0 ? largest / UFORM_E4M3_LARGEST : 1.0f;
+    }
+}
+
+void uform_e4m3_rows(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *codes) {
+    uform_e4m3_scales_(b, width, depth, scales);
+    for (size_t row = 0; row < width; ++row)
+        for (size_t j = 0; j < depth; ++j) codes[row * depth + j] = uform_f32_to_e4m3(uform_bf16_to_f32(b[row * depth + j]) / scales[row]);
+}
+
+void uform_pack_e4m3(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *packed) {
+    uform_e4m3_scales_(b, width, depth, scales);
+    size_t pairs = (depth + 1) / 2, panels = (width + 15) / 16;
+    for (size_t panel = 0; panel < panels; ++panel)
+        for (size_t pair = 0; pair < pairs; ++pair)
+            for (size_t lane = 0; lane < 16; ++lane)
+                for (size_t half = 0; half < 2; ++half) {
+                    size_t row = panel * 16 + lane, column = 2 * pair + half;
+                    packed[(panel * pairs + pair) * 32 + lane * 2 + half] =
+                        row < width && column < depth ? uform_f32_to_e4m3(uform_bf16_to_f32(b[row * depth + column]) / scales[row]) : 0;
+                }
+}
+
+static uint16_t uform_e4m3_bf16_[256];
+static pthread_once_t uform_e4m3_once_ = PTHREAD_ONCE_INIT;
+
+static void uform_e4m3_table_(void) {
+    for (unsigned code = 0; code < 256; ++code) uform_e4m3_bf16_[code] = uform_f32_to_bf16(uform_e4m3_to_f32((uint8_t)code));
+}
+
+void uform_widen_e4m3_generic(uint8_t const *source, uint16_t *target, size_t count) {
+    pthread_once(&uform_e4m3_once_, uform_e4m3_table_);
+    for (size_t i = 0; i < count; ++i) target[i] = uform_e4m3_bf16_[source[i]];
+}
+
 static void uform_gemm_generic_(uint16_t const *a, size_t a_stride, uint16_t const *packed, float *c, size_t c_stride,
                                 size_t rows, size_t width, size_t depth) {
     size_t pairs = (depth + 1) / 2, panels = (width + 15) / 16;
@@ -88,8 +130,25 @@ static void uform_swiglu_bf16_generic_(float const *gate_up, size_t rows, size_t
     }
 }
 
+static float uform_quantize_e4m3_generic_(float const *source, size_t count, uint16_t *target) {
+    float largest = 0;
+    for (size_t i = 0; i < count; ++i) largest = fabsf(source[i]) > largest ? fabsf(source[i]) : largest;
+    float scale = largest > 0 ? largest / UFORM_E4M3_LARGEST : 1.0f, inverse = 1.0f / scale;
+    for (size_t i = 0; i < count; ++i) target[i] = uform_f32_to_bf16(uform_e4m3_round(source[i] * inverse));
+    return scale;
+}
+
+static void uform_swiglu_f32_generic_(float const *gate_up, size_t rows, size_t width, float *hidden) {
+    for (size_t r = 0; r < rows; ++r) {
+        float const *gate = gate_up + r * 2 * width, *up = gate + width;
+        for (size_t i = 0; i < width; ++i) hidden[r * width + i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+    }
+}
+
 uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, uform_softmax_bf16_generic_,
-                                                uform_swiglu_bf16_generic_, uform_bf16_from_f32_array};
+                                                uform_swiglu_bf16_generic_, uform_bf16_from_f32_array,
+                                                uform_widen_e4m3_generic, uform_quantize_e4m3_generic_,
+                                                uform_swiglu_f32_generic_};
 
 /* The one place a table is chosen. A table is listed where this build compiled it (x86-64 with a
  * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the

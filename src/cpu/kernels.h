@@ -24,6 +24,13 @@ typedef struct uform_kernels_t {
     void (*swiglu_bf16)(float const *gate_up, size_t rows, size_t width, uint16_t *hidden);
     /** target[i] = BF16(source[i]), round to nearest even. */
     void (*round_bf16)(float const *source, uint16_t *target, size_t count);
+    /** target[i] = the BF16 of E4M3 code source[i], exact (E4M3's values are BF16's); NaN codes not handled. */
+    void (*widen_e4m3)(uint8_t const *source, uint16_t *target, size_t count);
+    /** An E4M3 product's input row: s = max |source| / 448 (1 for a zero row), target[i] = the BF16 of
+     *  E4M3(source[i] * (1 / s)), ties to even, saturated at 448; returns s. */
+    float (*quantize_e4m3)(float const *source, size_t count, uint16_t *target);
+    /** hidden [rows, width] = silu(gate) * up in Float32 (the E4M3 precision's down input). */
+    void (*swiglu_f32)(float const *gate_up, size_t rows, size_t width, float *hidden);
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
@@ -51,12 +58,24 @@ void uform_pack_f32(float const *b, size_t width, size_t depth, size_t width_str
                     uint16_t *packed);
 void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
                      uint16_t *packed);
+/** Bytes of B [width, depth] packed as E4M3 codes: the BF16 layout, a byte an element. */
+size_t uform_packed_e4m3_size(size_t width, size_t depth);
+/** Packs the row-major BF16 B [width, depth] as E4M3 with a Float32 scale per row of B:
+ *  scales[i] = max_j |B[i][j]| / 448 (1 for a zero row), codes E4M3(B[i][j] / scales[i]). */
+void uform_pack_e4m3(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *packed);
+/** The same scales and codes row-major: codes [i * depth + j] (the GPU's layout). */
+void uform_e4m3_rows(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *codes);
+/** The E4M3 widening of the generic table (a table of 256 BF16s) and of the AVX2 and AVX-512 tables. */
+void uform_widen_e4m3_generic(uint8_t const *source, uint16_t *target, size_t count);
+void uform_widen_e4m3_avx2(uint8_t const *source, uint16_t *target, size_t count);
 
 /* The avx512bf16 and amx tables' elementwise kernels (kernels_avx512_elementwise.c). */
 void uform_softmax_bf16_avx512bf16(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                                    uint16_t *probabilities, size_t probabilities_stride, float *sums);
 void uform_swiglu_bf16_avx512bf16(float const *gate_up, size_t rows, size_t width, uint16_t *hidden);
 void uform_round_bf16_avx512bf16(float const *source, uint16_t *target, size_t count);
+float uform_quantize_e4m3_avx512bf16(float const *source, size_t count, uint16_t *target);
+void uform_swiglu_f32_avx512bf16(float const *gate_up, size_t rows, size_t width, float *hidden);
 
 extern uform_kernels_t const uform_kernels_generic;
 extern uform_kernels_t const uform_kernels_avx2;

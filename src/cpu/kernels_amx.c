@@ -173,4 +173,5 @@ static void uform_gemm_amx_(uint16_t const *a, size_t a_stride, uint16_t const *
 
 /* Only the product has tiles: the rest is avx512bf16's (kernels_avx512_elementwise.c). */
 uform_kernels_t const uform_kernels_amx = {"amx", uform_gemm_amx_, uform_softmax_bf16_avx512bf16, uform_swiglu_bf16_avx512bf16,
-                                           uform_round_bf16_avx512bf16};
+                                           uform_round_bf16_avx512bf16, uform_widen_e4m3_avx2,
+                                           uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16};

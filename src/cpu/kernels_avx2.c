@@ -1,7 +1,7 @@
 /*  kernels_avx2.c: BF16 kernels for CPUs with AVX2 and FMA but no AVX-512 (Haswell and later, Zen 1-3):
  *  kernels_widen.h over 8-lane vectors, tiles of up to 4 rows of A against one panel of 16 columns of
  *  B (8 accumulators, 4 widened B vectors: 12 of the 16 registers). Compiled with -mavx2 -mfma and
- *  only called after a CPU check (kernels.c). */
+ *  only called after a CPU check (kernels.c). Also the E4M3 widening of every x86 table. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -40,6 +40,22 @@ static inline float uform_v_largest(__m256 x) {
     half = _mm_max_ps(half, _mm_movehl_ps(half, half));
     return _mm_cvtss_f32(_mm_max_ss(half, _mm_movehdup_ps(half)));
 }
+/* E4M3 rounding in Float32's bits: a normal keeps 3 mantissa bits (ties to even), a value under 2^-6
+ * goes to a multiple of 2^-9 by the add-and-subtract of 2^23, then the magnitude is capped at 448. */
+static inline __m256 uform_v_e4m3(__m256 x) {
+    __m256i bits = _mm256_castps_si256(x);
+    __m256i sign = _mm256_and_si256(bits, _mm256_set1_epi32((int)0x80000000u));
+    __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+    __m256i odd = _mm256_and_si256(_mm256_srli_epi32(magnitude, 20), _mm256_set1_epi32(1));
+    __m256i normal = _mm256_and_si256(_mm256_add_epi32(magnitude, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7ffff))),
+                                      _mm256_set1_epi32((int)0xfff00000u));
+    __m256 shifted = _mm256_add_ps(_mm256_mul_ps(_mm256_castsi256_ps(magnitude), _mm256_set1_ps(512.0f)), _mm256_set1_ps(8388608.0f));
+    __m256 subnormal = _mm256_mul_ps(_mm256_sub_ps(shifted, _mm256_set1_ps(8388608.0f)), _mm256_set1_ps(0x1p-9f));
+    __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x3c800000), magnitude);
+    __m256i chosen = _mm256_blendv_epi8(normal, _mm256_castps_si256(subnormal), small);
+    chosen = _mm256_min_epi32(chosen, _mm256_set1_epi32(0x43e00000));
+    return _mm256_castsi256_ps(_mm256_or_si256(chosen, sign));
+}
 static inline __m256 uform_v_even(uint16_t const *pairs) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_loadu_si256((__m256i const *)pairs), 16));
 }
@@ -60,6 +76,27 @@ static inline void uform_v_store_bf16(uint16_t *target, __m256 x) {
 }
 
 #include "cpu/kernels_widen.h"
+
+/* Eight codes at a time: a normal code's exponent and mantissa moved into Float32's fields with the
+ * bias changed, a subnormal's mantissa m converted and scaled by 2^-9 (no denormal operand), then
+ * the sign; the top half of each Float32 is the exact BF16. Shared by the AVX-512 tables. */
+void uform_widen_e4m3_avx2(uint8_t const *source, uint16_t *target, size_t count) {
+    __m256i const magnitude_mask = _mm256_set1_epi32(0x7f), sign_mask = _mm256_set1_epi32(0x80);
+    __m256i const bias = _mm256_set1_epi32((127 - UFORM_E4M3_DECODE_BIAS) << 23), first_normal = _mm256_set1_epi32(8);
+    __m256 const subnormal_unit = _mm256_set1_ps(ldexpf(1.0f, 1 - UFORM_E4M3_DECODE_BIAS - 3));
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m256i wide = _mm256_cvtepu8_epi32(_mm_loadl_epi64((__m128i const *)(source + i)));
+        __m256i magnitude = _mm256_and_si256(wide, magnitude_mask);
+        __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(magnitude, 20), bias);
+        __m256i subnormal = _mm256_castps_si256(_mm256_mul_ps(_mm256_cvtepi32_ps(magnitude), subnormal_unit));
+        __m256i value = _mm256_blendv_epi8(normal, subnormal, _mm256_cmpgt_epi32(first_normal, magnitude));
+        value = _mm256_or_si256(value, _mm256_slli_epi32(_mm256_and_si256(wide, sign_mask), 24));
+        __m256i high = _mm256_srli_epi32(value, 16);
+        _mm_storeu_si128((__m128i *)(target + i), _mm_packus_epi32(_mm256_castsi256_si128(high), _mm256_extracti128_si256(high, 1)));
+    }
+    if (i < count) uform_widen_e4m3_generic(source + i, target + i, count - i);
+}
 
 UFORM_WIDEN_TILE(1, 1)
 UFORM_WIDEN_TILE(2, 1)

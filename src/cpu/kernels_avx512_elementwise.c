@@ -1,4 +1,4 @@
-/*  kernels_avx512_elementwise.c: the avx512bf16 (and amx) tables' softmax, SwiGLU and rounding:
+/*  kernels_avx512_elementwise.c: the avx512bf16 (and amx) tables' softmax, SwiGLU, rounding and E4M3 inputs:
  *  kernels_widen.h's bodies over 16-lane vectors with the native BF16 store (VCVTNEPS2BF16) in place
  *  of avx512f's integer rounding. Compiled with AVX512-BF16 flags and only called after a CPU check
  *  (kernels.c). */
@@ -17,4 +17,12 @@ void uform_swiglu_bf16_avx512bf16(float const *gate_up, size_t rows, size_t widt
 
 void uform_round_bf16_avx512bf16(float const *source, uint16_t *target, size_t count) {
     uform_round_bf16_widen_(source, target, count);
+}
+
+float uform_quantize_e4m3_avx512bf16(float const *source, size_t count, uint16_t *target) {
+    return uform_quantize_e4m3_widen_(source, count, target);
+}
+
+void uform_swiglu_f32_avx512bf16(float const *gate_up, size_t rows, size_t width, float *hidden) {
+    uform_swiglu_f32_widen_(gate_up, rows, width, hidden);
 }

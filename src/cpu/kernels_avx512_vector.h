@@ -26,6 +26,21 @@ static inline __m512 uform_v_round(__m512 x) { return _mm512_roundscale_ps(x, _M
 static inline __m512 uform_v_scale(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
 static inline float uform_v_sum(__m512 x) { return _mm512_reduce_add_ps(x); }
 static inline float uform_v_largest(__m512 x) { return _mm512_reduce_max_ps(x); }
+/* E4M3 rounding as kernels_avx2.c's, over 16 lanes. */
+static inline __m512 uform_v_e4m3(__m512 x) {
+    __m512i bits = _mm512_castps_si512(x);
+    __m512i sign = _mm512_and_si512(bits, _mm512_set1_epi32((int)0x80000000u));
+    __m512i magnitude = _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff));
+    __m512i odd = _mm512_and_si512(_mm512_srli_epi32(magnitude, 20), _mm512_set1_epi32(1));
+    __m512i normal = _mm512_and_si512(_mm512_add_epi32(magnitude, _mm512_add_epi32(odd, _mm512_set1_epi32(0x7ffff))),
+                                      _mm512_set1_epi32((int)0xfff00000u));
+    __m512 shifted = _mm512_add_ps(_mm512_mul_ps(_mm512_castsi512_ps(magnitude), _mm512_set1_ps(512.0f)), _mm512_set1_ps(8388608.0f));
+    __m512 subnormal = _mm512_mul_ps(_mm512_sub_ps(shifted, _mm512_set1_ps(8388608.0f)), _mm512_set1_ps(0x1p-9f));
+    __mmask16 small = _mm512_cmplt_epi32_mask(magnitude, _mm512_set1_epi32(0x3c800000));
+    __m512i chosen = _mm512_mask_blend_epi32(small, normal, _mm512_castps_si512(subnormal));
+    chosen = _mm512_min_epi32(chosen, _mm512_set1_epi32(0x43e00000));
+    return _mm512_castsi512_ps(_mm512_or_si512(chosen, sign));
+}
 static inline __m512 uform_v_even(uint16_t const *pairs) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(pairs), 16));
 }

@@ -8,6 +8,7 @@
  *    uform_v_t, UFORM_LANES, UFORM_TILE_ROWS_MOST, UFORM_TILE_PANELS_MOST, UFORM_WIDEN_TABLE, UFORM_WIDEN_NAME
  *    uform_v_zero, uform_v_set1, uform_v_load, uform_v_store, uform_v_add, uform_v_sub, uform_v_mul,
  *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
+ *    uform_v_e4m3 (to the nearest E4M3 value, ties to even, saturated at 448),
  *    uform_v_round (to nearest integer), uform_v_scale (p * 2^n, n integral), uform_v_sum, uform_v_largest
  *    (horizontal), uform_v_even and uform_v_odd (the first and second BF16 of each packed 32-bit pair of
  *    the UFORM_LANES pairs at a pointer, widened), uform_v_store_bf16 (UFORM_LANES values rounded to
@@ -138,21 +139,64 @@ static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t c
     }
 }
 
+/* silu(gate) * up of the `count` (at most UFORM_LANES) values at i. */
+static inline uform_v_t uform_swiglu_v_(float const *gate, float const *up, size_t count) {
+    uform_v_t g = count == UFORM_LANES ? uform_v_load(gate) : uform_v_load_part_(gate, count, 0.0f);
+    uform_v_t u = count == UFORM_LANES ? uform_v_load(up) : uform_v_load_part_(up, count, 0.0f);
+    uform_v_t e = uform_v_exp_(uform_v_sub(uform_v_zero(), g));
+    return uform_v_mul(uform_v_div(g, uform_v_add(uform_v_set1(1.0f), e)), u);
+}
+
 static void uform_swiglu_bf16_widen_(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
-    uform_v_t one = uform_v_set1(1.0f);
     for (size_t r = 0; r < rows; ++r) {
         float const *gate = gate_up + r * 2 * width, *up = gate + width;
         uint16_t *target = hidden + r * width;
         for (size_t i = 0; i < width; i += UFORM_LANES) {
             size_t count = width - i < UFORM_LANES ? width - i : UFORM_LANES;
-            uform_v_t g = count == UFORM_LANES ? uform_v_load(gate + i) : uform_v_load_part_(gate + i, count, 0.0f);
-            uform_v_t u = count == UFORM_LANES ? uform_v_load(up + i) : uform_v_load_part_(up + i, count, 0.0f);
-            uform_v_t e = uform_v_exp_(uform_v_sub(uform_v_zero(), g));
-            uform_v_t value = uform_v_mul(uform_v_div(g, uform_v_add(one, e)), u);
+            uform_v_t value = uform_swiglu_v_(gate + i, up + i, count);
             if (count == UFORM_LANES) uform_v_store_bf16(target + i, value);
             else uform_v_store_bf16_part_(target + i, value, count);
         }
     }
+}
+
+static void uform_swiglu_f32_widen_(float const *gate_up, size_t rows, size_t width, float *hidden) {
+    for (size_t r = 0; r < rows; ++r) {
+        float const *gate = gate_up + r * 2 * width, *up = gate + width;
+        float *target = hidden + r * width;
+        for (size_t i = 0; i < width; i += UFORM_LANES) {
+            size_t count = width - i < UFORM_LANES ? width - i : UFORM_LANES;
+            uform_v_t value = uform_swiglu_v_(gate + i, up + i, count);
+            if (count == UFORM_LANES) {
+                uform_v_store(target + i, value);
+            } else {
+                float spill[UFORM_LANES];
+                uform_v_store(spill, value);
+                memcpy(target + i, spill, count * sizeof(float));
+            }
+        }
+    }
+}
+
+static float uform_quantize_e4m3_widen_(float const *source, size_t count, uint16_t *target) {
+    size_t whole = count - count % UFORM_LANES, tail = count - whole;
+    uform_v_t largest = uform_v_zero();
+    for (size_t i = 0; i < whole; i += UFORM_LANES) {
+        uform_v_t x = uform_v_load(source + i);
+        largest = uform_v_max(largest, uform_v_max(x, uform_v_sub(uform_v_zero(), x)));
+    }
+    if (tail) {
+        uform_v_t x = uform_v_load_part_(source + whole, tail, 0.0f);
+        largest = uform_v_max(largest, uform_v_max(x, uform_v_sub(uform_v_zero(), x)));
+    }
+    float most = uform_v_largest(largest);
+    float scale = most > 0 ? most / UFORM_E4M3_LARGEST : 1.0f;
+    uform_v_t inverse = uform_v_set1(1.0f / scale);
+    for (size_t i = 0; i < whole; i += UFORM_LANES)
+        uform_v_store_bf16(target + i, uform_v_e4m3(uform_v_mul(uform_v_load(source + i), inverse)));
+    if (tail)
+        uform_v_store_bf16_part_(target + whole, uform_v_e4m3(uform_v_mul(uform_v_load_part_(source + whole, tail, 0.0f), inverse)), tail);
+    return scale;
 }
 
 /* The driver over the tiles the including file instantiated, as kernels_avx512.c's. */
@@ -172,6 +216,8 @@ static void uform_swiglu_bf16_widen_(float const *gate_up, size_t rows, size_t w
         }                                                                                                           \
     }                                                                                                               \
     uform_kernels_t const UFORM_WIDEN_TABLE = {UFORM_WIDEN_NAME, uform_gemm_widen_, uform_softmax_bf16_widen_,      \
-                                               uform_swiglu_bf16_widen_, uform_round_bf16_widen_};
+                                               uform_swiglu_bf16_widen_, uform_round_bf16_widen_,               \
+                                               uform_widen_e4m3_avx2, uform_quantize_e4m3_widen_,               \
+                                               uform_swiglu_f32_widen_};
 
 #endif

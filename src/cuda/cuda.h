@@ -74,6 +74,10 @@ uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t cons
 /** y [cells, width] (BF16) = x / sqrt(mean(x^2) + 1e-6) * gain; scales [cells] = 1 / sqrt(...). */
 uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream);
+/** The same, and y's rows quantized for an E4M3 product as uform_cuda_quantize_e4m3 quantizes them
+ *  (codes [cells, width], code_scales [cells]), in the one pass. */
+uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
+                                               float *scales, uint8_t *codes, float *code_scales, void *stream);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
  *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
  *  partial gain gradients go to `gain_partials` (uform_cuda_rmsnorm_partials floats), then
@@ -97,10 +101,19 @@ uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, 
 /** hidden [cells, 4w] (BF16) = silu(gate) * up from gate_up [cells, 8w] (BF16). */
 uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                                          void *stream);
+/** The down product's E4M3 input in one pass: uform_cuda_quantize_e4m3 of what uform_cuda_swiglu_forward
+ *  would write (codes [cells, 4w], scales [cells]), the BF16 hidden values not stored. */
+uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
+                                      float *scales, void *stream);
 /** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
 uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream);
 
+/** An E4M3 product's input (docs/precision.md): per row of x [cells, width] (BF16), scales [row] =
+ *  max |x| / 448 (1 for a zero row) and codes [row] = E4M3(x * (1 / scale)), nearest even, saturated
+ *  (cuda_fp8.h's conversion). */
+uform_status_t uform_cuda_quantize_e4m3(uint16_t const *x, size_t cells, size_t width, uint8_t *codes, float *scales,
+                                        void *stream);
 /** y [count] (BF16) = x [count] (Float32) rounded to nearest even: a gradient entering a product. */
 uform_status_t uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream);
 /** result[0] = sum(x [count]) times *scale (device; NULL for 1), in a fixed order (one block). */
@@ -243,6 +256,13 @@ uform_status_t uform_cuda_spectral(float const *embeddings, size_t rows_capacity
 uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                                uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d,
                                size_t ldd, int d_is_f32, void *stream);
+
+/** D [m, n] = (A [m, k] W [n, k]^T) scales_a [m] scales_w [n] (+ C), A and W E4M3 codes row-major, each
+ *  with a Float32 scale per row (cuBLASLt's outer-vector scaling on sm_90), Float32 accumulation; C
+ *  and D Float32 (`d_is_f32`) or BF16, C read when not NULL. */
+uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                    float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
+                                    void *d, int d_is_f32, void *stream);
 
 #ifdef __cplusplus
 }

@@ -61,22 +61,40 @@ uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *g, uform_cuda_mae_t const 
     return uform_cuda_mae_scatter_add(mae->d_gathered, mae->cells, mae->counts, m, d, d_h, s);
 }
 
+/* D [n, width] = A [n, k] W^T (+ C): BF16 through cuBLASLt, or, where the block has E4M3 codes for W,
+ * A's E4M3 codes (quantized here unless `quantized`, the norm having made them) and the E4M3 product. */
+static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_buffers_t const *a, uint16_t const *input,
+                               int quantized, size_t n, size_t k, uint16_t const *w, uint8_t const *w8,
+                               float const *w_scales, size_t width, void const *c, void *d, int d_is_f32, void *s) {
+    if (!w8) return uform_cuda_gemm(g, 0, 1, n, width, k, input, k, w, k, c, d, width, d_is_f32, s);
+    if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, s));
+    return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, a->row_scales, w8, w_scales, c, d, d_is_f32, s);
+}
+
+/* The norm before a product, making its E4M3 codes in the same pass where the product is E4M3. */
+static uform_status_t norm_(float const *x, float const *gain, uint8_t const *w8, uform_cuda_block_buffers_t const *a,
+                            size_t n, size_t d, uint16_t *y, float *scales, void *s) {
+    if (!w8) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
+    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, y, scales, a->codes, a->row_scales, s);
+}
+
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,
                                         uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
                                         float const *x, float const *rotations, uint32_t const *spans,
                                         uint32_t const *segment_of, size_t n, size_t d, int keep_attention,
                                         float *x_next, void *s) {
-    TRY(uform_cuda_rmsnorm_forward(x, w->attn_norm, n, d, a->normed1, a->scales1, s));
-    TRY(uform_cuda_gemm(g, 0, 1, n, 3 * d, d, a->normed1, d, w->qkv, d, NULL, a->qkv, 3 * d, 0, s));
+    TRY(norm_(x, w->attn_norm, w->qkv8, a, n, d, a->normed1, a->scales1, s));
+    TRY(product_(g, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
     TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
     if (!keep_attention) {
         if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
         else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
     }
-    TRY(uform_cuda_gemm(g, 0, 1, n, d, d, a->attended, d, w->out, d, x, a->middle, d, 1, s));
-    TRY(uform_cuda_rmsnorm_forward(a->middle, w->mlp_norm, n, d, a->normed2, a->scales2, s));
-    TRY(uform_cuda_gemm(g, 0, 1, n, 8 * d, d, a->normed2, d, w->gate_up, d, NULL, a->gate_up, 8 * d, 0, s));
-    TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
-    if (x_next) TRY(uform_cuda_gemm(g, 0, 1, n, d, 4 * d, a->hidden, 4 * d, w->down, 4 * d, a->middle, x_next, d, 1, s));
+    TRY(product_(g, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, 1, s));
+    TRY(norm_(a->middle, w->mlp_norm, w->gate_up8, a, n, d, a->normed2, a->scales2, s));
+    TRY(product_(g, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
+    if (w->down8) TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, s)); /* hidden not kept */
+    else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
+    if (x_next) TRY(product_(g, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, 1, s));
     return uform_ok_k;
 }

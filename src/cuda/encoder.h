@@ -62,10 +62,14 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_
                                             float *partials, uform_cuda_frontend_gradients_t const *gradients,
                                             void *stream);
 
-/** One block's weights on the device: BF16 matrices, Float32 norm gains. */
+/** One block's weights on the device: BF16 matrices, Float32 norm gains; in the E4M3 precision
+ *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
+ *  (uform_e4m3_rows), which the products then use; NULL otherwise. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;
     uint16_t const *qkv, *out, *gate_up, *down;
+    uint8_t const *qkv8, *out8, *gate_up8, *down8;
+    float const *qkv_scales, *out_scales, *gate_up_scales, *down_scales;
 } uform_cuda_block_weights_t;
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both
@@ -73,6 +77,8 @@ typedef struct uform_cuda_block_weights_t {
 typedef struct uform_cuda_block_buffers_t {
     uint16_t *normed1, *qkv, *attended, *normed2, *gate_up, *hidden; /* BF16 */
     float *scales1, *log_sums, *middle, *scales2;                    /* Float32 */
+    uint8_t *codes;     /* E4M3 weights only: a product's input as E4M3 codes [cells, 4 width] */
+    float *row_scales;  /* and their scales [cells] */
 } uform_cuda_block_buffers_t;
 
 /** A masked modelling head on the device (docs/images.md, "Masked image modelling";

@@ -2,7 +2,7 @@
  *  (step.c, block_forward_) kernel for kernel, over the CPU's compacted cells: no padding, each
  *  segment a contiguous run. Attention is cuDNN's fused forward for passes of long segments where
  *  the build has it (a plan per bucket of segment count and longest segment, cuDNN's ragged layout
- *  reading the runs in place), else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands; the heads' outputs in
+ *  reading the runs in place), else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands (in the E4M3 precision the blocks' four products quantize theirs per row); the heads' outputs in
  *  Float32. Device memory: one allocation for the weights (replaced on upload), one for the
  *  activations (grown when a larger pass arrives), nothing for training. */
 #include "cuda/forward.h"
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cpu/kernels.h"
 #include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/encoder.h"
@@ -57,6 +58,8 @@ struct uform_cuda_forward_t {
     size_t width, depth, widest, colbert_width;
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
+    uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
+    float **code_scales; /* and their scale per row */
     uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
     float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
@@ -67,6 +70,8 @@ struct uform_cuda_forward_t {
     int32_t *positions;
     float *rotations, *x, *middle, *scales, *log_sums;
     uint16_t *normed, *qkv, *attended, *gate_up, *hidden;
+    uint8_t *input_codes; /* E4M3: a product's input [cells, 4 d] */
+    float *input_scales;  /* [cells] */
     uint16_t *pooled;
     float *pool_weights, *embeddings, *colbert_raw, *colbert, *inverse_norms, *logits;
     /* Host staging: the segment tables going up, outputs coming down to be scattered. */
@@ -120,6 +125,11 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         uform_tensor_info_t const *info = &model->tensors[i];
         int carried = uform_model_carries(model, info->part);
         context->tensors[i] = carried ? take_(layout, info->rows * info->columns * (info->matrix ? 2 : 4)) : NULL;
+        int narrow = carried && model->precision == uform_precision_e4m3_k &&
+                     (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k ||
+                      info->kind == uform_tensor_gate_up_k || info->kind == uform_tensor_down_k);
+        context->codes[i] = narrow ? take_(layout, info->rows * info->columns) : NULL;
+        context->code_scales[i] = narrow ? take_(layout, info->rows * 4) : NULL;
     }
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
@@ -129,6 +139,14 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->attn_norm = AT_(uform_tensor_attn_norm_k, i), block->qkv = AT_(uform_tensor_qkv_k, i);
         block->out = AT_(uform_tensor_out_k, i), block->mlp_norm = AT_(uform_tensor_mlp_norm_k, i);
         block->gate_up = AT_(uform_tensor_gate_up_k, i), block->down = AT_(uform_tensor_down_k, i);
+#define CODES_(kind) context->codes[uform_tensor_index(config, kind, i)]
+#define SCALES_(kind) context->code_scales[uform_tensor_index(config, kind, i)]
+        block->qkv8 = CODES_(uform_tensor_qkv_k), block->qkv_scales = SCALES_(uform_tensor_qkv_k);
+        block->out8 = CODES_(uform_tensor_out_k), block->out_scales = SCALES_(uform_tensor_out_k);
+        block->gate_up8 = CODES_(uform_tensor_gate_up_k), block->gate_up_scales = SCALES_(uform_tensor_gate_up_k);
+        block->down8 = CODES_(uform_tensor_down_k), block->down_scales = SCALES_(uform_tensor_down_k);
+#undef CODES_
+#undef SCALES_
     }
     context->final_norm = AT_(uform_tensor_final_norm_k, 0);
     context->pool_query = AT_(uform_tensor_pool_query_k, 0), context->pool_proj = AT_(uform_tensor_pool_proj_k, 0);
@@ -156,6 +174,8 @@ static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout,
     context->attended = take_(layout, n * d * 2);
     context->gate_up = take_(layout, n * 8 * d * 2);
     context->hidden = take_(layout, n * 4 * d * 2);
+    context->input_codes = take_(layout, n * 4 * d);
+    context->input_scales = take_(layout, n * 4);
     context->pooled = take_(layout, n * d * 2);
     context->pool_weights = take_(layout, n * heads * 4);
     context->embeddings = take_(layout, n * embeddings_stride_(context) * 4);
@@ -269,7 +289,7 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     uform_cuda_gemm_destroy(context->gemm);
     if (context->stream) cudaStreamDestroy(context->stream);
     free(context->blocks);
-    free(context->tensors);
+    free(context->tensors), free(context->codes), free(context->code_scales);
     free(context->staging);
     free(context);
 }
@@ -292,10 +312,12 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     }
     context->width = d, context->depth = model->config.depth;
     context->widest = widest, context->colbert_width = model->config.colbert_width;
-    free(context->tensors);
+    free(context->tensors), free(context->codes), free(context->code_scales);
     context->blocks = calloc(context->depth, sizeof(*context->blocks));
     context->tensors = calloc(model->tensors_count, sizeof(*context->tensors));
-    if (!context->blocks || !context->tensors) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU weight table");
+    context->codes = calloc(model->tensors_count, sizeof(*context->codes));
+    context->code_scales = calloc(model->tensors_count, sizeof(*context->code_scales));
+    if (!context->blocks || !context->tensors || !context->codes || !context->code_scales) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot allocate the GPU weight table");
     layout_t layout = {NULL, 0};
     weights_layout_(context, model, &layout);
     int code = (int)cudaMalloc((void **)&context->weights, layout.used);
@@ -319,6 +341,21 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         CHECK_CUDA(cudaMemcpyAsync(context->tensors[i], host, bytes, up, s), what);
     }
     CHECK_CUDA(cudaStreamSynchronize(s), "uploading the weights");
+    for (size_t i = 0; i < model->tensors_count; ++i) { /* E4M3 codes, made on the host as the CPU makes them */
+        uform_tensor_info_t const *info = &model->tensors[i];
+        if (!context->codes[i]) continue;
+        uint8_t *codes = malloc(info->rows * info->columns);
+        float *scales = malloc(info->rows * sizeof(float));
+        if (!codes || !scales) {
+            free(codes), free(scales);
+            return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot quantize %s to E4M3", info->name);
+        }
+        uform_e4m3_rows(model->weights[i].bf16, info->rows, info->columns, scales, codes);
+        cudaError_t copied = cudaMemcpy(context->codes[i], codes, info->rows * info->columns, up);
+        if (copied == cudaSuccess) copied = cudaMemcpy(context->code_scales[i], scales, info->rows * sizeof(float), up);
+        free(codes), free(scales);
+        CHECK_CUDA(copied, "uploading E4M3 codes");
+    }
     return uform_ok_k;
 }
 
@@ -454,7 +491,8 @@ static uform_status_t block_forward_(uform_cuda_forward_t *context, uform_cudnn_
                                      char *error, size_t error_size) {
     uform_cuda_block_buffers_t const buffers = {context->normed,   context->qkv,    context->attended, context->normed,
                                                 context->gate_up,  context->hidden, context->scales,   context->log_sums,
-                                                context->middle,   context->scales};
+                                                context->middle,   context->scales,   context->input_codes,
+                                                context->input_scales};
     CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, context->x, context->rotations, context->spans,
                                    context->segment_of, n, context->width, 0, context->x, context->stream),
           "a block's forward");

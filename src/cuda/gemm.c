@@ -70,6 +70,29 @@ void uform_cuda_gemm_destroy(uform_cuda_gemm_t *gemm) {
     free(gemm);
 }
 
+static uform_gemm_plan_t const *uform_gemm_find_(uform_cuda_gemm_t const *gemm, size_t const key[9]) {
+    for (size_t i = 0; i < gemm->plans_count; ++i)
+        if (!memcmp(gemm->plans[i].key, key, sizeof(gemm->plans[i].key))) return &gemm->plans[i];
+    return NULL;
+}
+
+/* Remembers a shape's algorithm while the table has room. */
+static void uform_gemm_keep_(uform_cuda_gemm_t *gemm, size_t const key[9], cublasLtMatmulAlgo_t const *algo) {
+    if (gemm->plans_count == uform_plans_k) return;
+    uform_gemm_plan_t *plan = &gemm->plans[gemm->plans_count++];
+    memcpy(plan->key, key, sizeof(plan->key));
+    plan->algo = *algo;
+}
+
+static void uform_gemm_release_(cublasLtMatmulDesc_t operation, cublasLtMatmulPreference_t preference,
+                                cublasLtMatrixLayout_t first, cublasLtMatrixLayout_t second, cublasLtMatrixLayout_t d) {
+    if (preference) cublasLtMatmulPreferenceDestroy(preference);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (second) cublasLtMatrixLayoutDestroy(second);
+    if (first) cublasLtMatrixLayoutDestroy(first);
+    if (operation) cublasLtMatmulDescDestroy(operation);
+}
+
 uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                                uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d,
                                size_t ldd, int d_is_f32, void *stream) {
@@ -95,9 +118,7 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
                                                     &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
     uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the product", code) : uform_ok_k;
     size_t key[9] = {(size_t)transpose_a, (size_t)transpose_b, m, n, k, lda, ldb, ldd, (size_t)d_is_f32 | adds};
-    uform_gemm_plan_t *plan = NULL;
-    for (size_t i = 0; i < gemm->plans_count && !plan; ++i)
-        if (!memcmp(gemm->plans[i].key, key, sizeof(key))) plan = &gemm->plans[i];
+    uform_gemm_plan_t const *plan = uform_gemm_find_(gemm, key);
     cublasLtMatmulAlgo_t algo;
     if (plan) algo = plan->algo;
     else if (status == uform_ok_k) {
@@ -136,11 +157,7 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
         }
         if (status == uform_ok_k) {
             algo = candidates[best].algo;
-            if (gemm->plans_count < uform_plans_k) {
-                plan = &gemm->plans[gemm->plans_count++];
-                memcpy(plan->key, key, sizeof(key));
-                plan->algo = algo;
-            }
+            uform_gemm_keep_(gemm, key, &algo);
         }
     }
     if (status == uform_ok_k) {
@@ -148,11 +165,66 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
                               &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
         if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul", code);
     }
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (layout_d) cublasLtMatrixLayoutDestroy(layout_d);
-    if (layout_a) cublasLtMatrixLayoutDestroy(layout_a);
-    if (layout_b) cublasLtMatrixLayoutDestroy(layout_b);
-    if (operation) cublasLtMatmulDescDestroy(operation);
+    uform_gemm_release_(operation, preference, layout_b, layout_a, layout_d);
+    return status;
+}
+
+/* Row-major D = A W^T is column-major D^T = W A^T: cuBLASLt's A is W (transposed), its B our A, so its
+ * outer-vector scales are W's per row (its M) and A's per row (its N). FP8 on sm_90 wants that form,
+ * TN, with K a multiple of 16. */
+uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                    float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
+                                    void *d, int d_is_f32, void *stream) {
+    if (k % 16 || n % 16)
+        return uform_cuda_note(uform_invalid_argument_k, "gemm_e4m3 %zux%zux%zu: n and k must be multiples of 16", m, n, k);
+    cublasLtMatmulDesc_t operation = NULL;
+    cublasLtMatrixLayout_t layout_w = NULL, layout_a = NULL, layout_d = NULL;
+    cublasLtMatmulPreference_t preference = NULL;
+    cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
+    cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
+    /* planted: D accumulated, not overwritten */
+    float alpha = 1.0f, beta = c || uform_cuda_planted("gemm_e4m3") == 1 ? 1.0f : 0.0f;
+    if (!c) c = d;
+    cublasStatus_t code = cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales_w, sizeof(scales_w));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales_a, sizeof(scales_a));
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_w, CUDA_R_8F_E4M3, k, n, k);
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_8F_E4M3, k, m, k);
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, n);
+    if (!code) code = cublasLtMatmulPreferenceCreate(&preference);
+    if (!code)
+        code = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
+    uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the E4M3 product", code) : uform_ok_k;
+    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (beta != 0 ? 2 : 0) | 4};
+    uform_gemm_plan_t const *plan = uform_gemm_find_(gemm, key);
+    cublasLtMatmulAlgo_t algo;
+    if (plan) algo = plan->algo;
+    else if (status == uform_ok_k) {
+        cublasLtMatmulHeuristicResult_t candidate;
+        int found = 0;
+        code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_w, layout_a, layout_d, layout_d, preference, 1,
+                                              &candidate, &found);
+        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic (E4M3, outer-vector scales)", code);
+        else if (!found)
+            status = uform_cuda_note(uform_device_k, "gemm_e4m3 %zux%zux%zu: cuBLASLt has no algorithm for E4M3 with "
+                                                     "outer-vector scales here", m, n, k);
+        if (status == uform_ok_k) {
+            algo = candidate.algo;
+            uform_gemm_keep_(gemm, key, &algo);
+        }
+    }
+    if (status == uform_ok_k) {
+        code = cublasLtMatmul(gemm->handle, operation, &alpha, w, layout_w, a, layout_a, &beta, c, layout_d, d, layout_d,
+                              &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
+        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul (E4M3)", code);
+    }
+    uform_gemm_release_(operation, preference, layout_w, layout_a, layout_d);
     return status;
 }
 

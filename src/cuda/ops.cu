@@ -2,6 +2,7 @@
  *  forward and backward. Reductions run in a fixed order (no atomics), so results are bitwise
  *  repeatable. C-style CUDA behind the extern "C" entry points of cuda.h. */
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "cuda/check.h"
@@ -78,9 +79,25 @@ template <int Chunks> __device__ __forceinline__ float lane_tree_sum(float (&val
     return sum;
 }
 
+/* The largest of a warp's values, every lane getting it. */
+__device__ __forceinline__ float warp_largest(float value) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) value = fmaxf(value, __shfl_xor_sync(0xffffffffu, value, offset));
+    return value;
+}
+
+/* A row's E4M3 scale (max |x| / 448, 1 for a zero row) from its largest magnitude. */
+__device__ __forceinline__ float e4m3_scale(float largest) { return largest > 0 ? largest / 448.0f : 1.0f; }
+
+__device__ __forceinline__ uint8_t e4m3_code(float value) {
+    return (uint8_t)__nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3);
+}
+
+/* With `codes`, also the row's BF16 output quantized as uform_cuda_quantize_e4m3 does (the E4M3
+ * product's input, without a pass of its own). */
 template <int Chunks>
 __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                                       float *scales, int plant) {
+                                       float *scales, uint8_t *codes, float *code_scales, int plant) {
     unsigned lane = threadIdx.x % 32;
     size_t cell = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
     if (cell >= cells) return;
@@ -94,16 +111,30 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
     }
     float scale = rsqrtf(lane_tree_sum<Chunks>(squares) / (float)width + 1e-6f);
     uint32_t *out = reinterpret_cast<uint32_t *>(y + cell * width);
+    uint32_t pairs[Chunks];
+    float largest = 0;
 #pragma unroll
     for (int j = 0; j < Chunks; ++j) {
         if (j >= (int)chunks) break;
         size_t column = 2 * lane + 64 * j;
         float g0 = gain[UFORM_PLANTED(1) ? (column + 1) % width : column]; /* planted: the gain read one column off */
         float g1 = gain[UFORM_PLANTED(1) ? (column + 2) % width : column + 1];
-        out[lane + 32 * j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
-                             (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
+        pairs[j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
+                   (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
+        out[lane + 32 * j] = pairs[j];
+        largest = fmaxf(largest, fmaxf(fabsf(uform_bf16_to_f32((uint16_t)pairs[j])), fabsf(uform_bf16_to_f32((uint16_t)(pairs[j] >> 16)))));
     }
     if (lane == 0) scales[cell] = scale;
+    if (!codes) return;
+    float code_scale = e4m3_scale(warp_largest(largest)), inverse = 1.0f / code_scale;
+    uint16_t *coded = reinterpret_cast<uint16_t *>(codes + cell * width);
+#pragma unroll
+    for (int j = 0; j < Chunks; ++j) {
+        if (j >= (int)chunks) break;
+        coded[lane + 32 * j] = (uint16_t)(e4m3_code(uform_bf16_to_f32((uint16_t)pairs[j]) * inverse) |
+                                          e4m3_code(uform_bf16_to_f32((uint16_t)(pairs[j] >> 16)) * inverse) << 8);
+    }
+    if (lane == 0) code_scales[cell] = code_scale;
 }
 
 /* Each warp runs norm_rows_per_warp rows and leaves their gain partial sums, in row order, as one
@@ -229,6 +260,42 @@ __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, siz
     *reinterpret_cast<uint4 *>(hidden + cell * hidden_width + i) = result;
 }
 
+/* SwiGLU into E4M3 codes for the down product, a warp a row: the BF16 hidden values as
+ * swiglu_forward_kernel rounds them (not stored), their largest magnitude, then the same values
+ * again quantized as uform_cuda_quantize_e4m3 does. */
+__device__ __forceinline__ float swiglu_value(uint16_t gate, uint16_t up) {
+    float g = uform_bf16_to_f32(gate), u = uform_bf16_to_f32(up);
+    return uform_bf16_to_f32(uform_f32_to_bf16(g * (1.0f / (1.0f + expf(-g))) * u));
+}
+
+__global__ void swiglu_e4m3_kernel(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
+                                   float *scales, int plant) {
+    unsigned lane = threadIdx.x % 32;
+    size_t cell = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, groups = hidden_width / 8;
+    if (cell >= cells) return;
+    uint4 const *gates = reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width);
+    uint4 const *ups = reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width);
+    float largest = 0;
+    for (size_t g = lane; g < groups; g += 32) {
+        uint4 gate = gates[g], up = ups[g];
+        uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) largest = fmaxf(largest, fabsf(swiglu_value(g8[e], u8[e])));
+    }
+    float scale = e4m3_scale(warp_largest(largest)), inverse = 1.0f / scale;
+    uint2 *output = reinterpret_cast<uint2 *>(codes + cell * hidden_width);
+    for (size_t g = lane; g < groups; g += 32) {
+        uint4 gate = gates[g], up = ups[g];
+        uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+        uint2 coded;
+        uint8_t *bytes = reinterpret_cast<uint8_t *>(&coded);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(swiglu_value(g8[e], UFORM_PLANTED(1) ? g8[e] : u8[e]) * inverse); /* planted: gate for up */
+        output[g] = coded;
+    }
+    if (lane == 0) scales[cell] = scale;
+}
+
 __global__ void swiglu_backward_kernel(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                        size_t hidden_width, uint16_t *d_gate_up, int plant) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
@@ -330,9 +397,21 @@ extern "C" uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const
     if (!chunks) return norm_width_refused("rmsnorm_forward", width);
     if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(cells, norm_warps);
-    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales,
-                        uform_cuda_planted("rmsnorm_forward"))
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, (uint8_t *)NULL,
+                        (float *)NULL, uform_cuda_planted("rmsnorm_forward"))
     return uform_cuda_launched("rmsnorm_forward");
+}
+
+extern "C" uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width,
+                                                          uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
+                                                          void *stream) {
+    int chunks = norm_chunks(width);
+    if (!chunks) return norm_width_refused("rmsnorm_forward_e4m3", width);
+    if (!cells) return uform_ok_k;
+    unsigned grid = blocks_for(cells, norm_warps);
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, codes, code_scales,
+                        uform_cuda_planted("rmsnorm_forward_e4m3"))
+    return uform_cuda_launched("rmsnorm_forward_e4m3");
 }
 
 extern "C" uform_status_t uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales,
@@ -384,6 +463,15 @@ extern "C" uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, siz
     return uform_cuda_launched("swiglu_forward");
 }
 
+extern "C" uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width,
+                                                 uint8_t *codes, float *scales, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (hidden_width % 8) return hidden_width_refused("swiglu_e4m3", hidden_width);
+    swiglu_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, (cudaStream_t)stream>>>(gate_up, cells, hidden_width, codes, scales,
+                                                                             uform_cuda_planted("swiglu_e4m3"));
+    return uform_cuda_launched("swiglu_e4m3");
+}
+
 extern "C" uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                                      size_t hidden_width, uint16_t *d_gate_up, void *stream) {
     size_t count = cells * hidden_width / 8;
@@ -392,6 +480,48 @@ extern "C" uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, ui
     swiglu_backward_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(
         gate_up, d_hidden, cells, hidden_width, d_gate_up, uform_cuda_planted("swiglu_backward"));
     return uform_cuda_launched("swiglu_backward");
+}
+
+namespace {
+
+/* A warp a row, 8 BF16 a load: the largest magnitude, then the codes (8 a store). */
+__global__ void quantize_e4m3_kernel(uint16_t const *x, size_t cells, size_t width, uint8_t *codes, float *scales,
+                                     int plant) {
+    unsigned lane = threadIdx.x % 32;
+    size_t row = (size_t)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, groups = width / 8;
+    if (row >= cells) return;
+    uint4 const *input = reinterpret_cast<uint4 const *>(x + row * width);
+    float largest = 0;
+    for (size_t g = lane; g < groups; g += 32) {
+        uint4 group = input[g];
+        uint16_t const *values = reinterpret_cast<uint16_t const *>(&group);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(values[e])));
+    }
+    float scale = e4m3_scale(warp_largest(largest)), inverse = 1.0f / scale;
+    uint2 *output = reinterpret_cast<uint2 *>(codes + row * width);
+    for (size_t g = lane; g < groups; g += 32) {
+        uint4 group = input[g];
+        uint16_t const *values = reinterpret_cast<uint16_t const *>(&group);
+        uint2 coded;
+        uint8_t *bytes = reinterpret_cast<uint8_t *>(&coded);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(uform_bf16_to_f32(values[e]) * inverse);
+        output[g] = coded;
+    }
+    if (UFORM_PLANTED(1)) scale = 1.0f; /* planted: the row's scale dropped */
+    if (lane == 0) scales[row] = scale;
+}
+
+} // namespace
+
+extern "C" uform_status_t uform_cuda_quantize_e4m3(uint16_t const *x, size_t cells, size_t width, uint8_t *codes,
+                                                   float *scales, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (width % 8) return uform_cuda_note(uform_invalid_argument_k, "quantize_e4m3: width %zu is not a multiple of 8", width);
+    quantize_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, (cudaStream_t)stream>>>(x, cells, width, codes, scales,
+                                                                               uform_cuda_planted("quantize_e4m3"));
+    return uform_cuda_launched("quantize_e4m3");
 }
 
 extern "C" uform_status_t uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream) {

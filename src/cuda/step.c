@@ -246,12 +246,15 @@ static uform_cuda_tensor_t *tensor_(uform_cuda_step_t const *step, uform_tensor_
 static uform_status_t block_forward_(uform_cuda_step_t *step, batch_device_t const *b, size_t l, activations_t *a,
                                      int complete) {
     size_t n = step->config.cells, d = step->config.width;
-    uform_cuda_block_weights_t const w = {
-        tensor_(step, uform_tensor_attn_norm_k, l)->parameter, tensor_(step, uform_tensor_mlp_norm_k, l)->parameter,
-        tensor_(step, uform_tensor_qkv_k, l)->parameter,       tensor_(step, uform_tensor_out_k, l)->parameter,
-        tensor_(step, uform_tensor_gate_up_k, l)->parameter,   tensor_(step, uform_tensor_down_k, l)->parameter};
-    uform_cuda_block_buffers_t const buffers = {a->normed1, a->qkv,     a->attended, a->normed2, a->gate_up,
-                                                a->hidden,  a->scales1, a->log_sums, a->middle,  a->scales2};
+    uform_cuda_block_weights_t const w = { /* BF16: training has no E4M3 codes */
+        .attn_norm = tensor_(step, uform_tensor_attn_norm_k, l)->parameter,
+        .mlp_norm = tensor_(step, uform_tensor_mlp_norm_k, l)->parameter,
+        .qkv = tensor_(step, uform_tensor_qkv_k, l)->parameter, .out = tensor_(step, uform_tensor_out_k, l)->parameter,
+        .gate_up = tensor_(step, uform_tensor_gate_up_k, l)->parameter, .down = tensor_(step, uform_tensor_down_k, l)->parameter};
+    uform_cuda_block_buffers_t const buffers = {.normed1 = a->normed1, .qkv = a->qkv, .attended = a->attended,
+                                                .normed2 = a->normed2, .gate_up = a->gate_up, .hidden = a->hidden,
+                                                .scales1 = a->scales1, .log_sums = a->log_sums, .middle = a->middle,
+                                                .scales2 = a->scales2};
     return uform_cuda_block_forward(step->gemm, step->cudnn, &w, &buffers, step->x + l * n * d, step->rotations, b->spans,
                                     b->segment_of, n, d, !complete && a->attention_kept,
                                     complete ? step->x + (l + 1) * n * d : NULL, step->stream);

@@ -57,8 +57,8 @@ uform_status_t uform_context_move(uform_context_t *context, uform_device_t devic
 #else
     if (context->device == uform_device_cuda_k) return uform_ok_k;
     uform_model_t *model = context->model;
-    if (model->precision != uform_precision_bf16_k)
-        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 precision only, and this model is set to Float32", verb);
+    if (model->precision == uform_precision_f32_k)
+        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 and E4M3 precisions, and this model is set to Float32", verb);
     uform_model_prepare(model); /* the CPU's copies stay current too */
     char error[512] = "";
     uform_cuda_forward_t *cuda = NULL;
@@ -116,7 +116,8 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     size_t vocabulary_columns = uform_vocabulary_k > 8 * d ? uform_vocabulary_k : 8 * d;
     size_t wide = 4 * d > uform_tube_values_k ? 4 * d : uform_tube_values_k; /* the MLP's inputs, or a media frontend's */
     size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
-    size_t per_thread = 64 * 12 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
+    size_t panels_bf16 = uform_e4m3_panels_k * uform_packed_size(16, wide);
+    size_t per_thread = 64 * 14 + tile * sizeof(float) + panels_bf16 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
                         tile * wide * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
                         query_tile * head * sizeof(uint16_t) +
                         query_tile * (span + 1) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
@@ -164,6 +165,8 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
         s->sums = uform_arena_take(&arena, query_tile * sizeof(float));
         s->keys_packed = uform_arena_take(&arena, packed_keys);
         s->values_packed = uform_arena_take(&arena, packed_values);
+        s->row_scales = uform_arena_take(&arena, tile * sizeof(float));
+        s->panels_bf16 = uform_arena_take(&arena, panels_bf16);
     }
     workspace->arena.used = arena.used;
     return uform_ok_k;

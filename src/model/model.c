@@ -28,8 +28,8 @@
 #endif
 
 static void uform_weight_free_(uform_weight_t *weight) {
-    free(weight->bf16), free(weight->f32), free(weight->packed), free(weight->widened);
-    weight->bf16 = weight->packed = NULL, weight->f32 = weight->widened = NULL;
+    free(weight->bf16), free(weight->f32), free(weight->packed), free(weight->widened), free(weight->e4m3), free(weight->scales);
+    weight->bf16 = weight->packed = NULL, weight->f32 = weight->widened = weight->scales = NULL, weight->e4m3 = NULL;
 }
 
 static uform_status_t uform_weight_alloc_(uform_weight_t *weight, uform_tensor_info_t const *info) {
@@ -41,14 +41,26 @@ static uform_status_t uform_weight_alloc_(uform_weight_t *weight, uform_tensor_i
     return uform_ok_k;
 }
 
-/* Builds what the products of the current precision need of a matrix: a packed copy or a widened one. */
-static uform_status_t uform_weight_prepare_(uform_weight_t *weight, uform_precision_t precision) {
+/* Whether a matrix's products run in E4M3 at that precision: the blocks' four, as SPEC.md's E4M3
+ * tier says; the byte entries, frontends, pool and heads stay BF16. */
+static int uform_weight_narrow_(uform_tensor_info_t const *info, uform_precision_t precision) {
+    return precision == uform_precision_e4m3_k && (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k ||
+                                                   info->kind == uform_tensor_gate_up_k || info->kind == uform_tensor_down_k);
+}
+
+/* Builds what the products of the current precision need of a matrix: a packed copy (BF16 or E4M3)
+ * or a widened one. */
+static uform_status_t uform_weight_prepare_(uform_weight_t *weight, uform_tensor_info_t const *info, uform_precision_t precision) {
     if (!weight->bf16) return uform_ok_k;
-    free(weight->packed);
-    free(weight->widened);
-    weight->packed = NULL;
-    weight->widened = NULL;
-    if (precision == uform_precision_bf16_k) {
+    free(weight->packed), free(weight->widened), free(weight->e4m3), free(weight->scales);
+    weight->packed = NULL, weight->widened = weight->scales = NULL, weight->e4m3 = NULL;
+    if (uform_weight_narrow_(info, precision)) {
+        weight->e4m3 = aligned_alloc(64, (uform_packed_e4m3_size(weight->rows, weight->columns) + 63) & ~(size_t)63);
+        weight->scales = malloc(weight->rows * sizeof(float));
+        if (!weight->e4m3 || !weight->scales)
+            return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix as E4M3", weight->rows, weight->columns);
+        uform_pack_e4m3(weight->bf16, weight->rows, weight->columns, weight->scales, weight->e4m3);
+    } else if (precision != uform_precision_f32_k) {
         weight->packed = aligned_alloc(64, (uform_packed_size(weight->rows, weight->columns) + 63) & ~(size_t)63);
         if (!weight->packed) return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix", weight->rows, weight->columns);
         uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
@@ -81,6 +93,7 @@ void uform_model_prepare(uform_model_t *model) {
         uform_weight_t *weight = &model->weights[i];
         if (weight->packed) uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
         if (weight->widened) uform_f32_from_bf16_array(weight->bf16, weight->widened, weight->rows * weight->columns);
+        if (weight->e4m3) uform_pack_e4m3(weight->bf16, weight->rows, weight->columns, weight->scales, weight->e4m3);
     }
     model->stale = 0;
     pthread_mutex_unlock(&model->lock);
@@ -197,7 +210,8 @@ uform_status_t uform_model_init_head(uform_model_t *model, char const *head, uin
     if (part == uform_part_pool_k || part == uform_part_rerank_k) uform_fill_part_(model, uform_part_siglip_k, seed);
     uform_model_changed(model);
     for (size_t i = 0; i < model->tensors_count; ++i)
-        if (model->tensors[i].part == part) UFORM_TRY(uform_weight_prepare_(&model->weights[i], model->precision));
+        if (model->tensors[i].part == part)
+            UFORM_TRY(uform_weight_prepare_(&model->weights[i], &model->tensors[i], model->precision));
     return uform_ok_k;
 }
 
@@ -531,16 +545,31 @@ uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads) {
 
 uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: NULL model");
-    if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k)
+    if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k && precision != uform_precision_e4m3_k)
         return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: unknown precision %d", (int)precision);
     if (precision == model->precision) return uform_ok_k;
     if (model->context && model->context->device == uform_device_cuda_k)
-        return uform_fail(uform_unsupported_k, "uform_model_set_precision: the GPU runs the BF16 precision only; "
-                                               "set the device to uform_device_cpu_k first");
+        return uform_fail(uform_unsupported_k, "uform_model_set_precision: the model runs on the GPU, whose copy holds one "
+                                               "precision (BF16 or E4M3): set the device to uform_device_cpu_k first, then back");
     model->precision = precision;
-    for (size_t i = 0; i < model->tensors_count; ++i) UFORM_TRY(uform_weight_prepare_(&model->weights[i], precision));
+    for (size_t i = 0; i < model->tensors_count; ++i)
+        UFORM_TRY(uform_weight_prepare_(&model->weights[i], &model->tensors[i], precision));
     model->stale = 0; /* every copy was just made from the current weights */
     return uform_ok_k;
+}
+
+uform_status_t uform_precision_parse(char const *name, uform_precision_t *precision) {
+    if (!name || !precision) return uform_fail(uform_invalid_argument_k, "uform_precision_parse: name and precision are needed");
+    if (!strcmp(name, "bf16")) *precision = uform_precision_bf16_k;
+    else if (!strcmp(name, "e4m3")) *precision = uform_precision_e4m3_k;
+    else if (!strcmp(name, "f32") || !strcmp(name, "float32")) *precision = uform_precision_f32_k;
+    else return uform_fail(uform_invalid_argument_k, "precision is bf16, e4m3 or f32, not '%s'", name);
+    return uform_ok_k;
+}
+
+char const *uform_precision_name(uform_precision_t precision) {
+    return precision == uform_precision_bf16_k ? "bf16" : precision == uform_precision_e4m3_k ? "e4m3"
+         : precision == uform_precision_f32_k ? "f32" : "unknown";
 }
 
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device) {

@@ -17,8 +17,10 @@ typedef struct uform_weight_t {
     size_t rows, columns; /* vectors and scalars: columns 1 */
     uint16_t *bf16;       /* matrices: the BF16 master, row-major */
     float *f32;           /* vectors and scalars: the Float32 master */
-    uint16_t *packed;     /* matrices in BF16 precision: packed for the kernels (kernels.h) */
+    uint16_t *packed;     /* matrices in BF16 precision (and E4M3's other matrices): packed for the kernels (kernels.h) */
     float *widened;       /* matrices in Float32 precision: the master widened */
+    uint8_t *e4m3;        /* the blocks' matrices in E4M3 precision: E4M3 codes packed (uform_pack_e4m3) */
+    float *scales;        /* [rows] their Float32 scale per row */
 } uform_weight_t;
 
 /** A block's weights, by name or by kind (views into the model's weights); the names follow the
@@ -39,6 +41,8 @@ typedef struct uform_scratch_t {
     float *sums;            /* softmax denominators of one query tile */
     uint16_t *queries, *probabilities;
     uint16_t *keys_packed, *values_packed;
+    float *row_scales;      /* [tile] an E4M3 product's scale per input row */
+    uint16_t *panels_bf16;  /* E4M3 weights of uform_e4m3_panels_k panels widened to BF16 */
 } uform_scratch_t;
 
 typedef struct uform_workspace_t {
@@ -79,7 +83,8 @@ struct uform_model_t {
 };
 
 /* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
-enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64 };
+enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64,
+       uform_e4m3_panels_k = 12 /* a multiple of every table's tile of panels (kernels*.c: 1, 2, 3, 4) */ };
 
 /** The model's weight of `kind` (of `block` for per-block kinds). */
 uform_weight_t *uform_model_weight(uform_model_t const *model, uform_tensor_kind_t kind, size_t block);

@@ -744,6 +744,120 @@ static void check_gemm_(int plant) {
     record_("gemm (cuBLASLt: A B^T, A^T B, A B + C)", worst, plant);
 }
 
+/* --- E4M3 (docs/precision.md). The value of a code by the format's definition, and the nearest
+ *     finite code value to x by search (ties to the even code, past 448 saturated): the host's
+ *     reference, written apart from any library. */
+static double e4m3_value_(unsigned code) {
+    unsigned exponent = (code >> 3) & 15, mantissa = code & 7;
+    double magnitude = exponent ? ldexp(1.0 + mantissa / 8.0, (int)exponent - 7) : ldexp((double)mantissa, -9);
+    return code & 0x80 ? -magnitude : magnitude;
+}
+
+static double e4m3_nearest_(double x) {
+    double best = 0, distance = INFINITY;
+    unsigned chosen = 0;
+    for (unsigned code = 0; code < 127; ++code) {
+        double gap = fabs(fabs(x) - e4m3_value_(code));
+        if (gap < distance || (gap == distance && !(code & 1) && (chosen & 1))) best = e4m3_value_(code), distance = gap, chosen = code;
+    }
+    return x < 0 ? -best : best;
+}
+
+/* Rows of BF16 (one zero row, magnitudes from 2^-12 to 2^3): each scale exactly max |x| / 448 in
+ * Float32, each code's value the nearest to x * (1 / scale) (bound 0). The norm's fused codes must be
+ * the separate kernel's of the norm's own output, bit for bit, and SwiGLU's fused codes those of
+ * swiglu_forward's output. The E4M3 product against the float64
+ * sum of the codes' products times both scales: E4M3 x E4M3 is exact in Float32, and Hopper's FP8
+ * tensor cores accumulate with fewer bits than Float32 between promotions (the bound's unit 2^-14
+ * per term, not 2^-24), plus the two scalings and a BF16 or Float32 output. */
+static void check_e4m3_(int plant) {
+    size_t rows = 96, width = 512, n = 320;
+    uint16_t *x = malloc(rows * width * 2);
+    uint8_t *codes = malloc(rows * width), *fused = malloc(rows * width), *w = malloc(n * width);
+    float *scales = malloc(rows * 4), *fused_scales = malloc(rows * 4), *w_scales = malloc(n * 4), *xf = malloc(rows * width * 4);
+    float *gain = malloc(width * 4), *norm_scales = malloc(rows * 4), *d = malloc(rows * n * 4), *noise = malloc(rows * n * 4);
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < width; ++j) {
+            double magnitude = ldexp(1.0, (int)(r % 16) - 12);
+            x[r * width + j] = f32_to_bf16_(r == 5 ? 0.0f : (float)(uniform_() * magnitude * (j % 7 == 0 ? 8 : 1)));
+            xf[r * width + j] = (float)(uniform_() * (1 + r % 5));
+        }
+    for (size_t i = 0; i < width; ++i) gain[i] = (float)(0.5 + 0.5 * uniform_() + 1.0);
+    for (size_t i = 0; i < n * width; ++i) w[i] = (uint8_t)((unsigned)(uniform_() * 1e6) % 256), w[i] = (w[i] & 0x7f) == 0x7f ? 0x3c : w[i];
+    for (size_t i = 0; i < n; ++i) w_scales[i] = (float)(0.001 * (1.5 + uniform_()));
+    fill_f32_(noise, rows * n, 100.0);
+    uint16_t *g_x = device_(rows * width * 2), *g_y = device_(rows * width * 2), *g_y2 = device_(rows * width * 2);
+    uint8_t *g_codes = device_(rows * width), *g_fused = device_(rows * width), *g_w = device_(n * width);
+    float *g_scales = device_(rows * 4), *g_fused_scales = device_(rows * 4), *g_w_scales = device_(n * 4), *g_xf = device_(rows * width * 4);
+    float *g_gain = device_(width * 4), *g_norm = device_(rows * 4), *g_d = device_(rows * n * 4);
+    upload_(g_x, x, rows * width * 2), upload_(g_xf, xf, rows * width * 4), upload_(g_gain, gain, width * 4);
+    upload_(g_w, w, n * width), upload_(g_w_scales, w_scales, n * 4), upload_(g_d, noise, rows * n * 4);
+    double worst = 0;
+    if (plant == 0 || plant == 1) {
+        PLANTED_OK("quantize_e4m3", plant == 1, uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, NULL));
+        download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
+        for (size_t r = 0; r < rows; ++r) {
+            float largest = 0;
+            for (size_t j = 0; j < width; ++j) largest = fmaxf(largest, fabsf(bf16_to_f32_(x[r * width + j])));
+            float scale = largest > 0 ? largest / 448.0f : 1.0f, inverse = 1.0f / scale;
+            compare_(&worst, scales[r], scale, 0);
+            for (size_t j = 0; j < width; ++j)
+                compare_(&worst, e4m3_value_(codes[r * width + j]), e4m3_nearest_((double)(bf16_to_f32_(x[r * width + j]) * inverse)), 0);
+        }
+        record_("quantize_e4m3", worst, plant == 1);
+    }
+    if (plant == 0 || plant == 2) { /* the norm's fused codes against the separate kernel over its output */
+        worst = 0;
+        KERNEL_OK(uform_cuda_rmsnorm_forward(g_xf, g_gain, rows, width, g_y, g_norm, NULL));
+        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, width, g_codes, g_scales, NULL));
+        PLANTED_OK("rmsnorm_forward_e4m3", plant == 2,
+                   uform_cuda_rmsnorm_forward_e4m3(g_xf, g_gain, rows, width, g_y2, g_norm, g_fused, g_fused_scales, NULL));
+        download_(codes, g_codes, rows * width), download_(fused, g_fused, rows * width);
+        download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
+        for (size_t i = 0; i < rows * width; ++i) compare_(&worst, e4m3_value_(fused[i]), e4m3_value_(codes[i]), 0);
+        for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+        record_("rmsnorm_forward_e4m3 (codes)", worst, plant == 2);
+    }
+    if (plant == 0 || plant == 4) { /* SwiGLU's fused codes against the separate kernels over its output */
+        worst = 0;
+        size_t hidden = width / 2;
+        KERNEL_OK(uform_cuda_swiglu_forward(g_x, rows, hidden, g_y, NULL));
+        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, hidden, g_codes, g_scales, NULL));
+        PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, rows, hidden, g_fused, g_fused_scales, NULL));
+        download_(codes, g_codes, rows * hidden), download_(fused, g_fused, rows * hidden);
+        download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
+        for (size_t i = 0; i < rows * hidden; ++i) compare_(&worst, e4m3_value_(fused[i]), e4m3_value_(codes[i]), 0);
+        for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+        record_("swiglu_e4m3 (codes)", worst, plant == 4);
+    }
+    if (plant == 0 || plant == 3) { /* the E4M3 product, Float32 out, over the codes just checked */
+        worst = 0;
+        uform_cuda_gemm_t *gemm;
+        KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
+        KERNEL_OK(uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, NULL));
+        PLANTED_OK("gemm_e4m3", plant == 3 ? 1 : 0,
+                   uform_cuda_gemm_e4m3(gemm, rows, n, width, g_codes, g_scales, g_w, g_w_scales, NULL, g_d, 1, NULL));
+        download_(d, g_d, rows * n * 4), download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t j = 0; j < n; ++j) {
+                double sum = 0, magnitude = 0;
+                for (size_t l = 0; l < width; ++l) {
+                    double term = e4m3_value_(codes[r * width + l]) * e4m3_value_(w[j * width + l]);
+                    sum += term, magnitude += fabs(term);
+                }
+                double scale = (double)scales[r] * w_scales[j];
+                double bound = ((double)width * ldexp(1.0, -14) * magnitude + 3 * unit_ * fabs(sum)) * scale;
+                compare_(&worst, d[r * n + j], sum * scale, bound + 1e-300);
+            }
+        uform_cuda_gemm_destroy(gemm);
+        record_("gemm_e4m3 (cuBLASLt FP8, outer-vector scales)", worst, plant == 3);
+    }
+    free(x), free(codes), free(fused), free(w), free(scales), free(fused_scales), free(w_scales), free(xf);
+    free(gain), free(norm_scales), free(d), free(noise);
+    cudaFree(g_x), cudaFree(g_y), cudaFree(g_y2), cudaFree(g_codes), cudaFree(g_fused), cudaFree(g_w), cudaFree(g_scales);
+    cudaFree(g_fused_scales), cudaFree(g_w_scales), cudaFree(g_xf), cudaFree(g_gain), cudaFree(g_norm), cudaFree(g_d);
+}
+
 int main(int argc, char **argv) {
     int devices = 0;
     if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
@@ -779,6 +893,8 @@ int main(int argc, char **argv) {
         {check_sum_, 1, {"the last 1000 terms dropped"}},
         {check_round_, 1, {"truncation for rounding"}},
         {check_gemm_, 1, {"C accumulated, not overwritten"}},
+        {check_e4m3_, 4, {"a row's scale dropped (quantize)", "gain read one column off (the norm's codes)",
+                          "D accumulated, not overwritten (E4M3 product)", "gate read for up (SwiGLU's codes)"}},
         {check_siglip_, 3, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored"}},
         {check_maxsim_, 2, {"argmax ties to the later cell", "normalization's projection term dropped (backward)"}},
         {check_spectral_, 2, {"TCR's 1 / eps^2 dropped", "Lipschitz gradient's factor 2 dropped"}},

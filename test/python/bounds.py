@@ -35,6 +35,12 @@
 # The same argument bounds two C results for one item (packed differently): 2 (E_r + B_f32) in
 # BF16 mode, 2 B_f32 in Float32 mode.
 #
+# E4M3 mode. The blocks' four products round both sides to E4M3 (4 significant bits) after scaling
+# by a row's max / 448, the rest as in BF16 mode. The argument above holds as it stands with the
+# E4M3 reference R_e4m3 (the same points, the same rule, the weights' codes bit for bit the C
+# library's): ||C - R_e4m3|| / ||R_e4m3|| <= 2 E_e + B_f32, E_e = ||R_e4m3 - R_f64|| / ||R_f64||.
+# E4M3's relative rounding is 16 times BF16's (rms up to 2^-4 / sqrt(3)), so E_e ~ 16 E_r.
+#
 # In terms of depth L and width d. Along the path to an output lie S = 8 L + 1 rounding points
 # (per block: the inputs of qkv, q, k, v, p, out, gate_up, down; then one head input), so with
 # independent perturbations G ~ sqrt(8 L + 1) * g, g the gain of one point (at most about 1 where
@@ -78,6 +84,12 @@ def bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate,
 def bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest=0):
     """2 E_r + B_f32: C in BF16 mode against the BF16-input reference."""
     rounding = relative_error(reference_bf16, reference_f64)
+    return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
+
+
+def bound_rounded(reference_f64, reference_bf16, reference_rounded, width, longest, largest_coordinate, deepest=0):
+    """2 E + B_f32 against a reference that rounds where the C code does (BF16 or E4M3)."""
+    rounding = relative_error(reference_rounded, reference_f64)
     return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
 
 

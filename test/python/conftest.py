@@ -101,6 +101,17 @@ def cpu_plant(request, tmp_path_factory):
                                  tmp_path_factory.mktemp(f"cpu_plant_{request.param}"))
 
 
+E4M3_PLANTS = ("e4m3_bias", "e4m3_scale")  # an E4M3 code decoded with bias 8; an input row's scale dropped
+
+
+@pytest.fixture(scope="session", params=[(plant, kernels) for plant in E4M3_PLANTS for kernels in CPU_KERNELS],
+                ids=lambda pair: f"{pair[0]}-{pair[1]}")
+def e4m3_plant(request, tmp_path_factory):
+    """Each E4M3 control, pinned to each kernel table (each table has its own widening of the codes)."""
+    plant, kernels = request.param
+    return plant, kernels, pinned(built(f"libuform_plant_{plant}.so"), kernels, tmp_path_factory.mktemp(f"{plant}_{kernels}"))
+
+
 @pytest.fixture(scope="session")
 def cli():
     return built("uform")

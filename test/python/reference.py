@@ -1,7 +1,8 @@
 # reference.py: a float64 NumPy implementation of SPEC.md sections 1-3, written from the spec
 # alone, for checking the C library. It reads a checkpoint (model.safetensors parsed by hand, so
 # that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
-# head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does.
+# head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does;
+# `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales (docs/precision.md).
 
 import json
 import os
@@ -100,6 +101,36 @@ def round_bf16(x):
     return np.ldexp(np.rint(mantissa * 256.0) / 256.0, exponent)
 
 
+E4M3_LARGEST = 448.0
+
+
+def round_e4m3(x):
+    """Rounds float64 values to the nearest E4M3 value (4 significant bits, exponents from -6, the
+    subnormals multiples of 2^-9), ties to even, magnitudes past 448 saturated to 448."""
+    x = np.asarray(x, dtype=np.float64)
+    _, exponent = np.frexp(np.abs(x))  # |x| = m 2^exponent, m in [0.5, 1): the binade is 2^(exponent - 1)
+    quantum = np.ldexp(1.0, np.maximum(exponent - 1, -6) - 3)
+    return np.sign(x) * np.minimum(np.rint(np.abs(x) / quantum) * quantum, E4M3_LARGEST)
+
+
+def e4m3_weight(weight):
+    """(codes' values, scales) of a BF16 matrix as the C library packs it: a scale per row,
+    max |w| / 448 in Float32 (1 for a zero row), the values E4M3(w / scale) with the division in Float32."""
+    w = np.asarray(weight, dtype=np.float32)
+    largest = np.max(np.abs(w), axis=1)
+    scale = np.where(largest > 0, largest / np.float32(E4M3_LARGEST), np.float32(1.0)).astype(np.float32)
+    return round_e4m3((w / scale[:, None]).astype(np.float32)), scale.astype(np.float64)
+
+
+def e4m3_product(x, weight):
+    """x W^T with both sides in E4M3: x scaled per row (max |x| / 448), W as e4m3_weight."""
+    x = np.asarray(x, dtype=np.float64)
+    largest = np.max(np.abs(x), axis=1)
+    scale = np.where(largest > 0, largest / E4M3_LARGEST, 1.0)
+    codes, weight_scale = e4m3_weight(weight)
+    return (round_e4m3(x / scale[:, None]) @ codes.T) * scale[:, None] * weight_scale[None, :]
+
+
 def rmsnorm(x, scale):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + RMS_EPSILON) * scale
 
@@ -146,6 +177,11 @@ class _Rounding:
 
     def __init__(self, bf16_inputs):
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
+        self.e4m3 = isinstance(bf16_inputs, str) and bf16_inputs == "e4m3"
+
+    def block(self, x, weight):
+        """One of a block's four products, x W^T: E4M3 in E4M3 mode, else with x a product input."""
+        return e4m3_product(x, weight) if self.e4m3 else self.apply(x) @ weight.T
 
 
 # The media frontends (SPEC.md section 1): a cell kind's vector width and its two tensors.
@@ -212,7 +248,8 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
     """Final-normed states h [cells, d] of one segment (byte cells unless `kinds` says otherwise;
     `media` maps a media kind to its rows)."""
     tensors, width, heads = model.tensors, model.width, model.heads
-    to_input = _Rounding(bf16_inputs).apply
+    rounding = _Rounding(bf16_inputs)
+    to_input = rounding.apply
     cells = len(values)
     if kinds is None:
         kinds = np.full(cells, CELL_BYTE)
@@ -221,7 +258,7 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
     for block in range(model.depth):
         prefix = f"blocks.{block}."
         n = rmsnorm(x, tensors[prefix + "attn_norm"])
-        qkv = to_input(n) @ tensors[prefix + "qkv"].T
+        qkv = rounding.block(n, tensors[prefix + "qkv"])
         q, k, v = (qkv[:, i * width : (i + 1) * width].reshape(cells, heads, HEAD_WIDTH) for i in range(3))
         q, k = to_input(mrope(q, angles)), to_input(mrope(k, angles))
         v = to_input(v)
@@ -233,11 +270,11 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
         weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
         sums = np.sum(weights, axis=-1).T[:, :, None]  # [t, heads, 1]
         attended = (np.einsum("hts,shc->thc", to_input(weights), v) / sums).reshape(cells, width)
-        x = x + to_input(attended) @ tensors[prefix + "out"].T
+        x = x + rounding.block(attended, tensors[prefix + "out"])
         n = rmsnorm(x, tensors[prefix + "mlp_norm"])
-        gate_up = to_input(n) @ tensors[prefix + "gate_up"].T
+        gate_up = rounding.block(n, tensors[prefix + "gate_up"])
         gate, up = gate_up[:, : 4 * width], gate_up[:, 4 * width :]
-        x = x + to_input(silu(gate) * up) @ tensors[prefix + "down"].T
+        x = x + rounding.block(silu(gate) * up, tensors[prefix + "down"])
     return rmsnorm(x, tensors["final_norm"])
 
 

@@ -183,6 +183,36 @@ class Check:
         return "\n".join(self.lines)
 
 
+def e4m3_bound(expected_f64, expected_bf16, expected_e4m3, model, longest, coordinate, allowance=1.0, extra=0.0):
+    """The GPU in E4M3 against the CPU in E4M3: both round at the blocks' four E4M3 points (E_e =
+    ||R_e4m3 - R_f64|| / ||R_f64|| each side), the GPU at its BF16 storage points besides (E_r times
+    sqrt(S_gpu / S_cpu), as B_gpu): allowance (2 E_e + sqrt(S_gpu / S_cpu) E_r) + 3 B_f32 + extra."""
+    rounding = bounds.relative_error(expected_e4m3, expected_f64)
+    storing = bounds.relative_error(expected_bf16, expected_f64)
+    float32 = bounds.bound_f32(expected_f64, expected_bf16, model.width, longest, coordinate)
+    return allowance * (2.0 * rounding + ratio_of_points(model.depth) * storing) + 3.0 * float32 + extra
+
+
+def check_embeddings_e4m3(directory, texts, width, value, expected):
+    """E4M3 embeddings (printed by the CLI) as check_embeddings, against e4m3_bound."""
+    model, columns = model_of(directory), COLUMNS
+    references = {rounding: np.array([reference.matryoshka(text_reference(directory, text, rounding)[1], width) for text in texts])
+                  for rounding in (False, True, "e4m3")}
+    check = Check(f"E4M3 embeddings of width {width} on {directory}")
+    check.require("count", len(value) == len(texts) == len(expected), f"{len(value)}, {len(expected)} of {len(texts)}")
+    if not check.ok:
+        return check
+    longest = max(min(len(text), columns) for text in texts)
+    check.compare("all texts", value, expected, e4m3_bound(references[False], references[True], references["e4m3"], model,
+                                                           longest, longest, allowance_for(len(texts)), 2 * PRINTED))
+    for index, text in enumerate(texts):
+        length = min(len(text), columns)
+        check.compare(f"text {index} ({length} bytes)", value[index], expected[index],
+                      e4m3_bound(references[False][index], references[True][index], references["e4m3"][index], model,
+                                 length, length, 2.0, 2 * PRINTED))
+    return check
+
+
 def check_embeddings(directory, texts, width, value, expected, printed):
     """All texts as one matrix (B_gpu), then each text (factor 2 on E_r)."""
     model, columns = model_of(directory), COLUMNS
@@ -301,8 +331,9 @@ def lines_of(texts):
     return b"\n".join(texts) + b"\n"
 
 
-def encode(cli, directory, texts, device, width=None, env=None):
+def encode(cli, directory, texts, device, width=None, env=None, precision=None):
     arguments = ["encode", "--model", directory, "--device", device] + (["--width", width] if width else [])
+    arguments += ["--precision", precision] if precision else []
     run = uform(cli, *arguments, stdin=lines_of(texts), env=env)
     assert run.returncode == 0, run.stderr.decode()
     return np.array([json.loads(line) for line in run.stdout.decode().splitlines()], dtype=np.float64)
@@ -428,6 +459,32 @@ def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu):
         check = check_embeddings(directory, TEXTS, width, gpu_result, control, printed=True)
         assert not check.ok and all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("text ")), (
             f"the control (one byte changed) was not rejected for every text:\n{check}")
+
+
+def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model):
+    """On the CPU: one byte changed moves the E4M3 embeddings of all texts by more than twice
+    e4m3_bound, so a GPU within that bound of the CPU cannot pass the control."""
+    for directory in (str(init_model), str(python_model)):
+        widest = model_of(directory).embedding_widths[-1]
+        cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
+        control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", widest, precision="e4m3")
+        check = check_embeddings_e4m3(directory, TEXTS, widest, control, cpu)
+        assert check.ratios["all texts"] > 2, f"one byte changed is within twice the E4M3 bound:\n{check}"
+
+
+def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu):
+    """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products) against the CPU's E4M3."""
+    directory = str(any_model)
+    widest = model_of(directory).embedding_widths[-1]
+    cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
+    gpu_result = encode(cli, directory, TEXTS, "cuda", widest, precision="e4m3")
+    check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu)
+    print(check)
+    assert check.ok, str(check)
+    control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", widest, precision="e4m3")
+    assert not check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, control).ok
+    bf16 = encode(cli, directory, TEXTS, "cuda", widest)
+    assert bounds.relative_error(gpu_result, bf16) > 0  # the E4M3 products ran, not the BF16 ones
 
 
 def test_a_bad_attention_choice_is_refused(cli, init_model, needs_gpu):

@@ -142,6 +142,16 @@ def test_encode_in_float32_agrees_with_the_cli(uform, cli, checkpoint):
         assert printed_rows(model.encode(TEXTS)) != wanted  # bf16 differs from f32: the flag reached the library
 
 
+def test_encode_in_e4m3_agrees_with_the_cli(uform, cli, checkpoint):
+    wanted = cli_encode(cli, checkpoint, TEXTS, "--precision", "e4m3")
+    with uform.Model(checkpoint, precision="e4m3") as model:
+        got = model.encode(TEXTS)
+        assert model.info["precision"] == "e4m3"
+    assert printed_rows(got) == wanted
+    with uform.Model(checkpoint) as model:
+        assert printed_rows(model.encode(TEXTS)) != wanted  # bf16 differs from e4m3: the flag reached the library
+
+
 def test_a_long_text_is_cut_as_the_cli_cuts_it(uform, cli, checkpoint):
     texts = ["x" * 200 + " tail", "short"]  # past the checkpoint's row of 96 bytes
     wanted = cli_encode(cli, checkpoint, texts)

@@ -25,6 +25,24 @@ def test_bf16_rounding_is_nearest_even():
     assert abs(rounded[5] - 3.0e-3) <= 2**-8 * 3.0e-3  # half an ulp is at most 2^-8 relative
 
 
+def test_e4m3_rounding_follows_the_format():
+    """The reference's E4M3 against the format's definition, value by value: every finite code's
+    value is kept, ties between neighbours go to the even code, past 448 saturates."""
+    codes = [(sign, exponent, mantissa) for sign in (1, -1) for exponent in range(16) for mantissa in range(8)
+             if (exponent, mantissa) != (15, 7)]
+    values = sorted({sign * (mantissa / 8 * 2.0**-6 if exponent == 0 else (1 + mantissa / 8) * 2.0 ** (exponent - 7))
+                     for sign, exponent, mantissa in codes})
+    assert len(values) == 253 and max(values) == 448.0  # 254 finite codes, +0 and -0 one value
+    np.testing.assert_array_equal(reference.round_e4m3(np.array(values)), values)
+    positive = [v for v in values if v >= 0]
+    for index, (low, high) in enumerate(zip(positive, positive[1:])):
+        middle = (low + high) / 2
+        even = low if index % 2 == 0 else high  # codes alternate even, odd in order of value
+        assert reference.round_e4m3(middle) == even, (low, high)
+        assert reference.round_e4m3(np.nextafter(middle, 0)) == low and reference.round_e4m3(np.nextafter(middle, 1e9)) == high
+    assert reference.round_e4m3(464.0) == 448.0 and reference.round_e4m3(-1e6) == -448.0
+
+
 def test_mrope_with_equal_coordinates_is_plain_rope():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(5, 2, 64))
@@ -73,6 +91,30 @@ def test_forward_matches_reference(library, any_model, precision):
     ok, report = check_forward(library, any_model, precision)
     print(report)
     assert ok, report
+
+
+def test_e4m3_forward_matches_reference_with_each_kernel_table(cpu_library, any_model):
+    """E4M3 (the blocks' products in E4M3 with row scales) against the E4M3 reference, each table."""
+    kernels, library = cpu_library
+    ok, report = check_forward(library, any_model, "e4m3")
+    print(report)
+    assert ok, f"{kernels}: {report}"
+
+
+def test_e4m3_planted_controls_are_rejected_with_each_kernel_table(e4m3_plant, python_model, init_model):
+    """A code decoded with the wrong exponent bias, or an input row's scale dropped: both models see it."""
+    name, kernels, planted = e4m3_plant
+    for model in (python_model, init_model):
+        ok, report = check_forward(planted, model, "e4m3")
+        print(report)
+        assert not ok, f"the E4M3 forward check accepted the planted {name} under {kernels}:\n{report}"
+
+
+def test_e4m3_plants_leave_bf16_alone(e4m3_plant, python_model):
+    """The controls break only the E4M3 path: BF16 through the same copies still passes."""
+    name, kernels, planted = e4m3_plant
+    ok, report = check_forward(planted, python_model, "bf16")
+    assert ok, f"{name} under {kernels} broke BF16:\n{report}"
 
 
 @pytest.mark.parametrize("precision", ["f32", "bf16"])
