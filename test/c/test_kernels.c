@@ -11,6 +11,7 @@
 #include "core/numeric.h"
 #include "cpu/kernels.h"
 #include "check.h"
+#include "e4m3_reference.h"
 
 /* The largest |C - C64| / (depth u sum |a b|) of one table on one shape: BF16 x BF16 is exact in
  * Float32, and a sum of `depth` terms in any order rounds at most depth - 1 times, each by u = 2^-24
@@ -66,27 +67,6 @@ static void test_products(void) {
                 }
         printf("kernels %s: products within %.3f of their bound\n", kernels->name, worst);
     }
-}
-
-/* The value of E4M3 code `code` from the format's definition (OCP FP8): NaN for S.1111.111. */
-static double e4m3_definition(unsigned code) {
-    unsigned exponent = (code >> 3) & 15, mantissa = code & 7;
-    if (exponent == 15 && mantissa == 7) return NAN;
-    double magnitude = exponent ? ldexp(1.0 + mantissa / 8.0, (int)exponent - 7) : ldexp((double)mantissa, -9);
-    return code & 0x80 ? -magnitude : magnitude;
-}
-
-/* The nearest finite E4M3 value to x by search, ties to the even code; past 448 saturated. */
-static double e4m3_nearest(double x) {
-    double best = 0, distance = INFINITY;
-    unsigned best_code = 0;
-    for (unsigned code = 0; code < 128; ++code) {
-        double value = e4m3_definition(code);
-        if (isnan(value)) continue;
-        double gap = fabs(fabs(x) - value);
-        if (gap < distance || (gap == distance && !(code & 1) && (best_code & 1))) best = value, distance = gap, best_code = code;
-    }
-    return x < 0 ? -best : best;
 }
 
 /* Rounding toward zero: a broken copy the rounding check must reject. */

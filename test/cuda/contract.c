@@ -10,6 +10,7 @@
  *      uform_contract [--json FILE]
  */
 #include "contract.h"
+#include "../c/e4m3_reference.h"
 #include "attention_reference.h"
 #include "cuda/cudnn_attention.h"
 
@@ -744,25 +745,7 @@ static void check_gemm_(int plant) {
     record_("gemm (cuBLASLt: A B^T, A^T B, A B + C)", worst, plant);
 }
 
-/* --- E4M3 (docs/precision.md). The value of a code by the format's definition, and the nearest
- *     finite code value to x by search (ties to the even code, past 448 saturated): the host's
- *     reference, written apart from any library. */
-static double e4m3_value_(unsigned code) {
-    unsigned exponent = (code >> 3) & 15, mantissa = code & 7;
-    double magnitude = exponent ? ldexp(1.0 + mantissa / 8.0, (int)exponent - 7) : ldexp((double)mantissa, -9);
-    return code & 0x80 ? -magnitude : magnitude;
-}
-
-static double e4m3_nearest_(double x) {
-    double best = 0, distance = INFINITY;
-    unsigned chosen = 0;
-    for (unsigned code = 0; code < 127; ++code) {
-        double gap = fabs(fabs(x) - e4m3_value_(code));
-        if (gap < distance || (gap == distance && !(code & 1) && (chosen & 1))) best = e4m3_value_(code), distance = gap, chosen = code;
-    }
-    return x < 0 ? -best : best;
-}
-
+/* --- E4M3 (docs/precision.md), against e4m3_reference.h's definition and nearest value. */
 /* Rows of BF16 (one zero row, magnitudes from 2^-12 to 2^3): each scale exactly max |x| / 448 in
  * Float32, each code's value the nearest to x * (1 / scale) (bound 0). The norm's fused codes must be
  * the separate kernel's of the norm's own output, bit for bit, and SwiGLU's fused codes those of
@@ -802,7 +785,7 @@ static void check_e4m3_(int plant) {
             float scale = largest > 0 ? largest / 448.0f : 1.0f, inverse = 1.0f / scale;
             compare_(&worst, scales[r], scale, 0);
             for (size_t j = 0; j < width; ++j)
-                compare_(&worst, e4m3_value_(codes[r * width + j]), e4m3_nearest_((double)(bf16_to_f32_(x[r * width + j]) * inverse)), 0);
+                compare_(&worst, e4m3_definition(codes[r * width + j]), e4m3_nearest((double)(bf16_to_f32_(x[r * width + j]) * inverse)), 0);
         }
         record_("quantize_e4m3", worst, plant == 1);
     }
@@ -814,7 +797,7 @@ static void check_e4m3_(int plant) {
                    uform_cuda_rmsnorm_forward_e4m3(g_xf, g_gain, rows, width, g_y2, g_norm, g_fused, g_fused_scales, NULL));
         download_(codes, g_codes, rows * width), download_(fused, g_fused, rows * width);
         download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
-        for (size_t i = 0; i < rows * width; ++i) compare_(&worst, e4m3_value_(fused[i]), e4m3_value_(codes[i]), 0);
+        for (size_t i = 0; i < rows * width; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
         for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
         record_("rmsnorm_forward_e4m3 (codes)", worst, plant == 2);
     }
@@ -826,7 +809,7 @@ static void check_e4m3_(int plant) {
         PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, rows, hidden, g_fused, g_fused_scales, NULL));
         download_(codes, g_codes, rows * hidden), download_(fused, g_fused, rows * hidden);
         download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
-        for (size_t i = 0; i < rows * hidden; ++i) compare_(&worst, e4m3_value_(fused[i]), e4m3_value_(codes[i]), 0);
+        for (size_t i = 0; i < rows * hidden; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
         for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
         record_("swiglu_e4m3 (codes)", worst, plant == 4);
     }
@@ -842,7 +825,7 @@ static void check_e4m3_(int plant) {
             for (size_t j = 0; j < n; ++j) {
                 double sum = 0, magnitude = 0;
                 for (size_t l = 0; l < width; ++l) {
-                    double term = e4m3_value_(codes[r * width + l]) * e4m3_value_(w[j * width + l]);
+                    double term = e4m3_definition(codes[r * width + l]) * e4m3_definition(w[j * width + l]);
                     sum += term, magnitude += fabs(term);
                 }
                 double scale = (double)scales[r] * w_scales[j];
