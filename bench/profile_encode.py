@@ -7,7 +7,8 @@ compiled) under torch.profiler and timed alone. The GPU-busy share (kernel time 
 tells a host-bound call from a kernel-bound one. Prints a table and writes JSON.
 
     python3 bench/profile_encode.py --build BUILD --peers DIR [--tier tiny] [--bytes 128,2048]
-                                    [--batch-bytes 1048576] [--top 12] [--output FILE]
+                                    [--batch-bytes 1048576] [--attention cudnn,ours] [--precisions bf16,e4m3]
+                                    [--tune 0,1] [--no-peer] [--top 12] [--output FILE]
 """
 import argparse
 import csv
@@ -41,12 +42,12 @@ def ncu_kernels(command, env):
     return dict(totals)
 
 
-def ours(build, checkpoint, length, batch_bytes, attention):
-    """(kernels of one call, wall milliseconds per call) of uform_bench_encode on the GPU, its attention
-    pinned (forward.c's UFORM_CUDA_ATTENTION)."""
-    env = dict(os.environ, UFORM_CUDA_ATTENTION=attention)
+def ours(build, checkpoint, length, batch_bytes, attention, precision, tune):
+    """(kernels of one call, wall milliseconds per call) of uform_bench_encode on the GPU in `precision`, its
+    attention pinned (forward.c's UFORM_CUDA_ATTENTION) and its products' timed choice on or off (UFORM_CUDA_TUNE)."""
+    env = dict(os.environ, UFORM_CUDA_ATTENTION=attention, UFORM_CUDA_TUNE=tune)
     base = [str(build / "uform_bench_encode"), "--model", str(checkpoint), "--device", "cuda", "--bytes", str(length),
-            "--batch-bytes", str(batch_bytes)]
+            "--batch-bytes", str(batch_bytes), "--precision", precision]
     kernels = ncu_kernels([*base, "--seconds", "0"], env)  # the warm-up call alone
     timed = subprocess.run([*base, "--seconds", "3"], capture_output=True, text=True, check=True, env=env)
     line = json.loads(next(line for line in timed.stdout.splitlines() if line.startswith("{")))
@@ -94,6 +95,9 @@ def main():
     parser.add_argument("--batch-bytes", type=int, default=1 << 20)
     parser.add_argument("--top", type=int, default=12)
     parser.add_argument("--attention", default="cudnn,ours", help="our attentions to run (UFORM_CUDA_ATTENTION values)")
+    parser.add_argument("--no-peer", action="store_true", help="ours alone (the peer's compilation takes minutes)")
+    parser.add_argument("--precisions", default="bf16", help="our precisions to run (bf16, e4m3)")
+    parser.add_argument("--tune", default="1", help="our products' timed choice to run: 1, 0 or 0,1 (UFORM_CUDA_TUNE)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "profile_encode.json"))
     args = parser.parse_args()
     build = pathlib.Path(args.build).resolve()
@@ -104,9 +108,13 @@ def main():
               "rows": []}
     for length in map(int, args.bytes.split(",")):
         row = {"text_bytes": length}
-        measures = [(f"uform {attention}", lambda attention=attention: ours(build, checkpoint, length, args.batch_bytes, attention))
-                    for attention in args.attention.split(",")]
-        measures.append(("torch compiled", lambda: peer(args.peers, checkpoint, length, args.batch_bytes)))
+        tunes = args.tune.split(",")
+        measures = [(f"uform {attention} {precision}" + (f" tune {tune}" if len(tunes) > 1 else ""),
+                     lambda attention=attention, precision=precision, tune=tune:
+                     ours(build, checkpoint, length, args.batch_bytes, attention, precision, tune))
+                    for precision in args.precisions.split(",") for attention in args.attention.split(",") for tune in tunes]
+        if not args.no_peer:
+            measures.append(("torch compiled", lambda: peer(args.peers, checkpoint, length, args.batch_bytes)))
         systems = [system for system, _ in measures]
         for system, measure in measures:
             try:

@@ -75,7 +75,7 @@ uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t cons
 uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream);
 /** The same, and y's rows quantized for an E4M3 product as uform_cuda_quantize_e4m3 quantizes them
- *  (codes [cells, width], code_scales [cells]), in the one pass. */
+ *  (codes [cells, width], code_scales [cells]), in the one pass; a NULL `y` stores the codes alone. */
 uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                                float *scales, uint8_t *codes, float *code_scales, void *stream);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when

@@ -71,11 +71,11 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_buffers_t 
     return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, a->row_scales, w8, w_scales, c, d, d_is_f32, s);
 }
 
-/* The norm before a product, making its E4M3 codes in the same pass where the product is E4M3. */
+/* The norm before a product, making its E4M3 codes instead of its BF16 output where the product is E4M3. */
 static uform_status_t norm_(float const *x, float const *gain, uint8_t const *w8, uform_cuda_block_buffers_t const *a,
                             size_t n, size_t d, uint16_t *y, float *scales, void *s) {
     if (!w8) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
-    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, y, scales, a->codes, a->row_scales, s);
+    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, NULL, scales, a->codes, a->row_scales, s); /* y unread */
 }
 
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,

@@ -56,6 +56,7 @@ struct uform_cuda_forward_t {
     uform_cuda_gemm_t *gemm;
     /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
     size_t width, depth, widest, colbert_width;
+    int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
@@ -124,12 +125,13 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
     for (size_t i = 0; i < model->tensors_count; ++i) {
         uform_tensor_info_t const *info = &model->tensors[i];
         int carried = uform_model_carries(model, info->part);
-        context->tensors[i] = carried ? take_(layout, info->rows * info->columns * (info->matrix ? 2 : 4)) : NULL;
-        int narrow = carried && model->precision == uform_precision_e4m3_k &&
-                     (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k ||
-                      info->kind == uform_tensor_gate_up_k || info->kind == uform_tensor_down_k);
-        context->codes[i] = narrow ? take_(layout, info->rows * info->columns) : NULL;
-        context->code_scales[i] = narrow ? take_(layout, info->rows * 4) : NULL;
+        int coded = carried && model->precision == uform_precision_e4m3_k &&
+                    (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k ||
+                     info->kind == uform_tensor_gate_up_k || info->kind == uform_tensor_down_k);
+        /* An E4M3 matrix's BF16 copy is never read on the GPU: only its codes go up. */
+        context->tensors[i] = carried && !coded ? take_(layout, info->rows * info->columns * (info->matrix ? 2 : 4)) : NULL;
+        context->codes[i] = coded ? take_(layout, info->rows * info->columns) : NULL;
+        context->code_scales[i] = coded ? take_(layout, info->rows * 4) : NULL;
     }
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
@@ -173,9 +175,9 @@ static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout,
     context->qkv = take_(layout, n * 3 * d * 2);
     context->attended = take_(layout, n * d * 2);
     context->gate_up = take_(layout, n * 8 * d * 2);
-    context->hidden = take_(layout, n * 4 * d * 2);
-    context->input_codes = take_(layout, n * 4 * d);
-    context->input_scales = take_(layout, n * 4);
+    context->hidden = context->narrow ? NULL : take_(layout, n * 4 * d * 2); /* E4M3: SwiGLU writes codes */
+    context->input_codes = context->narrow ? take_(layout, n * 4 * d) : NULL;
+    context->input_scales = context->narrow ? take_(layout, n * 4) : NULL;
     context->pooled = take_(layout, n * d * 2);
     context->pool_weights = take_(layout, n * heads * 4);
     context->embeddings = take_(layout, n * embeddings_stride_(context) * 4);
@@ -199,6 +201,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     CHECK_CUDA(cudaGetDevice(&context->device), "cudaGetDevice");
     CHECK_CUDA(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
+    char const *tune = getenv("UFORM_CUDA_TUNE");
+    if (tune && strcmp(tune, "0") && strcmp(tune, "1"))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_TUNE is 0 or 1, not %s", tune);
+    uform_cuda_gemm_tune(context->gemm, !tune || !strcmp(tune, "1"));
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
@@ -303,14 +309,16 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
     free(context->blocks);
     size_t d = model->config.width;
     size_t widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
-    if (d != context->width || widest != context->widest || model->config.colbert_width != context->colbert_width) {
+    int narrow = model->precision == uform_precision_e4m3_k;
+    if (d != context->width || widest != context->widest || model->config.colbert_width != context->colbert_width ||
+        narrow != context->narrow) {
         cudaFree(context->activations); /* laid out for other shapes: taken again at the next pass */
         context->activations = NULL;
         context->capacity = 0;
         for (size_t k = 0; k < uform_media_kinds_k; ++k)
             cudaFree(context->media[k].memory), context->media[k].memory = NULL, context->media[k].capacity = 0;
     }
-    context->width = d, context->depth = model->config.depth;
+    context->width = d, context->depth = model->config.depth, context->narrow = narrow;
     context->widest = widest, context->colbert_width = model->config.colbert_width;
     free(context->tensors), free(context->codes), free(context->code_scales);
     context->blocks = calloc(context->depth, sizeof(*context->blocks));

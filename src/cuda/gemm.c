@@ -84,88 +84,106 @@ static void uform_gemm_keep_(uform_cuda_gemm_t *gemm, size_t const key[9], cubla
     plan->algo = *algo;
 }
 
-static void uform_gemm_release_(cublasLtMatmulDesc_t operation, cublasLtMatmulPreference_t preference,
-                                cublasLtMatrixLayout_t first, cublasLtMatrixLayout_t second, cublasLtMatrixLayout_t d) {
-    if (preference) cublasLtMatmulPreferenceDestroy(preference);
-    if (d) cublasLtMatrixLayoutDestroy(d);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (operation) cublasLtMatmulDescDestroy(operation);
+/* One product's call, as the choice below times it and the caller runs it. */
+typedef struct uform_gemm_call_t {
+    cublasLtMatmulDesc_t operation;
+    cublasLtMatrixLayout_t layout_first, layout_second, layout_d;
+    void const *first, *second, *c;
+    void *d;
+    float alpha, beta;
+} uform_gemm_call_t;
+
+static cublasStatus_t uform_gemm_run_(uform_cuda_gemm_t *gemm, uform_gemm_call_t const *call, cublasLtMatmulAlgo_t const *algo,
+                                      void *stream) {
+    return cublasLtMatmul(gemm->handle, call->operation, &call->alpha, call->first, call->layout_first, call->second,
+                          call->layout_second, &call->beta, call->c, call->layout_d, call->d, call->layout_d, algo,
+                          gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
+}
+
+/* The algorithm for `key`: the kept plan, else the heuristic's first choice or, when tuning outside a
+ * capture, the fastest of its top candidates timed three times each on the call's own operands. */
+static uform_status_t uform_gemm_choose_(uform_cuda_gemm_t *gemm, size_t const key[9], uform_gemm_call_t const *call,
+                                         size_t m, size_t n, size_t k, char const *what, cublasLtMatmulAlgo_t *algo,
+                                         void *stream) {
+    uform_gemm_plan_t const *plan = uform_gemm_find_(gemm, key);
+    if (plan) return *algo = plan->algo, uform_ok_k;
+    cublasLtMatmulPreference_t preference = NULL;
+    cublasStatus_t code = cublasLtMatmulPreferenceCreate(&preference);
+    if (!code)
+        code = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
+    if (code) {
+        if (preference) cublasLtMatmulPreferenceDestroy(preference);
+        return uform_gemm_failed_(m, n, k, "describing the preference", code);
+    }
+    cublasLtMatmulHeuristicResult_t candidates[uform_candidates_k];
+    int found = 0;
+    enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    cudaStreamIsCapturing((cudaStream_t)stream, &capturing);
+    /* a full table keeps nothing: timing then would repeat at every call */
+    int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone && gemm->plans_count < uform_plans_k;
+    code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, call->operation, call->layout_first, call->layout_second,
+                                          call->layout_d, call->layout_d, preference, tune ? uform_candidates_k : 1,
+                                          candidates, &found);
+    cublasLtMatmulPreferenceDestroy(preference);
+    if (code) return uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic", code);
+    if (!found) return uform_cuda_note(uform_device_k, "gemm %zux%zux%zu: cuBLASLt has no algorithm for %s here", m, n, k, what);
+    int best = 0;
+    if (tune && found > 1) {
+        cudaEvent_t start, stop;
+        float fastest = INFINITY;
+        cudaEventCreate(&start), cudaEventCreate(&stop);
+        cudaGetLastError(); /* an earlier call's error must not count against the first candidate */
+        for (int i = 0; i < found; ++i) {
+            float ms = 0;
+            int failed = 0;
+            cudaEventRecord(start, (cudaStream_t)stream);
+            for (int r = 0; r < 3; ++r) failed |= uform_gemm_run_(gemm, call, &candidates[i].algo, stream) != CUBLAS_STATUS_SUCCESS;
+            cudaEventRecord(stop, (cudaStream_t)stream);
+            /* A candidate whose kernels failed to launch would time as fast as nothing: skip it, clear its error. */
+            failed |= cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess;
+            failed |= cudaGetLastError() != cudaSuccess;
+            if (!failed && ms < fastest) fastest = ms, best = i;
+        }
+        cudaEventDestroy(start), cudaEventDestroy(stop);
+    }
+    *algo = candidates[best].algo;
+    uform_gemm_keep_(gemm, key, algo);
+    return uform_ok_k;
+}
+
+static void uform_gemm_release_(uform_gemm_call_t const *call) {
+    if (call->layout_d) cublasLtMatrixLayoutDestroy(call->layout_d);
+    if (call->layout_second) cublasLtMatrixLayoutDestroy(call->layout_second);
+    if (call->layout_first) cublasLtMatrixLayoutDestroy(call->layout_first);
+    if (call->operation) cublasLtMatmulDescDestroy(call->operation);
 }
 
 uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int transpose_b, size_t m, size_t n, size_t k,
                                uint16_t const *a, size_t lda, uint16_t const *b, size_t ldb, void const *c, void *d,
                                size_t ldd, int d_is_f32, void *stream) {
-    cublasLtMatmulDesc_t operation = NULL;
-    cublasLtMatrixLayout_t layout_b = NULL, layout_a = NULL, layout_d = NULL;
-    cublasLtMatmulPreference_t preference = NULL;
     /* cuBLASLt's first operand is our B, its second our A (see the top of this file). */
     cublasOperation_t op_b = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, op_a = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
     /* planted: D accumulated, not overwritten */
-    float alpha = 1.0f, beta = c || uform_cuda_planted("gemm") == 1 ? 1.0f : 0.0f;
+    uform_gemm_call_t call = {.first = b, .second = a, .c = c ? c : d, .d = d, .alpha = 1.0f,
+                              .beta = c || uform_cuda_planted("gemm") == 1 ? 1.0f : 0.0f};
     size_t adds = c ? 2 : 0;
-    if (!c) c = d;
-    cublasStatus_t code = cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
-    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b));
-    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a));
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_b, CUDA_R_16BF, transpose_b ? k : n, transpose_b ? n : k, ldb);
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_16BF, transpose_a ? m : k, transpose_a ? k : m, lda);
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, ldd);
-    if (!code) code = cublasLtMatmulPreferenceCreate(&preference);
-    if (!code)
-        code = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
+    cublasStatus_t code = cublasLtMatmulDescCreate(&call.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    if (!code) code = cublasLtMatmulDescSetAttribute(call.operation, CUBLASLT_MATMUL_DESC_TRANSA, &op_b, sizeof(op_b));
+    if (!code) code = cublasLtMatmulDescSetAttribute(call.operation, CUBLASLT_MATMUL_DESC_TRANSB, &op_a, sizeof(op_a));
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_first, CUDA_R_16BF, transpose_b ? k : n, transpose_b ? n : k, ldb);
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_second, CUDA_R_16BF, transpose_a ? m : k, transpose_a ? k : m, lda);
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_d, d_type, n, m, ldd);
     uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the product", code) : uform_ok_k;
     size_t key[9] = {(size_t)transpose_a, (size_t)transpose_b, m, n, k, lda, ldb, ldd, (size_t)d_is_f32 | adds};
-    uform_gemm_plan_t const *plan = uform_gemm_find_(gemm, key);
     cublasLtMatmulAlgo_t algo;
-    if (plan) algo = plan->algo;
-    else if (status == uform_ok_k) {
-        cublasLtMatmulHeuristicResult_t candidates[uform_candidates_k];
-        int found = 0;
-        enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-        cudaStreamIsCapturing((cudaStream_t)stream, &capturing);
-        int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone;
-        code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_b, layout_a, layout_d, layout_d, preference,
-                                              tune ? uform_candidates_k : 1, candidates, &found);
-        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic", code);
-        else if (!found)
-            status = uform_cuda_note(uform_device_k, "gemm %zux%zux%zu: cublasLtMatmulAlgoGetHeuristic found no algorithm", m,
-                                     n, k);
-        int best = 0;
-        if (status == uform_ok_k && tune && found > 1) { /* time each candidate three times on this call's own operands */
-            cudaEvent_t start, stop;
-            float fastest = INFINITY;
-            cudaEventCreate(&start), cudaEventCreate(&stop);
-            cudaGetLastError(); /* an earlier call's error must not count against the first candidate */
-            for (int i = 0; i < found; ++i) {
-                float ms = 0;
-                int failed = 0;
-                cudaEventRecord(start, (cudaStream_t)stream);
-                for (int r = 0; r < 3; ++r)
-                    failed |= cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d,
-                                             d, layout_d, &candidates[i].algo, gemm->workspace, gemm->workspace_bytes,
-                                             (cudaStream_t)stream) != CUBLAS_STATUS_SUCCESS;
-                cudaEventRecord(stop, (cudaStream_t)stream);
-                /* A candidate whose kernels failed to launch would time as fast as nothing: skip it, clear its error. */
-                failed |= cudaEventSynchronize(stop) != cudaSuccess || cudaEventElapsedTime(&ms, start, stop) != cudaSuccess;
-                failed |= cudaGetLastError() != cudaSuccess;
-                if (!failed && ms < fastest) fastest = ms, best = i;
-            }
-            cudaEventDestroy(start), cudaEventDestroy(stop);
-        }
-        if (status == uform_ok_k) {
-            algo = candidates[best].algo;
-            uform_gemm_keep_(gemm, key, &algo);
-        }
-    }
+    if (status == uform_ok_k) status = uform_gemm_choose_(gemm, key, &call, m, n, k, "BF16", &algo, stream);
     if (status == uform_ok_k) {
-        code = cublasLtMatmul(gemm->handle, operation, &alpha, b, layout_b, a, layout_a, &beta, c, layout_d, d, layout_d,
-                              &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
+        code = uform_gemm_run_(gemm, &call, &algo, stream);
         if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul", code);
     }
-    uform_gemm_release_(operation, preference, layout_b, layout_a, layout_d);
+    uform_gemm_release_(&call);
     return status;
 }
 
@@ -177,54 +195,35 @@ uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n,
                                     void *d, int d_is_f32, void *stream) {
     if (k % 16 || n % 16)
         return uform_cuda_note(uform_invalid_argument_k, "gemm_e4m3 %zux%zux%zu: n and k must be multiples of 16", m, n, k);
-    cublasLtMatmulDesc_t operation = NULL;
-    cublasLtMatrixLayout_t layout_w = NULL, layout_a = NULL, layout_d = NULL;
-    cublasLtMatmulPreference_t preference = NULL;
     cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
     cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
     /* planted: D accumulated, not overwritten */
-    float alpha = 1.0f, beta = c || uform_cuda_planted("gemm_e4m3") == 1 ? 1.0f : 0.0f;
-    if (!c) c = d;
-    cublasStatus_t code = cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    uform_gemm_call_t call = {.first = w, .second = a, .c = c ? c : d, .d = d, .alpha = 1.0f,
+                              .beta = c || uform_cuda_planted("gemm_e4m3") == 1 ? 1.0f : 0.0f};
+    cublasStatus_t code = cublasLtMatmulDescCreate(&call.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
+    cublasLtMatmulDesc_t operation = call.operation;
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain));
+    int8_t fast = 1; /* Hopper's FP8 accumulation without cuBLASLt's periodic promotion: within the contract's bound */
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales_w, sizeof(scales_w));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales_a, sizeof(scales_a));
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_w, CUDA_R_8F_E4M3, k, n, k);
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_a, CUDA_R_8F_E4M3, k, m, k);
-    if (!code) code = cublasLtMatrixLayoutCreate(&layout_d, d_type, n, m, n);
-    if (!code) code = cublasLtMatmulPreferenceCreate(&preference);
-    if (!code)
-        code = cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &gemm->workspace_bytes, sizeof(gemm->workspace_bytes));
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_first, CUDA_R_8F_E4M3, k, n, k);
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_second, CUDA_R_8F_E4M3, k, m, k);
+    if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_d, d_type, n, m, n);
     uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the E4M3 product", code) : uform_ok_k;
-    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (beta != 0 ? 2 : 0) | 4};
-    uform_gemm_plan_t const *plan = uform_gemm_find_(gemm, key);
+    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (call.beta != 0 ? 2 : 0) | 4};
     cublasLtMatmulAlgo_t algo;
-    if (plan) algo = plan->algo;
-    else if (status == uform_ok_k) {
-        cublasLtMatmulHeuristicResult_t candidate;
-        int found = 0;
-        code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, operation, layout_w, layout_a, layout_d, layout_d, preference, 1,
-                                              &candidate, &found);
-        if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic (E4M3, outer-vector scales)", code);
-        else if (!found)
-            status = uform_cuda_note(uform_device_k, "gemm_e4m3 %zux%zux%zu: cuBLASLt has no algorithm for E4M3 with "
-                                                     "outer-vector scales here", m, n, k);
-        if (status == uform_ok_k) {
-            algo = candidate.algo;
-            uform_gemm_keep_(gemm, key, &algo);
-        }
-    }
+    if (status == uform_ok_k)
+        status = uform_gemm_choose_(gemm, key, &call, m, n, k, "E4M3 with outer-vector scales", &algo, stream);
     if (status == uform_ok_k) {
-        code = cublasLtMatmul(gemm->handle, operation, &alpha, w, layout_w, a, layout_a, &beta, c, layout_d, d, layout_d,
-                              &algo, gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
+        code = uform_gemm_run_(gemm, &call, &algo, stream);
         if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul (E4M3)", code);
     }
-    uform_gemm_release_(operation, preference, layout_w, layout_a, layout_d);
+    uform_gemm_release_(&call);
     return status;
 }
 

@@ -110,7 +110,7 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
         squares[j] = values[j].x * values[j].x, squares[j + Chunks] = values[j].y * values[j].y;
     }
     float scale = rsqrtf(lane_tree_sum<Chunks>(squares) / (float)width + 1e-6f);
-    uint32_t *out = reinterpret_cast<uint32_t *>(y + cell * width);
+    uint32_t *out = y ? reinterpret_cast<uint32_t *>(y + cell * width) : NULL;
     uint32_t pairs[Chunks];
     float largest = 0;
 #pragma unroll
@@ -121,7 +121,7 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
         float g1 = gain[UFORM_PLANTED(1) ? (column + 2) % width : column + 1];
         pairs[j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
                    (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
-        out[lane + 32 * j] = pairs[j];
+        if (y) out[lane + 32 * j] = pairs[j];
         largest = fmaxf(largest, fmaxf(fabsf(uform_bf16_to_f32((uint16_t)pairs[j])), fabsf(uform_bf16_to_f32((uint16_t)(pairs[j] >> 16)))));
     }
     if (lane == 0) scales[cell] = scale;
