@@ -296,6 +296,55 @@ __global__ void swiglu_e4m3_kernel(uint16_t const *gate_up, size_t cells, size_t
     if (lane == 0) scales[cell] = scale;
 }
 
+/* The same, a block of swiglu_threads a row, each thread keeping its Groups groups of 8 hidden values
+ * (BF16, as rounded) in registers between the block's largest magnitude and the codes: gate_up is
+ * read and SwiGLU computed once (rows of up to 8 x Groups x swiglu_threads hidden columns). */
+constexpr int swiglu_threads = 256, swiglu_groups_most = 4;
+
+template <int Groups>
+__global__ void swiglu_e4m3_row_kernel(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
+                                       float *scales, int plant) {
+    __shared__ float warps_largest[swiglu_threads / 32];
+    size_t cell = blockIdx.x, groups = hidden_width / 8;
+    uint4 const *gates = reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width);
+    uint4 const *ups = reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width);
+    uint4 kept[Groups];
+    float largest = 0;
+#pragma unroll
+    for (int j = 0; j < Groups; ++j) {
+        size_t g = threadIdx.x + (size_t)j * swiglu_threads;
+        if (g >= groups) break;
+        uint4 gate = gates[g], up = ups[g];
+        uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+        uint16_t *k8 = reinterpret_cast<uint16_t *>(&kept[j]);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            k8[e] = uform_f32_to_bf16(swiglu_value(g8[e], UFORM_PLANTED(1) ? g8[e] : u8[e])); /* planted: gate for up */
+            largest = fmaxf(largest, fabsf(uform_bf16_to_f32(k8[e])));
+        }
+    }
+    largest = warp_largest(largest);
+    if (threadIdx.x % 32 == 0) warps_largest[threadIdx.x / 32] = largest;
+    __syncthreads();
+    largest = threadIdx.x % 32 < swiglu_threads / 32 ? warps_largest[threadIdx.x % 32] : 0;
+    largest = warp_largest(largest); /* every warp reduces the 8 partials itself: no second barrier */
+    float scale = e4m3_scale(largest), inverse = 1.0f / scale;
+    uint2 *output = reinterpret_cast<uint2 *>(codes + cell * hidden_width);
+#pragma unroll
+    for (int j = 0; j < Groups; ++j) {
+        size_t g = threadIdx.x + (size_t)j * swiglu_threads;
+        if (g >= groups) break;
+        uint16_t const *k8 = reinterpret_cast<uint16_t const *>(&kept[j]);
+        uint2 coded;
+        uint8_t *bytes = reinterpret_cast<uint8_t *>(&coded);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(uform_bf16_to_f32(k8[e]) * inverse);
+        output[g] = coded;
+    }
+    if (threadIdx.x == 0) scales[cell] = scale;
+}
+
+
 __global__ void swiglu_backward_kernel(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                        size_t hidden_width, uint16_t *d_gate_up, int plant) {
     size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
@@ -467,8 +516,15 @@ extern "C" uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t
                                                  uint8_t *codes, float *scales, void *stream) {
     if (!cells) return uform_ok_k;
     if (hidden_width % 8) return hidden_width_refused("swiglu_e4m3", hidden_width);
-    swiglu_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, (cudaStream_t)stream>>>(gate_up, cells, hidden_width, codes, scales,
-                                                                             uform_cuda_planted("swiglu_e4m3"));
+    size_t per_thread = (hidden_width / 8 + swiglu_threads - 1) / swiglu_threads;
+    int plant = uform_cuda_planted("swiglu_e4m3");
+    cudaStream_t s = (cudaStream_t)stream;
+    unsigned rows = (unsigned)cells;
+    if (per_thread == 1) swiglu_e4m3_row_kernel<1><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
+    else if (per_thread == 2) swiglu_e4m3_row_kernel<2><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
+    else if (per_thread <= swiglu_groups_most)
+        swiglu_e4m3_row_kernel<swiglu_groups_most><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
+    else swiglu_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant); /* wider rows */
     return uform_cuda_launched("swiglu_e4m3");
 }
 

@@ -803,14 +803,19 @@ static void check_e4m3_(int plant) {
     }
     if (plant == 0 || plant == 4) { /* SwiGLU's fused codes against the separate kernels over its output */
         worst = 0;
-        size_t hidden = width / 2;
-        KERNEL_OK(uform_cuda_swiglu_forward(g_x, rows, hidden, g_y, NULL));
-        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, hidden, g_codes, g_scales, NULL));
-        PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, rows, hidden, g_fused, g_fused_scales, NULL));
-        download_(codes, g_codes, rows * hidden), download_(fused, g_fused, rows * hidden);
-        download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
-        for (size_t i = 0; i < rows * hidden; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
-        for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+        /* x's values as gate_up rows of four shapes: one, several and a partial group a thread, and a row
+         * past the register-kept width (the two-pass kernel) */
+        size_t const shapes[4][2] = {{96, 256}, {12, 2040}, {4, 6136}, {2, 12288}};
+        for (size_t t = 0; t < 4; ++t) {
+            size_t cells = shapes[t][0], hidden = shapes[t][1];
+            KERNEL_OK(uform_cuda_swiglu_forward(g_x, cells, hidden, g_y, NULL));
+            KERNEL_OK(uform_cuda_quantize_e4m3(g_y, cells, hidden, g_codes, g_scales, NULL));
+            PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, cells, hidden, g_fused, g_fused_scales, NULL));
+            download_(codes, g_codes, cells * hidden), download_(fused, g_fused, cells * hidden);
+            download_(scales, g_scales, cells * 4), download_(fused_scales, g_fused_scales, cells * 4);
+            for (size_t i = 0; i < cells * hidden; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
+            for (size_t r = 0; r < cells; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+        }
         record_("swiglu_e4m3 (codes)", worst, plant == 4);
     }
     if (plant == 0 || plant == 3) { /* the E4M3 product, Float32 out, over the codes just checked */
