@@ -15,6 +15,11 @@ their steps (log.jsonl's seconds, past the first quarter), then each gets the st
                                         [--runs images,text-half,text-all] [--gettext-limit 5000] [--tier tiny]
                                         [--device cuda] [--out DIR]
 
+A run may name its peak learning rate, `images@7e-4` (the tier's default otherwise), so one call can
+hold the image run and its controls each at several rates: a mixture's cost to the text pairs is
+then read between each side's best rate, not at one rate that suits one side. `--seeds 0,1` makes
+every run once per seed (`images@7e-4/s1`); the summary averages a kind and rate over its seeds.
+
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
 
@@ -33,13 +38,32 @@ RUNS = {"images": ("mixtures/images.json", 1.0), "text-half": ("mixtures/images_
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
 
+def parse_run(run, seed=0):
+    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images@7e-4/s1`."""
+    run, _, seeded = run.partition("/s")
+    kind, _, rate = run.partition("@")
+    if kind not in RUNS:
+        raise ValueError(f"{run}: the run is one of {', '.join(RUNS)}, optionally @RATE")
+    if rate and not float(rate) > 0:
+        raise ValueError(f"{run}: the learning rate must be positive")
+    return kind, (rate or None), int(seeded) if seeded else seed
+
+
+def folder_of(name):
+    """A run's folder and file name: `images@7e-4/s1` -> `images-lr7e-4-s1` (no '@' or '/' in $OUT)."""
+    return name.replace("@", "-lr").replace("/", "-")
+
+
 def train(build, name, steps, args, folder):
-    """A started uform_base process for one run into folder/name."""
-    mixture, share = RUNS[name]
+    """A started uform_base process for one run into folder/folder_of(name)."""
+    kind, rate, seed = parse_run(name, args.seed)
+    mixture, share = RUNS[kind]
     command = [str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
-               "--steps", str(steps), "--device", args.device, "--seed", str(args.seed), "--image-cache-mb", str(args.image_cache_mb),
-               "--save-every", str(max(1, steps // 4)), "--output", str(folder / name), "--quiet"]
-    log = open(folder / f"{name}.log", "w")
+               "--steps", str(steps), "--device", args.device, "--seed", str(seed), "--image-cache-mb", str(args.image_cache_mb),
+               "--save-every", str(max(1, steps // 4)), "--output", str(folder / folder_of(name)), "--quiet"]
+    if rate:
+        command += ["--learning-rate", rate]
+    log = open(folder / f"{folder_of(name)}.log", "w")
     return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
 
 
@@ -60,7 +84,7 @@ def wait_all(processes, folder, deadline=None):
             cut.append(name)
             continue
         if code != 0:
-            sys.exit(f"image_run: the {name} run failed:\n" + (folder / f"{name}.log").read_text()[-3000:])
+            sys.exit(f"image_run: the {name} run failed:\n" + (folder / f"{folder_of(name)}.log").read_text()[-3000:])
     return cut
 
 
@@ -101,55 +125,65 @@ def main():
     parser.add_argument("--image-cache-mb", type=int, default=16384)
     parser.add_argument("--gettext-limit", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=0, help="every run's seed (default 0): another seed repeats the comparison")
-    parser.add_argument("--runs", default=",".join(RUNS), help="the runs to make, of images,text-half,text-all (default all)")
+    parser.add_argument("--seeds", default="", help="make every run once per seed of this list instead (--runs X becomes X/s0, X/s1, ...)")
+    parser.add_argument("--runs", default=",".join(RUNS),
+                        help="the runs to make, of images,text-half,text-all, each optionally @RATE (default all three at the tier's rate)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
     args = parser.parse_args()
     runs = args.runs.split(",")
-    if "images" not in runs or any(name not in RUNS for name in runs):
-        parser.error(f"--runs takes images and any of text-half, text-all, not {args.runs}")
-    for name in [name for name in RUNS if name not in runs]:
-        del RUNS[name]
+    if args.seeds:
+        runs = [f"{run}/s{int(seed)}" for seed in args.seeds.split(",") for run in runs]
+    try:
+        kinds = [parse_run(run)[0] for run in runs]
+    except ValueError as error:
+        parser.error(str(error))
+    if "images" not in kinds or len(set(runs)) != len(runs):
+        parser.error(f"--runs takes at least one images run and no run twice, not {args.runs}")
     build, out = (ROOT / args.build).resolve(), pathlib.Path(args.out)
     folder = pathlib.Path("/tmp/uform-image-run")
     subprocess.run(["rm", "-rf", str(folder)], check=True)
     folder.mkdir(parents=True)
     out.mkdir(parents=True, exist_ok=True)
-    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "wall": {}}
+    evals = folder / "evals"  # uform_eval's reports stay here: the device brings back 8 files of $OUT
+    evals.mkdir()
+    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "runs": runs, "wall": {}}
 
     started = time.time()
     steps = args.steps
     if not steps:
         probe = folder / "probe"
         probe.mkdir()
-        wait_all({name: train(build, name, args.probe, args, probe) for name in RUNS}, probe)
-        together = max(step_seconds(probe / name) for name in RUNS)
+        wait_all({name: train(build, name, args.probe, args, probe) for name in runs}, probe)
+        together = max(step_seconds(probe / folder_of(name)) for name in runs)
         steps = max(args.probe, int(args.seconds / together))
         report["probe"] = {"step_seconds_together": together, "wall": time.time() - started}
-        print(f"image_run: probe: a step takes up to {together * 1e3:.1f} ms with all three running; {steps} steps each", flush=True)
+        print(f"image_run: probe: a step takes up to {together * 1e3:.1f} ms with all {len(runs)} running; {steps} steps each", flush=True)
     report["steps"] = steps
     began = time.time()
-    report["cut_short"] = wait_all({name: train(build, name, steps, args, folder) for name in RUNS}, folder,
+    report["cut_short"] = wait_all({name: train(build, name, steps, args, folder) for name in runs}, folder,
                                    began + args.seconds * 1.2)
     report["wall"]["train"] = time.time() - began
     if report["cut_short"]:
         print(f"image_run: {', '.join(report['cut_short'])} ran past 1.2 x --seconds and were stopped: "
               "their last checkpoints are scored", flush=True)
-    for name in RUNS:
-        report[f"{name}_step_seconds"] = step_seconds(folder / name)
-        report[f"{name}_log_tail"] = (folder / f"{name}.log").read_text()[-600:]
+    for name in runs:
+        report[f"{name}_step_seconds"] = step_seconds(folder / folder_of(name))
+        report[f"{name}_log_tail"] = (folder / f"{folder_of(name)}.log").read_text()[-600:]
 
     began = time.time()
     table, table_tfidf = [], {}
-    for corpus in IMAGE_SETS:
-        result = evaluate(build, folder / "images", f"data/{corpus}/test.jsonl", args, out)
-        model, chance = rows_of(result, "model"), result["chance"]["recall@1"]
-        for direction, row in model.items():
-            table.append({"set": corpus, "pairs": result["count"], "direction": direction, "run": "images",
-                          "r1": row["r1"], "r10": row["r10"], "baseline": "chance", "baseline_r1": chance,
-                          "times_baseline": row["r1"] / chance if chance else None})
-    for name in RUNS:
-        extra = ("--limit", str(args.gettext_limit)) + (("--no-tfidf",) if name != "images" else ())
-        result = evaluate(build, folder / name, "data/gettext/test.jsonl", args, out, extra)
+    for name in [run for run in runs if parse_run(run)[0] == "images"]:
+        for corpus in IMAGE_SETS:
+            result = evaluate(build, folder / folder_of(name), f"data/{corpus}/test.jsonl", args, evals)
+            model, chance = rows_of(result, "model"), result["chance"]["recall@1"]
+            for direction, row in model.items():
+                table.append({"set": corpus, "pairs": result["count"], "direction": direction, "run": name,
+                              "r1": row["r1"], "r10": row["r10"], "baseline": "chance", "baseline_r1": chance,
+                              "times_baseline": row["r1"] / chance if chance else None})
+    for name in runs:
+        extra = ("--limit", str(args.gettext_limit)) + (("--no-tfidf",) if name != runs[0] else ())
+        result = evaluate(build, folder / folder_of(name), "data/gettext/test.jsonl", args, evals, extra)
+        report[f"{name}_checkpoint"] = result["checkpoint"]
         model, tfidf = rows_of(result, "model"), rows_of(result, "tfidf")
         for direction, row in model.items():
             base = tfidf.get(direction, {"r1": None})["r1"] if tfidf else table_tfidf.get(direction)
@@ -160,15 +194,32 @@ def main():
             table_tfidf = {direction: row["r1"] for direction, row in tfidf.items()}
     report["wall"]["eval"] = time.time() - began
     report["table"] = table
-    times = ", ".join(f"{name} {report[name + '_step_seconds'] * 1e3:.1f} ms" for name in RUNS)
-    print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, seed {args.seed}, the {len(RUNS)} runs at once on one GPU "
+    times = ", ".join(f"{name} {report[name + '_step_seconds'] * 1e3:.1f} ms" for name in runs)
+    seeds = args.seeds or args.seed
+    print(f"\n{args.tier}, rows of 1024 columns, {steps} steps each, seed {seeds}, the {len(runs)} runs at once on one GPU "
           f"(a step: {times})")
-    print(f"{'set':8} {'pairs':>6} {'direction':16} {'run':9} {'R@1':>7} {'R@10':>7} {'baseline':>9} {'its R@1':>8} {'x':>7}")
+    for name in report["cut_short"]:
+        print(f"{name} was stopped and scored at {pathlib.Path(report[name + '_checkpoint']).name} of {steps} steps")
+    print(f"{'set':8} {'pairs':>6} {'direction':16} {'run':15} {'R@1':>7} {'R@10':>7} {'baseline':>9} {'its R@1':>8} {'x':>7}")
     for row in table:
         times = f"{row['times_baseline']:.0f}x" if row["times_baseline"] is not None else "-"
         base = f"{row['baseline_r1']:.4f}" if row["baseline_r1"] is not None else "-"
-        print(f"{row['set']:8} {row['pairs']:>6} {row['direction']:16} {row['run']:9} {row['r1']:7.4f} {row['r10']:7.4f} "
+        print(f"{row['set']:8} {row['pairs']:>6} {row['direction']:16} {row['run']:15} {row['r1']:7.4f} {row['r10']:7.4f} "
               f"{row['baseline']:>9} {base:>8} {times:>7}")
+    scores = {}  # (kind, rate, direction) -> gettext R@1 of each seed
+    for row in table:
+        if row["set"] == "gettext":
+            kind, rate, _ = parse_run(row["run"], args.seed)
+            scores.setdefault((kind, rate or "default", row["direction"]), []).append(row["r1"])
+    best = {}  # (kind, direction) -> (mean R@1 over seeds, rate, seeds): each kind at its best rate
+    for (kind, rate, direction), values in scores.items():
+        best[(kind, direction)] = max(best.get((kind, direction), (-1.0, "", 0)), (statistics.mean(values), rate, len(values)))
+    report["gettext_best"] = [{"kind": kind, "direction": direction, "r1": r1, "rate": rate, "seeds": count}
+                              for (kind, direction), (r1, rate, count) in best.items()]
+    if len({kind for kind, _ in best}) > 1:
+        print("\ngettext R@1, each kind of run at its best learning rate (mean over seeds):")
+        for (kind, direction), (r1, rate, count) in sorted(best.items(), key=lambda item: (item[0][1], item[0][0])):
+            print(f"  {direction:16} {kind:9} {r1:.4f} (rate {rate}, {count} seed{'s' if count > 1 else ''})")
     (out / "image_run.json").write_text(json.dumps(report, indent=1))
 
 
