@@ -2,11 +2,16 @@
  *  its encoder: texts of one length, batch_bytes / length texts a call, for a number of seconds.
  *  Prints one JSON line per text length; bench/encode.py puts it beside the peer. With --device cuda
  *  the model runs on the GPU and the workspace is reserved so that one call is one pass. Each line
- *  names the CPU, its class and the BF16 kernel table that ran (uform_device_name; UFORM_CPU pins it). */
+ *  names the CPU, its class and the BF16 kernel table that ran (uform_device_name; UFORM_CPU pins it).
+ *  With --contexts LIST, for each N of the list, N threads each encode through a context of their own
+ *  over the one model (uform_context_create: the CPU's threads split between them, or N GPU streams),
+ *  and a line per N gives their bytes/s together (bench/contexts.py tabulates them). */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/threads.h"
 #include "encode_model.h"
 
 static int uform_fail_(uform_status_t status) {
@@ -14,8 +19,77 @@ static int uform_fail_(uform_status_t status) {
     return status == uform_ok_k ? 0 : 1;
 }
 
+/* One thread of a --contexts run: its own context and texts; calls until the shared deadline. */
+typedef struct uform_worker_t {
+    uform_model_t *model;
+    uform_device_t device;
+    size_t index, threads, cells, batch, length, width, calls;
+    double seconds;
+    pthread_barrier_t *start;
+    uform_status_t status;
+    char error[512];
+} uform_worker_t;
+
+static void *uform_worker_(void *pointer) {
+    uform_worker_t *worker = pointer;
+    uform_context_t *context = NULL;
+    uint8_t *bytes = malloc(worker->batch * worker->length);
+    uform_text_t *texts = malloc(worker->batch * sizeof(uform_text_t));
+    float *embeddings = malloc(worker->batch * worker->width * sizeof(float));
+    unsigned seed = (unsigned)worker->index + 1u; /* each context encodes texts of its own */
+    uform_status_t status = bytes && texts && embeddings ? uform_ok_k : uform_out_of_memory_k;
+    for (size_t i = 0; status == uform_ok_k && i < worker->batch * worker->length; ++i) bytes[i] = (uint8_t)(rand_r(&seed) & 255);
+    for (size_t i = 0; status == uform_ok_k && i < worker->batch; ++i) texts[i] = (uform_text_t){bytes + i * worker->length, worker->length};
+    if (status == uform_ok_k) status = uform_context_create(worker->model, worker->device, worker->threads, &context);
+    if (status == uform_ok_k) status = uform_context_reserve(context, worker->cells);
+    if (status == uform_ok_k) /* warm-up: plans, buffers */
+        status = uform_context_encode(context, texts, worker->batch, worker->width, embeddings, NULL);
+    if (status != uform_ok_k) snprintf(worker->error, sizeof(worker->error), "%s", uform_last_error());
+    pthread_barrier_wait(worker->start); /* every context made before any is timed */
+    double start = uform_bench_now();
+    while (status == uform_ok_k && uform_bench_now() - start < worker->seconds) {
+        status = uform_context_encode(context, texts, worker->batch, worker->width, embeddings, NULL);
+        if (status != uform_ok_k) snprintf(worker->error, sizeof(worker->error), "%s", uform_last_error());
+        worker->calls++;
+    }
+    worker->status = status;
+    uform_context_close(context);
+    free(bytes);
+    free(texts);
+    free(embeddings);
+    return NULL;
+}
+
+/* bytes/s of `contexts` threads encoding at once, each through its own context; 0 on failure (said). */
+static double uform_contexts_rate_(uform_model_t *model, uform_device_t device, size_t contexts, size_t threads, size_t cells,
+                                   size_t batch, size_t length, size_t width, double seconds) {
+    uform_worker_t workers[64];
+    pthread_t handles[64];
+    pthread_barrier_t start;
+    if (contexts > 64) contexts = 64;
+    pthread_barrier_init(&start, NULL, (unsigned)contexts + 1);
+    size_t each = threads / contexts ? threads / contexts : 1;
+    for (size_t i = 0; i < contexts; ++i) {
+        workers[i] = (uform_worker_t){model, device, i, each, cells, batch, length, width, 0, seconds, &start, uform_ok_k, ""};
+        pthread_create(&handles[i], NULL, uform_worker_, &workers[i]);
+    }
+    pthread_barrier_wait(&start);
+    double began = uform_bench_now();
+    size_t calls = 0;
+    int failed = 0;
+    for (size_t i = 0; i < contexts; ++i) {
+        pthread_join(handles[i], NULL);
+        calls += workers[i].calls;
+        if (workers[i].status != uform_ok_k && !failed++)
+            fprintf(stderr, "uform_bench_encode: context %zu of %zu: %s\n", i, contexts, workers[i].error);
+    }
+    double elapsed = uform_bench_now() - began;
+    pthread_barrier_destroy(&start);
+    return failed ? 0 : (double)(calls * batch * length) / elapsed;
+}
+
 int main(int argc, char **argv) {
-    char const *model_path = NULL, *lengths = "128,2048", *precision = "bf16", *device = "cpu";
+    char const *model_path = NULL, *lengths = "128,2048", *precision = "bf16", *device = "cpu", *contexts = NULL;
     double seconds = 5.0;
     size_t threads = 0, batch_bytes = 8192;
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -26,6 +100,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch-bytes")) batch_bytes = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--precision")) precision = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
+        else if (!strcmp(argv[i], "--contexts")) contexts = argv[i + 1];
         else {
             fprintf(stderr, "uform_bench_encode: unknown option %s\n", argv[i]);
             return 2;
@@ -33,7 +108,7 @@ int main(int argc, char **argv) {
     }
     if (!model_path) {
         fprintf(stderr, "usage: uform_bench_encode --model DIR [--bytes 128,2048] [--seconds 5] [--threads N] "
-                        "[--batch-bytes 8192] [--precision bf16|e4m3|f32] [--device cpu|cuda]\n");
+                        "[--batch-bytes 8192] [--precision bf16|e4m3|f32] [--device cpu|cuda] [--contexts 1,2,4]\n");
         return 2;
     }
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) {
@@ -67,6 +142,28 @@ int main(int argc, char **argv) {
         float *embeddings = malloc(batch * width * sizeof(float));
         for (size_t i = 0; i < batch * length; ++i) bytes[i] = (uint8_t)(rand_r(&seed) & 255);
         for (size_t i = 0; i < batch; ++i) texts[i] = (uform_text_t){bytes + i * length, length};
+        for (char *list = (char *)contexts; list && *list;) {
+            size_t count = strtoul(list, &list, 10);
+            list += *list == ',';
+            if (!count || count > 64) {
+                fprintf(stderr, "uform_bench_encode: --contexts takes counts of 1 to 64, comma-separated\n");
+                return 2;
+            }
+            size_t threads_all = threads ? threads : uform_cores();
+            double rate = uform_contexts_rate_(model, strcmp(device, "cuda") ? uform_device_cpu_k : uform_device_cuda_k, count,
+                                               threads_all, 2 * batch_bytes + config.columns, batch, length, width, seconds);
+            if (rate <= 0) return 1;
+            printf("{\"system\": \"uform\", \"version\": \"%s\", \"device\": \"%s\", \"precision\": \"%s\", \"threads\": %zu, "
+                   "\"contexts\": %zu, \"text_bytes\": %zu, \"batch\": %zu, \"bytes_per_s\": %.0f, \"cpu\": \"%s\", \"kernels\": \"%s\"}\n",
+                   uform_version(), device, precision, threads_all, count, length, batch, rate, cpu, kernels);
+            fflush(stdout);
+        }
+        if (contexts) {
+            free(bytes);
+            free(texts);
+            free(embeddings);
+            continue;
+        }
         status = uform_encode(model, texts, batch, width, embeddings, NULL); /* warm-up */
         size_t calls = 0;
         double start = uform_bench_now(), elapsed = 0;

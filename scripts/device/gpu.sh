@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|encode-profile|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -13,6 +13,8 @@
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `encode-profile`: one encode call's kernels (ncu) and wall time beside the compiled peer's (bench/profile_encode.py).
+# `contexts [contexts.py flags]`: encode throughput against the number of contexts sharing one model, on the GPU
+# and this host's CPU (bench/contexts.py).
 # `decode` builds uform_image_decode_test there and runs it: JPEGs decoded and resized into patches on
 # the GPU (nvJPEG, NPP) against the host path, its planted controls, a truncated and a CMYK JPEG
 # refused, and host against GPU images/s; decode.txt and decode.json (docs/images.md, "GPU decoding").
@@ -71,7 +73,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -125,6 +127,12 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
       { tail -40 "$out/build-encode.log"; exit 1; }
     python3 bench/encode.py --device cuda --build build-parity --peers third_party/peers \
       --output "$out/encode_cuda.json" "$@" 2>&1 | tee "$out/encode.txt"
+    exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = contexts ]; then  # many contexts over one model, on the GPU and the host's CPU
+    cmake --build build-parity -j 16 --target uform_cli uform_bench_encode > "$out/build-contexts.log" 2>&1 ||
+      { tail -40 "$out/build-contexts.log"; exit 1; }
+    python3 bench/contexts.py --build build-parity --output "$out/contexts.json" "$@" 2>&1 | tee "$out/contexts.txt"
     exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = encode-profile ]; then  # one encode call's kernels and wall time, ours beside the compiled peer's
