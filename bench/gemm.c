@@ -1,9 +1,14 @@
-/*  gemm.c: single-thread GFLOP/s of every BF16 kernel table this CPU runs (kernels.h: amx, avx512bf16,
- *  avx512f, avx2, generic) against OpenBLAS sgemm, at the encoder's product shapes for a width, with
- *  128-row tiles as the forward pass issues them. Prints the CPU class, a table with a column per
- *  table, and one JSON line per shape and table (stderr).
+/*  gemm.c: single-thread GFLOP/s of the encoder's product shapes for each width, with 128-row tiles
+ *  as the forward pass issues them. BF16: every kernel table this CPU runs (kernels.h: amx,
+ *  avx512bf16, avx512f, avx2, generic) against OpenBLAS sgemm. E4M3: ours as the forward pass runs it
+ *  (uform_cpu_linear_e4m3: codes packed once; per call the input rows quantized with a scale per row,
+ *  the codes widened and multiplied by the table's BF16 product, both scales applied) with each table,
+ *  beside each NumKong E4M3 backend this CPU runs, doing the same work (bench/numkong_e4m3.h: its
+ *  layout made once, outside the timing; its quantization of the input rows, its product and the same
+ *  scales inside), where the build found NumKong. Prints the CPU class and a table per precision, and
+ *  one JSON line per shape and column (stderr). test_numkong checks every E4M3 column's numbers.
  *
- *      uform_bench_gemm [--width 512] [--seconds 1] [--kernels avx2,generic]
+ *      uform_bench_gemm [--width 512,1024] [--seconds 1] [--precisions bf16,e4m3] [--kernels avx2,numkong_genoa]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,8 +16,10 @@
 #include <time.h>
 
 #include "core/numeric.h"
+#include "cpu/forward.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
+#include "numkong_e4m3.h"
 
 static double uform_now_(void) {
     struct timespec t;
@@ -20,74 +27,228 @@ static double uform_now_(void) {
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-enum { uform_tables_most_k = 8 };
+enum { uform_tables_most_k = 8, uform_columns_most_k = 24, uform_widths_most_k = 8 };
 
-/* GFLOP/s of C [rows, width] = A B^T by one table, or by OpenBLAS where `kernels` is NULL. */
-static double uform_rate_(uform_kernels_t const *kernels, float const *a, float const *b, uint16_t const *a16,
-                          uint16_t const *packed, float *c, size_t rows, size_t width, size_t depth, double seconds) {
+/* Whether `name` is in the comma-separated `list` (every name where `list` is NULL). */
+static int uform_listed_(char const *list, char const *name) {
+    if (!list) return 1;
+    size_t length = strlen(name);
+    for (char const *found = strstr(list, name); found; found = strstr(found + 1, name))
+        if ((found == list || found[-1] == ',') && (found[length] == ',' || !found[length])) return 1;
+    return 0;
+}
+
+/* One timed column on one shape: what its call runs and on what. */
+typedef struct uform_job_t {
+    uform_kernels_t const *kernels; /* ours (BF16 or E4M3), or NULL */
+#if defined(UFORM_HAVE_NUMKONG)
+    uform_numkong_e4m3_t const *backend; /* NumKong's E4M3, or NULL */
+    void const *numkong_weights;
+    float const *numkong_scales;
+    uform_numkong_scratch_t numkong_scratch;
+#endif
+    int e4m3, product_alone;
+    size_t rows, width, depth;
+    float const *a, *b;
+    uint16_t const *a16, *packed;   /* BF16 */
+    uform_weight_t const *matrix;   /* E4M3: our codes and scales */
+    uform_scratch_t *scratch;
+    float *c;
+} uform_job_t;
+
+static void uform_call_(uform_job_t const *job) {
+    size_t rows = job->rows, width = job->width, depth = job->depth;
+#if defined(UFORM_HAVE_NUMKONG)
+    if (job->backend) {
+        if (job->product_alone)
+            uform_numkong_product(job->backend, job->numkong_weights, job->numkong_scratch.codes, rows, width, depth,
+                                  job->c, width);
+        else
+            uform_numkong_linear(job->backend, job->numkong_weights, job->numkong_scales, job->a, depth, rows, width,
+                                 depth, job->c, width, &job->numkong_scratch);
+        return;
+    }
+#endif
+    if (job->e4m3) uform_cpu_linear_e4m3(job->kernels, job->matrix, job->a, depth, rows, job->c, width, job->scratch);
+    else if (job->kernels) job->kernels->gemm(job->a16, depth, job->packed, job->c, width, rows, width, depth);
+    else uform_gemm_f32_nt(job->a, depth, job->b, depth, job->c, width, rows, width, depth);
+}
+
+/* GFLOP/s of the job's call, repeated for at least `seconds`. */
+static double uform_rate_(uform_job_t const *job, double seconds) {
     size_t calls = 0;
     double start = uform_now_(), elapsed = 0;
     while (elapsed < seconds) {
-        if (kernels) kernels->gemm(a16, depth, packed, c, width, rows, width, depth);
-        else uform_gemm_f32_nt(a, depth, b, depth, c, width, rows, width, depth);
+        uform_call_(job);
         calls++;
         elapsed = uform_now_() - start;
     }
-    return 2.0 * (double)(rows * width * depth) * (double)calls / elapsed / 1e9;
+    return 2.0 * (double)(job->rows * job->width * job->depth) * (double)calls / elapsed / 1e9;
+}
+
+static void *uform_aligned_(size_t bytes) { return aligned_alloc(64, (bytes + 63) / 64 * 64); }
+
+static void uform_json_(char const *product, size_t width, size_t depth, size_t rows, char const *class,
+                        char const *kernels, char const *precision, double rate, double alone, size_t weight_bytes) {
+    fprintf(stderr, "{\"product\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"cpu_class\": \"%s\", "
+                    "\"kernels\": \"%s\", \"precision\": \"%s\", \"gflops\": %.1f",
+            product, width, depth, rows, class, kernels, precision, rate);
+    if (alone > 0) fprintf(stderr, ", \"gflops_product_alone\": %.1f", alone);
+    if (weight_bytes) fprintf(stderr, ", \"weight_bytes\": %zu", weight_bytes);
+    fprintf(stderr, "}\n");
 }
 
 int main(int argc, char **argv) {
-    size_t d = 512, rows = 128;
+    size_t widths[uform_widths_most_k] = {512}, widths_count = 1, rows = 128;
     double seconds = 1.0;
-    char const *only = NULL;
+    char const *only = NULL, *precisions = "bf16,e4m3";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--width")) d = (size_t)atol(argv[i + 1]);
-        else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
+        if (!strcmp(argv[i], "--width")) {
+            widths_count = 0;
+            for (char *p = argv[i + 1], *end = p; *p && widths_count < uform_widths_most_k; p = *end ? end + 1 : end) {
+                widths[widths_count++] = (size_t)strtoul(p, &end, 10);
+                if (end == p) break;  /* not a number: stop there */
+            }
+        } else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--kernels")) only = argv[i + 1];
+        else if (!strcmp(argv[i], "--precisions")) precisions = argv[i + 1];
     }
-    struct { char const *name; size_t width, depth; } const shapes[] = {
-        {"qkv", 3 * d, d}, {"out", d, d}, {"gate_up", 8 * d, d}, {"down", d, 4 * d}};
     uform_kernels_t const *tables[uform_tables_most_k];
     size_t count = 0;
-    for (size_t i = 0; uform_kernels_all[i] && count < uform_tables_most_k; ++i) {
-        char const *name = uform_kernels_all[i]->name;
-        size_t length = strlen(name);
-        char const *found = only ? strstr(only, name) : name;
-        int listed = found && (found == only || !only || found[-1] == ',') && (found[length] == ',' || !found[length]);
-        if (listed && uform_kernels_runs(name)) tables[count++] = uform_kernels_all[i];
-    }
+    for (size_t i = 0; uform_kernels_all[i] && count < uform_tables_most_k; ++i)
+        if (uform_listed_(only, uform_kernels_all[i]->name) && uform_kernels_runs(uform_kernels_all[i]->name))
+            tables[count++] = uform_kernels_all[i];
     char class[256];
     uform_cpu_class(class, sizeof(class));
-    printf("CPU class: %s; default kernels: %s; single thread, %zu-row tiles\n\n| product | width x depth |", class,
-           uform_kernels()->name, rows);
-    for (size_t t = 0; t < count; ++t) printf(" %s GFLOP/s |", tables[t]->name);
-    printf(" OpenBLAS F32 GFLOP/s |\n|---|---|");
-    for (size_t t = 0; t <= count; ++t) printf("---|");
-    printf("\n");
-    for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
-        size_t width = shapes[s].width, depth = shapes[s].depth;
-        float *a = malloc(rows * depth * sizeof(float)), *b = malloc(width * depth * sizeof(float));
-        float *c = malloc(rows * width * sizeof(float));
-        uint16_t *a16 = malloc(rows * depth * sizeof(uint16_t)), *b16 = malloc(width * depth * sizeof(uint16_t));
-        uint16_t *packed = aligned_alloc(64, (uform_packed_size(width, depth) + 63) & ~(size_t)63);
-        uform_rng_t rng = {s + 1};
-        for (size_t i = 0; i < rows * depth; ++i) a[i] = (float)uform_rng_normal(&rng);
-        for (size_t i = 0; i < width * depth; ++i) b[i] = (float)uform_rng_normal(&rng);
-        uform_bf16_from_f32_array(a, a16, rows * depth);
-        uform_bf16_from_f32_array(b, b16, width * depth);
-        uform_pack_bf16(b16, width, depth, depth, 1, packed);
-        printf("| %s | %zu x %zu |", shapes[s].name, width, depth);
-        for (size_t t = 0; t <= count; ++t) {
-            uform_kernels_t const *kernels = t < count ? tables[t] : NULL;
-            double rate = uform_rate_(kernels, a, b, a16, packed, c, rows, width, depth, seconds);
-            printf(" %.1f |", rate);
-            fflush(stdout);
-            fprintf(stderr, "{\"product\": \"%s\", \"width\": %zu, \"depth\": %zu, \"rows\": %zu, \"cpu_class\": \"%s\", "
-                            "\"kernels\": \"%s\", \"gflops\": %.1f}\n",
-                    shapes[s].name, width, depth, rows, class, kernels ? kernels->name : "openblas_f32", rate);
-        }
+    printf("CPU class: %s; default kernels: %s; single thread, %zu-row tiles\n", class, uform_kernels()->name, rows);
+
+    if (uform_listed_(precisions, "bf16")) {
+        printf("\nBF16 products (inputs rounded to BF16, Float32 accumulation):\n\n| product | width x depth |");
+        for (size_t t = 0; t < count; ++t) printf(" %s GFLOP/s |", tables[t]->name);
+        printf(" OpenBLAS F32 GFLOP/s |\n|---|---|");
+        for (size_t t = 0; t <= count; ++t) printf("---|");
         printf("\n");
-        free(a), free(b), free(c), free(a16), free(b16), free(packed);
+        for (size_t w = 0; w < widths_count; ++w) {
+            size_t d = widths[w];
+            struct { char const *name; size_t width, depth; } const shapes[] = {
+                {"qkv", 3 * d, d}, {"out", d, d}, {"gate_up", 8 * d, d}, {"down", d, 4 * d}};
+            for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
+                size_t width = shapes[s].width, depth = shapes[s].depth;
+                float *a = malloc(rows * depth * sizeof(float)), *b = malloc(width * depth * sizeof(float));
+                float *c = malloc(rows * width * sizeof(float));
+                uint16_t *a16 = malloc(rows * depth * sizeof(uint16_t));
+                uint16_t *b16 = malloc(width * depth * sizeof(uint16_t));
+                uint16_t *packed = uform_aligned_(uform_packed_size(width, depth));
+                uform_rng_t rng = {s + 1};
+                for (size_t i = 0; i < rows * depth; ++i) a[i] = (float)uform_rng_normal(&rng);
+                for (size_t i = 0; i < width * depth; ++i) b[i] = (float)uform_rng_normal(&rng);
+                uform_bf16_from_f32_array(a, a16, rows * depth);
+                uform_bf16_from_f32_array(b, b16, width * depth);
+                uform_pack_bf16(b16, width, depth, depth, 1, packed);
+                printf("| %s | %zu x %zu |", shapes[s].name, width, depth);
+                for (size_t t = 0; t <= count; ++t) {
+                    uform_job_t job = {.kernels = t < count ? tables[t] : NULL, .rows = rows, .width = width,
+                                       .depth = depth, .a = a, .b = b, .a16 = a16, .packed = packed, .c = c};
+                    double rate = uform_rate_(&job, seconds);
+                    printf(" %.1f |", rate);
+                    fflush(stdout);
+                    char const *name = job.kernels ? job.kernels->name : "openblas_f32";
+                    uform_json_(shapes[s].name, width, depth, rows, class, name, "bf16", rate, 0, 0);
+                }
+                printf("\n");
+                free(a), free(b), free(c), free(a16), free(b16), free(packed);
+            }
+        }
     }
+
+    if (!uform_listed_(precisions, "e4m3")) return 0;
+    /* NumKong's backends this CPU runs; plain C only where named */
+#if defined(UFORM_HAVE_NUMKONG)
+    uform_numkong_e4m3_t const *backends[uform_columns_most_k];
+    size_t backends_count = 0;
+    for (size_t i = 0; i < uform_numkong_e4m3_count_k && backends_count < uform_columns_most_k; ++i) {
+        uform_numkong_e4m3_t const *backend = &uform_numkong_e4m3_all[i];
+        int asked = only ? uform_listed_(only, backend->name) : !strstr(backend->name, "serial");
+        if (asked && uform_numkong_runs(backend)) backends[backends_count++] = backend;
+    }
+#else
+    size_t const backends_count = 0;
+#endif
+    printf("\nE4M3 products (a scale per row of each side; input rows quantized in every call; docs/precision.md):\n\n"
+           "| product | width x depth |");
+    for (size_t t = 0; t < count; ++t) printf(" ours, %s GFLOP/s |", tables[t]->name);
+#if defined(UFORM_HAVE_NUMKONG)
+    for (size_t n = 0; n < backends_count; ++n) printf(" %s GFLOP/s |", backends[n]->name);
+    if (count && backends_count) printf(" best NumKong / best ours |");
+#endif
+    printf("\n|---|---|");
+    for (size_t t = 0; t < count + backends_count + (count && backends_count); ++t) printf("---|");
+    printf("\n");
+    for (size_t w = 0; w < widths_count; ++w) {
+        size_t d = widths[w];
+        struct { char const *name; size_t width, depth; } const shapes[] = {
+            {"qkv", 3 * d, d}, {"out", d, d}, {"gate_up", 8 * d, d}, {"down", d, 4 * d}};
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
+            size_t width = shapes[s].width, depth = shapes[s].depth;
+            float *a = malloc(rows * depth * sizeof(float)), *c = malloc(rows * width * sizeof(float));
+            uint16_t *b16 = malloc(width * depth * sizeof(uint16_t));
+            uform_rng_t rng = {s + 1};
+            for (size_t i = 0; i < rows * depth; ++i) a[i] = (float)uform_rng_normal(&rng);
+            for (size_t i = 0; i < width * depth; ++i) b16[i] = uform_f32_to_bf16((float)uform_rng_normal(&rng));
+            uform_weight_t matrix = {.rows = width, .columns = depth,
+                                     .e4m3 = uform_aligned_(uform_packed_e4m3_size(width, depth)),
+                                     .scales = malloc(width * sizeof(float))};
+            uform_pack_e4m3(b16, width, depth, matrix.scales, matrix.e4m3);
+            uform_scratch_t scratch = {.inputs_bf16 = uform_aligned_(rows * depth * sizeof(uint16_t)),
+                                       .row_scales = malloc(rows * sizeof(float)),
+                                       .panels_bf16 = uform_aligned_(uform_e4m3_panels_k *
+                                                                     uform_packed_size(16, depth))};
+            printf("| %s | %zu x %zu |", shapes[s].name, width, depth);
+            double best_ours = 0;
+            for (size_t t = 0; t < count; ++t) {
+                uform_job_t job = {.kernels = tables[t], .e4m3 = 1, .rows = rows, .width = width, .depth = depth,
+                                   .a = a, .matrix = &matrix, .scratch = &scratch, .c = c};
+                double rate = uform_rate_(&job, seconds);
+                best_ours = rate > best_ours ? rate : best_ours;
+                printf(" %.1f |", rate);
+                fflush(stdout);
+                uform_json_(shapes[s].name, width, depth, rows, class, tables[t]->name, "e4m3", rate, 0,
+                            uform_packed_e4m3_size(width, depth));
+            }
+#if defined(UFORM_HAVE_NUMKONG)
+            double best_numkong = 0;
+            uint8_t *codes = malloc(width * depth);
+            float *scales = malloc(width * sizeof(float));
+            uform_e4m3_rows(b16, width, depth, scales, codes);  /* the same codes and scales as ours, row-major */
+            for (size_t n = 0; n < backends_count; ++n) {
+                size_t weight_bytes = uform_numkong_weights_size(backends[n], width, depth);
+                void *weights = uform_aligned_(weight_bytes);
+                uform_numkong_prepare(backends[n], codes, width, depth, weights);
+                uform_job_t job = {.backend = backends[n], .numkong_weights = weights, .numkong_scales = scales,
+                                   .numkong_scratch = {malloc(rows * depth), malloc(rows * sizeof(float)),
+                                                       malloc(depth * sizeof(float))},
+                                   .e4m3 = 1, .rows = rows, .width = width, .depth = depth, .a = a, .c = c};
+                double rate = uform_rate_(&job, seconds);
+                job.product_alone = 1;  /* its codes from the call above */
+                double alone = uform_rate_(&job, seconds);
+                best_numkong = rate > best_numkong ? rate : best_numkong;
+                printf(" %.1f |", rate);
+                fflush(stdout);
+                uform_json_(shapes[s].name, width, depth, rows, class, backends[n]->name, "e4m3", rate, alone,
+                            weight_bytes);
+                free(weights), free(job.numkong_scratch.codes), free(job.numkong_scratch.row_scales);
+                free(job.numkong_scratch.scaled);
+            }
+            if (count && backends_count) printf(" %.2fx |", best_numkong / best_ours);
+            free(codes), free(scales);
+#endif
+            printf("\n");
+            free(a), free(c), free(b16), free(matrix.e4m3), free(matrix.scales);
+            free(scratch.inputs_bf16), free(scratch.row_scales), free(scratch.panels_bf16);
+        }
+    }
+#if !defined(UFORM_HAVE_NUMKONG)
+    printf("\nNo NumKong column: its headers were not found at build time (scripts/setup.sh fetches them).\n");
+#endif
     return 0;
 }

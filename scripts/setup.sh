@@ -41,6 +41,25 @@ if command -v nvcc > /dev/null && ! python3 -c "import site, os, sys; sys.exit(n
   python3 -m pip install --quiet --no-deps "nvidia-nvjpeg>=13,<14" "nvidia-npp>=13,<14" ||
     echo "setup: could not install nvJPEG and NPP; the CUDA backend builds without GPU JPEG decoding"
 fi
+# NumKong's E4M3 kernels (uform_bench_gemm measures them beside ours, test_numkong checks them): the
+# headers and license of its PyPI source distribution, pinned by hash, in third_party/ (git-ignored);
+# without them both say so and everything else builds as before.
+numkong_version=7.8.6
+numkong_sha256=c0c930acdb0f1c3839ab43aaa15368b9266c95a08abf20d51d335abc4ff6db09
+numkong=third_party/numkong
+if [ "$(cat "$numkong/VERSION" 2>/dev/null)" != "$numkong_version" ]; then
+  sdist="$(mktemp -d)"
+  if python3 -m pip download --quiet --no-deps --no-binary :all: --require-hashes -d "$sdist" \
+       -r <(echo "numkong==$numkong_version --hash=sha256:$numkong_sha256") &&
+     tar -xzf "$sdist/numkong-$numkong_version.tar.gz" -C "$sdist"; then
+    rm -rf "$numkong" && mkdir -p "$numkong"
+    cp -r "$sdist/numkong-$numkong_version/include" "$sdist/numkong-$numkong_version/LICENSE" "$numkong/"
+    echo "$numkong_version" > "$numkong/VERSION"
+  else
+    echo "setup: could not fetch NumKong $numkong_version; the E4M3 benchmark and test_numkong run without it"
+  fi
+  rm -rf "$sdist"
+fi
 [ "${1:-}" = "--deps-only" ] && exit 0
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release > /dev/null

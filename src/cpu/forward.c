@@ -22,11 +22,10 @@ typedef struct uform_pass_job_t {
     size_t tiles;
 } uform_pass_job_t;
 
-/* C = (Q(A / s_a) Q(W / s_w)^T) s_a s_w, Q rounding to E4M3, s_a a scale per row of A and s_w the
- * packed one per row of W: the codes are widened to BF16 (exact) a group of panels at a time, so
- * that the table's BF16 product runs on them, each widening serving every row of the tile. */
-static void uform_linear_e4m3_(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
-                               size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
+/* The codes are widened to BF16 (exact) a group of panels at a time, so that the table's BF16 product
+ * runs on them, each widening serving every row of the tile. */
+void uform_cpu_linear_e4m3(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
+                           size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     size_t depth = matrix->columns, width = matrix->rows, pairs = (depth + 1) / 2;
     for (size_t r = 0; r < rows; ++r) {
         float scale = kernels->quantize_e4m3(a + r * a_stride, depth, scratch->inputs_bf16 + r * depth);
@@ -54,7 +53,7 @@ void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, 
     }
     uform_kernels_t const *kernels = uform_kernels();
     if (matrix->e4m3) {
-        uform_linear_e4m3_(kernels, matrix, a, a_stride, rows, c, c_stride, scratch);
+        uform_cpu_linear_e4m3(kernels, matrix, a, a_stride, rows, c, c_stride, scratch);
         return;
     }
     for (size_t r = 0; r < rows; ++r)

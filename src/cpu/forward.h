@@ -3,6 +3,7 @@
 #ifndef UFORM_CPU_FORWARD_H
 #define UFORM_CPU_FORWARD_H
 
+#include "cpu/kernels.h"
 #include "model/model.h"
 
 typedef struct uform_pass_t {
@@ -28,5 +29,13 @@ void uform_cpu_forward(uform_context_t *context, uform_pass_t const *pass);
  *  tile; `scratch` a thread's). */
 void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
                       size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch);
+
+/** uform_cpu_linear's E4M3 product by a given kernel table (uform_bench_gemm and test_numkong pick it):
+ *  C = (Q(A / s_a) Q(W / s_w)^T) s_a s_w, Q rounding to E4M3, s_a a scale per row of A (made here by
+ *  the table's quantize_e4m3), W's codes and scales s_w those of `matrix` (uform_pack_e4m3). Uses
+ *  scratch's inputs_bf16 [rows * depth], row_scales [rows] and panels_bf16 (uform_e4m3_panels_k
+ *  panels of `depth`). */
+void uform_cpu_linear_e4m3(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
+                           size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch);
 
 #endif
