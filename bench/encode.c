@@ -137,11 +137,6 @@ int main(int argc, char **argv) {
         cursor += *cursor == ',';
         if (!length) break;
         size_t batch = batch_bytes / length ? batch_bytes / length : 1;
-        uint8_t *bytes = malloc(batch * length);
-        uform_text_t *texts = malloc(batch * sizeof(uform_text_t));
-        float *embeddings = malloc(batch * width * sizeof(float));
-        for (size_t i = 0; i < batch * length; ++i) bytes[i] = (uint8_t)(rand_r(&seed) & 255);
-        for (size_t i = 0; i < batch; ++i) texts[i] = (uform_text_t){bytes + i * length, length};
         for (char *list = (char *)contexts; list && *list;) {
             size_t count = strtoul(list, &list, 10);
             list += *list == ',';
@@ -158,12 +153,12 @@ int main(int argc, char **argv) {
                    uform_version(), device, precision, threads_all, count, length, batch, rate, cpu, kernels);
             fflush(stdout);
         }
-        if (contexts) {
-            free(bytes);
-            free(texts);
-            free(embeddings);
-            continue;
-        }
+        if (contexts) continue;
+        uint8_t *bytes = malloc(batch * length);
+        uform_text_t *texts = malloc(batch * sizeof(uform_text_t));
+        float *embeddings = malloc(batch * width * sizeof(float));
+        for (size_t i = 0; i < batch * length; ++i) bytes[i] = (uint8_t)(rand_r(&seed) & 255);
+        for (size_t i = 0; i < batch; ++i) texts[i] = (uform_text_t){bytes + i * length, length};
         status = uform_encode(model, texts, batch, width, embeddings, NULL); /* warm-up */
         size_t calls = 0;
         double start = uform_bench_now(), elapsed = 0;
