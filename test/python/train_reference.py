@@ -21,8 +21,10 @@ OBJECTIVE_NAMES = {OBJECTIVE_MLM: "mlm", OBJECTIVE_CONTRASTIVE: "contrastive", O
 TCR_EPSILON_SQUARED = 0.5
 ADAFACTOR_EPSILON = 1e-30  # added to G^2 before the row and column means (SPEC.md section 5)
 
-# Matrices keep a factored second moment and a BF16 master; everything else is a vector.
-MATRIX_SUFFIXES = ("embed.bytes", "qkv", "out", "gate_up", "down", "pool.proj", "rerank.proj", "mlm.head")
+# Matrices (every rank-2 tensor, the frontends' and the masked media heads' too) keep a factored
+# second moment and a BF16 master; everything else is a vector.
+MATRIX_SUFFIXES = ("embed.bytes", "qkv", "out", "gate_up", "down", "pool.proj", "rerank.proj", "mlm.head",
+                   "vision.patch", "video.tube", "audio.frame", "mae.head", "mae_audio.head", "mae_video.head")
 
 
 def is_matrix(name):
