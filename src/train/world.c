@@ -105,6 +105,9 @@ static double uform_world_band_(uform_trainer_t *trainer, uform_world_t *world, 
         for (size_t c = 0; c < batch->candidates_count; ++c)
             world->band_labels[a * candidates + first + c] = batch->labels[a * batch->candidates_count + c] != 0;
     double normalizer = (double)world->anchors;
+#if defined(UFORM_PLANT_WORLD_LOCAL_ANCHORS)
+    normalizer = (double)anchors; /* planted: the loss a mean over the rank's own anchors */
+#endif
     int rerank = trainer->options.objective == uform_objective_rerank_k;
     uform_band_t const band = {
         .rows = rerank ? world->colbert : world->embeddings, .spans = world->spans,
@@ -124,6 +127,10 @@ static void uform_world_scatter_(uform_trainer_t const *trainer, uform_world_t *
     float *owned = rerank ? world->d_colbert : world->d_embeddings;
     for (size_t owner = 0; owner < world->ranks; ++owner) {
         size_t source = owner, rows = offsets[owner + 1] - offsets[owner];
+#if defined(UFORM_PLANT_WORLD_ROTATED)
+        source = (owner + 1) % world->ranks; /* planted: each owner takes the next rank's rows */
+        if (offsets[source + 1] - offsets[source] < rows) rows = offsets[source + 1] - offsets[source];
+#endif
         float *target = owned + offsets[owner] * width;
         float const *gathered = world->d_gathered + offsets[source] * width;
         for (size_t i = 0; i < rows * width; ++i) target[i] += gathered[i];
