@@ -32,6 +32,8 @@ CASES = {case.name: case for case in [
          "pairs_with_anchor_candidate", 9, images=True),
     Case("contrastive + tcr python 64x2", "python_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE, tcr_lambda=0.3), "pairs", 6),
     Case("rerank python 64x2", "python_64x2", Objective(tr.OBJECTIVE_RERANK), "pairs_with_anchor_candidate", 8),
+    Case("rerank + tcr python 64x2", "python_64x2", Objective(tr.OBJECTIVE_RERANK, tcr_lambda=0.3),
+         "pairs_with_anchor_candidate", 8),
     Case("contrastive + tcr + lipschitz python 64x2", "python_64x2",
          Objective(tr.OBJECTIVE_CONTRASTIVE, tcr_lambda=0.3, lipschitz_lambda=1.0, lipschitz_iterations=5), "pairs", 6),
     Case("contrastive + lipschitz init 128x1", "init_128x1",
@@ -126,7 +128,8 @@ def check_world_against_union(library, directory, case, ranks):
 
 
 UNION_CASES = [("contrastive init 64x2", 2), ("contrastive init 64x2", 3), ("contrastive images python 64x2", 2),
-               ("contrastive + tcr python 64x2", 2), ("contrastive + tcr python 64x2", 3), ("rerank python 64x2", 2)]
+               ("contrastive + tcr python 64x2", 2), ("contrastive + tcr python 64x2", 3), ("rerank python 64x2", 2),
+               ("rerank + tcr python 64x2", 3)]
 
 
 @pytest.mark.parametrize("case_name, ranks", UNION_CASES)
