@@ -91,7 +91,20 @@ UFORM_API void uform_trainer_close(uform_trainer_t *trainer);
 
 /** Loss and every parameter's gradient (Float32) for the batch; the weights do not change. CPU only. */
 UFORM_API uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
-/** One Adafactor step with the gradients of the last `uform_trainer_gradients` call. CPU only. */
+/** The loss and gradients of a world of `ranks` data-parallel ranks, each with its own batch
+ *  (`batches[ranks]`), simulated one rank at a time on the CPU with the gathers and reductions a
+ *  multi-GPU run makes (docs/training.md, "World N on the CPU"): contrastive and rerank score each
+ *  rank's anchors against every rank's candidates (a mean over the world's anchors); TCR's Gram is
+ *  the world's; MLM and Lipschitz are each rank's own, averaged over the ranks. The parameter
+ *  gradients are the world's (the ranks' summed), ready for uform_trainer_apply; `losses` are the
+ *  world's. A world of one is uform_trainer_gradients. Each batch fits the trainer's cells. CPU
+ *  only: a CUDA trainer gets uform_unsupported_k. */
+UFORM_API uform_status_t uform_trainer_gradients_world(uform_trainer_t *trainer, uform_batch_t const *batches, size_t ranks,
+                                                 uform_losses_t *losses);
+/** uform_trainer_gradients_world, then uform_trainer_apply: one step of the world. CPU only. */
+UFORM_API uform_status_t uform_trainer_step_world(uform_trainer_t *trainer, uform_batch_t const *batches, size_t ranks,
+                                            uform_losses_t *losses);
+/** One Adafactor step with the gradients of the last `uform_trainer_gradients` (or `_world`) call. CPU only. */
 UFORM_API uform_status_t uform_trainer_apply(uform_trainer_t *trainer);
 /** Both: gradients, then the step; the losses of this batch. On CUDA: uform_trainer_submit, then
  *  uform_trainer_sync (which waits for the step and brings the weights back: slower than submitting). */

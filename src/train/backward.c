@@ -1,5 +1,6 @@
-/*  backward.c: the Float32 training pass: the encoder forward keeping what its backward needs,
- *  the heads, the objectives (objectives.c), then every gradient, block by block in reverse.
+/*  backward.c: the Float32 training pass of one compacted batch: the encoder forward keeping what
+ *  its backward needs and the heads' outputs, then (once world.c has run the objectives on them)
+ *  MLM's head and every gradient, block by block in reverse.
  *  Products run through OpenBLAS in fixed 64-row chunks spread over the pool, so results do not
  *  depend on the thread count; attention runs one task per (segment, head). */
 #include <math.h>
@@ -212,16 +213,9 @@ static void uform_pool_backward_(uform_trainer_t *trainer, float *d_hidden) {
     }
 }
 
-uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
-    uform_model_t *model = trainer->model;
-    uform_config_t const *config = &model->config;
-    size_t n = trainer->active, d = config->width, depth = config->depth, heads = config->heads;
-    uform_train_options_t const *options = &trainer->options;
-    int wants_pool = options->objective == uform_objective_contrastive_k || options->tcr_lambda > 0 || options->lipschitz_lambda > 0;
-    uform_attention_job_t attention = {.trainer = trainer};
-
-    /* Forward. */
-    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL}; /* media already gathered */
+/* The frontend stage's weights, gradients and gathered media vectors (cpu/frontend.h). */
+static uform_frontend_trainer_t uform_frontend_of_(uform_trainer_t *trainer) {
+    uform_config_t const *config = &trainer->model->config;
     uform_frontend_trainer_t frontend = {.d_bytes = trainer->embed->gradient, .gemm = uform_frontend_gemm_, .context = trainer};
     for (size_t media = 0; media < uform_media_kinds_k; ++media) {
         uform_cell_kind_t kind = (uform_cell_kind_t)(uform_cell_image_k + media);
@@ -231,6 +225,19 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
         frontend.d_weights[media] = weight ? weight->gradient : NULL, frontend.d_biases[media] = bias ? bias->gradient : NULL;
         frontend.media[media] = trainer->media[media];
     }
+    return frontend;
+}
+
+void uform_train_forward(uform_trainer_t *trainer) {
+    uform_model_t *model = trainer->model;
+    uform_config_t const *config = &model->config;
+    size_t n = trainer->active, d = config->width, depth = config->depth, heads = config->heads;
+    uform_train_options_t const *options = &trainer->options;
+    int wants_pool = options->objective == uform_objective_contrastive_k || options->tcr_lambda > 0 || options->lipschitz_lambda > 0;
+    uform_attention_job_t attention = {.trainer = trainer};
+
+    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL}; /* media already gathered */
+    uform_frontend_trainer_t frontend = uform_frontend_of_(trainer);
     uform_frontend_train_forward(model, &cells, n, &frontend, trainer->inputs);
     for (size_t l = 0; l < depth; ++l) {
         uform_block_tensors_t const *block = &trainer->blocks[l];
@@ -261,13 +268,33 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
     for (size_t c = 0; c < n; ++c)
         trainer->final_scales[c] = uform_rmsnorm(last + c * d, trainer->final_norm->parameter, trainer->hidden + c * d, d);
 
-    /* Heads and objectives: each leaves the gradient of its outputs. */
+    if (wants_pool) uform_pool_forward_(trainer);
+    if (options->objective == uform_objective_rerank_k) {
+        size_t width = config->colbert_width;
+        uform_linear_forward_(trainer, trainer->rerank_proj, trainer->hidden, n, trainer->colbert_raw);
+        for (size_t c = 0; c < n; ++c) {
+            double norm = 0;
+            for (size_t i = 0; i < width; ++i) norm += (double)trainer->colbert_raw[c * width + i] * trainer->colbert_raw[c * width + i];
+            float inverse = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
+            for (size_t i = 0; i < width; ++i) trainer->colbert[c * width + i] = trainer->colbert_raw[c * width + i] * inverse;
+        }
+    }
+}
+
+void uform_train_backward(uform_trainer_t *trainer, uform_losses_t *losses) {
+    uform_model_t *model = trainer->model;
+    uform_config_t const *config = &model->config;
+    size_t n = trainer->active, d = config->width, depth = config->depth, heads = config->heads;
+    uform_train_options_t const *options = &trainer->options;
+    int wants_pool = options->objective == uform_objective_contrastive_k || options->tcr_lambda > 0 || options->lipschitz_lambda > 0;
+    uform_attention_job_t attention = {.trainer = trainer};
+    uform_cells_t const cells = {trainer->kinds, trainer->values, NULL};
+    uform_frontend_trainer_t frontend = uform_frontend_of_(trainer);
+    float const *last = trainer->inputs + depth * n * d;
+
+    /* The heads: MLM's loss is the rank's own; d_embeddings and d_colbert come from the world. */
     float *d_hidden = trainer->d_normed;
     memset(d_hidden, 0, n * d * sizeof(float));
-    if (wants_pool) {
-        uform_pool_forward_(trainer);
-        memset(trainer->d_embeddings, 0, trainer->segments * trainer->pool_proj->rows * sizeof(float));
-    }
     if (options->objective == uform_objective_mlm_k) {
         size_t scored = 0;
         for (size_t c = 0; c < n; ++c)
@@ -298,19 +325,9 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
                 for (size_t i = 0; i < d; ++i) d_hidden[r->cells[k] * d + i] += trainer->d_qkv[k * d + i];
             losses->reconstructed += r->count;
         }
-    } else if (options->objective == uform_objective_contrastive_k) {
-        uform_objective_siglip(trainer, batch, losses);
-    } else {
+    }
+    if (options->objective == uform_objective_rerank_k) {
         size_t width = config->colbert_width;
-        uform_linear_forward_(trainer, trainer->rerank_proj, trainer->hidden, n, trainer->colbert_raw);
-        for (size_t c = 0; c < n; ++c) {
-            double norm = 0;
-            for (size_t i = 0; i < width; ++i) norm += (double)trainer->colbert_raw[c * width + i] * trainer->colbert_raw[c * width + i];
-            float inverse = norm > 0 ? (float)(1.0 / sqrt(norm)) : 0.0f;
-            for (size_t i = 0; i < width; ++i) trainer->colbert[c * width + i] = trainer->colbert_raw[c * width + i] * inverse;
-        }
-        memset(trainer->d_colbert, 0, n * width * sizeof(float));
-        uform_objective_rerank(trainer, batch, losses);
         for (size_t c = 0; c < n; ++c) { /* normalize backward: (dc - c (c . dc)) / |raw| */
             float const *vector = trainer->colbert + c * width;
             float *gradient = trainer->d_colbert + c * width;
@@ -325,9 +342,7 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
         uform_linear_backward_(trainer, trainer->rerank_proj, trainer->hidden, trainer->d_colbert, n, trainer->d_qkv);
         for (size_t i = 0; i < n * d; ++i) d_hidden[i] += trainer->d_qkv[i];
     }
-    if (options->tcr_lambda > 0 || options->lipschitz_lambda > 0) UFORM_TRY(uform_objective_spectral(trainer, losses));
     if (wants_pool) uform_pool_backward_(trainer, d_hidden);
-    losses->total = losses->mlm + losses->siglip + losses->rerank + losses->tcr + losses->lipschitz + losses->reconstruction;
 
     /* Backward through the final norm and the blocks; d_stream carries dL/dx. */
     float *d_stream = trainer->d_stream;
@@ -378,5 +393,4 @@ uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *b
                                     block->attn_norm->gradient, d_stream + c * d, d, 1);
     }
     uform_frontend_train_backward(model, &cells, n, d_stream, &frontend);
-    return uform_ok_k;
 }

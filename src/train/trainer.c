@@ -1,5 +1,6 @@
-/*  trainer.c: the trainer's life cycle, batch checks, Adafactor with a first moment (SPEC.md
- *  section 5), the learning-rate schedule, and reading and saving the optimizer state. */
+/*  trainer.c: the trainer's life cycle, batch checks, the gradient and step verbs (a world of one
+ *  rank, or of several simulated by world.c), Adafactor with a first moment (SPEC.md section 5),
+ *  the learning-rate schedule, and reading and saving the optimizer state. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -74,7 +75,7 @@ void uform_trainer_close(uform_trainer_t *trainer) {
                         trainer->d_embeddings, trainer->d_pooled, trainer->colbert_raw, trainer->colbert,
                         trainer->d_colbert, trainer->logits, trainer->update};
     for (size_t i = 0; i < sizeof(buffers) / sizeof(buffers[0]); ++i) free(buffers[i]);
-    free(trainer->spectral);
+    free(trainer->world_memory);
     for (size_t i = 0; i < uform_media_kinds_k; ++i)
         free(trainer->reconstructions[i].cells), free(trainer->reconstructions[i].targets), free(trainer->reconstructions[i].predictions);
     for (size_t i = 0; i < uform_media_kinds_k; ++i) free(trainer->media[i]);
@@ -143,6 +144,7 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     uform_trainer_t *trainer = calloc(1, sizeof(*trainer));
     if (!trainer) return uform_fail(uform_out_of_memory_k, "cannot allocate a trainer");
     trainer->model = model;
+    trainer->ranks = 1;
     trainer->options = *options;
     if (!trainer->options.learning_rate) trainer->options.learning_rate = model->config.learning_rate;
     if (!trainer->options.lipschitz_iterations) trainer->options.lipschitz_iterations = 8;
@@ -182,7 +184,6 @@ uform_status_t uform_trainer_create(uform_model_t *model, uform_train_options_t 
     if (status == uform_ok_k && !(trainer->field = malloc((count) * sizeof(*trainer->field))))                      \
         status = uform_fail(uform_out_of_memory_k, "cannot allocate training activations for %zu cells", cells);
     UFORM_TAKE_(update, largest)
-    UFORM_TAKE_(spectral, options->tcr_lambda > 0 || options->lipschitz_lambda > 0 ? widest * widest + 2 * widest : 1)
     UFORM_TAKE_(inputs, (depth + 1) * cells * d)
     UFORM_TAKE_(scales1, depth * cells)
     UFORM_TAKE_(scales2, depth * cells)
@@ -287,8 +288,7 @@ static uform_status_t uform_gather_reconstruction_(uform_trainer_t *trainer, ufo
     return uform_ok_k;
 }
 
-static uform_status_t uform_check_batch_(uform_trainer_t *trainer, uform_batch_t const *batch) {
-    char const *verb = "uform_trainer_gradients";
+uform_status_t uform_trainer_check_batch(uform_trainer_t *trainer, uform_batch_t const *batch, char const *verb) {
     size_t widest_row = 0;
     unsigned frontends = trainer->options.device == uform_device_cuda_k ? UFORM_FRONTENDS_CUDA : UFORM_FRONTENDS_CPU;
     UFORM_TRY(uform_grid_check(&batch->grid, trainer->model->parts, frontends, verb, &widest_row));
@@ -380,14 +380,19 @@ static uform_status_t uform_host_current_(uform_trainer_t const *trainer, char c
 uform_status_t uform_trainer_gradients(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses) {
     if (!trainer || !batch || !losses) return uform_fail(uform_invalid_argument_k, "uform_trainer_gradients: NULL argument");
     UFORM_TRY(uform_host_only_(trainer, "uform_trainer_gradients"));
-    UFORM_TRY(uform_check_batch_(trainer, batch));
-    for (size_t i = 0; i < trainer->tensors_count; ++i)
-        memset(trainer->tensors[i].gradient, 0, trainer->tensors[i].rows * trainer->tensors[i].columns * sizeof(float));
-    memset(losses, 0, sizeof(*losses));
-    trainer->has_gradients = 0;
-    UFORM_TRY(uform_train_pass(trainer, batch, losses));
-    trainer->has_gradients = 1;
-    return uform_ok_k;
+    return uform_train_world(trainer, batch, 1, losses, "uform_trainer_gradients");
+}
+
+uform_status_t uform_trainer_gradients_world(uform_trainer_t *trainer, uform_batch_t const *batches, size_t ranks,
+                                             uform_losses_t *losses) {
+    if (!trainer || !batches || !losses)
+        return uform_fail(uform_invalid_argument_k, "uform_trainer_gradients_world: NULL argument (trainer, batches and losses "
+                                                    "are needed)");
+    if (trainer->options.device != uform_device_cpu_k)
+        return uform_fail(uform_unsupported_k, "uform_trainer_gradients_world simulates the ranks on the CPU: a CUDA "
+                                               "trainer has no world step yet (make the trainer with device cpu)");
+    if (!ranks) return uform_fail(uform_invalid_argument_k, "uform_trainer_gradients_world: 0 ranks: a world has at least one");
+    return uform_train_world(trainer, batches, ranks, losses, "uform_trainer_gradients_world");
 }
 
 double uform_trainer_learning_rate(uform_trainer_t const *trainer) {
@@ -478,6 +483,15 @@ uform_status_t uform_trainer_step(uform_trainer_t *trainer, uform_batch_t const 
     int finished = 0;
     UFORM_TRY(uform_trainer_submit(trainer, batch, &finished, losses));
     return uform_trainer_sync(trainer, &finished, losses);
+}
+
+uform_status_t uform_trainer_step_world(uform_trainer_t *trainer, uform_batch_t const *batches, size_t ranks,
+                                        uform_losses_t *losses) {
+    size_t step = trainer ? trainer->steps + 1 : 0;
+    UFORM_TRY(uform_trainer_gradients_world(trainer, batches, ranks, losses));
+    UFORM_TRY(uform_trainer_apply(trainer));
+    losses->step = step;
+    return uform_ok_k;
 }
 
 uform_status_t uform_trainer_submit(uform_trainer_t *trainer, uform_batch_t const *batch, int *finished,

@@ -1,5 +1,5 @@
-/*  trainer.h (internal): the trainer's tensors, optimizer state and the activations a Float32
- *  training pass keeps for its backward pass. */
+/*  trainer.h (internal): the trainer's tensors, optimizer state, the activations a Float32
+ *  training pass keeps for its backward pass, and the world of ranks a pass simulates (world.c). */
 #ifndef UFORM_TRAIN_TRAINER_H
 #define UFORM_TRAIN_TRAINER_H
 
@@ -39,6 +39,38 @@ typedef struct uform_attention_scratch_t {
     float *probabilities, *gradient;
 } uform_attention_scratch_t;
 
+/** The rows the ranks of a world exchange, every rank's in rank order: world segment
+ *  `segment_offsets[r] + s` is rank r's segment s, world cell `cell_offsets[r] + c` its cell c. */
+typedef struct uform_world_t {
+    size_t ranks, anchors, candidates;      /* anchors and candidates summed over the ranks */
+    size_t *segment_offsets, *cell_offsets; /* [ranks + 1] */
+    size_t *anchor_offsets, *candidate_offsets; /* [ranks + 1]: each rank's first in the world's anchors and candidates */
+    size_t most_anchors, most_segments;     /* the largest of one rank */
+    float *embeddings, *d_embeddings;       /* [world segments][E]: every rank's e (the all-gather), and dL/de */
+    float *colbert, *d_colbert;             /* [world cells][ColBERT width] (rerank) */
+    float *d_gathered;                      /* the gathered rows' gradient summed over the ranks, before the scatter */
+    uform_span_t *spans;                    /* [world segments], in world cells */
+    uint32_t *candidates_list;              /* the gathered candidates, world segments rank by rank */
+    uint32_t *band_anchors;                 /* one rank's anchors as world segments */
+    uint8_t *band_labels;                   /* one rank's band: [its anchors][world candidates] */
+    float *scratch;                         /* the band's or the spectral terms' rows */
+    double *norms, *spectral;               /* their norms; Gram matrices and power vectors */
+} uform_world_t;
+
+/** One rank's rows of a pair objective's band: its anchors against every candidate of the world. */
+typedef struct uform_band_t {
+    float const *rows;         /* SigLIP: e [world segments][E]; rerank: ColBERT vectors [world cells][width] */
+    uform_span_t const *spans; /* rerank: each world segment's cells in `rows` */
+    uint32_t const *anchors;   /* world segments */
+    size_t anchors_count;
+    uint32_t const *candidates; /* world segments */
+    size_t candidates_count;
+    uint8_t const *labels;      /* [anchors][candidates] */
+    double normalizer;          /* the world's anchors: the loss is a mean over every rank's */
+    float *d_anchors;           /* rows' gradient of the anchors (the rank's own) */
+    float *d_candidates;        /* rows' gradient of the gathered candidates (summed over the ranks) */
+} uform_band_t;
+
 struct uform_trainer_t {
     uform_model_t *model;
     uform_train_options_t options;
@@ -70,7 +102,6 @@ struct uform_trainer_t {
     float *colbert_raw, *colbert, *d_colbert;                            /* [cells][128] */
     float *logits;                                                       /* [cells][258] at scored cells */
     float *update;                                                       /* Adafactor's U of one tensor */
-    double *spectral; /* [E * E + 2 E]: TCR and Lipschitz's Gram matrix and vectors, when they are on */
     size_t *scored;                                                      /* [cells] scored cells */
     /* The compacted batch, and each media kind's cell vectors in cell order ([media_capacity, values]). */
     uint8_t *kinds;
@@ -85,24 +116,44 @@ struct uform_trainer_t {
     size_t active, segments;
     uform_attention_scratch_t *attention; /* one per pool thread */
     size_t attention_threads;
+    size_t ranks;          /* the world of the pass in flight: MLM's loss is each rank's mean, averaged over them */
+    uform_world_t world;   /* carved from world_memory for each pass */
+    void *world_memory;
+    size_t world_capacity; /* bytes */
 };
 
 /** The trained tensor named `name` (SPEC.md section 7), or NULL. */
 uform_tensor_t *uform_trainer_tensor(uform_trainer_t const *trainer, char const *name);
 
-/** Loss and gradients of the compacted batch already in the trainer (see backward.c). */
-uform_status_t uform_train_pass(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
+/** Checks `batch` (errors begin with `verb`) and compacts it into the trainer for a pass (trainer.c). */
+uform_status_t uform_trainer_check_batch(uform_trainer_t *trainer, uform_batch_t const *batch, char const *verb);
+
+/** Loss and gradients of a world of `ranks` batches, each rank's parameter gradients added into the
+ *  trainer's (world.c; uform_trainer_gradients is its world of one). Errors begin with `verb`. */
+uform_status_t uform_train_world(uform_trainer_t *trainer, uform_batch_t const *batches, size_t ranks,
+                                 uform_losses_t *losses, char const *verb);
+
+/** The forward pass of the compacted batch: the encoder, then the pooled embeddings (contrastive,
+ *  TCR, Lipschitz) and the ColBERT vectors (rerank) the objectives read (backward.c). */
+void uform_train_forward(uform_trainer_t *trainer);
+/** The backward pass after uform_train_forward: MLM's head and loss (the rank's own, in `losses`),
+ *  then from d_embeddings and d_colbert, which the caller fills, through the heads and the blocks,
+ *  adding into every parameter's gradient (backward.c). */
+void uform_train_backward(uform_trainer_t *trainer, uform_losses_t *losses);
 
 /** MLM's masked cells of media `kind`: adds its mae head's bias (uform_media_info) to their predictions ([count, values],
  *  h head^T), returns the mean squared error against the targets, leaves its gradient in the
  *  predictions and adds the bias's (objectives.c). docs/images.md, docs/audio_video.md. */
 double uform_objective_reconstruction(uform_trainer_t *trainer, uform_cell_kind_t kind);
 
-/** The objectives on the heads' outputs: fill losses and d_embeddings / d_colbert / logits' gradient,
- *  and the gradients of siglip.scale and siglip.bias (objectives.c). */
+/** MLM on the logits of the scored cells: fills losses->mlm, leaves the logits' gradient in place (objectives.c). */
 void uform_objective_mlm(uform_trainer_t *trainer, uform_losses_t *losses);
-void uform_objective_siglip(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
-void uform_objective_rerank(uform_trainer_t *trainer, uform_batch_t const *batch, uform_losses_t *losses);
-uform_status_t uform_objective_spectral(uform_trainer_t *trainer, uform_losses_t *losses);
+/** A band of Matryoshka SigLIP or of the ranked sigmoid: adds the rows' gradients and siglip.scale's
+ *  and siglip.bias's, returns the band's share of the loss (objectives.c). SigLIP's `scratch` holds
+ *  (anchors + candidates) x 2 E floats and `norms` anchors + candidates doubles. */
+double uform_objective_siglip(uform_trainer_t *trainer, uform_band_t const *band, float *scratch, double *norms);
+double uform_objective_rerank(uform_trainer_t *trainer, uform_band_t const *band);
+/** TCR and Lipschitz over the world's embeddings, adding their gradient to the world's d_embeddings (objectives.c). */
+uform_status_t uform_objective_spectral(uform_trainer_t *trainer, uform_world_t *world, uform_losses_t *losses);
 
 #endif

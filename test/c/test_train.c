@@ -1,6 +1,7 @@
 /*  test_train.c: the CPU trainer's pass against the inference forward (Float32 mode), loss
- *  falling under Adafactor, and exact resume through saved checkpoints and optimizer state.
- *  Gradients are checked against float64 finite differences in test/python/test_gradients.py. */
+ *  falling under Adafactor, exact resume through saved checkpoints and optimizer state, and the
+ *  world verbs' argument checks. Gradients are checked against float64 finite differences in
+ *  test/python/test_gradients.py, worlds of ranks in test/python/test_world.py. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,6 +10,7 @@
 
 #include "uform/uform.h"
 #include "check.h"
+#include "train/trainer.h" /* to mark a CPU trainer as a CUDA one: a build without a GPU makes none */
 
 
 enum { rows_k = 2, columns_k = 48 };
@@ -160,7 +162,41 @@ static void test_resume_is_exact(void) {
     CHECK(system(command) == 0);
 }
 
+/* uform_trainer_gradients_world refuses 0 ranks, NULL batches, a bad batch (naming its rank) and a
+ * CUDA trainer; a world of two equal MLM batches has their loss exactly (each rank's mean, averaged). */
+static void test_world_arguments(void) {
+    uform_model_t *model = make_model();
+    mlm_batch_t b, bad;
+    make_mlm_batch(&b, 5);
+    make_mlm_batch(&bad, 5);
+    bad.batch.targets = NULL;
+    uform_train_options_t options;
+    uform_train_options_default(&options);
+    uform_trainer_t *trainer = NULL;
+    uform_losses_t losses, single;
+    CHECK(uform_trainer_create(model, &options, rows_k * columns_k, &trainer) == uform_ok_k);
+    CHECK(fails_with(uform_trainer_gradients_world(trainer, &b.batch, 0, &losses), uform_invalid_argument_k, "0 ranks", NULL));
+    CHECK(fails_with(uform_trainer_gradients_world(trainer, NULL, 2, &losses), uform_invalid_argument_k, "NULL", NULL));
+    CHECK(fails_with(uform_trainer_gradients_world(trainer, &b.batch, 1, NULL), uform_invalid_argument_k, "NULL", NULL));
+    uform_batch_t pair[2] = {b.batch, bad.batch};
+    CHECK(fails_with(uform_trainer_gradients_world(trainer, pair, 2, &losses), uform_invalid_argument_k, "rank 1 of 2",
+                     "targets"));
+    CHECK(fails_with(uform_trainer_step_world(trainer, pair, 2, &losses), uform_invalid_argument_k, "rank 1 of 2", NULL));
+    CHECK(uform_trainer_steps(trainer) == 0);
+    trainer->options.device = uform_device_cuda_k;
+    CHECK(fails_with(uform_trainer_gradients_world(trainer, &b.batch, 1, &losses), uform_unsupported_k, "CUDA", NULL));
+    CHECK(fails_with(uform_trainer_step_world(trainer, &b.batch, 1, &losses), uform_unsupported_k, "CUDA", NULL));
+    trainer->options.device = uform_device_cpu_k;
+    pair[1] = b.batch;
+    CHECK(uform_trainer_gradients(trainer, &b.batch, &single) == uform_ok_k);
+    CHECK(uform_trainer_gradients_world(trainer, pair, 2, &losses) == uform_ok_k);
+    CHECK(losses.mlm == single.mlm && losses.scored == 2 * single.scored);
+    uform_trainer_close(trainer);
+    uform_model_close(model);
+}
+
 int main(void) {
+    test_world_arguments();
     test_pass_matches_forward();
     test_loss_falls();
     test_resume_is_exact();

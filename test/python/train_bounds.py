@@ -70,6 +70,24 @@
 #      where W lies within delta of a rounding midpoint, which happens for a fraction ~ 2 delta /
 #      ulp of the elements (reported: about 1% here, mostly weights near zero, whose BF16 ulp is
 #      below delta; the C trainer actually lands one ulp off for a few in 10^6).
+#
+# 6. A world of N ranks against its union batch (test_world.py). Without Lipschitz the two compute
+#    the same exact loss and gradients (docs/training.md, "World N on the CPU"), in different
+#    orders: the world sums each weight gradient rank by rank and each candidate's SigLIP gradient
+#    band by band, the union in one pass. Each is a Float32 evaluation within the bounds above of
+#    the exact values, with the union's depth D (its N_cells is the world's cells, every weight
+#    gradient's summation depth on either side) and gain, so
+#        |L_world - L_union| <= 2 (loss bound of each part),  |g_world - g_union| <= 2 B_grad |g|.
+#    After one Adafactor step (t = 1, zero moments) from the same weights: with r_i = rowmean(G^2)_i
+#    + 1e-30, c_j likewise by column, V = r c^T / mean(r) for matrices and G^2 + 1e-30 for vectors,
+#    U = G / sqrt(V) / max(1, rms / clip) and W' = W - lr (U + wd W). The world's G lies within
+#    delta_F = 2 B_grad |G_union| (Frobenius) of the union's, so every element of G within delta_F,
+#    every row's and column's norm and the tensor's within delta_F of the union's: interval
+#    arithmetic over those ranges, with no correlation assumed (each step monotone in its
+#    operands), gives the interval of the exact W'. An element whose gradient lies within delta_F of
+#    0 may flip its sign there, so its interval spans both signs. The C trainer's own arithmetic
+#    adds section 5's delta at |U| = the interval's largest magnitude, and a BF16 master rounds each
+#    end. Both trainers' stored values must lie in the interval.
 
 import math
 
@@ -264,3 +282,54 @@ def bf16_interval(exact, delta):
 
 def relative(value, expected):
     return bounds.relative_error(value, expected)
+
+
+# ---------------------------------------------------------------------------------------------
+# A world against its union (section 6)
+# ---------------------------------------------------------------------------------------------
+
+
+def _divide(low, high, divisor_low, divisor_high):
+    """[low, high] / [divisor_low, divisor_high] for a positive divisor interval."""
+    quotients = [low / divisor_low, low / divisor_high, high / divisor_low, high / divisor_high]
+    return np.minimum.reduce(quotients), np.maximum.reduce(quotients)
+
+
+def first_step_interval(name, W, G, delta, rate, beta1=0.9, beta2=0.999, clip=1.0, weight_decay=0.0):
+    """[low, high] of the stored parameter after Adafactor's first step from W with any gradient
+    within `delta` (Frobenius) of G: section 6's intervals, section 5's delta for the C
+    arithmetic, each end rounded to BF16 for a matrix."""
+    W, G = np.asarray(W, dtype=np.float64), np.asarray(G, dtype=np.float64)
+    g_low, g_high = G - delta, G + delta
+    is_matrix = tr.is_matrix(name)
+    if is_matrix:
+        rows, columns = G.shape
+        ranges = []
+        for norms, count in ((np.linalg.norm(G, axis=1), columns), (np.linalg.norm(G, axis=0), rows),
+                             (np.array([np.linalg.norm(G)]), rows * columns)):
+            ranges.append((np.maximum(norms - delta, 0.0) ** 2 / count + tr.ADAFACTOR_EPSILON,
+                           (norms + delta) ** 2 / count + tr.ADAFACTOR_EPSILON))
+        (r_low, r_high), (c_low, c_high), (m_low, m_high) = ranges
+        v_low, v_high = np.outer(r_low, c_low) / m_high[0], np.outer(r_high, c_high) / m_low[0]
+        u_low, u_high = _divide(g_low, g_high, np.sqrt(v_low), np.sqrt(v_high))
+    else:  # G / sqrt(G^2 + eps) is increasing in G
+        u_low = g_low / np.sqrt(g_low**2 + tr.ADAFACTOR_EPSILON)
+        u_high = g_high / np.sqrt(g_high**2 + tr.ADAFACTOR_EPSILON)
+    largest = np.maximum(np.abs(u_low), np.abs(u_high))
+    smallest = np.where((u_low <= 0) & (u_high >= 0), 0.0, np.minimum(np.abs(u_low), np.abs(u_high)))
+    shrink_low = max(1.0, math.sqrt(float(np.mean(smallest**2))) / clip)
+    shrink_high = max(1.0, math.sqrt(float(np.mean(largest**2))) / clip)
+    u_low, u_high = _divide(u_low, u_high, shrink_low, shrink_high)
+    w_low, w_high = W - rate * (u_high + weight_decay * W), W - rate * (u_low + weight_decay * W)
+    # The C arithmetic (section 5) at the largest |U| and |W'| of the interval.
+    magnitude = np.maximum(np.abs(u_low), np.abs(u_high))
+    optimizer = tr.Adafactor({name: G.shape}, beta1=beta1, beta2=beta2, clip=clip, weight_decay=weight_decay)
+    optimizer.steps = 1
+    record = tr.TensorStep(G, magnitude, 0.0, (1.0 - beta1) * magnitude, magnitude,
+                           np.maximum(np.abs(w_low), np.abs(w_high)), None)
+    arithmetic = AdafactorBounds(optimizer).step(name, record, np.zeros_like(G), rate, W)["parameter"]
+    low, high = w_low - arithmetic, w_high + arithmetic
+    if is_matrix:
+        from reference import round_bf16
+        low, high = round_bf16(low), round_bf16(high)
+    return low, high

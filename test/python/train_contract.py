@@ -147,6 +147,43 @@ def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1)
                       labels=labels, media=grid.media or None)
 
 
+def union_batch(batches):
+    """The batches of a world's ranks as one batch: the grids' rows stacked in rank order (so the
+    segments of rank r follow those of ranks before it), media rows concatenated kind by kind,
+    anchors and candidates renumbered and concatenated, the labels block-diagonal."""
+    stacked = {name: np.concatenate([np.asarray(getattr(b, name)) for b in batches])
+               for name in ("kinds", "values", "segments", "positions")}
+    values, kinds = stacked["values"].copy(), stacked["kinds"]
+    targets = None if batches[0].targets is None else np.concatenate([np.asarray(b.targets) for b in batches]).copy()
+    media = None
+    if any(b.media for b in batches):
+        media, row = {}, 0
+        for b in batches:
+            rows = np.asarray(b.kinds).shape[0]
+            for kind, vectors in (b.media or {}).items():
+                offset = len(media[kind]) if kind in media else 0
+                cells = np.asarray(b.kinds) == kind
+                values[row : row + rows][cells] += offset
+                if targets is not None:
+                    scored = cells & (np.asarray(b.targets) >= 0)
+                    targets[row : row + rows][scored] += offset
+                media[kind] = np.concatenate([media[kind], vectors]) if kind in media else np.asarray(vectors)
+            row += rows
+    union = TrainBatch(kinds, values, stacked["segments"], stacked["positions"], targets=targets, media=media)
+    if batches[0].anchors is not None:
+        offsets = np.cumsum([0] + [len(reference.grid_segments(np.asarray(b.kinds), np.asarray(b.segments))) for b in batches])
+        union.anchors = np.concatenate([np.asarray(b.anchors) + offsets[r] for r, b in enumerate(batches)]).astype(np.uint32)
+        union.candidates = np.concatenate([np.asarray(b.candidates) + offsets[r] for r, b in enumerate(batches)]).astype(np.uint32)
+        labels = np.zeros((len(union.anchors), len(union.candidates)), dtype=np.uint8)
+        row = column = 0
+        for b in batches:
+            own = np.asarray(b.labels).reshape(len(b.anchors), len(b.candidates))
+            labels[row : row + own.shape[0], column : column + own.shape[1]] = own
+            row, column = row + own.shape[0], column + own.shape[1]
+        union.labels = labels
+    return union
+
+
 def options_for(library, objective, **fields):
     """TrainOptions from the defaults with the objective's fields."""
     return library.train_options(objective=objective.objective, tcr_lambda=objective.tcr_lambda,
@@ -405,8 +442,9 @@ def check_gradients(library, checkpoint_directory, case_name, seed=0, random_dir
     return compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed, random_directions, elements)
 
 
-def compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed=0, random_directions=2, elements=3):
-    """check_gradients' comparison of given C results (losses dict, gradients, parameters)."""
+def compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed=0, random_directions=2, elements=3, loss=None):
+    """check_gradients' comparison of given C results (losses dict, gradients, parameters); `loss`
+    (params -> float64 loss) replaces the side's batch loss, as for a world of ranks."""
     batch, objective, params = side.batch, side.objective, side.params
     report = Report(title)
     report.lines.append(f"     G {side.gain:.2f}, D {side.depth}, B_out {side.b_out:.2e}, g_head {side.g_head:.1f}, "
@@ -430,7 +468,7 @@ def compare_gradients(title, side, losses_c, gradients_c, parameters_c, seed=0, 
         report.require(f"loss {part}", passed, f"{value:.9g} vs {exact:.9g}, |error| {error:.2e} bound {limit:.2e}")
 
     # Every tensor's gradient against central differences of the float64 loss.
-    loss = tr.loss_function(side.config, batch, objective, params)
+    loss = loss or tr.loss_function(side.config, batch, objective, params)
     rng = np.random.default_rng(seed)
     for name, shape in ((n, p.shape) for n, p in params.items()):
         g = gradients_c[name]

@@ -6,7 +6,9 @@
 #     function of a dict of float64 parameter arrays, so central finite differences are easy;
 #   - Adafactor with a first moment (factored R, C for matrices, unfactored V for vectors, update
 #     clipping, bias correction, BF16 masters for matrices, Float32 vectors);
-#   - the warm-up + cosine learning-rate schedule.
+#   - the warm-up + cosine learning-rate schedule;
+#   - the loss of a world of ranks, each with its own batch (docs/training.md, "World N on the
+#     CPU"), written from its definition rank by rank, not through a union batch.
 # The encoder itself is reference.py's (encode_segment, pool_segment, colbert_cells, ...).
 
 import math
@@ -21,8 +23,10 @@ OBJECTIVE_NAMES = {OBJECTIVE_MLM: "mlm", OBJECTIVE_CONTRASTIVE: "contrastive", O
 TCR_EPSILON_SQUARED = 0.5
 ADAFACTOR_EPSILON = 1e-30  # added to G^2 before the row and column means (SPEC.md section 5)
 
-# Matrices keep a factored second moment and a BF16 master; everything else is a vector.
-MATRIX_SUFFIXES = ("embed.bytes", "qkv", "out", "gate_up", "down", "pool.proj", "rerank.proj", "mlm.head")
+# Matrices (every rank-2 tensor, the frontends' and the masked media heads' too) keep a factored
+# second moment and a BF16 master; everything else is a vector.
+MATRIX_SUFFIXES = ("embed.bytes", "qkv", "out", "gate_up", "down", "pool.proj", "rerank.proj", "mlm.head",
+                   "vision.patch", "video.tube", "audio.frame", "mae.head", "mae_audio.head", "mae_video.head")
 
 
 def is_matrix(name):
@@ -249,6 +253,82 @@ def loss_function(config, batch, objective, base_params):
     """L(params) -> float with the Lipschitz vector frozen at `base_params` (docs/training.md)."""
     frozen = frozen_power_vector(config, base_params, batch, objective)
     return lambda params: batch_losses(config, params, batch, objective, frozen).total
+
+
+# ---------------------------------------------------------------------------------------------
+# A world of ranks (docs/training.md, "World N on the CPU")
+# ---------------------------------------------------------------------------------------------
+
+
+def world_losses(config, params, batches, objective, frozen=None):
+    """The loss of a world: one batch a rank. MLM (and masked media) is each rank's own mean,
+    averaged over the ranks; SigLIP and the ranked sigmoid score every rank's anchors against the
+    world's candidates (rank by rank, each in its own order), a candidate of another rank a
+    negative, the sum over the world's anchors; TCR's Z is every rank's rows; Lipschitz is each
+    rank's own sigma_max(Z_r^T Z_r / N_r), averaged over the ranks. `frozen` holds one power
+    vector a rank (world_power_vectors), or None to compute them here."""
+    model = _model(config, params)
+    ranks = len(batches)
+    regularized = objective.tcr_lambda > 0 or objective.lipschitz_lambda > 0
+    losses = Losses()
+    if objective.objective == OBJECTIVE_MLM:
+        for batch in batches:
+            own = batch_losses(config, params, batch, Objective(OBJECTIVE_MLM))
+            losses.mlm += own.mlm / ranks
+            losses.reconstruction += own.reconstruction / ranks
+            losses.scored += own.scored
+            losses.reconstructed += own.reconstructed
+    if objective.objective == OBJECTIVE_MLM and not regularized:
+        losses.total = losses.mlm + losses.reconstruction
+        return losses
+    hidden = [encode_batch(config, params, batch)[1] for batch in batches]
+    if objective.objective != OBJECTIVE_MLM:
+        anchors = [(r, int(a)) for r, batch in enumerate(batches) for a in batch.anchors]
+        candidates = [(r, int(c)) for r, batch in enumerate(batches) for c in batch.candidates]
+        labels = np.zeros((len(anchors), len(candidates)), dtype=np.uint8)
+        row = 0
+        for r, batch in enumerate(batches):
+            own = np.asarray(batch.labels).reshape(len(batch.anchors), len(batch.candidates))
+            column = sum(len(b.candidates) for b in batches[:r])
+            labels[row : row + own.shape[0], column : column + own.shape[1]] = own
+            row += own.shape[0]
+        scale, bias = math.exp(float(params["siglip.scale"])), float(params["siglip.bias"])
+        if objective.objective == OBJECTIVE_CONTRASTIVE:
+            pooled = {(r, s): reference.pool_segment(model, hidden[r][s]) for r, s in set(anchors) | set(candidates)}
+            per_width = []
+            for width in model.embedding_widths:
+                u = np.stack([reference.matryoshka(pooled[a], width) for a in anchors])
+                v = np.stack([reference.matryoshka(pooled[c], width) for c in candidates])
+                per_width.append(sigmoid_loss(scale * u @ v.T + bias, labels))
+            losses.siglip = float(np.mean(per_width))
+        else:
+            colbert = {(r, s): reference.colbert_cells(model, hidden[r][s]) for r, s in set(anchors) | set(candidates)}
+            similarity = np.array([[maxsim_mean(colbert[a], colbert[c]) for c in candidates] for a in anchors])
+            losses.rerank = sigmoid_loss(scale * similarity + bias, labels)
+        losses.scored = len(anchors)
+    if regularized:
+        Zs = [normalized_pooled_rows(model, h) for h in hidden]
+        if objective.tcr_lambda > 0:
+            losses.tcr = -objective.tcr_lambda * coding_rate(np.concatenate(Zs))
+        if objective.lipschitz_lambda > 0:
+            for r, Z in enumerate(Zs):
+                v = frozen[r] if frozen is not None else power_vector(Z, objective.lipschitz_iterations)
+                losses.lipschitz += objective.lipschitz_lambda * float(v @ (Z.T @ (Z @ v)) / Z.shape[0]) / ranks
+    losses.total = losses.mlm + losses.siglip + losses.rerank + losses.tcr + losses.lipschitz + losses.reconstruction
+    return losses
+
+
+def world_power_vectors(config, params, batches, objective):
+    """Each rank's Lipschitz power vector at `params`, to hold fixed for finite differences."""
+    if objective.lipschitz_lambda <= 0:
+        return None
+    return [frozen_power_vector(config, params, batch, objective) for batch in batches]
+
+
+def world_loss_function(config, batches, objective, base_params):
+    """L(params) -> float of the world, the power vectors frozen at `base_params`."""
+    frozen = world_power_vectors(config, base_params, batches, objective)
+    return lambda params: world_losses(config, params, batches, objective, frozen).total
 
 
 # ---------------------------------------------------------------------------------------------

@@ -310,6 +310,10 @@ class Library:
                 "uform_trainer_save_state": [ctypes.c_void_p, ctypes.c_char_p],
                 "uform_trainer_load_state": [ctypes.c_void_p, ctypes.c_char_p],
             }
+            if hasattr(self.dll, "uform_trainer_gradients_world"):  # the world-N reference (docs/training.md)
+                for name in ("uform_trainer_gradients_world", "uform_trainer_step_world"):
+                    trainer_functions[name] = [ctypes.c_void_p, ctypes.POINTER(BatchStruct), ctypes.c_size_t,
+                                               ctypes.POINTER(LossesStruct)]
             for name, arguments in trainer_functions.items():
                 function = getattr(self.dll, name)
                 function.argtypes = arguments
@@ -699,6 +703,21 @@ class TrainerHandle(_Handle):
         losses = LossesStruct()
         self._call("uform_trainer_gradients", ctypes.byref(struct), ctypes.byref(losses))
         return losses.as_dict()
+
+    def _world(self, name, batches):
+        structs = [batch.struct() for batch in batches]
+        array = (BatchStruct * max(len(structs), 1))(*[struct for struct, _ in structs])
+        losses = LossesStruct()
+        self._call(name, array, len(structs), ctypes.byref(losses))
+        return losses.as_dict()
+
+    def gradients_world(self, batches):
+        """uform_trainer_gradients_world: one batch a rank; the world's losses as a dict."""
+        return self._world("uform_trainer_gradients_world", batches)
+
+    def step_world(self, batches):
+        """uform_trainer_step_world: the world's gradients, then one Adafactor step."""
+        return self._world("uform_trainer_step_world", batches)
 
     def apply(self):
         self._call("uform_trainer_apply")
