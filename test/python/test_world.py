@@ -129,7 +129,7 @@ def check_world_against_union(library, directory, case, ranks):
 
 UNION_CASES = [("contrastive init 64x2", 2), ("contrastive init 64x2", 3), ("contrastive images python 64x2", 2),
                ("contrastive + tcr python 64x2", 2), ("contrastive + tcr python 64x2", 3), ("rerank python 64x2", 2),
-               ("rerank + tcr python 64x2", 3)]
+               ("rerank + tcr python 64x2", 3), ("contrastive + tcr python 64x2", 4)]  # 4: issue 20's world
 
 
 @pytest.mark.parametrize("case_name, ranks", UNION_CASES)
@@ -184,7 +184,7 @@ def check_world_against_reference(library, directory, case, ranks):
 
 REFERENCE_CASES = [("contrastive + tcr + lipschitz python 64x2", 2), ("contrastive + lipschitz init 128x1", 3),
                    ("mlm init 64x2", 2), ("mlm + tcr python 64x2", 3), ("mlm + mae python 64x2", 2),
-                   ("rerank python 64x2", 2)]
+                   ("rerank python 64x2", 2), ("contrastive + tcr + lipschitz python 64x2", 4)]
 
 
 @pytest.mark.parametrize("case_name, ranks", REFERENCE_CASES)
