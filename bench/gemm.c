@@ -98,6 +98,18 @@ static void uform_json_(char const *product, size_t width, size_t depth, size_t 
     fprintf(stderr, "}\n");
 }
 
+/* The encoder's four products at width d: C [rows, width] = A [rows, depth] B^T. */
+typedef struct uform_shape_t {
+    char const *name;
+    size_t width, depth;
+} uform_shape_t;
+enum { uform_shapes_k = 4 };
+
+static void uform_shapes_(size_t d, uform_shape_t shapes[uform_shapes_k]) {
+    shapes[0] = (uform_shape_t){"qkv", 3 * d, d}, shapes[1] = (uform_shape_t){"out", d, d};
+    shapes[2] = (uform_shape_t){"gate_up", 8 * d, d}, shapes[3] = (uform_shape_t){"down", d, 4 * d};
+}
+
 int main(int argc, char **argv) {
     size_t widths[uform_widths_most_k] = {512}, widths_count = 1, rows = 128;
     double seconds = 1.0;
@@ -130,9 +142,9 @@ int main(int argc, char **argv) {
         printf("\n");
         for (size_t w = 0; w < widths_count; ++w) {
             size_t d = widths[w];
-            struct { char const *name; size_t width, depth; } const shapes[] = {
-                {"qkv", 3 * d, d}, {"out", d, d}, {"gate_up", 8 * d, d}, {"down", d, 4 * d}};
-            for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
+            uform_shape_t shapes[uform_shapes_k];
+            uform_shapes_(d, shapes);
+            for (size_t s = 0; s < uform_shapes_k; ++s) {
                 size_t width = shapes[s].width, depth = shapes[s].depth;
                 float *a = malloc(rows * depth * sizeof(float)), *b = malloc(width * depth * sizeof(float));
                 float *c = malloc(rows * width * sizeof(float));
@@ -186,9 +198,9 @@ int main(int argc, char **argv) {
     printf("\n");
     for (size_t w = 0; w < widths_count; ++w) {
         size_t d = widths[w];
-        struct { char const *name; size_t width, depth; } const shapes[] = {
-            {"qkv", 3 * d, d}, {"out", d, d}, {"gate_up", 8 * d, d}, {"down", d, 4 * d}};
-        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); ++s) {
+        uform_shape_t shapes[uform_shapes_k];
+        uform_shapes_(d, shapes);
+        for (size_t s = 0; s < uform_shapes_k; ++s) {
             size_t width = shapes[s].width, depth = shapes[s].depth;
             float *a = malloc(rows * depth * sizeof(float)), *c = malloc(rows * width * sizeof(float));
             uint16_t *b16 = malloc(width * depth * sizeof(uint16_t));
