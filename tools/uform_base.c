@@ -37,6 +37,8 @@ static char const *const uform_base_usage_ =
     "  --output DIR             run folder (created)\n"
     "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
     "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
+    "  --keep-head              with --init-from: keep the checkpoint's objective head (and SigLIP's scale and\n"
+    "                           bias) where it has one, to train a finished embedder further\n"
     "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, video, audio, encoder,\n"
     "                           pool, rerank, mlm, siglip, mae, mae_audio, mae_video); the rest stay as loaded. With --init-from a checkpoint,\n"
     "                           'rerank,siglip' trains a new rerank head over its frozen encoder (default: all)\n"
@@ -60,7 +62,7 @@ typedef struct {
     char const *tier, *mixture, *objective, *output, *resume, *init_from, *device, *train_only;
     double learning_rate, tcr_lambda, lipschitz_lambda;
     unsigned long long steps, rows, warmup, seed, save_every, keep, threads, recompute, image_cache_mb;
-    int warmup_set, quiet, cuda;
+    int warmup_set, quiet, cuda, keep_head;
 } uform_base_options_t;
 
 
@@ -101,6 +103,10 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
         }
         if (!strcmp(flag, "--quiet")) {
             options->quiet = 1;
+            continue;
+        }
+        if (!strcmp(flag, "--keep-head")) {
+            options->keep_head = 1;
             continue;
         }
         if (i + 1 >= argc) {
@@ -161,6 +167,10 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
     }
     if (options->resume && options->init_from) {
         fprintf(stderr, "uform_base: --resume and --init-from exclude each other\n");
+        return 0;
+    }
+    if (options->keep_head && !options->init_from) {
+        fprintf(stderr, "uform_base: --keep-head needs --init-from\n");
         return 0;
     }
     if (!options->rows || !options->steps) {
@@ -404,7 +414,8 @@ int main(int argc, char **argv) {
         status = uform_checkpoint_resolve(options.init_from, source, sizeof(source));
         if (status == uform_ok_k) status = uform_model_open(source, &model);
         char const *head = objective == uform_objective_mlm_k ? "mlm" : objective == uform_objective_rerank_k ? "rerank" : "pool";
-        if (status == uform_ok_k) status = uform_model_init_head(model, head, options.seed);
+        if (status == uform_ok_k && !(options.keep_head && uform_model_has_head(model, head)))
+            status = uform_model_init_head(model, head, options.seed);
     } else {
         uform_config_t config;
         status = uform_config_from_tier(options.tier, &config);

@@ -91,6 +91,11 @@ def plan(args):
              "steps": 2400, "flags": ["--learning-rate", "1e-3", *regularizers]},
             {"name": "defs-negatives-rows128", "init_path": args.refine_from, "rows": 128, "ablation": True,
              "mixture": "mixtures/embedder_definitions_negatives.json", "steps": 1200, "flags": ["--learning-rate", "1e-3", *regularizers]},
+            # round 4: the scarce languages again, man pages and FOLDOC up; with the shipped pool kept or a new one
+            {"name": "scarce", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json", "steps": 4800,
+             "flags": ["--learning-rate", "1e-3", *regularizers]},
+            {"name": "scarce-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json", "steps": 4800,
+             "flags": ["--learning-rate", "1e-3", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

@@ -128,6 +128,23 @@ def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
     assert str(base) in readme and "rerank" in readme
 
 
+def test_warm_start_keeps_the_head_when_asked(build_dir, corpus, tmp_path):
+    """--keep-head continues a trained embedder's pool and SigLIP scalars; without it (the control) the
+    same warm start draws a new pool, so the comparison can fail. Learning rate 0: the step moves nothing."""
+    embedder = tmp_path / "embedder"
+    train(build_dir, *common(corpus), "--steps", "3", "--output", embedder)
+    for output, extra in ((tmp_path / "kept", ["--keep-head"]), (tmp_path / "fresh", [])):
+        train(build_dir, *common(corpus), "--steps", "1", "--learning-rate", "0", "--seed", "7", "--init-from", embedder,
+              *extra, "--output", output)
+    start = tensors(embedder / "latest" / "model.safetensors")
+    kept, fresh = (tensors(tmp_path / name / "latest" / "model.safetensors") for name in ("kept", "fresh"))
+    pool = [name for name in start if name.startswith("pool.") or name.startswith("siglip.")]
+    assert pool and all(kept[name] == start[name] for name in pool)
+    assert any(fresh[name] != start[name] for name in pool), "the control kept the pool too"
+    run = train(build_dir, *common(corpus), "--steps", "1", "--keep-head", "--output", tmp_path / "alone", check=False)
+    assert run.returncode != 0 and "--keep-head needs --init-from" in run.stderr, run.stderr
+
+
 def test_warm_start_from_shards(build_dir, cli, corpus, tmp_path):
     """--init-from takes a sharded checkpoint (`uform shard`) and starts where its single-file source does."""
     base, sharded = tmp_path / "base", tmp_path / "sharded"
