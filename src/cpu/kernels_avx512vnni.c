@@ -32,42 +32,36 @@ float uform_quantize_int8_avx512(float const *source, size_t count, uint8_t *tar
 
 enum { uform_int8_rows_most_k = 6, uform_int8_panels_most_k = 4 };
 
-static inline __attribute__((always_inline)) void uform_int8_tile_(uint8_t const *a, size_t a_stride, int8_t const *b,
-                                                                   size_t quads, int rows, int panels,
-                                                                   int32_t const *corrections, float const *row_scales,
-                                                                   float const *scales, float *c, size_t c_stride,
-                                                                   __mmask16 last) {
-    __m512i sums[uform_int8_rows_most_k][uform_int8_panels_most_k];
-    for (int r = 0; r < rows; ++r)
-        for (int p = 0; p < panels; ++p) sums[r][p] = _mm512_setzero_si512();
-    for (size_t quad = 0; quad < quads; ++quad) {
-        __m512i columns[uform_int8_panels_most_k];
-        for (int p = 0; p < panels; ++p) columns[p] = _mm512_loadu_si512(b + ((size_t)p * quads + quad) * 64);
-        for (int r = 0; r < rows; ++r) {
-            int32_t four;
-            memcpy(&four, a + r * a_stride + 4 * quad, sizeof(four));
-            __m512i row = _mm512_set1_epi32(four);
-            for (int p = 0; p < panels; ++p) sums[r][p] = _mm512_dpbusd_epi32(sums[r][p], row, columns[p]);
-        }
-    }
-    for (int p = 0; p < panels; ++p) {
-        __mmask16 lanes = p == panels - 1 ? last : (__mmask16)0xffff; /* masked loads: nothing read past the width */
-        __m512i correction = _mm512_maskz_loadu_epi32(lanes, corrections + 16 * p);
-        __m512 scale = _mm512_maskz_loadu_ps(lanes, scales + 16 * p);
-        for (int r = 0; r < rows; ++r) {
-            __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r][p], correction));
-            value = _mm512_mul_ps(_mm512_mul_ps(value, _mm512_set1_ps(row_scales[r])), scale);
-            _mm512_mask_storeu_ps(c + r * c_stride + 16 * p, lanes, value);
-        }
-    }
-}
-
+/* The epilogue's loops are unrolled by request: left as loops over the accumulators, the compiler would
+ * keep those in memory through the depth loop too. */
 #define UFORM_INT8_TILE(ROWS, PANELS)                                                                               \
     static void uform_int8_tile_##ROWS##_##PANELS##_(uint8_t const *a, size_t a_stride, int8_t const *b,          \
                                                      size_t quads, int32_t const *corrections,                     \
                                                      float const *row_scales, float const *scales, float *c,       \
                                                      size_t c_stride, __mmask16 last) {                            \
-        uform_int8_tile_(a, a_stride, b, quads, ROWS, PANELS, corrections, row_scales, scales, c, c_stride, last); \
+        __m512i sums[ROWS][PANELS];                                                                                 \
+        for (int r = 0; r < ROWS; ++r)                                                                              \
+            for (int p = 0; p < PANELS; ++p) sums[r][p] = _mm512_setzero_si512();                                   \
+        for (size_t quad = 0; quad < quads; ++quad) {                                                               \
+            __m512i columns[PANELS];                                                                                \
+            for (int p = 0; p < PANELS; ++p) columns[p] = _mm512_loadu_si512(b + ((size_t)p * quads + quad) * 64);  \
+            for (int r = 0; r < ROWS; ++r) {                                                                        \
+                int32_t four;                                                                                       \
+                memcpy(&four, a + r * a_stride + 4 * quad, sizeof(four));                                           \
+                __m512i row = _mm512_set1_epi32(four);                                                              \
+                for (int p = 0; p < PANELS; ++p) sums[r][p] = _mm512_dpbusd_epi32(sums[r][p], row, columns[p]);     \
+            }                                                                                                       \
+        }                                                                                                           \
+        _Pragma("GCC unroll 32") for (int p = 0; p < PANELS; ++p) {                                                 \
+            __mmask16 lanes = p == PANELS - 1 ? last : (__mmask16)0xffff; /* nothing read past the width */         \
+            __m512i correction = _mm512_maskz_loadu_epi32(lanes, corrections + 16 * p);                             \
+            __m512 scale = _mm512_maskz_loadu_ps(lanes, scales + 16 * p);                                           \
+            _Pragma("GCC unroll 32") for (int r = 0; r < ROWS; ++r) {                                               \
+                __m512 value = _mm512_cvtepi32_ps(_mm512_sub_epi32(sums[r][p], correction));                        \
+                value = _mm512_mul_ps(_mm512_mul_ps(value, _mm512_set1_ps(row_scales[r])), scale);                  \
+                _mm512_mask_storeu_ps(c + r * c_stride + 16 * p, lanes, value);                                     \
+            }                                                                                                       \
+        }                                                                                                           \
     }
 #define UFORM_INT8_TILE_ROW(R) UFORM_INT8_TILE(R, 1) UFORM_INT8_TILE(R, 2) UFORM_INT8_TILE(R, 3) UFORM_INT8_TILE(R, 4)
 UFORM_INT8_TILE_ROW(1)
