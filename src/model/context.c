@@ -58,9 +58,10 @@ uform_status_t uform_context_move(uform_context_t *context, uform_device_t devic
     if (context->device == uform_device_cuda_k) return uform_ok_k;
     uform_model_t *model = context->model;
     if (model->precision == uform_precision_f32_k || model->precision == uform_precision_int8_k)
-        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 and E4M3 precisions, and this model is set to %s "
-                          "(int8 products run on the CPU only): set the precision to bf16 or e4m3 first", verb,
-                          model->precision == uform_precision_f32_k ? "Float32" : "int8");
+        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 and E4M3 precisions, and this model is set to %s", verb,
+                          model->precision == uform_precision_f32_k ? "Float32"
+                                                                    : "int8 (int8 products run on the CPU only): set the "
+                                                                      "precision to bf16 or e4m3 first");
     uform_model_prepare(model); /* the CPU's copies stay current too */
     char error[512] = "";
     uform_cuda_forward_t *cuda = NULL;
@@ -92,8 +93,8 @@ uform_status_t uform_context_pass(uform_context_t *context, uform_pass_t const *
     if (context->device == uform_device_cuda_k) {
         if (model->precision == uform_precision_int8_k || model->precision == uform_precision_f32_k)
             return uform_fail(uform_unsupported_k, "GPU pass: the model was set to %s since this context moved to the GPU, "
-                              "which runs bf16 and e4m3 only (int8 products run on the CPU only)",
-                              uform_precision_name(model->precision));
+                              "which runs bf16 and e4m3 only%s", uform_precision_name(model->precision),
+                              model->precision == uform_precision_int8_k ? " (int8 products run on the CPU only)" : "");
         char error[512] = "";
         uform_status_t status = uform_ok_k;
         if (context->uploaded != model->version &&
