@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
     }
     if (!model_path) {
         fprintf(stderr, "usage: uform_bench_encode --model DIR [--bytes 128,2048] [--seconds 5] [--threads N] "
-                        "[--batch-bytes 8192] [--precision bf16|e4m3|f32] [--device cpu|cuda] [--contexts 1,2,4]\n");
+                        "[--batch-bytes 8192] [--precision bf16|e4m3|int8|f32] [--device cpu|cuda] [--contexts 1,2,4]\n");
         return 2;
     }
     if (strcmp(device, "cpu") && strcmp(device, "cuda")) {

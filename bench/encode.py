@@ -5,12 +5,12 @@
 # and BFloat16, eager and compiled; on the GPU in BFloat16, eager and compiled; the ratio is taken
 # against its best. On the CPU ours runs once per BF16 kernel table asked for (--kernels, each pinned
 # by UFORM_CPU; a table this CPU cannot run is left out, saying so), and the ratio is our best table's.
-# --precisions runs ours at each product precision (bf16, e4m3, f32; docs/precision.md); with E4M3
-# beside BF16 a column gives their ratio (our best E4M3 row over our best BF16 row).
+# --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md); with E4M3
+# or int8 beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row).
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
-#                           [--kernels amx,avx512bf16,avx512f,avx2] [--precisions bf16,e4m3]
+#                           [--kernels amx,avx512bf16,avx512vnni,avx512f,avx2] [--precisions bf16,e4m3,int8]
 #                           [--build build] [--peers DIR] [--output FILE]
 import argparse
 import json
@@ -123,8 +123,9 @@ def main():
             print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
 
     systems = ours + [f"torch {c}" for c in args.peer_configs.split(",")]
-    both = all(p in args.precisions.split(",") for p in ("bf16", "e4m3"))
-    header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + (["e4m3 / bf16"] if both else [])
+    asked = args.precisions.split(",")
+    narrows = [p for p in ("e4m3", "int8") if p in asked and "bf16" in asked]
+    header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + [f"{p} / bf16" for p in narrows]
     table = []
     for length in sorted(rows):
         values = rows[length]
@@ -132,9 +133,9 @@ def main():
         best = max(peers.values()) if peers else None
         ratio = max(values.get(s, 0) for s in ours) / best if best and ours else None
         row = [length] + [values.get(s) for s in systems] + [best, ratio]
-        if both:
-            narrow = max((values.get(s, 0) for s in ours if s.startswith("uform e4m3")), default=0)
-            wide = max((values.get(s, 0) for s in ours if s.startswith("uform bf16")), default=0)
+        wide = max((values.get(s, 0) for s in ours if s.startswith("uform bf16")), default=0)
+        for precision in narrows:
+            narrow = max((values.get(s, 0) for s in ours if s.startswith(f"uform {precision}")), default=0)
             row.append(narrow / wide if wide else None)
         table.append(row)
 

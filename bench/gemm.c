@@ -5,10 +5,13 @@
  *  the codes widened and multiplied by the table's BF16 product, both scales applied) with each table,
  *  beside each NumKong E4M3 backend this CPU runs, doing the same work (bench/numkong_e4m3.h: its
  *  layout made once, outside the timing; its quantization of the input rows, its product and the same
- *  scales inside), where the build found NumKong. Prints the CPU class and a table per precision, and
- *  one JSON line per shape and column (stderr). test_numkong checks every E4M3 column's numbers.
+ *  scales inside), where the build found NumKong. int8: ours as the forward pass runs it
+ *  (uform_cpu_linear_int8: codes packed once; per call the input rows quantized with a scale per row,
+ *  the table's int8 product and both scales), with each table, beside the best BF16 and E4M3 rates
+ *  of the same run. Prints the CPU class and a table per precision, and one JSON line per shape and
+ *  column (stderr). test_numkong checks every E4M3 column's numbers, test_kernels the int8 ones.
  *
- *      uform_bench_gemm [--width 512,1024] [--seconds 1] [--precisions bf16,e4m3] [--kernels avx2,numkong_genoa]
+ *      uform_bench_gemm [--width 512,1024] [--seconds 1] [--precisions bf16,e4m3,int8] [--kernels avx2,numkong_genoa]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +31,7 @@ static double uform_now_(void) {
 }
 
 enum { uform_tables_most_k = 8, uform_columns_most_k = 24, uform_widths_most_k = 8 };
+enum { uform_shapes_most_k = 4 * uform_widths_most_k };
 
 /* Whether `name` is in the comma-separated `list` (every name where `list` is NULL). */
 static int uform_listed_(char const *list, char const *name) {
@@ -47,11 +51,11 @@ typedef struct uform_job_t {
     float const *numkong_scales;
     uform_numkong_scratch_t numkong_scratch;
 #endif
-    int e4m3, product_alone;
+    int e4m3, int8, product_alone;
     size_t rows, width, depth;
     float const *a, *b;
     uint16_t const *a16, *packed;   /* BF16 */
-    uform_weight_t const *matrix;   /* E4M3: our codes and scales */
+    uform_weight_t const *matrix;   /* E4M3 or int8: our codes and scales */
     uform_scratch_t *scratch;
     float *c;
 } uform_job_t;
@@ -69,7 +73,8 @@ static void uform_call_(uform_job_t const *job) {
         return;
     }
 #endif
-    if (job->e4m3) uform_cpu_linear_e4m3(job->kernels, job->matrix, job->a, depth, rows, job->c, width, job->scratch);
+    if (job->int8) uform_cpu_linear_int8(job->kernels, job->matrix, job->a, depth, rows, job->c, width, job->scratch);
+    else if (job->e4m3) uform_cpu_linear_e4m3(job->kernels, job->matrix, job->a, depth, rows, job->c, width, job->scratch);
     else if (job->kernels) job->kernels->gemm(job->a16, depth, job->packed, job->c, width, rows, width, depth);
     else uform_gemm_f32_nt(job->a, depth, job->b, depth, job->c, width, rows, width, depth);
 }
@@ -98,6 +103,15 @@ static void uform_json_(char const *product, size_t width, size_t depth, size_t 
     fprintf(stderr, "}\n");
 }
 
+/* A narrow product's inputs: A [rows, depth] and the BF16 B [width, depth] normal, room for C. */
+static void uform_narrow_inputs_(size_t rows, size_t width, size_t depth, uint64_t seed, float **a, float **c, uint16_t **b16) {
+    *a = malloc(rows * depth * sizeof(float)), *c = malloc(rows * width * sizeof(float));
+    *b16 = malloc(width * depth * sizeof(uint16_t));
+    uform_rng_t rng = {seed};
+    for (size_t i = 0; i < rows * depth; ++i) (*a)[i] = (float)uform_rng_normal(&rng);
+    for (size_t i = 0; i < width * depth; ++i) (*b16)[i] = uform_f32_to_bf16((float)uform_rng_normal(&rng));
+}
+
 /* The encoder's four products at width d: C [rows, width] = A [rows, depth] B^T. */
 typedef struct uform_shape_t {
     char const *name;
@@ -110,10 +124,16 @@ static void uform_shapes_(size_t d, uform_shape_t shapes[uform_shapes_k]) {
     shapes[2] = (uform_shape_t){"gate_up", 8 * d, d}, shapes[3] = (uform_shape_t){"down", d, 4 * d};
 }
 
+static void uform_bench_e4m3_(uform_kernels_t const *const *tables, size_t count, char const *only, char const *class,
+                              size_t const *widths, size_t widths_count, size_t rows, double seconds, double *best);
+static void uform_bench_int8_(uform_kernels_t const *const *tables, size_t count, char const *class, size_t const *widths,
+                              size_t widths_count, size_t rows, double seconds, double const *best_bf16,
+                              double const *best_e4m3);
+
 int main(int argc, char **argv) {
     size_t widths[uform_widths_most_k] = {512}, widths_count = 1, rows = 128;
     double seconds = 1.0;
-    char const *only = NULL, *precisions = "bf16,e4m3";
+    char const *only = NULL, *precisions = "bf16,e4m3,int8";
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) {
             widths_count = 0;
@@ -133,6 +153,7 @@ int main(int argc, char **argv) {
     char class[256];
     uform_cpu_class(class, sizeof(class));
     printf("CPU class: %s; default kernels: %s; single thread, %zu-row tiles\n", class, uform_kernels()->name, rows);
+    double best_bf16[uform_shapes_most_k] = {0}, best_e4m3[uform_shapes_most_k] = {0}; /* our best table's, by shape */
 
     if (uform_listed_(precisions, "bf16")) {
         printf("\nBF16 products (inputs rounded to BF16, Float32 accumulation):\n\n| product | width x depth |");
@@ -162,6 +183,7 @@ int main(int argc, char **argv) {
                     uform_job_t job = {.kernels = t < count ? tables[t] : NULL, .rows = rows, .width = width,
                                        .depth = depth, .a = a, .b = b, .a16 = a16, .packed = packed, .c = c};
                     double rate = uform_rate_(&job, seconds);
+                    if (job.kernels && rate > best_bf16[w * uform_shapes_k + s]) best_bf16[w * uform_shapes_k + s] = rate;
                     printf(" %.1f |", rate);
                     fflush(stdout);
                     char const *name = job.kernels ? job.kernels->name : "openblas_f32";
@@ -173,7 +195,16 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (!uform_listed_(precisions, "e4m3")) return 0;
+    if (uform_listed_(precisions, "e4m3")) uform_bench_e4m3_(tables, count, only, class, widths, widths_count, rows,
+                                                             seconds, best_e4m3);
+    if (uform_listed_(precisions, "int8")) uform_bench_int8_(tables, count, class, widths, widths_count, rows, seconds,
+                                                             best_bf16, best_e4m3);
+    return 0;
+}
+
+/* The E4M3 table: ours with each table, then NumKong's backends; our best rate by shape into `best`. */
+static void uform_bench_e4m3_(uform_kernels_t const *const *tables, size_t count, char const *only, char const *class,
+                              size_t const *widths, size_t widths_count, size_t rows, double seconds, double *best) {
     /* NumKong's backends this CPU runs; plain C only where named */
 #if defined(UFORM_HAVE_NUMKONG)
     uform_numkong_e4m3_t const *backends[uform_columns_most_k];
@@ -202,11 +233,9 @@ int main(int argc, char **argv) {
         uform_shapes_(d, shapes);
         for (size_t s = 0; s < uform_shapes_k; ++s) {
             size_t width = shapes[s].width, depth = shapes[s].depth;
-            float *a = malloc(rows * depth * sizeof(float)), *c = malloc(rows * width * sizeof(float));
-            uint16_t *b16 = malloc(width * depth * sizeof(uint16_t));
-            uform_rng_t rng = {s + 1};
-            for (size_t i = 0; i < rows * depth; ++i) a[i] = (float)uform_rng_normal(&rng);
-            for (size_t i = 0; i < width * depth; ++i) b16[i] = uform_f32_to_bf16((float)uform_rng_normal(&rng));
+            float *a, *c;
+            uint16_t *b16;
+            uform_narrow_inputs_(rows, width, depth, s + 1, &a, &c, &b16);
             uform_weight_t matrix = {.rows = width, .columns = depth,
                                      .e4m3 = uform_aligned_(uform_packed_e4m3_size(width, depth)),
                                      .scales = malloc(width * sizeof(float))};
@@ -222,6 +251,7 @@ int main(int argc, char **argv) {
                                    .a = a, .matrix = &matrix, .scratch = &scratch, .c = c};
                 double rate = uform_rate_(&job, seconds);
                 best_ours = rate > best_ours ? rate : best_ours;
+                best[w * uform_shapes_k + s] = best_ours;
                 printf(" %.1f |", rate);
                 fflush(stdout);
                 uform_json_(shapes[s].name, width, depth, rows, class, tables[t]->name, "e4m3", rate, 0,
@@ -262,5 +292,52 @@ int main(int argc, char **argv) {
 #if !defined(UFORM_HAVE_NUMKONG)
     printf("\nNo NumKong column: its headers were not found at build time (scripts/setup.sh fetches them).\n");
 #endif
-    return 0;
+}
+
+/* The int8 table: ours with each table, and our best int8 rate over the best BF16 and E4M3 ones of
+ * this run (where those ran). */
+static void uform_bench_int8_(uform_kernels_t const *const *tables, size_t count, char const *class, size_t const *widths,
+                              size_t widths_count, size_t rows, double seconds, double const *best_bf16,
+                              double const *best_e4m3) {
+    printf("\nint8 products (a scale per row of each side; input rows quantized in every call; exact int32 sums;\n"
+           "docs/precision.md):\n\n| product | width x depth |");
+    for (size_t t = 0; t < count; ++t) printf(" ours, %s GFLOP/s |", tables[t]->name);
+    printf(" best int8 / best bf16 | best int8 / best e4m3 |\n|---|---|");
+    for (size_t t = 0; t < count + 2; ++t) printf("---|");
+    printf("\n");
+    for (size_t w = 0; w < widths_count; ++w) {
+        uform_shape_t shapes[uform_shapes_k];
+        uform_shapes_(widths[w], shapes);
+        for (size_t s = 0; s < uform_shapes_k; ++s) {
+            size_t width = shapes[s].width, depth = shapes[s].depth;
+            float *a, *c;
+            uint16_t *b16;
+            uform_narrow_inputs_(rows, width, depth, s + 1, &a, &c, &b16);
+            uform_weight_t matrix = {.rows = width, .columns = depth,
+                                     .int8 = uform_aligned_(uform_packed_int8_size(width, depth)),
+                                     .corrections = malloc(width * sizeof(int32_t)), .scales = malloc(width * sizeof(float))};
+            uform_pack_int8(b16, width, depth, matrix.scales, matrix.corrections, matrix.int8);
+            uform_scratch_t scratch = {.inputs_int8 = uform_aligned_(rows * uform_int8_stride(depth)),
+                                       .row_scales = malloc(rows * sizeof(float))};
+            printf("| %s | %zu x %zu |", shapes[s].name, width, depth);
+            double best = 0;
+            for (size_t t = 0; t < count; ++t) {
+                uform_job_t job = {.kernels = tables[t], .int8 = 1, .rows = rows, .width = width, .depth = depth,
+                                   .a = a, .matrix = &matrix, .scratch = &scratch, .c = c};
+                double rate = uform_rate_(&job, seconds);
+                best = rate > best ? rate : best;
+                printf(" %.1f |", rate);
+                fflush(stdout);
+                uform_json_(shapes[s].name, width, depth, rows, class, tables[t]->name, "int8", rate, 0,
+                            uform_packed_int8_size(width, depth) + width * (sizeof(int32_t) + sizeof(float)));
+            }
+            double bf16 = best_bf16[w * uform_shapes_k + s], e4m3 = best_e4m3[w * uform_shapes_k + s];
+            if (bf16 > 0) printf(" %.2fx |", best / bf16);
+            else printf(" - |");
+            if (e4m3 > 0) printf(" %.2fx |\n", best / e4m3);
+            else printf(" - |\n");
+            free(a), free(c), free(b16), free(matrix.int8), free(matrix.corrections), free(matrix.scales);
+            free(scratch.inputs_int8), free(scratch.row_scales);
+        }
+    }
 }

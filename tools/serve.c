@@ -11,7 +11,7 @@
 static char const *const uform_serve_usage_ =
     "usage: uform serve [--model DIR] [--host 127.0.0.1] [--port 8080] [--workers N] [--threads N]\n"
     "                   [--api-key KEY] [--max-request-bytes N] [--batch-bytes N] [--timeout S]\n"
-    "                   [--connections N] [--drain-seconds S] [--name NAME] [--precision bf16|e4m3|f32]\n"
+    "                   [--connections N] [--drain-seconds S] [--name NAME] [--precision bf16|e4m3|int8|f32]\n"
     "                   [--device cpu|cuda] [--verbose]\n"
     "\n"
     "Serves the model over HTTP (docs/server.md): POST /v1/embeddings (OpenAI's shape), POST /v1/rerank\n"
@@ -33,7 +33,7 @@ static char const *const uform_serve_usage_ =
     "  --connections N        most connections at once, each served by its own thread (default 256)\n"
     "  --drain-seconds S      on SIGTERM, the longest wait for in-flight requests (default 30)\n"
     "  --name NAME            the model name answered when a request names none (default: DIR's name)\n"
-    "  --precision P          bf16 (default), e4m3 (CPU only) or f32 (docs/precision.md)\n"
+    "  --precision P          bf16 (default), e4m3, int8 (CPU only) or f32 (docs/precision.md)\n"
     "  --device D             cpu (default) or cuda: every worker's context on the GPU\n"
     "  --verbose              one line per request on standard error\n";
 
@@ -837,7 +837,8 @@ static int uform_serve_check_(uform_serve_options_t const *options) {
                           : !options->max_request_bytes ? "--max-request-bytes must be positive"
                           : options->timeout > 86400 ? "--timeout is at most 86400 seconds"
                           : options->precision && strcmp(options->precision, "bf16") && strcmp(options->precision, "e4m3") &&
-                                    strcmp(options->precision, "f32") ? "--precision is bf16, e4m3 or f32"
+                                    strcmp(options->precision, "int8") && strcmp(options->precision, "f32")
+                                ? "--precision is bf16, e4m3, int8 or f32"
                           : options->device && strcmp(options->device, "cpu") && strcmp(options->device, "cuda") ? "--device is cpu or cuda"
                           : options->api_key && !options->api_key[0] ? "--api-key is empty"
                           : NULL;

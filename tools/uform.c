@@ -56,7 +56,7 @@ static char const *const uform_shard_usage_ =
 static char const *const uform_encode_usage_ =
     "usage: uform encode --model DIR [--image FILE... | --audio FILE... | --video FILE... [--fps N] | --records]\n"
     "                    [--width M] [--threads N]\n"
-    "                    [--precision bf16|e4m3|f32] [--device cpu|cuda]\n"
+    "                    [--precision bf16|e4m3|int8|f32] [--device cpu|cuda]\n"
     "                    [--output-precision float32|int8|uint8|binary|ubinary] [--calibration FILE]\n"
     "\n"
     "Reads one UTF-8 text per line on standard input and prints one JSON array of M floats per line:\n"
@@ -74,8 +74,8 @@ static char const *const uform_encode_usage_ =
     "  --model DIR        checkpoint folder\n"
     "  --width M          one of the model's embedding widths (default: the widest)\n"
     "  --threads N        worker threads (default: all cores)\n"
-    "  --precision P      bf16 (default, fast), e4m3 (the blocks' products in E4M3, CPU only) or f32\n"
-    "                     (products in Float32); docs/precision.md\n"
+    "  --precision P      bf16 (default, fast), e4m3 (the blocks' products in E4M3), int8 (the blocks'\n"
+    "                     products in int8, CPU only) or f32 (products in Float32); docs/precision.md\n"
     "  --device D         cpu (default) or cuda: the GPU (BF16 activations, Float32 accumulation;\n"
     "                     agrees with the CPU's bf16 within the bound of docs/cuda.md)\n"
     "  --output-precision P  float32 (default), int8, uint8, binary or ubinary (docs/quantization.md):\n"
@@ -90,7 +90,7 @@ static char const *const uform_encode_usage_ =
 static char const *const uform_calibrate_usage_ =
     "usage: uform calibrate --model DIR --output FILE [--image|--audio|--video FILE...] [--fps N] [--records]\n"
     "                       [--width M]\n"
-    "                       [--threads N] [--precision bf16|e4m3|f32] [--device cpu|cuda]\n"
+    "                       [--threads N] [--precision bf16|e4m3|int8|f32] [--device cpu|cuda]\n"
     "\n"
     "Embeds its inputs as `uform encode` does (one text per line of standard input, or --records, or\n"
     "--image) and writes FILE: JSON {\"model\", \"width\", \"count\", \"minimums\": [M], \"maximums\": [M]},\n"
@@ -100,7 +100,7 @@ static char const *const uform_calibrate_usage_ =
     "  --width M          one of the model's embedding widths (default: the widest)\n";
 
 static char const *const uform_rerank_usage_ =
-    "usage: uform rerank --model DIR --query TEXT [--fuse W] [--threads N] [--precision bf16|e4m3|f32]\n"
+    "usage: uform rerank --model DIR --query TEXT [--fuse W] [--threads N] [--precision bf16|e4m3|int8|f32]\n"
     "                    [--device cpu|cuda]\n"
     "\n"
     "Reads one document per line on standard input and prints one MaxSim score per line: the sum\n"
@@ -111,7 +111,7 @@ static char const *const uform_rerank_usage_ =
     "                     cosine at the widest width fused with MaxSim's mean (W in (0, 1]; 0.5 ranks\n"
     "                     best on the shipped model's dev pairs, docs/evaluation.md)\n"
     "  --threads N        worker threads (default: all cores)\n"
-    "  --precision P      bf16 (default), e4m3 or f32 (docs/precision.md)\n"
+    "  --precision P      bf16 (default), e4m3, int8 (CPU only) or f32 (docs/precision.md)\n"
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
 
 static char const *const uform_decode_usage_ =

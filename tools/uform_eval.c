@@ -24,7 +24,7 @@
 
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR] [--fuse LIST]] [--no-tfidf]\n"
-    "                  [--json FILE] [--threads N] [--device cpu|cuda] [--precision bf16|e4m3|f32]\n"
+    "                  [--json FILE] [--threads N] [--device cpu|cuda] [--precision bf16|e4m3|int8|f32]\n"
     "                  [--output-precision LIST] [--fps N]\n"
     "                  [--quiet]\n"
     "\n"
@@ -56,7 +56,7 @@ static char const *const uform_eval_usage_ =
     "  --device D       where the checkpoint embeds: cpu (default) or cuda (the GPU, BF16 activations,\n"
     "                   as uform encode --device cuda); scoring and reranking's MaxSim stay on the CPU\n"
     "  --precision P    the checkpoint's products (and the reranker's): bf16 (default), e4m3 (the\n"
-    "                   blocks' products in E4M3, CPU only) or f32 (docs/precision.md)\n"
+    "                   blocks' products in E4M3), int8 (in int8, CPU only) or f32 (docs/precision.md)\n"
     "  --output-precision LIST  the model rows at these output precisions, comma-separated, or all:\n"
     "                   float32 (default; the rows \"model\"), int8, uint8, binary, ubinary (rows\n"
     "                   \"model-int8\", ...). Both sides are quantized at each width; int8/uint8 ranges\n"

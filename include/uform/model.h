@@ -18,7 +18,7 @@ typedef struct uform_model_t uform_model_t;
 typedef struct uform_context_t uform_context_t;
 
 /** How matrix products round their inputs. BF16 is the fast path; Float32 is for verification;
- *  E4M3 narrows the transformer blocks' products (docs/precision.md). */
+ *  E4M3 and int8 narrow the transformer blocks' products (docs/precision.md). */
 typedef enum uform_precision_t {
     uform_precision_bf16_k = 0, /* activations rounded to BF16 before each product, Float32 accumulation */
     uform_precision_f32_k = 1,  /* activations kept in Float32, weights widened exactly to Float32 */
@@ -26,6 +26,10 @@ typedef enum uform_precision_t {
                                    output row, made once; activations with one per input row; Float32 accumulation
                                    (CPU: BF16 kernels over the widened codes; GPU: cuBLASLt's FP8 products). The
                                    rest as BF16. */
+    uform_precision_int8_k = 3, /* the blocks' four products in int8: symmetric codes in [-127, 127] with a Float32 scale
+                                   per output row of the weights, made once, and per input row of the activations;
+                                   exact int32 sums (VPDPBUSD where the CPU has AVX-512 VNNI). CPU only. The rest as
+                                   BF16. Not the output precision "int8" of quantize.h, which applies to embeddings. */
 } uform_precision_t;
 
 /** Where inference passes run (uform_model_set_device). */
@@ -67,17 +71,17 @@ UFORM_API int uform_model_has_head(uform_model_t const *model, char const *head)
 /** Spreads work over `threads` threads (0: all cores). Takes effect at once. */
 UFORM_API uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads);
 /** Chooses how matrix products round (default BF16). Float32 widens the weights once, at this call;
- *  E4M3 packs the blocks' matrices once, at this call. */
+ *  E4M3 and int8 pack the blocks' matrices once, at this call. */
 UFORM_API uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision);
-/** The precision named "bf16", "e4m3" or "f32" (also "float32"), for command lines and bindings. */
+/** The precision named "bf16", "e4m3", "int8" or "f32" (also "float32"), for command lines and bindings. */
 UFORM_API uform_status_t uform_precision_parse(char const *name, uform_precision_t *precision);
-/** "bf16", "e4m3" or "f32"; "unknown" for a value outside uform_precision_t. */
+/** "bf16", "e4m3", "int8" or "f32"; "unknown" for a value outside uform_precision_t. */
 UFORM_API char const *uform_precision_name(uform_precision_t precision);
 /** Chooses where `uform_forward` and the verbs of encode.h (encode, colbert, rerank, mlm_logits)
  *  run. CUDA: the weights are copied to the GPU at this call (BF16 matrices, Float32 norm gains and
  *  pool.query) and again, before the next pass, whenever they change (a trainer's step, a head
  *  re-initialized); activations are stored in BF16 with Float32 accumulation and a Float32 residual
- *  stream, like the BF16 precision (so the Float32 precision is refused on the GPU, either order;
+ *  stream, like the BF16 precision (so the Float32 and int8 precisions are refused on the GPU, either order;
  *  E4M3 runs there as on the CPU, its codes made at this call: set the precision first),
  *  and the verbs' outputs agree with the CPU's within the bound of docs/cuda.md. Texts are packed
  *  on the host as on the CPU; MaxSim sums run on the host. CPU: frees the GPU's copies. Fails with

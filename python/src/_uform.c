@@ -138,7 +138,7 @@ static int uform_model_init_(uform_model_object_t *self, PyObject *args, PyObjec
     else if (!strcmp(device, "cuda")) self->device = uform_device_cuda_k;
     else return PyErr_Format(PyExc_ValueError, "device is 'cpu' or 'cuda', not '%s'", device), -1;
     if (uform_precision_parse(precision, &self->precision) != uform_ok_k)
-        return PyErr_Format(PyExc_ValueError, "precision is 'bf16', 'e4m3' or 'f32', not '%s'", precision), -1;
+        return PyErr_Format(PyExc_ValueError, "precision is 'bf16', 'e4m3', 'int8' or 'f32', not '%s'", precision), -1;
     if (threads < 0) return PyErr_SetString(PyExc_ValueError, "threads is a count, 0 for all cores"), -1;
     self->threads = (size_t)threads;
 

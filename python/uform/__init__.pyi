@@ -34,7 +34,7 @@ class Model:
         path: Union[str, os.PathLike[str], None] = None,
         *,
         device: Literal["cpu", "cuda"] = "cpu",
-        precision: Literal["bf16", "e4m3", "f32"] = "bf16",
+        precision: Literal["bf16", "e4m3", "int8", "f32"] = "bf16",
         threads: int = 0,
     ) -> None: ...
     def encode(

@@ -45,6 +45,15 @@ void uform_cpu_linear_e4m3(uform_kernels_t const *kernels, uform_weight_t const 
     }
 }
 
+void uform_cpu_linear_int8(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
+                           size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
+    size_t depth = matrix->columns, stride = uform_int8_stride(depth);
+    for (size_t r = 0; r < rows; ++r)
+        scratch->row_scales[r] = kernels->quantize_int8(a + r * a_stride, depth, scratch->inputs_int8 + r * stride);
+    kernels->gemm_int8(scratch->inputs_int8, stride, matrix->int8, matrix->corrections, scratch->row_scales,
+                       matrix->scales, c, c_stride, rows, matrix->rows, depth);
+}
+
 void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
                       size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     if (model->precision == uform_precision_f32_k) {
@@ -54,6 +63,10 @@ void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, 
     uform_kernels_t const *kernels = uform_kernels();
     if (matrix->e4m3) {
         uform_cpu_linear_e4m3(kernels, matrix, a, a_stride, rows, c, c_stride, scratch);
+        return;
+    }
+    if (matrix->int8) {
+        uform_cpu_linear_int8(kernels, matrix, a, a_stride, rows, c, c_stride, scratch);
         return;
     }
     for (size_t r = 0; r < rows; ++r)
@@ -109,7 +122,7 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 #endif
     size_t stride = 3 * d, padded = keys_count + keys_count % 2;
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
-    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 keeps attention's products in BF16 */
+    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
     if (bf16) {
         uform_pack_f32(k + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
         uform_pack_f32(v + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
@@ -155,7 +168,7 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
         uform_kernels_t const *kernels = uform_kernels();
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
         kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
-    } else if (model->precision == uform_precision_e4m3_k) {
+    } else if (model->precision == uform_precision_e4m3_k || model->precision == uform_precision_int8_k) {
         uform_kernels()->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
         uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     } else {

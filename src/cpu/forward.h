@@ -38,4 +38,11 @@ void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, 
 void uform_cpu_linear_e4m3(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
                            size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch);
 
+/** uform_cpu_linear's int8 product by a given kernel table (uform_bench_gemm and test_kernels pick it):
+ *  each row of A quantized by the table's quantize_int8 into scratch's inputs_int8 (rows *
+ *  uform_int8_stride(depth) bytes) with its scale in row_scales, then the table's gemm_int8 against
+ *  `matrix`'s codes, corrections and scales (uform_pack_int8). */
+void uform_cpu_linear_int8(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
+                           size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch);
+
 #endif

@@ -1,4 +1,4 @@
-/*  kernels.c: packing (BF16 and E4M3), the run-time choice of kernel table, and the generic (plain C) kernels. */
+/*  kernels.c: packing (BF16, E4M3 and int8), the run-time choice of kernel table, and the generic (plain C) kernels. */
 #include "cpu/kernels.h"
 
 #include <math.h>
@@ -76,6 +76,63 @@ void uform_pack_e4m3(uint16_t const *b, size_t width, size_t depth, float *scale
                 }
 }
 
+size_t uform_packed_int8_size(size_t width, size_t depth) { return (width + 15) / 16 * uform_int8_stride(depth) * 16; }
+
+void uform_pack_int8(uint16_t const *b, size_t width, size_t depth, float *scales, int32_t *corrections, int8_t *packed) {
+    size_t quads = uform_int8_stride(depth) / 4;
+    memset(packed, 0, uform_packed_int8_size(width, depth));
+    for (size_t row = 0; row < width; ++row) {
+        float largest = 0;
+        for (size_t j = 0; j < depth; ++j) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(b[row * depth + j])));
+        scales[row] = largest > 0 ? largest / 127.0f : 1.0f;
+#if defined(UFORM_PLANT_INT8_WEIGHT_SCALE)
+        scales[row] = 1.0f; /* planted: the row's scale dropped after it made the codes (below) */
+        float divisor = largest > 0 ? largest / 127.0f : 1.0f;
+#else
+        float divisor = scales[row];
+#endif
+        int32_t sum = 0;
+        int8_t *panel = packed + row / 16 * quads * 64 + row % 16 * 4;
+        for (size_t j = 0; j < depth; ++j) {
+#if defined(UFORM_PLANT_INT8_TRUNCATE)
+            int32_t code = (int32_t)(uform_bf16_to_f32(b[row * depth + j]) / divisor); /* planted: toward zero */
+#else
+            int32_t code = uform_int8_round(uform_bf16_to_f32(b[row * depth + j]) / divisor);
+#endif
+            panel[j / 4 * 64 + j % 4] = (int8_t)code;
+            sum += code;
+        }
+#if defined(UFORM_PLANT_INT8_CORRECTION)
+        sum = 0; /* planted: the +128 offset of the inputs left in the sums */
+#endif
+        corrections[row] = 128 * sum;
+    }
+}
+
+float uform_quantize_int8_generic(float const *source, size_t count, uint8_t *target) {
+    float largest = 0;
+    for (size_t i = 0; i < count; ++i) largest = fabsf(source[i]) > largest ? fabsf(source[i]) : largest;
+    float scale = largest > 0 ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
+    for (size_t i = 0; i < count; ++i) target[i] = (uint8_t)(128 + uform_int8_round(source[i] * inverse));
+    for (size_t i = count; i < uform_int8_stride(count); ++i) target[i] = 128;
+    return scale;
+}
+
+void uform_gemm_int8_generic(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                             float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                             size_t width, size_t depth) {
+    size_t quads = uform_int8_stride(depth) / 4;
+    for (size_t row = 0; row < rows; ++row)
+        for (size_t column = 0; column < width; ++column) {
+            int8_t const *w = packed + column / 16 * quads * 64 + column % 16 * 4;
+            uint8_t const *x = a + row * a_stride;
+            int32_t sum = 0;
+            for (size_t quad = 0; quad < quads; ++quad)
+                for (size_t k = 0; k < 4; ++k) sum += (int32_t)x[4 * quad + k] * w[quad * 64 + k];
+            c[row * c_stride + column] = (float)(sum - corrections[column]) * row_scales[row] * scales[column];
+        }
+}
+
 static uint16_t uform_e4m3_bf16_[256];
 static pthread_once_t uform_e4m3_once_ = PTHREAD_ONCE_INIT;
 
@@ -148,7 +205,8 @@ static void uform_swiglu_f32_generic_(float const *gate_up, size_t rows, size_t 
 uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, uform_softmax_bf16_generic_,
                                                 uform_swiglu_bf16_generic_, uform_bf16_from_f32_array,
                                                 uform_widen_e4m3_generic, uform_quantize_e4m3_generic_,
-                                                uform_swiglu_f32_generic_};
+                                                uform_swiglu_f32_generic_, uform_quantize_int8_generic,
+                                                uform_gemm_int8_generic};
 
 /* The one place a table is chosen. A table is listed where this build compiled it (x86-64 with a
  * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the
@@ -159,6 +217,9 @@ uform_kernels_t const *const uform_kernels_all[] = {
 #endif
 #if defined(UFORM_HAVE_AVX512BF16)
     &uform_kernels_avx512bf16,
+#endif
+#if defined(UFORM_HAVE_AVX512VNNI)
+    &uform_kernels_avx512vnni,
 #endif
 #if defined(UFORM_HAVE_AVX512F)
     &uform_kernels_avx512f,
@@ -177,7 +238,12 @@ int uform_kernels_runs(char const *name) {
                                         uform_kernels_runs("avx512bf16") && uform_amx_permitted();
 #endif
 #if defined(UFORM_HAVE_AVX512BF16)
+    /* VNNI for its int8 product: every CPU with AVX512-BF16 has it. */
     if (!strcmp(name, "avx512bf16")) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+                                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+#endif
+#if defined(UFORM_HAVE_AVX512VNNI)
+    if (!strcmp(name, "avx512vnni")) return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
                                                    __builtin_cpu_supports("avx512vl");
 #endif
 #if defined(UFORM_HAVE_AVX512F)

@@ -1,8 +1,10 @@
 /*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time (kernels.c),
  *  the first this CPU runs of: "amx" (TDPBF16PS on AMX tiles, where Linux grants the tile state),
- *  "avx512bf16" (VDPBF16PS), "avx512f" and "avx2" (BF16 widened to Float32, FMA; kernels_widen.h),
- *  "generic" (plain C); on Intel "avx512f" goes ahead of "avx512bf16", which measured slower there.
- *  All share one packed layout of B. `UFORM_CPU=<name>` in the environment picks a table by name
+ *  "avx512bf16" (VDPBF16PS), "avx512vnni", "avx512f" and "avx2" (BF16 widened to Float32, FMA;
+ *  kernels_widen.h), "generic" (plain C); on Intel "avx512f" goes ahead of "avx512bf16", which measured
+ *  slower there. All share one packed layout of B. Each table also has the int8 precision's product
+ *  (gemm_int8): VPDPBUSD in amx, avx512bf16 and avx512vnni, VPMADDWD in avx512f and avx2, plain C in
+ *  generic; all exact in int32, so they agree bit for bit. `UFORM_CPU=<name>` in the environment picks a table by name
  *  (one the CPU cannot run is refused with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
 #define UFORM_CPU_KERNELS_H
@@ -29,12 +31,22 @@ typedef struct uform_kernels_t {
     /** An E4M3 product's input row: s = max |source| / 448 (1 for a zero row), target[i] = the BF16 of
      *  E4M3(source[i] * (1 / s)), ties to even, saturated at 448; returns s. */
     float (*quantize_e4m3)(float const *source, size_t count, uint16_t *target);
-    /** hidden [rows, width] = silu(gate) * up in Float32 (the E4M3 precision's down input). */
+    /** hidden [rows, width] = silu(gate) * up in Float32 (the E4M3 and int8 precisions' down input). */
     void (*swiglu_f32)(float const *gate_up, size_t rows, size_t width, float *hidden);
+    /** An int8 product's input row: s = max |source| / 127 (1 for a zero row), target[i] = 128 +
+     *  clamp(round(source[i] * (1 / s)), -127, 127), ties to even, then 128s up to a multiple of 4
+     *  (uform_int8_stride); returns s. */
+    float (*quantize_int8)(float const *source, size_t count, uint8_t *target);
+    /** C [rows, width] = ((float)(sum_j a[r][j] w[i][j] - corrections[i]) * row_scales[r]) * scales[i]:
+     *  a's rows the codes of quantize_int8 (value + 128, `a_stride` bytes apart), w and corrections
+     *  (128 sum_j w[i][j]) packed by uform_pack_int8, the sum exact in int32. */
+    void (*gemm_int8)(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                      float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                      size_t width, size_t depth);
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
-/** The tables in order of preference (amx first; on Intel, avx512f before avx512bf16), ending with NULL,
+/** The tables in order of preference (amx first; on Intel, avx512vnni and avx512f before avx512bf16), ending with NULL,
  *  whether or not this CPU runs them. */
 extern uform_kernels_t const *const uform_kernels_all[];
 /** Whether this CPU (and its OS) runs the named table. */
@@ -65,6 +77,37 @@ size_t uform_packed_e4m3_size(size_t width, size_t depth);
 void uform_pack_e4m3(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *packed);
 /** The same scales and codes row-major: codes [i * depth + j] (the GPU's layout). */
 void uform_e4m3_rows(uint16_t const *b, size_t width, size_t depth, float *scales, uint8_t *codes);
+/** An int8 row's bytes: depth rounded up to a multiple of 4 (VPDPBUSD's quad). */
+static inline size_t uform_int8_stride(size_t depth) { return (depth + 3) / 4 * 4; }
+/** The deepest int8 product whose sum stays exact in int32: 255 x 127 x depth < 2^31. */
+enum { uform_int8_depth_most_k = 66000 };
+/** Bytes of B [width, depth] packed as int8 codes: panels of 16 rows of B, depth in quads (64 bytes a
+ *  panel's quad, one VPDPBUSD operand), zeros in the pads. */
+size_t uform_packed_int8_size(size_t width, size_t depth);
+/** Packs the row-major BF16 B [width, depth] as int8 with a Float32 scale per row of B:
+ *  scales[i] = max_j |B[i][j]| / 127 (1 for a zero row), codes clamp(round(B[i][j] / scales[i]),
+ *  -127, 127) ties to even (division in Float32), corrections[i] = 128 sum_j codes[i][j]. */
+void uform_pack_int8(uint16_t const *b, size_t width, size_t depth, float *scales, int32_t *corrections, int8_t *packed);
+/** The nearest integer to x, ties to even, clamped to [-127, 127] (|x| < 2^22; NaN not handled). */
+static inline int32_t uform_int8_round(float x) {
+    float shifted = x + 12582912.0f; /* 1.5 x 2^23: the sum's last bit is the units, so it rounds there */
+    float rounded = shifted - 12582912.0f;
+    return rounded > 127.0f ? 127 : rounded < -127.0f ? -127 : (int32_t)rounded;
+}
+/** The generic table's int8 kernels, and the x86 ones the other tables share. */
+float uform_quantize_int8_generic(float const *source, size_t count, uint8_t *target);
+void uform_gemm_int8_generic(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                             float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                             size_t width, size_t depth);
+float uform_quantize_int8_avx2(float const *source, size_t count, uint8_t *target);
+void uform_gemm_int8_avx2(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                          float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                          size_t width, size_t depth);
+float uform_quantize_int8_avx512(float const *source, size_t count, uint8_t *target);
+void uform_gemm_int8_avx512vnni(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                                float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                                size_t width, size_t depth);
+
 /** The E4M3 widening of the generic table (a table of 256 BF16s) and of the AVX2 and AVX-512 tables. */
 void uform_widen_e4m3_generic(uint8_t const *source, uint16_t *target, size_t count);
 void uform_widen_e4m3_avx2(uint8_t const *source, uint16_t *target, size_t count);
@@ -79,6 +122,7 @@ void uform_swiglu_f32_avx512bf16(float const *gate_up, size_t rows, size_t width
 
 extern uform_kernels_t const uform_kernels_generic;
 extern uform_kernels_t const uform_kernels_avx2;
+extern uform_kernels_t const uform_kernels_avx512vnni;
 extern uform_kernels_t const uform_kernels_avx512f;
 extern uform_kernels_t const uform_kernels_avx512bf16;
 extern uform_kernels_t const uform_kernels_amx;

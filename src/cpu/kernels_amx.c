@@ -171,7 +171,9 @@ static void uform_gemm_amx_(uint16_t const *a, size_t a_stride, uint16_t const *
     _tile_release(); /* the 8 KiB tile state need not be saved at the next context switch */
 }
 
-/* Only the product has tiles: the rest is avx512bf16's (kernels_avx512_elementwise.c). */
+/* Only the product has tiles: the rest is avx512bf16's (kernels_avx512_elementwise.c), int8 VNNI's
+ * (AMX-INT8's tiles are not used). */
 uform_kernels_t const uform_kernels_amx = {"amx", uform_gemm_amx_, uform_softmax_bf16_avx512bf16, uform_swiglu_bf16_avx512bf16,
                                            uform_round_bf16_avx512bf16, uform_widen_e4m3_avx2,
-                                           uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16};
+                                           uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16,
+                                           uform_quantize_int8_avx512, uform_gemm_int8_avx512vnni};

@@ -1,7 +1,8 @@
 /*  kernels_avx2.c: BF16 kernels for CPUs with AVX2 and FMA but no AVX-512 (Haswell and later, Zen 1-3):
  *  kernels_widen.h over 8-lane vectors, tiles of up to 4 rows of A against one panel of 16 columns of
  *  B (8 accumulators, 4 widened B vectors: 12 of the 16 registers). Compiled with -mavx2 -mfma and
- *  only called after a CPU check (kernels.c). Also the E4M3 widening of every x86 table. */
+ *  only called after a CPU check (kernels.c). Also the E4M3 widening of every x86 table, and the int8
+ *  product of the avx2 and avx512f tables (VPMADDWD on widened codes, 4 rows x 16 columns). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -11,6 +12,7 @@ typedef __m256 uform_v_t;
 #define UFORM_TILE_PANELS_MOST 1
 #define UFORM_WIDEN_TABLE uform_kernels_avx2
 #define UFORM_WIDEN_NAME "avx2"
+#define UFORM_WIDEN_INT8 uform_quantize_int8_avx2, uform_gemm_int8_avx2
 
 static inline __m256 uform_v_zero(void) { return _mm256_setzero_ps(); }
 static inline __m256 uform_v_set1(float x) { return _mm256_set1_ps(x); }
@@ -105,3 +107,104 @@ UFORM_WIDEN_TILE(4, 1)
 static uform_tile_t const uform_tiles_[UFORM_TILE_ROWS_MOST][UFORM_TILE_PANELS_MOST] = {
     {uform_tile_1_1_}, {uform_tile_2_1_}, {uform_tile_3_1_}, {uform_tile_4_1_}};
 UFORM_WIDEN_GEMM(uform_tiles_)
+
+/* ---- The int8 product: VPMADDUBSW's int16 sum of two u8 x s8 products (up to 2 x 255 x 127) would
+ * saturate, so both sides widen to int16 and VPMADDWD sums pairs into int32, exactly. ---- */
+
+float uform_quantize_int8_avx2(float const *source, size_t count, uint8_t *target) {
+    size_t whole = count - count % 8;
+    __m256 const magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 largest = _mm256_setzero_ps();
+    for (size_t i = 0; i < whole; i += 8) largest = _mm256_max_ps(largest, _mm256_and_ps(_mm256_loadu_ps(source + i), magnitude));
+    float most = uform_v_largest(largest);
+    for (size_t i = whole; i < count; ++i) most = fabsf(source[i]) > most ? fabsf(source[i]) : most;
+    float scale = most > 0 ? most / 127.0f : 1.0f, inverse = 1.0f / scale;
+    __m256 const factor = _mm256_set1_ps(inverse);
+    __m256i const low = _mm256_set1_epi32(-127), high = _mm256_set1_epi32(127), offset = _mm256_set1_epi32(128);
+    for (size_t i = 0; i < whole; i += 8) {
+        __m256i q = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(source + i), factor)); /* nearest even */
+        q = _mm256_add_epi32(_mm256_min_epi32(_mm256_max_epi32(q, low), high), offset);
+        __m128i words = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+        _mm_storel_epi64((__m128i *)(target + i), _mm_packus_epi16(words, words));
+    }
+    for (size_t i = whole; i < count; ++i) target[i] = (uint8_t)(128 + uform_int8_round(source[i] * inverse));
+    for (size_t i = count; i < uform_int8_stride(count); ++i) target[i] = 128;
+    return scale;
+}
+
+enum { uform_int8_rows_most_k = 4 };
+
+/* Up to 4 rows against one panel: per row four vectors of 8 int32, a pair of partial
+ * sums per column, added pairwise at the end. The epilogue's loops are unrolled by request: left as
+ * loops over the accumulators, the compiler would keep those in memory through the depth loop too. */
+#define UFORM_INT8_TILE(ROWS)                                                                                       \
+    static void uform_int8_tile_##ROWS##_(uint8_t const *a, size_t a_stride, int8_t const *b, size_t quads,        \
+                                          int32_t const *corrections, float const *row_scales,                     \
+                                          float const *scales, float *c, size_t c_stride, size_t columns) {        \
+        __m256i sums[ROWS][4];                                                                                      \
+        for (int r = 0; r < ROWS; ++r)                                                                              \
+            for (int v = 0; v < 4; ++v) sums[r][v] = _mm256_setzero_si256();                                        \
+        for (size_t quad = 0; quad < quads; ++quad) {                                                               \
+            __m256i x[ROWS];                                                                                        \
+            for (int r = 0; r < ROWS; ++r) {                                                                        \
+                uint32_t four;                                                                                      \
+                memcpy(&four, a + r * a_stride + 4 * quad, sizeof(four));                                           \
+                x[r] = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)four)));                    \
+            }                                                                                                       \
+            for (int v = 0; v < 4; ++v) {                                                                           \
+                __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((__m128i const *)(b + quad * 64 + 16 * v)));       \
+                for (int r = 0; r < ROWS; ++r) sums[r][v] = _mm256_add_epi32(sums[r][v], _mm256_madd_epi16(x[r], w)); \
+            }                                                                                                       \
+        }                                                                                                           \
+        int32_t totals[ROWS][16];                                                                                   \
+        _Pragma("GCC unroll 16") for (int r = 0; r < ROWS; ++r)                                                     \
+            _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) { /* columns 8 half .. 8 half + 7 */       \
+                __m256i pairs = _mm256_hadd_epi32(sums[r][2 * half], sums[r][2 * half + 1]);                        \
+                _mm256_storeu_si256((__m256i *)(totals[r] + 8 * half), _mm256_permute4x64_epi64(pairs, 0xd8));      \
+            }                                                                                                       \
+        uform_int8_finish_(&totals[0][0], ROWS, corrections, row_scales, scales, c, c_stride, columns);             \
+    }
+
+/* C of a tile from its int32 sums [rows][16]: the correction taken back, both scales applied. */
+static inline void uform_int8_finish_(int32_t const *totals, int rows, int32_t const *corrections,
+                                      float const *row_scales, float const *scales, float *c, size_t c_stride,
+                                      size_t columns) {
+    for (int r = 0; r < rows; ++r) {
+        float *target = c + r * c_stride;
+        if (columns == 16) {
+            __m256 row_scale = _mm256_set1_ps(row_scales[r]);
+            for (int half = 0; half < 2; ++half) {
+                __m256i total = _mm256_sub_epi32(_mm256_loadu_si256((__m256i const *)(totals + 16 * r + 8 * half)),
+                                                 _mm256_loadu_si256((__m256i const *)(corrections + 8 * half)));
+                __m256 value = _mm256_mul_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(total), row_scale), _mm256_loadu_ps(scales + 8 * half));
+                _mm256_storeu_ps(target + 8 * half, value);
+            }
+        } else {  /* the same operations one column at a time, so as not to read past the last column */
+            for (size_t i = 0; i < columns; ++i) target[i] = (float)(totals[16 * r + i] - corrections[i]) * row_scales[r] * scales[i];
+        }
+    }
+}
+
+UFORM_INT8_TILE(1)
+UFORM_INT8_TILE(2)
+UFORM_INT8_TILE(3)
+UFORM_INT8_TILE(4)
+
+typedef void (*uform_int8_tile_t)(uint8_t const *, size_t, int8_t const *, size_t, int32_t const *, float const *,
+                                  float const *, float *, size_t, size_t);
+static uform_int8_tile_t const uform_int8_tiles_[uform_int8_rows_most_k] = {uform_int8_tile_1_, uform_int8_tile_2_,
+                                                                          uform_int8_tile_3_, uform_int8_tile_4_};
+
+void uform_gemm_int8_avx2(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
+                          float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
+                          size_t width, size_t depth) {
+    size_t quads = uform_int8_stride(depth) / 4;
+    for (size_t first = 0; first < width; first += 16) {
+        size_t columns = width - first < 16 ? width - first : 16;
+        for (size_t row = 0; row < rows; row += uform_int8_rows_most_k) {
+            size_t count = rows - row < uform_int8_rows_most_k ? rows - row : uform_int8_rows_most_k;
+            uform_int8_tiles_[count - 1](a + row * a_stride, a_stride, packed + first * quads * 4, quads, corrections + first,
+                                         row_scales + row, scales + first, c + row * c_stride + first, c_stride, columns);
+        }
+    }
+}

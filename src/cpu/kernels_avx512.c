@@ -63,8 +63,10 @@ static void uform_gemm_avx512_(uint16_t const *a, size_t a_stride, uint16_t cons
     }
 }
 
-/* Softmax, SwiGLU, rounding and E4M3 inputs: kernels_avx512_elementwise.c's, with the native BF16 store. */
+/* Softmax, SwiGLU, rounding and E4M3 inputs: kernels_avx512_elementwise.c's, with the native BF16 store;
+ * int8: kernels_avx512vnni.c's. */
 uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx512_, uform_softmax_bf16_avx512bf16,
                                                    uform_swiglu_bf16_avx512bf16, uform_round_bf16_avx512bf16,
                                                    uform_widen_e4m3_avx2,
-                                                   uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16};
+                                                   uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16,
+                                                   uform_quantize_int8_avx512, uform_gemm_int8_avx512vnni};

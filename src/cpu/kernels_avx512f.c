@@ -4,8 +4,12 @@
  *  instructions only; compiled with -mavx512f -mfma and only called after a CPU check (kernels.c). */
 #define UFORM_TILE_ROWS_MOST 6
 #define UFORM_TILE_PANELS_MOST 3
+#if !defined(UFORM_WIDEN_TABLE) /* kernels_avx512vnni.c names its own table over these kernels */
 #define UFORM_WIDEN_TABLE uform_kernels_avx512f
 #define UFORM_WIDEN_NAME "avx512f"
+/* The int8 product of AVX2: 512-bit VPMADDWD needs AVX512-BW, which this table does not ask for. */
+#define UFORM_WIDEN_INT8 uform_quantize_int8_avx2, uform_gemm_int8_avx2
+#endif
 
 #include "cpu/kernels_avx512_vector.h"
 #include "cpu/kernels_widen.h"

@@ -5,7 +5,8 @@
  *  in Float32, so each step rounds once, as VDPBF16PS's accumulation does.
  *
  *  The including file defines, before including this header:
- *    uform_v_t, UFORM_LANES, UFORM_TILE_ROWS_MOST, UFORM_TILE_PANELS_MOST, UFORM_WIDEN_TABLE, UFORM_WIDEN_NAME
+ *    uform_v_t, UFORM_LANES, UFORM_TILE_ROWS_MOST, UFORM_TILE_PANELS_MOST, UFORM_WIDEN_TABLE, UFORM_WIDEN_NAME,
+ *    UFORM_WIDEN_INT8 (the table's quantize_int8 and gemm_int8)
  *    uform_v_zero, uform_v_set1, uform_v_load, uform_v_store, uform_v_add, uform_v_sub, uform_v_mul,
  *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
  *    uform_v_e4m3 (to the nearest E4M3 value, ties to even, saturated at 448),
@@ -218,6 +219,6 @@ static float uform_quantize_e4m3_widen_(float const *source, size_t count, uint1
     uform_kernels_t const UFORM_WIDEN_TABLE = {UFORM_WIDEN_NAME, uform_gemm_widen_, uform_softmax_bf16_widen_,      \
                                                uform_swiglu_bf16_widen_, uform_round_bf16_widen_,               \
                                                uform_widen_e4m3_avx2, uform_quantize_e4m3_widen_,               \
-                                               uform_swiglu_f32_widen_};
+                                               uform_swiglu_f32_widen_, UFORM_WIDEN_INT8};
 
 #endif

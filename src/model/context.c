@@ -57,8 +57,11 @@ uform_status_t uform_context_move(uform_context_t *context, uform_device_t devic
 #else
     if (context->device == uform_device_cuda_k) return uform_ok_k;
     uform_model_t *model = context->model;
-    if (model->precision == uform_precision_f32_k)
-        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 and E4M3 precisions, and this model is set to Float32", verb);
+    if (model->precision == uform_precision_f32_k || model->precision == uform_precision_int8_k)
+        return uform_fail(uform_unsupported_k, "%s: the GPU runs the BF16 and E4M3 precisions, and this model is set to %s", verb,
+                          model->precision == uform_precision_f32_k ? "Float32"
+                                                                    : "int8 (int8 products run on the CPU only): set the "
+                                                                      "precision to bf16 or e4m3 first");
     uform_model_prepare(model); /* the CPU's copies stay current too */
     char error[512] = "";
     uform_cuda_forward_t *cuda = NULL;
@@ -88,6 +91,10 @@ uform_status_t uform_context_pass(uform_context_t *context, uform_pass_t const *
     uform_model_prepare(model);
 #if defined(UFORM_HAVE_CUDA)
     if (context->device == uform_device_cuda_k) {
+        if (model->precision == uform_precision_int8_k || model->precision == uform_precision_f32_k)
+            return uform_fail(uform_unsupported_k, "GPU pass: the model was set to %s since this context moved to the GPU, "
+                              "which runs bf16 and e4m3 only%s", uform_precision_name(model->precision),
+                              model->precision == uform_precision_int8_k ? " (int8 products run on the CPU only)" : "");
         char error[512] = "";
         uform_status_t status = uform_ok_k;
         if (context->uploaded != model->version &&
@@ -156,6 +163,7 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     for (size_t t = 0; t < threads; ++t) {
         uform_scratch_t *s = &scratch[t];
         s->inputs_bf16 = uform_arena_take(&arena, tile * wide * sizeof(uint16_t));
+        s->inputs_int8 = (uint8_t *)s->inputs_bf16; /* a byte a value, rows padded to 4: fits where BF16's 2 bytes did */
         s->gate_up = uform_arena_take(&arena, tile * vocabulary_columns * sizeof(float));
         s->hidden = uform_arena_take(&arena, tile * wide * sizeof(float));
         s->product = uform_arena_take(&arena, tile * d * sizeof(float));

@@ -29,7 +29,9 @@
 
 static void uform_weight_free_(uform_weight_t *weight) {
     free(weight->bf16), free(weight->f32), free(weight->packed), free(weight->widened), free(weight->e4m3), free(weight->scales);
+    free(weight->int8), free(weight->corrections);
     weight->bf16 = weight->packed = NULL, weight->f32 = weight->widened = weight->scales = NULL, weight->e4m3 = NULL;
+    weight->int8 = NULL, weight->corrections = NULL;
 }
 
 static uform_status_t uform_weight_alloc_(uform_weight_t *weight, uform_tensor_info_t const *info) {
@@ -41,20 +43,31 @@ static uform_status_t uform_weight_alloc_(uform_weight_t *weight, uform_tensor_i
     return uform_ok_k;
 }
 
-/* Whether a matrix's products run in E4M3 at that precision: the blocks' four, as SPEC.md's E4M3
- * tier says; the byte entries, frontends, pool and heads stay BF16. */
+/* Whether a matrix's products run narrow (E4M3 or int8) at that precision: the blocks' four, as SPEC.md's
+ * E4M3 tier says; the byte entries, frontends, pool and heads stay BF16. */
 static int uform_weight_narrow_(uform_tensor_info_t const *info, uform_precision_t precision) {
-    return precision == uform_precision_e4m3_k && (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k ||
-                                                   info->kind == uform_tensor_gate_up_k || info->kind == uform_tensor_down_k);
+    return (precision == uform_precision_e4m3_k || precision == uform_precision_int8_k) &&
+           (info->kind == uform_tensor_qkv_k || info->kind == uform_tensor_out_k || info->kind == uform_tensor_gate_up_k ||
+            info->kind == uform_tensor_down_k);
 }
 
 /* Builds what the products of the current precision need of a matrix: a packed copy (BF16 or E4M3)
  * or a widened one. */
 static uform_status_t uform_weight_prepare_(uform_weight_t *weight, uform_tensor_info_t const *info, uform_precision_t precision) {
     if (!weight->bf16) return uform_ok_k;
-    free(weight->packed), free(weight->widened), free(weight->e4m3), free(weight->scales);
-    weight->packed = NULL, weight->widened = weight->scales = NULL, weight->e4m3 = NULL;
-    if (uform_weight_narrow_(info, precision)) {
+    free(weight->packed), free(weight->widened), free(weight->e4m3), free(weight->scales), free(weight->int8), free(weight->corrections);
+    weight->packed = NULL, weight->widened = weight->scales = NULL, weight->e4m3 = NULL, weight->int8 = NULL, weight->corrections = NULL;
+    if (uform_weight_narrow_(info, precision) && precision == uform_precision_int8_k) {
+        if (weight->columns > uform_int8_depth_most_k)
+            return uform_fail(uform_unsupported_k, "int8 products of depth %zu could overflow their int32 sums (at most %d)",
+                              weight->columns, uform_int8_depth_most_k);
+        weight->int8 = aligned_alloc(64, (uform_packed_int8_size(weight->rows, weight->columns) + 63) & ~(size_t)63);
+        weight->corrections = malloc(weight->rows * sizeof(int32_t));
+        weight->scales = malloc(weight->rows * sizeof(float));
+        if (!weight->int8 || !weight->corrections || !weight->scales)
+            return uform_fail(uform_out_of_memory_k, "cannot pack a %zux%zu matrix as int8", weight->rows, weight->columns);
+        uform_pack_int8(weight->bf16, weight->rows, weight->columns, weight->scales, weight->corrections, weight->int8);
+    } else if (uform_weight_narrow_(info, precision)) {
         weight->e4m3 = aligned_alloc(64, (uform_packed_e4m3_size(weight->rows, weight->columns) + 63) & ~(size_t)63);
         weight->scales = malloc(weight->rows * sizeof(float));
         if (!weight->e4m3 || !weight->scales)
@@ -94,6 +107,7 @@ void uform_model_prepare(uform_model_t *model) {
         if (weight->packed) uform_pack_bf16(weight->bf16, weight->rows, weight->columns, weight->columns, 1, weight->packed);
         if (weight->widened) uform_f32_from_bf16_array(weight->bf16, weight->widened, weight->rows * weight->columns);
         if (weight->e4m3) uform_pack_e4m3(weight->bf16, weight->rows, weight->columns, weight->scales, weight->e4m3);
+        if (weight->int8) uform_pack_int8(weight->bf16, weight->rows, weight->columns, weight->scales, weight->corrections, weight->int8);
     }
     model->stale = 0;
     pthread_mutex_unlock(&model->lock);
@@ -545,7 +559,8 @@ uform_status_t uform_model_set_threads(uform_model_t *model, size_t threads) {
 
 uform_status_t uform_model_set_precision(uform_model_t *model, uform_precision_t precision) {
     if (!model) return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: NULL model");
-    if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k && precision != uform_precision_e4m3_k)
+    if (precision != uform_precision_bf16_k && precision != uform_precision_f32_k && precision != uform_precision_e4m3_k &&
+        precision != uform_precision_int8_k)
         return uform_fail(uform_invalid_argument_k, "uform_model_set_precision: unknown precision %d", (int)precision);
     if (precision == model->precision) return uform_ok_k;
     if (model->context && model->context->device == uform_device_cuda_k)
@@ -562,14 +577,15 @@ uform_status_t uform_precision_parse(char const *name, uform_precision_t *precis
     if (!name || !precision) return uform_fail(uform_invalid_argument_k, "uform_precision_parse: name and precision are needed");
     if (!strcmp(name, "bf16")) *precision = uform_precision_bf16_k;
     else if (!strcmp(name, "e4m3")) *precision = uform_precision_e4m3_k;
+    else if (!strcmp(name, "int8")) *precision = uform_precision_int8_k;
     else if (!strcmp(name, "f32") || !strcmp(name, "float32")) *precision = uform_precision_f32_k;
-    else return uform_fail(uform_invalid_argument_k, "precision is bf16, e4m3 or f32, not '%s'", name);
+    else return uform_fail(uform_invalid_argument_k, "precision is bf16, e4m3, int8 or f32, not '%s'", name);
     return uform_ok_k;
 }
 
 char const *uform_precision_name(uform_precision_t precision) {
     return precision == uform_precision_bf16_k ? "bf16" : precision == uform_precision_e4m3_k ? "e4m3"
-         : precision == uform_precision_f32_k ? "f32" : "unknown";
+         : precision == uform_precision_int8_k ? "int8" : precision == uform_precision_f32_k ? "f32" : "unknown";
 }
 
 uform_status_t uform_model_set_device(uform_model_t *model, uform_device_t device) {

@@ -20,7 +20,9 @@ typedef struct uform_weight_t {
     uint16_t *packed;     /* matrices in BF16 precision (and E4M3's other matrices): packed for the kernels (kernels.h) */
     float *widened;       /* matrices in Float32 precision: the master widened */
     uint8_t *e4m3;        /* the blocks' matrices in E4M3 precision: E4M3 codes packed (uform_pack_e4m3) */
-    float *scales;        /* [rows] their Float32 scale per row */
+    int8_t *int8;         /* the blocks' matrices in int8 precision: int8 codes packed (uform_pack_int8) */
+    int32_t *corrections; /* [rows] int8: 128 x the sum of the row's codes (the inputs' +128 taken back) */
+    float *scales;        /* [rows] the E4M3 or int8 codes' Float32 scale per row */
 } uform_weight_t;
 
 /** A block's weights, by name or by kind (views into the model's weights); the names follow the
@@ -36,12 +38,13 @@ _Static_assert(uform_tensor_down_k - uform_tensor_attn_norm_k == 5, "uform_block
 /** Per-thread scratch of a pass; sizes in docs/design.md. */
 typedef struct uform_scratch_t {
     uint16_t *inputs_bf16;  /* a product's input rows rounded to BF16 */
+    uint8_t *inputs_int8;   /* an int8 product's input codes (rows of uform_int8_stride bytes): inputs_bf16's memory */
     float *gate_up, *hidden, *product; /* one MLP tile */
     float *scores;          /* attention scores of one query tile */
     float *sums;            /* softmax denominators of one query tile */
     uint16_t *queries, *probabilities;
     uint16_t *keys_packed, *values_packed;
-    float *row_scales;      /* [tile] an E4M3 product's scale per input row */
+    float *row_scales;      /* [tile] an E4M3 or int8 product's scale per input row */
     uint16_t *panels_bf16;  /* E4M3 weights of uform_e4m3_panels_k panels widened to BF16 */
 } uform_scratch_t;
 

@@ -2,7 +2,9 @@
  *  float64 product of the same BF16 inputs, on shapes that reach each tail of each table's tiling
  *  (rows, columns and depth pairs short of a whole tile, odd depth); E4M3's codes, rounding, packing
  *  and each table's widening against the format's definition, with broken copies the same checks
- *  must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
+ *  must reject; int8's rounding, packing, each table's quantization of an input row and its product
+ *  against an int64 sum of the same codes (bit for bit) and a float64 product (a derived bound), at
+ *  each tail of each table's tiling. Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,8 +168,178 @@ static void test_e4m3(void) {
     free(b), free(packed), free(scales);
 }
 
+/* The nearest integer to x, ties to even, clamped to [-127, 127], found apart from the library's. */
+static int32_t int8_nearest(double x) {
+    double below = floor(x), fraction = x - below;
+    double chosen = fraction > 0.5 || (fraction == 0.5 && fmod(below, 2.0) != 0) ? below + 1 : below;
+    return chosen > 127 ? 127 : chosen < -127 ? -127 : (int32_t)chosen;
+}
+
+/* Rounding toward zero: a broken copy the rounding check must reject. */
+static int32_t int8_truncated(float x) { return x > 127 ? 127 : x < -127 ? -127 : (int32_t)x; }
+
+/* How many of many floats (uniform over [-140, 140], every midpoint and its neighbours) `round` gets wrong. */
+static size_t int8_rounding_mistakes(int32_t (*round)(float)) {
+    size_t mistakes = 0;
+    uform_rng_t rng = {13};
+    for (int i = 0; i < 20000; ++i) {
+        float x = (float)((uform_rng_uniform(&rng) - 0.5) * 280.0);
+        mistakes += round(x) != int8_nearest(x);
+    }
+    for (int n = -130; n < 130; ++n) {
+        float middle = (float)n + 0.5f, probes[3] = {middle, nextafterf(middle, -1000), nextafterf(middle, 1000)};
+        for (int p = 0; p < 3; ++p) mistakes += round(probes[p]) != int8_nearest(probes[p]);
+    }
+    return mistakes;
+}
+
+/* An int8 input row's scale and codes, found apart from the library's: s = max |x| / 127 in Float32,
+ * codes 128 + nearest(x * (1 / s)). */
+static float int8_quantize_reference(float const *x, size_t count, uint8_t *codes) {
+    float largest = 0;
+    for (size_t i = 0; i < count; ++i) largest = fmaxf(largest, fabsf(x[i]));
+    float scale = largest > 0 ? largest / 127.0f : 1.0f, inverse = 1.0f / scale;
+    for (size_t i = 0; i < count; ++i) codes[i] = (uint8_t)(128 + int8_nearest((double)(x[i] * inverse)));
+    return scale;
+}
+
+/* One table's int8 product on one shape: mismatches against the int64 sum of the same codes with
+ * the same Float32 steps (must be 0: the int32 sums are exact), and the largest |C - C64| / (3 u |C64|),
+ * C64 the float64 product of the codes and both scales: the conversion of the sum and the two
+ * products by the scales round once each, so the ratio is at most 1. `extreme`: every input code
+ * 255 and every weight 127 or -127, the largest sums. */
+static size_t int8_product_mistakes(uform_kernels_t const *kernels, size_t rows, size_t width, size_t depth,
+                                    uint64_t seed, int extreme, double *worst) {
+    size_t stride = uform_int8_stride(depth);
+    uint8_t *a = malloc(rows * stride);
+    uint16_t *b = malloc(width * depth * sizeof(uint16_t));
+    int8_t *packed = malloc(uform_packed_int8_size(width, depth));
+    int32_t *corrections = malloc(width * sizeof(int32_t));
+    float *x = malloc(depth * sizeof(float)), *row_scales = malloc(rows * sizeof(float));
+    float *scales = malloc(width * sizeof(float)), *c = malloc(rows * width * sizeof(float));
+    uform_rng_t rng = {seed};
+    for (size_t i = 0; i < width * depth; ++i)
+        b[i] = uform_f32_to_bf16(extreme ? (i % 3 ? 1.0f : -1.0f) : (float)uform_rng_normal(&rng));
+    uform_pack_int8(b, width, depth, scales, corrections, packed);
+    for (size_t r = 0; r < rows; ++r) {
+        for (size_t k = 0; k < depth; ++k) x[k] = extreme ? 1.0f : (float)(uform_rng_normal(&rng) * (1.0 + (double)r));
+        row_scales[r] = kernels->quantize_int8(x, depth, a + r * stride);
+    }
+    kernels->gemm_int8(a, stride, packed, corrections, row_scales, scales, c, width, rows, width, depth);
+    size_t mistakes = 0;
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t j = 0; j < width; ++j) {
+            float largest = 0;
+            for (size_t k = 0; k < depth; ++k) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(b[j * depth + k])));
+            float scale = largest > 0 ? largest / 127.0f : 1.0f;
+            int64_t sum = 0;
+            for (size_t k = 0; k < depth; ++k)
+                sum += ((int64_t)a[r * stride + k] - 128) * int8_nearest((double)(uform_bf16_to_f32(b[j * depth + k]) / scale));
+            float expected = (float)sum * row_scales[r] * scale;
+            double exact = (double)sum * row_scales[r] * scale, value = c[r * width + j];
+            mistakes += value != expected;
+            double ratio = exact == 0 ? (value == 0 ? 0 : INFINITY) : fabs(value - exact) / (3 * ldexp(fabs(exact), -24));
+            *worst = ratio > *worst ? ratio : *worst;
+        }
+    free(a), free(b), free(packed), free(corrections), free(x), free(row_scales), free(scales), free(c);
+    return mistakes;
+}
+
+static void test_int8(void) {
+    size_t mistakes = int8_rounding_mistakes(uform_int8_round);
+    if (mistakes) fprintf(stderr, "uform_int8_round: %zu values rounded wrongly\n", mistakes);
+    CHECK(mistakes == 0);
+    CHECK(int8_rounding_mistakes(int8_truncated) > 0); /* the control */
+    /* Packing: a row's scale is its largest |b| / 127, each code the rounding of b / scale at the
+     * layout's place (panels of 16 rows, depth in quads), the correction 128 x the row's sum of codes;
+     * a zero row has scale 1. Width and depth reach a panel's and a quad's tail. */
+    size_t width = 37, depth = 21, quads = uform_int8_stride(depth) / 4, layout_mistakes = 0;
+    uint16_t *b = malloc(width * depth * sizeof(uint16_t));
+    int8_t *packed = malloc(uform_packed_int8_size(width, depth));
+    int32_t *corrections = malloc(width * sizeof(int32_t));
+    float *scales = malloc(width * sizeof(float));
+    uform_rng_t rng = {17};
+    for (size_t i = 0; i < width * depth; ++i)
+        b[i] = uform_f32_to_bf16(i / depth == 3 ? 0.0f : (float)(uform_rng_normal(&rng) * ldexp(1.0, (int)(i / depth) % 9 - 4)));
+    uform_pack_int8(b, width, depth, scales, corrections, packed);
+    for (size_t i = 0; i < width; ++i) {
+        float largest = 0;
+        for (size_t j = 0; j < depth; ++j) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(b[i * depth + j])));
+        layout_mistakes += scales[i] != (largest > 0 ? largest / 127.0f : 1.0f);
+        int32_t sum = 0;
+        for (size_t j = 0; j < 4 * quads; ++j) {
+            int32_t expected = j < depth ? int8_nearest((double)(uform_bf16_to_f32(b[i * depth + j]) / scales[i])) : 0;
+            int32_t code = packed[(i / 16 * quads + j / 4) * 64 + (i % 16) * 4 + j % 4];
+            layout_mistakes += code != expected;
+            sum += expected;
+        }
+        layout_mistakes += corrections[i] != 128 * sum;
+    }
+    CHECK(layout_mistakes == 0);
+    free(b), free(packed), free(corrections), free(scales);
+    /* Each table's input rows (lengths around its vectors of 8 and 16 and a quad's tail) against the
+     * reference's scale and codes, the pad to the quad all 128. */
+    static size_t const lengths[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 512};
+    static size_t const rows[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 17};
+    static size_t const widths[] = {1, 15, 16, 17, 33, 48, 63, 64, 65, 80};
+    static size_t const depths[] = {1, 2, 3, 4, 5, 8, 31, 33, 100, 512};
+    for (size_t t = 0; uform_kernels_all[t]; ++t) {
+        uform_kernels_t const *kernels = uform_kernels_all[t];
+        if (!uform_kernels_runs(kernels->name)) continue;
+        size_t quantize_mistakes = 0;
+        for (size_t l = 0; l < sizeof(lengths) / sizeof(lengths[0]); ++l) {
+            size_t count = lengths[l];
+            float x[512];
+            uint8_t expected[512], codes[512 + 4];
+            for (size_t i = 0; i < count; ++i) x[i] = (float)(uform_rng_normal(&rng) * ldexp(1.0, (int)l - 6));
+            if (l == 0) x[0] = 0.0f; /* a zero row: scale 1, every code 128 */
+            float scale = int8_quantize_reference(x, count, expected);
+            memset(codes, 0, sizeof(codes));
+            quantize_mistakes += kernels->quantize_int8(x, count, codes) != scale;
+            for (size_t i = 0; i < uform_int8_stride(count); ++i) quantize_mistakes += codes[i] != (i < count ? expected[i] : 128);
+        }
+        if (quantize_mistakes) fprintf(stderr, "kernels %s: %zu int8 input codes or scales wrong\n", kernels->name, quantize_mistakes);
+        CHECK(quantize_mistakes == 0);
+        size_t product_mistakes = 0;
+        double worst = 0;
+        for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); ++r)
+            for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); ++w)
+                for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); ++d)
+                    product_mistakes += int8_product_mistakes(kernels, rows[r], widths[w], depths[d], 1 + r * 100 + w * 10 + d, 0, &worst);
+        product_mistakes += int8_product_mistakes(kernels, 7, 33, 4096, 3, 1, &worst); /* 255 x 127 x 4096: near 2^27 */
+        if (product_mistakes) fprintf(stderr, "kernels %s: %zu int8 outputs differ from the int64 sums'\n", kernels->name, product_mistakes);
+        CHECK(product_mistakes == 0);
+        CHECK(worst <= 1);
+        printf("kernels %s: int8 inputs exact, products bit for bit the int64 sums', within %.3f of the float64 bound\n",
+               kernels->name, worst);
+    }
+    /* The control: the generic product without the +128 correction must be caught. */
+    size_t wrong = 0;
+    {
+        size_t rows_count = 3, columns = 17, deep = 9, stride = uform_int8_stride(deep);
+        uint8_t codes[3 * 12];
+        uint16_t weights[17 * 9];
+        int8_t packs[2 * 12 * 16];
+        int32_t sums[17], zero[17] = {0};
+        float x[9], row_scales[3], weight_scales[17], with[3 * 17], without[3 * 17];
+        for (size_t i = 0; i < columns * deep; ++i) weights[i] = uform_f32_to_bf16((float)uform_rng_normal(&rng));
+        uform_pack_int8(weights, columns, deep, weight_scales, sums, packs);
+        for (size_t r = 0; r < rows_count; ++r) {
+            for (size_t k = 0; k < deep; ++k) x[k] = (float)uform_rng_normal(&rng);
+            row_scales[r] = uform_quantize_int8_generic(x, deep, codes + r * stride);
+        }
+        uform_gemm_int8_generic(codes, stride, packs, sums, row_scales, weight_scales, with, columns, rows_count, columns, deep);
+        uform_gemm_int8_generic(codes, stride, packs, zero, row_scales, weight_scales, without, columns, rows_count, columns, deep);
+        for (size_t i = 0; i < rows_count * columns; ++i) wrong += with[i] != without[i];
+    }
+    CHECK(wrong > 0);
+    printf("int8: rounding, packing checked (%zu, %zu mistakes); the correction's control differs in %zu outputs\n",
+           mistakes, layout_mistakes, wrong);
+}
+
 int main(void) {
     test_products();
     test_e4m3();
+    test_int8();
     return check_report();
 }

@@ -41,6 +41,20 @@
 # library's): ||C - R_e4m3|| / ||R_e4m3|| <= 2 E_e + B_f32, E_e = ||R_e4m3 - R_f64|| / ||R_f64||.
 # E4M3's relative rounding is 16 times BF16's (rms up to 2^-4 / sqrt(3)), so E_e ~ 16 E_r.
 #
+# int8 mode. The blocks' four products round both sides to integers in [-127, 127] after scaling by a
+# row's max / 127 (ties to even; no value is clamped, as the scale maps the row's largest to 127), the
+# rest as in BF16 mode. Again the same argument with the int8 reference R_int8 (the same points and
+# rule; the weights' codes and scales bit for bit the C library's, made in Float32 as it makes them):
+# ||C - R_int8|| / ||R_int8|| <= 2 E_i + B_f32, E_i = ||R_int8 - R_f64|| / ||R_f64||. The C code's
+# and the reference's input codes differ only where the Float32 and float64 values (and scales, one
+# Float32 rounding apart) straddle a half-integer, by one step, which is the "same size as E_i" of the
+# BF16 argument. The products add nothing: the sums of code products are exact in int32 in C (255 x
+# 127 x depth < 2^31) and exact in float64 in the reference (< 2^53), and the C code's three Float32
+# roundings after the sum (the sum converted, times each scale) are below B_f32's depth term. The
+# rounding is absolute, half a step of max / 127: relative to a value x it is |x| / max of that, so
+# small entries of a row lose more than under E4M3's 4 significant bits and large ones less; E_i is
+# what the model measures, about E_e / 2 to E_e on the test models.
+#
 # In terms of depth L and width d. Along the path to an output lie S = 8 L + 1 rounding points
 # (per block: the inputs of qkv, q, k, v, p, out, gate_up, down; then one head input), so with
 # independent perturbations G ~ sqrt(8 L + 1) * g, g the gain of one point (at most about 1 where
@@ -88,7 +102,7 @@ def bound_bf16(reference_f64, reference_bf16, width, longest, largest_coordinate
 
 
 def bound_rounded(reference_f64, reference_bf16, reference_rounded, width, longest, largest_coordinate, deepest=0):
-    """2 E + B_f32 against a reference that rounds where the C code does (BF16 or E4M3)."""
+    """2 E + B_f32 against a reference that rounds where the C code does (BF16, E4M3 or int8)."""
     rounding = relative_error(reference_rounded, reference_f64)
     return 2.0 * rounding + bound_f32(reference_f64, reference_bf16, width, longest, largest_coordinate, deepest)
 

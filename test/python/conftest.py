@@ -22,7 +22,7 @@ PLANTS = ("rope_axis", "mask_leak", "pool_padding")
 TRAIN_PLANTS = ("rmsnorm_backward", "transposed_gradient")  # planted trainer bugs (test_gradients.py)
 IMAGE_PLANTS = ("patch_transposed", "rope_axis")  # planted bugs that only images show (test_images.py)
 AV_PLANTS = ("tube_frames_swapped", "frame_offset")  # planted frontend bugs that audio and video show (test_audio_video.py)
-CPU_KERNELS = ("amx", "avx512bf16", "avx512f", "avx2", "generic")  # the BF16 kernel tables (src/cpu/kernels.h)
+CPU_KERNELS = ("amx", "avx512bf16", "avx512vnni", "avx512f", "avx2", "generic")  # the kernel tables (src/cpu/kernels.h)
 COLUMNS = 96  # a short row keeps the suite fast; long enough for the packed grids (>= 52)
 
 
@@ -60,8 +60,9 @@ def amx_granted():
 
 def cpu_runs(kernels):
     """Whether this CPU runs a kernel table, by the flags each one needs (kernels.c)."""
-    needs = {"amx": {"amx_bf16", "amx_tile", "avx512_bf16", "avx512bw", "avx512vl"},
-             "avx512bf16": {"avx512_bf16", "avx512bw", "avx512vl"}, "avx512f": {"avx512f"}, "avx2": {"avx2", "fma"},
+    needs = {"amx": {"amx_bf16", "amx_tile", "avx512_bf16", "avx512bw", "avx512vl", "avx512_vnni"},
+             "avx512bf16": {"avx512_bf16", "avx512bw", "avx512vl", "avx512_vnni"},
+             "avx512vnni": {"avx512_vnni", "avx512bw", "avx512vl"}, "avx512f": {"avx512f"}, "avx2": {"avx2", "fma"},
              "generic": set()}[kernels]
     return needs <= cpu_flags() and (kernels != "amx" or amx_granted())
 
@@ -71,7 +72,7 @@ def pinned(path, kernels, directory):
     its own in this process, with its own once-only choice (kernels.c), made here under UFORM_CPU.
     Skips, saying so, where this CPU cannot run the table."""
     if not cpu_runs(kernels):
-        pytest.skip(f"this CPU cannot run the {kernels} kernels (flags {sorted(cpu_flags() & {'avx2', 'fma', 'avx512f', 'avx512_bf16', 'amx_bf16', 'amx_tile'})})")
+        pytest.skip(f"this CPU cannot run the {kernels} kernels (flags {sorted(cpu_flags() & {'avx2', 'fma', 'avx512f', 'avx512_vnni', 'avx512_bf16', 'amx_bf16', 'amx_tile'})})")
     copy = pathlib.Path(directory) / f"{pathlib.Path(path).stem}_{kernels}.so"
     shutil.copyfile(path, copy)
     saved = os.environ.get("UFORM_CPU")
@@ -101,15 +102,21 @@ def cpu_plant(request, tmp_path_factory):
                                  tmp_path_factory.mktemp(f"cpu_plant_{request.param}"))
 
 
-E4M3_PLANTS = ("e4m3_bias", "e4m3_scale")  # an E4M3 code decoded with bias 8; an input row's scale dropped
+# The narrow precisions' controls. E4M3: a code decoded with bias 8; an input row's scale dropped. int8:
+# the inputs' +128 left in the sums (the correction dropped at packing); a weight row's scale dropped
+# after it made the codes; the weights' codes rounded toward zero instead of to nearest.
+NARROW_PLANTS = {"e4m3": ("e4m3_bias", "e4m3_scale"), "int8": ("int8_correction", "int8_weight_scale", "int8_truncate")}
 
 
-@pytest.fixture(scope="session", params=[(plant, kernels) for plant in E4M3_PLANTS for kernels in CPU_KERNELS],
-                ids=lambda pair: f"{pair[0]}-{pair[1]}")
-def e4m3_plant(request, tmp_path_factory):
-    """Each E4M3 control, pinned to each kernel table (each table has its own widening of the codes)."""
-    plant, kernels = request.param
-    return plant, kernels, pinned(built(f"libuform_plant_{plant}.so"), kernels, tmp_path_factory.mktemp(f"{plant}_{kernels}"))
+@pytest.fixture(scope="session", params=[(precision, plant, kernels) for precision, plants in NARROW_PLANTS.items()
+                                         for plant in plants for kernels in CPU_KERNELS],
+                ids=lambda triple: f"{triple[1]}-{triple[2]}")
+def narrow_plant(request, tmp_path_factory):
+    """Each E4M3 and int8 control, pinned to each kernel table (each table has its own widening of the
+    codes and its own int8 product): (precision, plant, kernels, library)."""
+    precision, plant, kernels = request.param
+    return precision, plant, kernels, pinned(built(f"libuform_plant_{plant}.so"), kernels,
+                                             tmp_path_factory.mktemp(f"{plant}_{kernels}"))
 
 
 @pytest.fixture(scope="session")

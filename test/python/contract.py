@@ -9,9 +9,10 @@ import numpy as np
 import bounds
 import reference
 from grids import av_grid, longest_segment, packed_grid
-from uform_ctypes import PRECISION_BF16, PRECISION_E4M3, PRECISION_F32
+from uform_ctypes import PRECISION_BF16, PRECISION_E4M3, PRECISION_F32, PRECISION_INT8
 
-PRECISIONS = {"f32": PRECISION_F32, "bf16": PRECISION_BF16, "e4m3": PRECISION_E4M3}
+PRECISIONS = {"f32": PRECISION_F32, "bf16": PRECISION_BF16, "e4m3": PRECISION_E4M3, "int8": PRECISION_INT8}
+NARROW = ("e4m3", "int8")  # the precisions with a reference of their own (reference.py's bf16_inputs=name)
 OUTPUTS = ("hidden", "pooled", "colbert", "logits")
 
 
@@ -23,10 +24,10 @@ class Report:
         self.ok = True
         self.deepest = deepest  # a frontend's product depth (bounds.float32_rounding)
 
-    def compare(self, name, value, expected_f64, expected_bf16, precision, width, longest, coordinate, expected_e4m3=None):
-        if precision == "e4m3":
-            expected = expected_e4m3
-            limit = bounds.bound_rounded(expected_f64, expected_bf16, expected_e4m3, width, longest, coordinate, self.deepest)
+    def compare(self, name, value, expected_f64, expected_bf16, precision, width, longest, coordinate, expected_narrow=None):
+        if precision in NARROW:
+            expected = expected_narrow
+            limit = bounds.bound_rounded(expected_f64, expected_bf16, expected_narrow, width, longest, coordinate, self.deepest)
         else:
             is_bf16 = precision == "bf16"
             expected = expected_bf16 if is_bf16 else expected_f64
@@ -59,11 +60,11 @@ def reference_forward(model_directory, columns, seed, images=False, av=False):
 
 
 @functools.lru_cache(maxsize=None)
-def reference_forward_e4m3(model_directory, columns, seed, images=False, av=False):
-    """The E4M3 reference of reference_forward's grid."""
+def reference_forward_narrow(model_directory, columns, seed, precision, images=False, av=False):
+    """The E4M3 or int8 reference of reference_forward's grid."""
     model = reference.load_model(model_directory)
     grid = av_grid(columns, seed) if av else packed_grid(columns, seed, images)
-    return reference.forward(model, *grid.arrays(), bf16_inputs="e4m3", media=grid.media)
+    return reference.forward(model, *grid.arrays(), bf16_inputs=precision, media=grid.media)
 
 
 def check_forward(library, model_directory, precision, seed=0, images=False, av=False):
@@ -74,7 +75,7 @@ def check_forward(library, model_directory, precision, seed=0, images=False, av=
     with library.open(model_directory) as handle:
         columns = handle.config().columns
         model, grid, f64, bf16 = reference_forward(model_directory, columns, seed, images, av)
-        e4m3 = reference_forward_e4m3(model_directory, columns, seed, images, av) if precision == "e4m3" else None
+        narrow = reference_forward_narrow(model_directory, columns, seed, precision, images, av) if precision in NARROW else None
         handle.set_precision(PRECISIONS[precision])
         result = handle.forward(*grid.arrays(), media=grid.media)
     label = " with audio and video" if av else " with images" if images else ""
@@ -92,11 +93,11 @@ def check_forward(library, model_directory, precision, seed=0, images=False, av=
     cells = ~padding
     for name in OUTPUTS:
         value, expected_f64, expected_bf16 = getattr(result, name), getattr(f64, name), getattr(bf16, name)
-        expected_e4m3 = getattr(e4m3, name) if e4m3 else None
+        expected_narrow = getattr(narrow, name) if narrow else None
         if name != "pooled":
             value, expected_f64, expected_bf16 = value[cells], expected_f64[cells], expected_bf16[cells]
-            expected_e4m3 = expected_e4m3[cells] if e4m3 else None
-        report.compare(name, value, expected_f64, expected_bf16, precision, width, longest, coordinate, expected_e4m3)
+            expected_narrow = expected_narrow[cells] if narrow else None
+        report.compare(name, value, expected_f64, expected_bf16, precision, width, longest, coordinate, expected_narrow)
     for index, (row, start, length) in enumerate(f64.segments):
         span = (row, slice(start, start + length))
         label = f"segment {index} (row {row}, columns {start}..{start + length - 1})"
@@ -104,7 +105,7 @@ def check_forward(library, model_directory, precision, seed=0, images=False, av=
             pick = (lambda array: array[index]) if name == "pooled" else (lambda array: array[span])
             report.compare(f"{label} {name}", pick(getattr(result, name)), pick(getattr(f64, name)),
                            pick(getattr(bf16, name)), precision, width, longest, coordinate,
-                           pick(getattr(e4m3, name)) if e4m3 else None)
+                           pick(getattr(narrow, name)) if narrow else None)
     return report.ok, str(report)
 
 

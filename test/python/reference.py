@@ -2,7 +2,8 @@
 # alone, for checking the C library. It reads a checkpoint (model.safetensors parsed by hand, so
 # that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
 # head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does;
-# `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales (docs/precision.md).
+# `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `bf16_inputs="int8"`
+# in int8 with row scales (docs/precision.md).
 
 import json
 import os
@@ -131,6 +132,33 @@ def e4m3_product(x, weight):
     return (round_e4m3(x / scale[:, None]) @ codes.T) * scale[:, None] * weight_scale[None, :]
 
 
+INT8_LARGEST = 127.0
+
+
+def round_int8(x):
+    """Rounds float64 values to the nearest integer, ties to even (np.rint), clamped to [-127, 127]."""
+    return np.clip(np.rint(np.asarray(x, dtype=np.float64)), -INT8_LARGEST, INT8_LARGEST)
+
+
+def int8_weight(weight):
+    """(codes, scales) of a BF16 matrix as the C library packs it: a scale per row, max |w| / 127 in
+    Float32 (1 for a zero row), the codes round_int8(w / scale) with the division in Float32."""
+    w = np.asarray(weight, dtype=np.float32)
+    largest = np.max(np.abs(w), axis=1)
+    scale = np.where(largest > 0, largest / np.float32(INT8_LARGEST), np.float32(1.0)).astype(np.float32)
+    return round_int8((w / scale[:, None]).astype(np.float32)), scale.astype(np.float64)
+
+
+def int8_product(x, weight):
+    """x W^T with both sides in int8: x scaled per row (max |x| / 127), W as int8_weight; the sum of
+    code products is exact (the C library's int32 sums are)."""
+    x = np.asarray(x, dtype=np.float64)
+    largest = np.max(np.abs(x), axis=1)
+    scale = np.where(largest > 0, largest / INT8_LARGEST, 1.0)
+    codes, weight_scale = int8_weight(weight)
+    return (round_int8(x / scale[:, None]) @ codes.T) * scale[:, None] * weight_scale[None, :]
+
+
 def rmsnorm(x, scale):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + RMS_EPSILON) * scale
 
@@ -177,11 +205,11 @@ class _Rounding:
 
     def __init__(self, bf16_inputs):
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
-        self.e4m3 = isinstance(bf16_inputs, str) and bf16_inputs == "e4m3"
+        self.narrow = {"e4m3": e4m3_product, "int8": int8_product}.get(bf16_inputs) if isinstance(bf16_inputs, str) else None
 
     def block(self, x, weight):
-        """One of a block's four products, x W^T: E4M3 in E4M3 mode, else with x a product input."""
-        return e4m3_product(x, weight) if self.e4m3 else self.apply(x) @ weight.T
+        """One of a block's four products, x W^T: E4M3 or int8 in those modes, else with x a product input."""
+        return self.narrow(x, weight) if self.narrow else self.apply(x) @ weight.T
 
 
 # The media frontends (SPEC.md section 1): a cell kind's vector width and its two tensors.

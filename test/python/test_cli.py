@@ -91,28 +91,37 @@ def test_encode_in_float32_matches_the_reference(cli, cli_model):
         assert bounds.relative_error(np.array(json.loads(line)), f64) <= limit, text
 
 
-def test_encode_in_e4m3_matches_the_reference(cli, cli_model):
-    """--precision e4m3: within the E4M3 bound (bounds.bound_rounded) of the E4M3 reference, plus the
-    printing's 5e-6; the control, the BF16 reference, is further than that bound on some text."""
+@pytest.mark.parametrize("precision", ["e4m3", "int8"])
+def test_encode_in_a_narrow_precision_matches_the_reference(cli, cli_model, precision):
+    """--precision e4m3 or int8: within that precision's bound (bounds.bound_rounded) of its own reference,
+    plus the printing's 5e-6; the control, the BF16 reference, is further than that bound on some text."""
     model = reference.load_model(cli_model)
-    run = uform(cli, "encode", "--model", cli_model, "--precision", "e4m3", stdin="\n".join(LINES) + "\n")
+    run = uform(cli, "encode", "--model", cli_model, "--precision", precision, stdin="\n".join(LINES) + "\n")
     assert run.returncode == 0, run.stderr
     widest, beyond = model.embedding_widths[-1], 0
     for line, text in zip(run.stdout.strip().splitlines(), LINES):
         expected = {rounding: reference.matryoshka(reference.encode_text(model, text.encode(), rounding)[1], widest)
-                    for rounding in (False, True, "e4m3")}
+                    for rounding in (False, True, precision)}
         length = len(text.encode())
-        limit = bounds.bound_rounded(expected[False], expected[True], expected["e4m3"], model.width, length, length) + 5e-6
+        limit = bounds.bound_rounded(expected[False], expected[True], expected[precision], model.width, length, length) + 5e-6
         vector = np.array(json.loads(line))
-        assert bounds.relative_error(vector, expected["e4m3"]) <= limit, text
-        beyond += bounds.relative_error(vector, expected["e4m3"]) < bounds.relative_error(vector, expected[True])
-    assert beyond == len(LINES)  # nearer the E4M3 reference than the BF16 one on every text
+        assert bounds.relative_error(vector, expected[precision]) <= limit, text
+        beyond += bounds.relative_error(vector, expected[precision]) < bounds.relative_error(vector, expected[True])
+    assert beyond == len(LINES)  # nearer its own reference than the BF16 one on every text
+
+
+def test_int8_on_the_gpu_is_refused_with_a_reason(cli, cli_model):
+    """int8 runs on the CPU only: --device cuda with it fails before any GPU work, saying so (or, in a
+    build without the CUDA backend, saying that)."""
+    run = uform(cli, "encode", "--model", cli_model, "--precision", "int8", "--device", "cuda", stdin="hello\n")
+    assert run.returncode > 0 and not run.stdout
+    assert "int8 products run on the CPU only" in run.stderr or "without the CUDA backend" in run.stderr, run.stderr
 
 
 def test_encode_refuses_an_unknown_precision(cli, cli_model):
     run = uform(cli, "encode", "--model", cli_model, "--precision", "fp8", stdin="hello\n")
     assert run.returncode > 0
-    assert "bf16, e4m3 or f32" in run.stderr and "fp8" in run.stderr, run.stderr
+    assert "bf16, e4m3, int8 or f32" in run.stderr and "fp8" in run.stderr, run.stderr
 
 
 def test_encode_refuses_an_empty_line(cli, cli_model):

@@ -1,6 +1,6 @@
 # test_cpu_kernels.py: the one place a BF16 kernel table is chosen (src/cpu/kernels.c). By default
-# the best this CPU runs (amx > avx512bf16 > avx512f > avx2 > generic, with avx512f ahead of
-# avx512bf16 on Intel, where it measured faster; by /proc/cpuinfo's flags and vendor and, for amx,
+# the best this CPU runs (amx > avx512bf16 > avx512vnni > avx512f > avx2 > generic, with avx512vnni and
+# avx512f, whose BF16 products are FMA's, ahead of avx512bf16 on Intel, where they measured faster; by /proc/cpuinfo's flags and vendor and, for amx,
 # the OS's grant of the tile state, read here apart from the library's own check); UFORM_CPU=<name> pins any table the CPU runs and is reported
 # by uform_device_name; a name the build lacks is refused with a note on stderr. The forward checks
 # of each table are in test_reference.py.

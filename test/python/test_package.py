@@ -142,14 +142,15 @@ def test_encode_in_float32_agrees_with_the_cli(uform, cli, checkpoint):
         assert printed_rows(model.encode(TEXTS)) != wanted  # bf16 differs from f32: the flag reached the library
 
 
-def test_encode_in_e4m3_agrees_with_the_cli(uform, cli, checkpoint):
-    wanted = cli_encode(cli, checkpoint, TEXTS, "--precision", "e4m3")
-    with uform.Model(checkpoint, precision="e4m3") as model:
+@pytest.mark.parametrize("precision", ["e4m3", "int8"])
+def test_encode_in_a_narrow_precision_agrees_with_the_cli(uform, cli, checkpoint, precision):
+    wanted = cli_encode(cli, checkpoint, TEXTS, "--precision", precision)
+    with uform.Model(checkpoint, precision=precision) as model:
         got = model.encode(TEXTS)
-        assert model.info["precision"] == "e4m3"
+        assert model.info["precision"] == precision
     assert printed_rows(got) == wanted
     with uform.Model(checkpoint) as model:
-        assert printed_rows(model.encode(TEXTS)) != wanted  # bf16 differs from e4m3: the flag reached the library
+        assert printed_rows(model.encode(TEXTS)) != wanted  # bf16 differs: the flag reached the library
 
 
 def test_a_long_text_is_cut_as_the_cli_cuts_it(uform, cli, checkpoint):

@@ -43,6 +43,22 @@ def test_e4m3_rounding_follows_the_format():
     assert reference.round_e4m3(464.0) == 448.0 and reference.round_e4m3(-1e6) == -448.0
 
 
+def test_int8_rounding_is_nearest_even_and_clamped():
+    """The reference's int8 rounding: integers kept, halves to the even neighbour, past 127 clamped."""
+    np.testing.assert_array_equal(reference.round_int8(np.arange(-127, 128)), np.arange(-127, 128))
+    halves = np.arange(-127, 127) + 0.5
+    np.testing.assert_array_equal(reference.round_int8(halves), np.where(np.floor(halves) % 2 == 0, np.floor(halves), np.ceil(halves)))
+    assert reference.round_int8(127.6) == 127 and reference.round_int8(-1e6) == -127 and reference.round_int8(0.49999) == 0
+
+
+def test_int8_weight_codes_span_the_row():
+    """Each row's largest magnitude maps to +-127 exactly, a zero row keeps scale 1."""
+    weight = np.random.default_rng(3).normal(size=(5, 40)).astype(np.float32)
+    weight[2] = 0
+    codes, scales = reference.int8_weight(weight)
+    assert np.all(np.max(np.abs(codes), axis=1)[[0, 1, 3, 4]] == 127) and scales[2] == 1 and np.all(codes[2] == 0)
+
+
 def test_mrope_with_equal_coordinates_is_plain_rope():
     rng = np.random.default_rng(1)
     x = rng.normal(size=(5, 2, 64))
@@ -93,26 +109,30 @@ def test_forward_matches_reference(library, any_model, precision):
     assert ok, report
 
 
-def test_e4m3_forward_matches_reference_with_each_kernel_table(cpu_library, any_model):
-    """E4M3 (the blocks' products in E4M3 with row scales) against the E4M3 reference, each table."""
+@pytest.mark.parametrize("precision", ["e4m3", "int8"])
+def test_narrow_forward_matches_reference_with_each_kernel_table(cpu_library, any_model, precision):
+    """E4M3 or int8 (the blocks' products narrowed with row scales) against that precision's
+    reference, each table."""
     kernels, library = cpu_library
-    ok, report = check_forward(library, any_model, "e4m3")
+    ok, report = check_forward(library, any_model, precision)
     print(report)
     assert ok, f"{kernels}: {report}"
 
 
-def test_e4m3_planted_controls_are_rejected_with_each_kernel_table(e4m3_plant, python_model, init_model):
-    """A code decoded with the wrong exponent bias, or an input row's scale dropped: both models see it."""
-    name, kernels, planted = e4m3_plant
+def test_narrow_planted_controls_are_rejected_with_each_kernel_table(narrow_plant, python_model, init_model):
+    """E4M3: a code decoded with the wrong exponent bias, or an input row's scale dropped. int8: the
+    +128 correction dropped, a weight row's scale dropped, or the weights rounded toward zero. Both
+    models see each."""
+    precision, name, kernels, planted = narrow_plant
     for model in (python_model, init_model):
-        ok, report = check_forward(planted, model, "e4m3")
+        ok, report = check_forward(planted, model, precision)
         print(report)
-        assert not ok, f"the E4M3 forward check accepted the planted {name} under {kernels}:\n{report}"
+        assert not ok, f"the {precision} forward check accepted the planted {name} under {kernels}:\n{report}"
 
 
-def test_e4m3_plants_leave_bf16_alone(e4m3_plant, python_model):
-    """The controls break only the E4M3 path: BF16 through the same copies still passes."""
-    name, kernels, planted = e4m3_plant
+def test_narrow_plants_leave_bf16_alone(narrow_plant, python_model):
+    """The controls break only their precision's path: BF16 through the same copies still passes."""
+    precision, name, kernels, planted = narrow_plant
     ok, report = check_forward(planted, python_model, "bf16")
     assert ok, f"{name} under {kernels} broke BF16:\n{report}"
 

@@ -14,6 +14,7 @@ MAX_EMBEDDING_WIDTHS = 8
 PRECISION_BF16 = 0
 PRECISION_F32 = 1
 PRECISION_E4M3 = 2
+PRECISION_INT8 = 3
 
 # quantize.h: uform_output_precision_t
 OUTPUT_PRECISIONS = ("float32", "int8", "uint8", "binary", "ubinary")
