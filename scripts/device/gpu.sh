@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -12,6 +12,9 @@
 # GPU from threads at once) and the Python tests that train and infer on the GPU.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
+# `cpu`: this host's CPU (the H200's Xeon has AMX): test_kernels over every table it runs, uform_bench_gemm's BF16
+# and int8 products (CPU_KERNELS, default amx,avx512vnni,avx512f), and bench/encode.py at BF16 and int8 beside the
+# PyTorch peer at 2 and 16 threads (CPU_THREADS, CPU_ENCODE_KERNELS default amx; the peer's copy in third_party/peers).
 # `encode-profile`: one encode call's kernels (ncu) and wall time beside the compiled peer's (bench/profile_encode.py).
 # `contexts [contexts.py flags]`: encode throughput against the number of contexts sharing one model, on the GPU
 # and this host's CPU (bench/contexts.py).
@@ -73,7 +76,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] || [ "$what" = cpu ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -205,6 +208,24 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
       { tail -40 "$out/build-decode.log"; exit 1; }
     ./build-parity/uform_image_decode_test --json "$out/decode.json" "$@" 2>&1 | tee "$out/decode.txt"
     exit "${PIPESTATUS[0]}"
+  fi
+  if [ "$what" = cpu ]; then  # this host's CPU: every kernel table it runs checked, then the products and encode beside the peer
+    cmake --build build-parity -j 16 --target uform_cli uform_bench_encode uform_bench_gemm test_kernels > "$out/build-cpu.log" 2>&1 ||
+      { tail -40 "$out/build-cpu.log"; exit 1; }
+    lscpu > "$out/lscpu.txt"
+    ./build-parity/test_kernels > "$out/test_kernels.txt" 2>&1
+    status=$?
+    grep -E "^kernels|int8|FAIL|passed" "$out/test_kernels.txt" | tail -n 20
+    tables="${CPU_KERNELS:-amx,avx512vnni,avx512f}"
+    ./build-parity/uform_bench_gemm --kernels "$tables" --precisions bf16,int8 --seconds 1 > "$out/gemm.txt" 2>&1 || status=1
+    grep -v '^{' "$out/gemm.txt" | sed 's/|{.*$/|/'
+    for threads in ${CPU_THREADS:-2 16}; do
+      python3 bench/encode.py --build build-parity --peers third_party/peers --threads "$threads" --seconds "${CPU_SECONDS:-3}" \
+        --kernels "${CPU_ENCODE_KERNELS:-amx}" --precisions bf16,int8 --output "$out/encode_cpu_$threads.json" 2>&1 |
+        tee "$out/encode_cpu_$threads.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
+    exit "$status"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval test_context > "$out/build-tests.log" 2>&1 ||

@@ -235,7 +235,8 @@ int uform_kernels_runs(char const *name) {
 #if defined(UFORM_HAVE_AMX)
     /* Its softmax, SwiGLU and rounding are avx512bf16's; Linux must also grant the tile state. */
     if (!strcmp(name, "amx")) return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-                                        uform_kernels_runs("avx512bf16") && uform_amx_permitted();
+                                        __builtin_cpu_supports("amx-int8") && uform_kernels_runs("avx512bf16") &&
+                                        uform_amx_permitted();
 #endif
 #if defined(UFORM_HAVE_AVX512BF16)
     /* VNNI for its int8 product: every CPU with AVX512-BF16 has it. */

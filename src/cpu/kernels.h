@@ -3,7 +3,7 @@
  *  "avx512bf16" (VDPBF16PS), "avx512vnni", "avx512f" and "avx2" (BF16 widened to Float32, FMA;
  *  kernels_widen.h), "generic" (plain C); on Intel "avx512f" goes ahead of "avx512bf16", which measured
  *  slower there. All share one packed layout of B. Each table also has the int8 precision's product
- *  (gemm_int8): VPDPBUSD in amx, avx512bf16 and avx512vnni, VPMADDWD in avx512f and avx2, plain C in
+ *  (gemm_int8): TDPBUSD on tiles in amx, VPDPBUSD in avx512bf16 and avx512vnni, VPMADDWD in avx512f and avx2, plain C in
  *  generic; all exact in int32, so they agree bit for bit. `UFORM_CPU=<name>` in the environment picks a table by name
  *  (one the CPU cannot run is refused with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
