@@ -96,6 +96,10 @@ def plan(args):
              "flags": ["--learning-rate", "1e-3", *regularizers]},
             {"name": "scarce-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json", "steps": 4800,
              "flags": ["--learning-rate", "1e-3", "--keep-head", *regularizers]},
+            {"name": "defs-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions.json", "steps": 4800,
+             "flags": ["--learning-rate", "1e-3", "--keep-head", *regularizers]},
+            {"name": "scarce-keep-lr5e-4", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
@@ -325,8 +329,9 @@ def eval_stage(build, args):
     dev_r1 = {}
     for embedder in shippable:
         results = [report["results"].get(f"dev-{embedder}-{name}") for name in dev]
-        scores = [widest_r1(result, "query->positive") for result in results if result]
-        dev_r1[embedder] = sum(scores) / len(scores) if len(scores) == len(dev) else None
+        # both directions: the issue holds every set both ways (query->positive alone until round 4)
+        scores = [widest_r1(result, direction) for result in results if result for direction in ("query->positive", "positive->query")]
+        dev_r1[embedder] = sum(scores) / len(scores) if len(scores) == 2 * len(dev) else None
     report["dev_r1"] = dev_r1
     scored = {name: value for name, value in dev_r1.items() if value is not None}
     report["best_ship"] = max(scored, key=scored.get) if scored else None
@@ -469,7 +474,7 @@ def print_summary(report):
     for row in summary_rows(report):
         print(f"{row[0]:18} {row[1]:25} {row[2]:16} " + " ".join(f"{cell(value):>7}" for value in row[3:]))
     for embedder, value in report.get("dev_r1", {}).items():
-        print(f"dev R@1 (query->positive, widest, mean over the text sets) {embedder}: {value}")
+        print(f"dev R@1 (both directions, widest, mean over the text sets) {embedder}: {value}")
     print(f"ships: {report.get('best_ship')}")
     for embedder, rank in report["ranks"].items():
         if rank:
