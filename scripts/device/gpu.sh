@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -15,6 +15,8 @@
 # `cpu`: this host's CPU (the H200's Xeon has AMX): test_kernels over every table it runs, uform_bench_gemm's BF16
 # and int8 products (CPU_KERNELS, default amx,avx512vnni,avx512f), and bench/encode.py at BF16 and int8 beside the
 # PyTorch peer at 2 and 16 threads (CPU_THREADS, CPU_ENCODE_KERNELS default amx; the peer's copy in third_party/peers).
+# `recall [precision_recall.py flags] PAIRS...`: held-out recall of a checkpoint at each precision, on this host's 16 cores
+# (carry the pair files and their pictures in an ignored folder, e.g. runs/recall).
 # `encode-profile`: one encode call's kernels (ncu) and wall time beside the compiled peer's (bench/profile_encode.py).
 # `contexts [contexts.py flags]`: encode throughput against the number of contexts sharing one model, on the GPU
 # and this host's CPU (bench/contexts.py).
@@ -76,7 +78,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] || [ "$what" = cpu ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -226,6 +228,12 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
       [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     done
     exit "$status"
+  fi
+  if [ "$what" = recall ]; then  # held-out recall at each CPU precision on this host's cores (bench/precision_recall.py)
+    cmake --build build-parity -j 16 --target uform_eval > "$out/build-recall.log" 2>&1 || { tail -40 "$out/build-recall.log"; exit 1; }
+    python3 bench/precision_recall.py --build build-parity --threads 16 --output "$out/precision_recall.json" "$@" 2>&1 |
+      tee "$out/precision_recall.txt"
+    exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = tests ]; then  # the Python tests that drive the GPU through the tools
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval test_context > "$out/build-tests.log" 2>&1 ||
