@@ -53,7 +53,8 @@ UFORM_API void uform_train_options_default(uform_train_options_t *options);
  *  - Contrastive and rerank: segments are numbered as `uform_forward` numbers them (row by row,
  *    in order of first cell). `anchors` lists the anchor segments, `candidates` the candidate
  *    segments (positives, hard negatives and every other item), and `labels[a * candidates_count
- *    + c]` is 1 when candidate c is a positive of anchor a, else 0. */
+ *    + c]` is 1 when candidate c is a positive of anchor a, else 0. `anchor_weights`, when set,
+ *    scales each anchor's row of the pair loss (a mixture source's `loss_weight`; NULL: all 1). */
 typedef struct uform_batch_t {
     uform_grid_t grid;
     int32_t const *targets;      /* [rows * columns] or NULL */
@@ -62,6 +63,7 @@ typedef struct uform_batch_t {
     uint32_t const *candidates;  /* [candidates_count] */
     size_t candidates_count;
     uint8_t const *labels;       /* [anchors_count * candidates_count] */
+    float const *anchor_weights; /* [anchors_count] finite and >= 0, or NULL for 1 each */
 } uform_batch_t;
 
 /** The loss of one batch and its parts (each already weighted, summing to `total`). */

@@ -19,6 +19,9 @@ A run may name its peak learning rate, `images@7e-4` (the tier's default otherwi
 hold the image run and its controls each at several rates: a mixture's cost to the text pairs is
 then read between each side's best rate, not at one rate that suits one side. `--seeds 0,1` makes
 every run once per seed (`images@7e-4/s1`); the summary averages a kind and rate over its seeds.
+An image run may also scale its image pairs' rows of the loss, `images~0.5@7e-4` (mixtures/images.json
+with `loss_weight` 0.5 on the image sources --weighted names, every one by default; the gettext pairs
+at 1): a cap on the image pairs' share of the shared weights' updates, while the batches stay the same.
 
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
@@ -39,25 +42,54 @@ IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
 
 def parse_run(run, seed=0):
-    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images@7e-4/s1`."""
+    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images~0.5@7e-4/s1`."""
     run, _, seeded = run.partition("/s")
     kind, _, rate = run.partition("@")
+    kind, _, weight = kind.partition("~")
     if kind not in RUNS:
-        raise ValueError(f"{run}: the run is one of {', '.join(RUNS)}, optionally @RATE")
+        raise ValueError(f"{run}: the run is one of {', '.join(RUNS)}, optionally ~LOSS_WEIGHT (images) and @RATE")
     if rate and not float(rate) > 0:
         raise ValueError(f"{run}: the learning rate must be positive")
+    if weight and (kind != "images" or not 0 < float(weight) <= 1000):
+        raise ValueError(f"{run}: ~LOSS_WEIGHT is an image run's image-pair loss weight, in (0, 1000]")
     return kind, (rate or None), int(seeded) if seeded else seed
 
 
+def loss_weight_of(run):
+    """The image pairs' loss weight of `images~0.5@7e-4/s1` (0.5), None without one."""
+    weight = run.partition("/s")[0].partition("@")[0].partition("~")[2]
+    return float(weight) if weight else None
+
+
+def label_of(run):
+    """A run's kind as the summary groups it: `images~0.5` apart from `images`."""
+    weight = loss_weight_of(run)
+    return parse_run(run)[0] + (f"~{weight:g}" if weight else "")
+
+
 def folder_of(name):
-    """A run's folder and file name: `images@7e-4/s1` -> `images-lr7e-4-s1` (no '@' or '/' in $OUT)."""
-    return name.replace("@", "-lr").replace("/", "-")
+    """A run's folder and file name: `images~0.5@7e-4/s1` -> `images-w0.5-lr7e-4-s1` (no '@', '~' or '/' in $OUT)."""
+    return name.replace("~", "-w").replace("@", "-lr").replace("/", "-")
+
+
+def weighted_mixture(mixture, weight, sources, target):
+    """`mixture` with loss_weight `weight` on `sources`, its paths made absolute, at `target`."""
+    body = json.loads((ROOT / mixture).read_text())
+    for source in body["sources"]:
+        source["path"] = str(((ROOT / mixture).parent / source["path"]).resolve())
+        if source["name"] in sources:
+            source["loss_weight"] = weight
+    body["description"] = f"{mixture} with the rows of the loss of {', '.join(sources)} at {weight:g} (image_run.py)"
+    target.write_text(json.dumps(body, indent=1))
+    return str(target)
 
 
 def train(build, name, steps, args, folder):
     """A started uform_base process for one run into folder/folder_of(name)."""
     kind, rate, seed = parse_run(name, args.seed)
     mixture, share = RUNS[kind]
+    if loss_weight_of(name):
+        mixture = weighted_mixture(mixture, loss_weight_of(name), args.weighted.split(","), folder / f"{folder_of(name)}.mixture.json")
     command = [str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
                "--steps", str(steps), "--device", args.device, "--seed", str(seed), "--image-cache-mb", str(args.image_cache_mb),
                "--save-every", str(max(1, steps // 4)), "--output", str(folder / folder_of(name)), "--quiet"]
@@ -127,7 +159,10 @@ def main():
     parser.add_argument("--seed", type=int, default=0, help="every run's seed (default 0): another seed repeats the comparison")
     parser.add_argument("--seeds", default="", help="make every run once per seed of this list instead (--runs X becomes X/s0, X/s1, ...)")
     parser.add_argument("--runs", default=",".join(RUNS),
-                        help="the runs to make, of images,text-half,text-all, each optionally @RATE (default all three at the tier's rate)")
+                        help="the runs to make, of images,text-half,text-all, each optionally @RATE, images optionally ~LOSS_WEIGHT "
+                             "(default all three at the tier's rate)")
+    parser.add_argument("--weighted", default=",".join(IMAGE_SETS),
+                        help=f"the image sources an images~W run weighs by W (default all: {','.join(IMAGE_SETS)})")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
     args = parser.parse_args()
     runs = args.runs.split(",")
@@ -146,7 +181,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     evals = folder / "evals"  # uform_eval's reports stay here: the device brings back 8 files of $OUT
     evals.mkdir()
-    report = {"rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "runs": runs, "wall": {}}
+    if not set(args.weighted.split(",")) <= set(IMAGE_SETS):
+        parser.error(f"--weighted names image sources of {', '.join(IMAGE_SETS)}, not {args.weighted}")
+    report = {"weighted": args.weighted, "rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "runs": runs, "wall": {}}
 
     started = time.time()
     steps = args.steps
@@ -209,8 +246,8 @@ def main():
     scores = {}  # (kind, rate, direction) -> gettext R@1 of each seed
     for row in table:
         if row["set"] == "gettext":
-            kind, rate, _ = parse_run(row["run"], args.seed)
-            scores.setdefault((kind, rate or "default", row["direction"]), []).append(row["r1"])
+            _, rate, _ = parse_run(row["run"], args.seed)
+            scores.setdefault((label_of(row["run"]), rate or "default", row["direction"]), []).append(row["r1"])
     best = {}  # (kind, direction) -> (mean R@1 over seeds, rate, seeds): each kind at its best rate
     for (kind, rate, direction), values in scores.items():
         best[(kind, direction)] = max(best.get((kind, direction), (-1.0, "", 0)), (statistics.mean(values), rate, len(values)))
@@ -219,7 +256,7 @@ def main():
     if len({kind for kind, _ in best}) > 1:
         print("\ngettext R@1, each kind of run at its best learning rate (mean over seeds):")
         for (kind, direction), (r1, rate, count) in sorted(best.items(), key=lambda item: (item[0][1], item[0][0])):
-            print(f"  {direction:16} {kind:9} {r1:.4f} (rate {rate}, {count} seed{'s' if count > 1 else ''})")
+            print(f"  {direction:16} {kind:11} {r1:.4f} (rate {rate}, {count} seed{'s' if count > 1 else ''})")
     (out / "image_run.json").write_text(json.dumps(report, indent=1))
 
 

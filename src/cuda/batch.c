@@ -3,6 +3,7 @@
  *  Host code only: it writes the slot's pinned memory and calls no device function. */
 #include "cuda/batch.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -127,6 +128,13 @@ uform_status_t uform_cuda_batch_fill(uform_cuda_batch_t const *slot, uform_cuda_
     memcpy(slot->anchors, batch->anchors, anchors * sizeof(uint32_t));
     memcpy(slot->candidates, batch->candidates, candidates * sizeof(uint32_t));
     memcpy(slot->labels, batch->labels, anchors * candidates);
+    for (size_t a = 0; a < anchors; ++a) {
+        float weight = batch->anchor_weights ? batch->anchor_weights[a] : 1.0f;
+        if (!isfinite(weight) || weight < 0)
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "anchor %zu's loss weight is %g; it must be finite and >= 0",
+                                   a, (double)weight);
+        slot->anchor_weights[a] = weight;
+    }
     slot->counts[0] = (uint32_t)anchors, slot->counts[1] = (uint32_t)candidates, slot->counts[2] = (uint32_t)live;
     return uform_ok_k;
 }

@@ -205,14 +205,15 @@ size_t uform_cuda_siglip_scratch(size_t anchors_capacity, size_t candidates_capa
 /** Matryoshka SigLIP (SPEC.md section 4), forward and backward. Anchor a is row anchors [a] of
  *  embeddings [*, widest] (Float32, pool.proj's output), candidate c row candidates [c] (NULL lists:
  *  rows a and anchors_capacity + c); counts [2] (device) holds the live anchors N and candidates,
- *  labels [N * candidates] (device, row-major) 1 for a positive pair. For each of `widths` (host,
+ *  labels [N * candidates] (device, row-major) 1 for a positive pair, weights [N] (device) each anchor's
+ *  row scale or NULL for 1 (a mixture source's loss_weight). For each of `widths` (host,
  *  each at most widest): z = exp(*scale) normalize(u [:m]) . normalize(v [:m]) + *bias, the loss
- *  -(1/N) sum log sigmoid(y z), y = +-1; `loss` [1] gets its mean over widths, d_embeddings (the
+ *  -(1/N) sum weight_a log sigmoid(y z), y = +-1; `loss` [1] gets its mean over widths, d_embeddings (the
  *  same rows; anchor and candidate rows distinct), d_scale [1] and d_bias [1] get its gradients. */
 uform_status_t uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors,
                                  uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                 size_t candidates_capacity, uint8_t const *labels, size_t const *widths,
-                                 size_t widths_count, float const *scale, float const *bias, float *loss,
+                                 size_t candidates_capacity, uint8_t const *labels, float const *weights,
+                                 size_t const *widths, size_t widths_count, float const *scale, float const *bias, float *loss,
                                  float *d_embeddings, float *d_scale, float *d_bias, void *scratch, void *stream);
 
 /** Bytes of scratch uform_cuda_maxsim needs. */
@@ -220,14 +221,14 @@ size_t uform_cuda_maxsim_scratch(size_t anchors_capacity, size_t candidates_capa
 /** The reranker's ranked sigmoid (SPEC.md sections 3-4), forward and backward, over colbert
  *  [cells, 128] (Float32, normalized rows). spans [segments * 2] holds each segment's first cell
  *  and length (at most 4096); anchors (queries) and candidates (documents) are segments (distinct),
- *  counts [2] and labels as uform_cuda_siglip. z = exp(*scale) maxsim(q, d) / |q| + *bias, maxsim
+ *  counts [2], labels and weights as uform_cuda_siglip. z = exp(*scale) maxsim(q, d) / |q| + *bias, maxsim
  *  summing over query cells the largest similarity with a document cell; `loss` [1] gets -(1/N)
- *  sum log sigmoid(y z), d_colbert, d_scale and d_bias its gradients, each query cell's going to
+ *  sum weight_a log sigmoid(y z), d_colbert, d_scale and d_bias its gradients, each query cell's going to
  *  its best document cell (ties: the lowest index) and back. */
 uform_status_t uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors,
                                  uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                 size_t candidates_capacity, uint8_t const *labels, float const *scale,
-                                 float const *bias, float *loss, float *d_colbert, float *d_scale, float *d_bias,
+                                 size_t candidates_capacity, uint8_t const *labels, float const *weights,
+                                 float const *scale, float const *bias, float *loss, float *d_colbert, float *d_scale, float *d_bias,
                                  void *scratch, void *stream);
 /** normalized [rows, width] = raw / |raw| (zero for a zero row) and inverse_norms [rows] = 1 / |raw|,
  *  for rerank.proj's output. */

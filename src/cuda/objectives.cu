@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(row_threads)
  * d_bias into partials [tile, 3]. The 1 / (N widths) of the mean is applied per element. */
 __global__ void __launch_bounds__(tile_threads)
     siglip_logits_kernel(float const *normalized, size_t width, stack_rows_t stack, uint8_t const *labels,
-                         float const *scale, float const *bias, size_t widths_count, float *weighted, float *partials,
+                         float const *weights, float const *scale, float const *bias, size_t widths_count, float *weighted, float *partials,
                          int plant) {
     __shared__ float a_slab[tile_depth][tile + 1], b_slab[tile_depth][tile + 1], shared[tile_threads];
     size_t anchors = live_count(stack.anchors_live, stack.anchors_capacity);
@@ -211,9 +211,9 @@ __global__ void __launch_bounds__(tile_threads)
             if (row >= anchors || column >= candidates) continue;
             float y = labels[row * candidates + column] ? 1.0f : -1.0f, sigmoid;
             if (UFORM_PLANTED(1)) y = -y; /* planted: the label's sign flipped */
-            float dot = dots[i][j];
-            loss += sigmoid_loss(y, fmaf(s, dot, shift), &sigmoid);
-            float g = (y > 0 ? -sigmoid : sigmoid) * inverse, g_scaled = g * s;
+            float dot = dots[i][j], weight = weights && !UFORM_PLANTED(4) ? weights[row] : 1.0f; /* planted 4: weights ignored */
+            loss = fmaf(weight, sigmoid_loss(y, fmaf(s, dot, shift), &sigmoid), loss);
+            float g = (y > 0 ? -sigmoid : sigmoid) * inverse * weight, g_scaled = g * s;
             weighted[row * stack.candidates_capacity + column] = g_scaled;
             d_scale = fmaf(g_scaled, dot, d_scale);
             d_bias += g;
@@ -316,7 +316,7 @@ __device__ __forceinline__ void segment_span(uint32_t const *spans, uint32_t seg
  * (into coefficients [anchor, candidate]) and the query cells' gradient; partials [anchor, 3]. */
 __global__ void __launch_bounds__(maxsim_threads)
     maxsim_query_kernel(float const *colbert, uint32_t const *spans, pair_lists_t pairs, uint8_t const *labels,
-                        float const *scale, float const *bias, float *coefficients, float *partials, float *d_colbert,
+                        float const *weights, float const *scale, float const *bias, float *coefficients, float *partials, float *d_colbert,
                         int plant) {
     __shared__ maxsim_shared_t shared;
     __shared__ float coefficient;
@@ -329,8 +329,8 @@ __global__ void __launch_bounds__(maxsim_threads)
     }
     size_t query_first, query_length;
     segment_span(spans, pairs.anchors[a], &query_first, &query_length);
-    float s = expf(*scale), shift = *bias, inverse = 1.0f / (float)anchors;
-    float loss = 0, d_scale = 0, d_bias = 0;
+    float s = expf(*scale), shift = *bias, weight = weights && !UFORM_PLANTED(4) ? weights[a] : 1.0f; /* planted 4: weights ignored */
+    float inverse = weight / (float)anchors, loss = 0, d_scale = 0, d_bias = 0;
     for (size_t c = 0; c < candidates; ++c) {
         size_t document_first, document_length;
         segment_span(spans, pairs.candidates[c], &document_first, &document_length);
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(maxsim_threads)
         if (t == 0) {
             float mean = query_length ? total / (float)query_length : 0.0f, sigmoid;
             float y = labels[a * candidates + c] ? 1.0f : -1.0f;
-            loss += sigmoid_loss(y, fmaf(s, mean, shift), &sigmoid);
+            loss = fmaf(weight, sigmoid_loss(y, fmaf(s, mean, shift), &sigmoid), loss);
             float g = (y > 0 ? -sigmoid : sigmoid) * inverse, g_scaled = g * s;
             float step = query_length ? g_scaled / (float)query_length : 0.0f;
             d_scale = fmaf(g_scaled, mean, d_scale);
@@ -586,8 +586,9 @@ static uform_status_t failed(cudaError_t code, char const *entry) { return uform
 
 extern "C" uform_status_t uform_cuda_siglip(float const *embeddings, size_t widest, uint32_t const *anchors,
                                             uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                            size_t candidates_capacity, uint8_t const *labels, size_t const *widths,
-                                            size_t widths_count, float const *scale, float const *bias, float *loss,
+                                            size_t candidates_capacity, uint8_t const *labels, float const *weights,
+                                            size_t const *widths, size_t widths_count, float const *scale,
+                                            float const *bias, float *loss,
                                             float *d_embeddings, float *d_scale, float *d_bias, void *scratch,
                                             void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
@@ -610,7 +611,7 @@ extern "C" uform_status_t uform_cuda_siglip(float const *embeddings, size_t wide
         float *v = normalized + anchors_capacity * width, *dv = d_normalized + anchors_capacity * width;
         prefix_normalize_kernel<<<(unsigned)rows, row_threads, 0, s>>>(embeddings, widest, stack, width, normalized, norms);
         if ((status = cudaGetLastError())) return failed(status, "siglip");
-        siglip_logits_kernel<<<logits_grid, tile_threads, 0, s>>>(normalized, width, stack, labels, scale, bias, widths_count,
+        siglip_logits_kernel<<<logits_grid, tile_threads, 0, s>>>(normalized, width, stack, labels, weights, scale, bias, widths_count,
                                                                    weighted, partials + 3 * w * tiles, plant);
         if ((status = cudaGetLastError())) return failed(status, "siglip");
         /* dU = weighted V over the live candidates, dV = weighted^T U over the live anchors. */
@@ -637,8 +638,8 @@ extern "C" size_t uform_cuda_maxsim_scratch(size_t anchors_capacity, size_t cand
 
 extern "C" uform_status_t uform_cuda_maxsim(float const *colbert, uint32_t const *spans, uint32_t const *anchors,
                                             uint32_t const *candidates, uint32_t const *counts, size_t anchors_capacity,
-                                            size_t candidates_capacity, uint8_t const *labels, float const *scale,
-                                            float const *bias, float *loss, float *d_colbert, float *d_scale,
+                                            size_t candidates_capacity, uint8_t const *labels, float const *weights,
+                                            float const *scale, float const *bias, float *loss, float *d_colbert, float *d_scale,
                                             float *d_bias, void *scratch, void *stream) {
     cudaStream_t s = (cudaStream_t)stream;
     if (!anchors_capacity || !candidates_capacity)
@@ -646,7 +647,7 @@ extern "C" uform_status_t uform_cuda_maxsim(float const *colbert, uint32_t const
     int plant = uform_cuda_planted("maxsim");
     pair_lists_t pairs = {anchors, candidates, counts, counts + 1, anchors_capacity, candidates_capacity};
     float *coefficients = (float *)scratch, *partials = coefficients + anchors_capacity * candidates_capacity;
-    maxsim_query_kernel<<<(unsigned)anchors_capacity, maxsim_threads, 0, s>>>(colbert, spans, pairs, labels, scale, bias,
+    maxsim_query_kernel<<<(unsigned)anchors_capacity, maxsim_threads, 0, s>>>(colbert, spans, pairs, labels, weights, scale, bias,
                                                                             coefficients, partials, d_colbert, plant);
     cudaError_t status = cudaGetLastError();
     if (status) return failed(status, "maxsim");

@@ -34,6 +34,7 @@ typedef struct batch_device_t {
     float *scalars;
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
+    float *anchor_weights;
     uform_cuda_batch_media_t media[uform_media_kinds_k]; /* rows and mae_rows: the slot's last regions, only their live rows go up */
 } batch_device_t;
 
@@ -130,7 +131,7 @@ static void layout_(uform_cuda_step_t *step) {
         b->segment_of = take_(step, n * 4), b->spans = take_(step, 2 * n * 4), b->order = take_(step, n * 4);
         b->offsets = take_(step, 260 * 4), b->scalars = take_(step, 4 * 4);
         b->anchors = take_(step, c->anchors * 4), b->candidates = take_(step, c->candidates * 4), b->counts = take_(step, 3 * 4);
-        b->labels = take_(step, c->anchors * c->candidates);
+        b->labels = take_(step, c->anchors * c->candidates), b->anchor_weights = take_(step, c->anchors * 4);
         for (size_t k = 0; k < uform_media_kinds_k; ++k) {
             b->media[k].counts = take_(step, 3 * 4), b->media[k].cells = take_(step, c->media[k] * 4);
             b->media[k].mae_cells = take_(step, (c->mae[k] ? c->media[k] : 0) * 4);
@@ -389,7 +390,7 @@ static uform_status_t contrastive_head_(uform_cuda_step_t *step, batch_device_t 
     TRY(pool_embed_(step, b));
     /* Without the spectral terms SigLIP's loss is the total; with them the parts sum into it. */
     TRY(uform_cuda_siglip(step->embeddings, c->embedding_width, b->anchors, b->candidates, b->counts, c->anchors,
-                          c->candidates, b->labels, c->widths, c->widths_count, scale->parameter, bias->parameter,
+                          c->candidates, b->labels, b->anchor_weights, c->widths, c->widths_count, scale->parameter, bias->parameter,
                           step->spectral ? step->loss + 1 : step->loss, step->d_embeddings, scale->gradient,
                           bias->gradient, step->siglip_scratch, step->stream));
     if (step->spectral) TRY(spectral_(step, b));
@@ -413,7 +414,7 @@ static uform_status_t rerank_head_(uform_cuda_step_t *step, batch_device_t const
     TRY_CUDA(cudaMemsetAsync(step->d_colbert, 0, n * w * 4, step->stream));
     if (step->spectral) TRY(pool_embed_(step, b));
     TRY(uform_cuda_maxsim(step->colbert, b->spans, b->anchors, b->candidates, b->counts, c->anchors, c->candidates,
-                          b->labels, scale->parameter, bias->parameter, step->spectral ? step->loss + 1 : step->loss,
+                          b->labels, b->anchor_weights, scale->parameter, bias->parameter, step->spectral ? step->loss + 1 : step->loss,
                           step->d_colbert, scale->gradient, bias->gradient, step->maxsim_scratch, s));
     /* Back through the normalization (in place) and rerank.proj; the gradient enters the products in BF16. */
     TRY(uform_cuda_normalize_rows_backward(step->colbert, step->inverse_norms, step->d_colbert, n, w, step->d_colbert, s));
@@ -653,7 +654,7 @@ uform_cuda_batch_t uform_cuda_step_batch(uform_cuda_step_t *step, int slot) {
     uform_cuda_batch_t view = {HOST_VIEW(b->values), HOST_VIEW(b->targets), HOST_VIEW(b->positions), HOST_VIEW(b->segment_of),
                                HOST_VIEW(b->spans), HOST_VIEW(b->order), HOST_VIEW(b->offsets), HOST_VIEW(b->scalars),
                                HOST_VIEW(b->anchors), HOST_VIEW(b->candidates), HOST_VIEW(b->counts), HOST_VIEW(b->labels),
-                               {{0}}};
+                               HOST_VIEW(b->anchor_weights), {{0}}};
     for (size_t k = 0; k < uform_media_kinds_k; ++k)
         view.media[k] = (uform_cuda_batch_media_t){HOST_VIEW(b->media[k].counts), HOST_VIEW(b->media[k].cells),
                                                    HOST_VIEW(b->media[k].mae_cells), HOST_VIEW(b->media[k].rows),

@@ -92,6 +92,7 @@ typedef struct uform_cuda_batch_t {
      * (row-major, 1: positive). */
     uint32_t *anchors, *candidates, *counts;
     uint8_t *labels;
+    float *anchor_weights; /* [live anchors] each anchor's loss scale (1 without the batch's weights) */
     /* The media cells by kind (media [kind - uform_cell_image_k]), at most config.media [k] of each. */
     uform_cuda_batch_media_t media[uform_media_kinds_k];
 } uform_cuda_batch_t;

@@ -26,6 +26,7 @@ typedef struct uform_source_t {
     uint32_t *order;   /* [records] this epoch's order of record indices */
     uint32_t *lengths; /* [records] cells each record's item takes, after truncation */
     double cumulative; /* running share of the total weight, 1 for the last source */
+    float loss_weight; /* its anchors' scale in the pair loss */
     /* Media: each side's shape (uform_grid_cells_), 0 for a text; NULL when none. */
     uint32_t *query_grids, *slice_grids; /* [records], [slices] */
 } uform_source_t;
@@ -53,6 +54,7 @@ struct uform_batch_buffers_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
+    float *anchor_weights;
     uint16_t *media[uform_media_kinds_k]; /* [cells + 1, values] BF16 by media index (+ MLM's blank patch); NULL without */
 };
 
@@ -87,6 +89,8 @@ struct uform_batcher_t {
     uint8_t *kinds, *labels;
     uint32_t *values, *anchors, *candidates;
     int32_t *segments, *positions, *targets;
+    float *anchor_weights;
+    int weighted; /* some source's loss_weight is not 1: batches carry anchor_weights */
     uint16_t *media[uform_media_kinds_k]; /* [cells + 1, values] */
     /* The batcher's own working memory. */
     uform_arena_t arena;
@@ -485,6 +489,7 @@ static void uform_place_(uform_batcher_t *batcher, uform_node_t const *node, siz
             batcher->anchor_first[batcher->anchors_count] = (uint32_t)batcher->candidates_count;
             batcher->anchor_positives[batcher->anchors_count] = record->positives_count;
             batcher->anchor_keys[batcher->anchors_count] = uform_side_key_(node->source, corpus, record->text);
+            batcher->anchor_weights[batcher->anchors_count] = source->loss_weight;
         }
         batcher->anchors_count++;
     }
@@ -616,6 +621,7 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
     batcher->kinds = buffers->kinds, batcher->values = buffers->values, batcher->segments = buffers->segments;
     batcher->positions = buffers->positions, batcher->targets = buffers->targets, batcher->anchors = buffers->anchors;
     batcher->candidates = buffers->candidates, batcher->labels = buffers->labels;
+    batcher->anchor_weights = buffers->anchor_weights;
     memcpy(batcher->media, buffers->media, sizeof(batcher->media));
     uform_pack_(batcher, 1);
     int masks = batcher->images && batcher->objective == uform_objective_mlm_k;
@@ -651,6 +657,7 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
         .candidates = pairs ? batcher->candidates : NULL,
         .candidates_count = pairs ? batcher->candidates_count : 0,
         .labels = pairs ? batcher->labels : NULL,
+        .anchor_weights = pairs && batcher->weighted ? batcher->anchor_weights : NULL,
     };
     for (size_t m = 0; m < uform_media_kinds_k; ++m)
         batch->grid.media[m] = (uform_media_t){.data = batcher->media_cells[m] ? batcher->media[m] : NULL,
@@ -729,7 +736,7 @@ void uform_batcher_close(uform_batcher_t *batcher) {
 void uform_batch_buffers_close(uform_batch_buffers_t *buffers) {
     if (!buffers) return;
     free(buffers->kinds), free(buffers->values), free(buffers->segments), free(buffers->positions), free(buffers->targets);
-    free(buffers->anchors), free(buffers->candidates), free(buffers->labels);
+    free(buffers->anchors), free(buffers->candidates), free(buffers->labels), free(buffers->anchor_weights);
     for (size_t m = 0; m < uform_media_kinds_k; ++m) free(buffers->media[m]);
     free(buffers);
 }
@@ -750,13 +757,14 @@ uform_status_t uform_batch_buffers_create(uform_batcher_t const *batcher, uform_
     buffers->anchors = malloc(anchors * sizeof(uint32_t) + 1); /* +1: text runs have none, and malloc(0) may be NULL */
     buffers->candidates = malloc(candidates * sizeof(uint32_t) + 1);
     buffers->labels = malloc(anchors * candidates + 1);
+    buffers->anchor_weights = malloc(anchors * sizeof(float) + 1);
     int missing = 0;
     for (size_t m = 0; m < uform_media_kinds_k; ++m) {
         buffers->media[m] = batcher->media_sides[m] ? malloc((cells + 1) * uform_media_values_(m) * sizeof(uint16_t)) : NULL;
         missing |= batcher->media_sides[m] && !buffers->media[m];
     }
     if (!buffers->kinds || !buffers->values || !buffers->segments || !buffers->positions || (!pairs && !buffers->targets) ||
-        !buffers->anchors || !buffers->candidates || !buffers->labels || missing) {
+        !buffers->anchors || !buffers->candidates || !buffers->labels || !buffers->anchor_weights || missing) {
         uform_batch_buffers_close(buffers);
         return uform_fail(uform_out_of_memory_k, "uform_batch_buffers_create: out of memory for a batch of %zu cells", cells);
     }
@@ -1007,8 +1015,13 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
     for (size_t s = 0; s < batcher->sources_count; ++s) {
         running += mixture->sources[s].weight;
         batcher->sources[s].cumulative = s + 1 == batcher->sources_count ? 1.0 : running / total_weight;
+        batcher->sources[s].loss_weight = (float)mixture->sources[s].loss_weight;
+        batcher->weighted |= mixture->sources[s].loss_weight != 1.0;
     }
     int pairs = batcher->objective != uform_objective_mlm_k;
+    if (!pairs && batcher->weighted)
+        return uform_fail(uform_invalid_argument_k, "uform_batcher_create: %s: 'loss_weight' scales a pair objective's "
+                          "anchors; the mlm objective has none (drop it, or train contrastive or rerank)", mixture->path);
     if (pairs) {
         batcher->anchors_capacity = batcher->rows * (batcher->columns / shortest);
         if (options->anchors_limit && options->anchors_limit < batcher->anchors_capacity)

@@ -67,12 +67,12 @@ static uform_status_t uform_read_number_(char const *path, json_t *object, char 
 static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char const *folder, size_t index,
                                          json_t *entry, uform_mixture_source_t *source) {
     char const *path = mixture->path;
-    static char const *const allowed[] = {"path", "weight", "name", "skip_malformed", NULL};
+    static char const *const allowed[] = {"path", "weight", "loss_weight", "name", "skip_malformed", NULL};
     if (!json_is_object(entry))
         return uform_fail(uform_format_k, "%s: source %zu must be an object with 'path' and 'weight'", path, index);
     char where[64];
     snprintf(where, sizeof(where), "source %zu", index);
-    UFORM_TRY(uform_check_keys_(path, where, entry, allowed, "path, weight, name, skip_malformed"));
+    UFORM_TRY(uform_check_keys_(path, where, entry, allowed, "path, weight, loss_weight, name, skip_malformed"));
     char const *file = json_string_value(json_object_get(entry, "path"));
     if (!file || !*file) return uform_fail(uform_format_k, "%s: source %zu needs a non-empty string 'path'", path, index);
     int written = file[0] == '/' ? snprintf(source->path, sizeof(source->path), "%s", file)
@@ -85,6 +85,15 @@ static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char co
         source->weight = json_number_value(weight);
         if (!json_is_number(weight) || !isfinite(source->weight) || !(source->weight > 0))
             return uform_fail(uform_format_k, "%s: source %zu ('%s'): 'weight' must be a positive number", path,
+                              index, file);
+    }
+    json_t const *loss_weight = json_object_get(entry, "loss_weight");
+    source->loss_weight = 1.0;
+    if (loss_weight) {
+        source->loss_weight = json_number_value(loss_weight);
+        if (!json_is_number(loss_weight) || !isfinite(source->loss_weight) || !(source->loss_weight > 0) ||
+            source->loss_weight > 1000)
+            return uform_fail(uform_format_k, "%s: source %zu ('%s'): 'loss_weight' must be a number in (0, 1000]", path,
                               index, file);
     }
     json_t const *skip = json_object_get(entry, "skip_malformed");

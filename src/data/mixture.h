@@ -19,6 +19,7 @@ typedef struct uform_mixture_source_t {
     char path[4096];      /* resolved: a relative path is joined to the mixture's folder */
     char name[64];        /* "name" from the file, else the file name */
     double weight;        /* > 0; sources are drawn with probability weight / total */
+    double loss_weight;   /* pair objectives: the scale of its anchors' rows of the loss, 1 */
     int skip_malformed;   /* count malformed lines instead of failing */
 } uform_mixture_source_t;
 

@@ -79,6 +79,15 @@ static void uform_normalize_backward_(float const *u, float const *du, double no
     for (size_t i = 0; i < width; ++i) de[i] += (float)((du[i] - u[i] * dot) / norm);
 }
 
+/* Anchor a's scale in a pair loss: its source's loss_weight, 1 without weights. */
+static double uform_anchor_weight_(uform_band_t const *band, size_t a) {
+    double weight = band->weights ? band->weights[a] : 1.0;
+#if defined(UFORM_PLANT_ANCHOR_WEIGHT_IGNORED)
+    weight = 1.0; /* planted: the anchors' loss weights ignored */
+#endif
+    return weight;
+}
+
 double uform_objective_siglip(uform_trainer_t *trainer, uform_band_t const *band, float *scratch, double *norms) {
     uform_config_t const *config = &trainer->model->config;
     size_t anchors = band->anchors_count, candidates = band->candidates_count;
@@ -96,11 +105,11 @@ double uform_objective_siglip(uform_trainer_t *trainer, uform_band_t const *band
         double loss = 0;
         for (size_t a = 0; a < anchors; ++a)
             for (size_t c = 0; c < candidates; ++c) {
-                double dot = 0;
+                double dot = 0, weight = uform_anchor_weight_(band, a);
                 for (size_t i = 0; i < width; ++i) dot += (double)u[a * width + i] * v[c * width + i];
                 double derivative, y = band->labels[a * candidates + c] ? 1.0 : -1.0;
-                loss += uform_sigmoid_loss_(y, scale * dot + bias, &derivative);
-                derivative /= band->normalizer * (double)widths; /* mean over the world's anchors, then over widths */
+                loss += weight * uform_sigmoid_loss_(y, scale * dot + bias, &derivative);
+                derivative *= weight / (band->normalizer * (double)widths); /* mean over the world's anchors, then over widths */
                 trainer->siglip_scale->gradient[0] += (float)(derivative * scale * dot);
                 trainer->siglip_bias->gradient[0] += (float)derivative;
                 for (size_t i = 0; i < width; ++i) {
@@ -138,9 +147,9 @@ double uform_objective_rerank(uform_trainer_t *trainer, uform_band_t const *band
                 maxsim += similarities[i * document->length + argmax];
             }
             double derivative, y = band->labels[a * candidates + c] ? 1.0 : -1.0;
-            double cells = (double)query->length;
-            total += uform_sigmoid_loss_(y, scale * maxsim / cells + bias, &derivative);
-            derivative /= band->normalizer;
+            double cells = (double)query->length, weight = uform_anchor_weight_(band, a);
+            total += weight * uform_sigmoid_loss_(y, scale * maxsim / cells + bias, &derivative);
+            derivative *= weight / band->normalizer;
             trainer->siglip_scale->gradient[0] += (float)(derivative * scale * maxsim / cells);
             trainer->siglip_bias->gradient[0] += (float)derivative;
             float g = (float)(derivative * scale / cells);

@@ -358,6 +358,10 @@ uform_status_t uform_trainer_check_batch(uform_trainer_t *trainer, uform_batch_t
             if (batch->candidates[c] >= trainer->segments)
                 return uform_fail(uform_invalid_argument_k, "%s: candidate %zu is segment %u of %zu", verb, c,
                                   batch->candidates[c], trainer->segments);
+        for (size_t a = 0; batch->anchor_weights && a < batch->anchors_count; ++a)
+            if (!isfinite(batch->anchor_weights[a]) || batch->anchor_weights[a] < 0)
+                return uform_fail(uform_invalid_argument_k, "%s: anchor %zu's loss weight is %g; it must be finite and >= 0",
+                                  verb, a, (double)batch->anchor_weights[a]);
     }
     return uform_ok_k;
 }

@@ -66,6 +66,7 @@ typedef struct uform_band_t {
     uint32_t const *candidates; /* world segments */
     size_t candidates_count;
     uint8_t const *labels;      /* [anchors][candidates] */
+    float const *weights;       /* [anchors] each anchor's row scale, or NULL for 1 */
     double normalizer;          /* the world's anchors: the loss is a mean over every rank's */
     float *d_anchors;           /* rows' gradient of the anchors (the rank's own) */
     float *d_candidates;        /* rows' gradient of the gathered candidates (summed over the ranks) */

@@ -113,7 +113,7 @@ static double uform_world_band_(uform_trainer_t *trainer, uform_world_t *world, 
         .rows = rerank ? world->colbert : world->embeddings, .spans = world->spans,
         .anchors = world->band_anchors, .anchors_count = anchors,
         .candidates = world->candidates_list, .candidates_count = candidates,
-        .labels = world->band_labels, .normalizer = normalizer,
+        .labels = world->band_labels, .weights = batch->anchor_weights, .normalizer = normalizer,
         .d_anchors = rerank ? world->d_colbert : world->d_embeddings, .d_candidates = world->d_gathered};
     return rerank ? uform_objective_rerank(trainer, &band) : uform_objective_siglip(trainer, &band, world->scratch, world->norms);
 }

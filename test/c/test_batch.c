@@ -31,6 +31,7 @@ typedef struct slot_t {
     uint32_t values[cells_k], segment_of[cells_k], spans[2 * cells_k], anchors[4], candidates[4], counts[3];
     int32_t targets[cells_k], positions[3 * cells_k];
     uint8_t labels[16];
+    float anchor_weights[4];
     uint32_t media_counts[uform_media_kinds_k][3], media_cells[uform_media_kinds_k][cells_k], mae_cells[uform_media_kinds_k][cells_k];
     float media_rows[uform_media_kinds_k][cells_k * uform_tube_values_k]; /* room for Float32 rows of any kind */
     float mae_rows[uform_media_kinds_k][cells_k * uform_tube_values_k];
@@ -40,7 +41,8 @@ static uform_cuda_batch_t view_(slot_t *slot) {
     memset(slot, 0xff, sizeof(*slot)); /* whatever the fill leaves alone shows */
     uform_cuda_batch_t view = {.values = slot->values, .targets = slot->targets, .positions = slot->positions,
                                .segment_of = slot->segment_of, .spans = slot->spans, .anchors = slot->anchors,
-                               .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels};
+                               .candidates = slot->candidates, .counts = slot->counts, .labels = slot->labels,
+                               .anchor_weights = slot->anchor_weights};
     for (size_t k = 0; k < uform_media_kinds_k; ++k)
         view.media[k] = (uform_cuda_batch_media_t){slot->media_counts[k], slot->media_cells[k], slot->mae_cells[k],
                                                    slot->media_rows[k], slot->mae_rows[k]};
@@ -237,6 +239,17 @@ int main(void) {
     CHECK(!memcmp(slot.segment_of, span_of, sizeof(span_of)));
     CHECK(slot.values[5] == uform_pad_k && slot.values[9] == 'a' + 9 && slot.targets[0] == -1 && slot.positions[3 * 15] == 15);
     CHECK(slot.counts[0] == 2 && slot.counts[1] == 2 && slot.counts[2] == 4 && slot.labels[3] == 1);
+    CHECK(slot.anchor_weights[0] == 1.0f && slot.anchor_weights[1] == 1.0f); /* no weights: each anchor at 1 */
+    float weights[2] = {0.25f, 3.0f};
+    batch.anchor_weights = weights;
+    view = view_(&slot);
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_ok_k);
+    CHECK(slot.anchor_weights[0] == 0.25f && slot.anchor_weights[1] == 3.0f);
+    weights[1] = -1.0f; /* refused, naming the anchor */
+    view = view_(&slot);
+    CHECK(uform_cuda_batch_fill(&view, &config, &batch, error, sizeof(error)) == uform_invalid_argument_k &&
+          strstr(error, "anchor 1's loss weight is -1"));
+    batch.anchor_weights = NULL;
 
     /* The CPU's compaction finds the same texts: its spans, through its destinations, are the grid's. */
     uint8_t compact_kinds[cells_k];

@@ -174,6 +174,9 @@ static void test_mixture(void) {
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"weight\": -1}]}", "'weight' must be a positive", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"weight\": 0}]}", "'weight' must be a positive", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"wieght\": 1}]}", "unknown key 'wieght' in source 0", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"loss_weight\": 0}]}", "'loss_weight' must be a number in (0, 1000]", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"loss_weight\": \"2\"}]}", "'loss_weight' must be a number", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"loss_weight\": 1001}]}", "'loss_weight' must be a number", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"skip_malformed\": 1}]}", "'skip_malformed' must be true or false", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\"}, {\"path\": \"nowhere.jsonl\"}]}", "source 1: cannot read 'nowhere.jsonl'", "nowhere.jsonl"},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"/\"}]}", "source 0: '/' (resolved to /) is a folder", NULL},
@@ -693,6 +696,55 @@ static void test_pairs(uform_objective_t objective) {
     uform_mixture_close(&mixture);
 }
 
+/* A source's loss_weight: every anchor of the batch carries its source's; without one, no weights. */
+static void test_loss_weights(void) {
+    buffer_t file = {0};
+    for (char source = 'a'; source <= 'b'; ++source) {
+        for (int i = 0; i < 40; ++i) append(&file, "{\"query\": \"q%c%d\", \"positives\": [\"p%c%d\"]}\n", source, i, source, i);
+        write_file(source == 'a' ? "weighted_a.jsonl" : "weighted_b.jsonl", file.data, file.length);
+        file.length = 0;
+    }
+    free(file.data);
+    uform_mixture_t mixture = make_mixture("weighted.json", "{\"objective\": \"contrastive\", \"columns\": 64, \"sources\": ["
+                                                            "{\"path\": \"weighted_a.jsonl\", \"loss_weight\": 0.25},"
+                                                            " {\"path\": \"weighted_b.jsonl\"}]}");
+    CHECK(mixture.sources[0].loss_weight == 0.25 && mixture.sources[1].loss_weight == 1.0);
+    uform_batcher_options_t options = {.rows = 4, .seed = 3};
+    uform_batcher_t *batcher;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    size_t wrong = 0, bad = 0, seen[2] = {0, 0};
+    for (int b = 0; b < 10; ++b) {
+        uform_batch_t batch;
+        CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k && batch.anchor_weights);
+        size_t count;
+        found_segment_t *segments = scan_grid(&batch, &count, &bad);
+        for (size_t a = 0; a < batch.anchors_count; ++a) {
+            uint8_t bytes[256];
+            segment_bytes(&batch, &segments[batch.anchors[a]], bytes);
+            int first = bytes[1] == 'a';
+            seen[first]++;
+            wrong += batch.anchor_weights[a] != (first ? 0.25f : 1.0f);
+        }
+        free(segments);
+    }
+    CHECK(wrong == 0 && bad == 0 && seen[0] && seen[1]);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+    /* Without a loss_weight the batches carry none (the loss as SPEC.md has it). */
+    mixture = make_mixture("unweighted.json", "{\"objective\": \"rerank\", \"columns\": 64, \"sources\": [{\"path\": \"weighted_a.jsonl\"}]}");
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    uform_batch_t batch;
+    CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k && batch.anchors_count && !batch.anchor_weights);
+    uform_batcher_close(batcher);
+    uform_mixture_close(&mixture);
+    /* MLM has no anchors to weigh: refused, not ignored. */
+    write_text("texts_w.jsonl", "{\"text\": \"hello\"}\n");
+    mixture = make_mixture("mlm_weighted.json", "{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts_w.jsonl\", \"loss_weight\": 2}]}");
+    CHECK(fails_with(uform_batcher_create(&mixture, &options, &batcher), uform_invalid_argument_k, "mlm_weighted.json",
+                     "'loss_weight' scales a pair objective's anchors"));
+    uform_mixture_close(&mixture);
+}
+
 /* A pair group longer than a row: its texts are cut to a common length so that it fits. */
 static void test_pair_truncation(void) {
     write_text("wide.jsonl", "{\"query\": \"QQQQQQQQQQQQQQQQQQQQ\", \"positives\": [\"PPPPPPPPPP\"], \"negatives\": [\"N\"]}\n");
@@ -1098,6 +1150,7 @@ int main(void) {
     test_pairs(uform_objective_contrastive_k);
     test_pairs(uform_objective_rerank_k);
     test_pair_truncation();
+    test_loss_weights();
     scratch_close();
     return check_report();
 }

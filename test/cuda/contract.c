@@ -883,8 +883,10 @@ int main(int argc, char **argv) {
         {check_gemm_, 1, {"C accumulated, not overwritten"}},
         {check_e4m3_, 4, {"a row's scale dropped (quantize)", "gain read one column off (the norm's codes)",
                           "D accumulated, not overwritten (E4M3 product)", "gate read for up (SwiGLU's codes)"}},
-        {check_siglip_, 3, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored"}},
-        {check_maxsim_, 2, {"argmax ties to the later cell", "normalization's projection term dropped (backward)"}},
+        {check_siglip_, 4, {"label sign flipped", "normalization's projection term dropped (backward)", "live counts ignored, capacities scored",
+                             "anchors' loss weights ignored"}},
+        {check_maxsim_, 3, {"argmax ties to the later cell", "normalization's projection term dropped (backward)",
+                            "anchors' loss weights ignored"}},
         {check_spectral_, 2, {"TCR's 1 / eps^2 dropped", "Lipschitz gradient's factor 2 dropped"}},
     };
     char const *control_names[64];

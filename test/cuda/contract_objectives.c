@@ -46,6 +46,8 @@ void check_siglip_(int plant) {
     float *embeddings = malloc(rows * widest * 4), *d_embeddings = malloc(rows * widest * 4);
     uint32_t *order = malloc(rows * 4), counts[2] = {(uint32_t)anchors, (uint32_t)candidates};
     uint8_t *labels = malloc(anchors_capacity * candidates_capacity);
+    float *weights = malloc(anchors_capacity * 4); /* powers of two: a weighted term is the unweighted one, exactly scaled */
+    for (size_t a = 0; a < anchors_capacity; ++a) weights[a] = ldexpf(1.0f, (int)(a % 4) - 2);
     fill_f32_(embeddings, rows * widest, 1.0), fill_f32_(d_embeddings, rows * widest, 0.5);
     for (size_t r = 0; r < rows; ++r) order[r] = (uint32_t)r;
     shuffle_(order, rows);
@@ -61,15 +63,17 @@ void check_siglip_(int plant) {
     float *g_scalars = device_(8), *g_loss = device_(4);
     uint32_t *g_rows = device_(rows * 4), *g_counts = device_(8);
     uint8_t *g_labels = device_(anchors_capacity * candidates_capacity);
+    float *g_weights = device_(anchors_capacity * 4);
     void *g_scratch = device_(uform_cuda_siglip_scratch(anchors_capacity, candidates_capacity, widest, widths_count));
     upload_(g_embeddings, embeddings, rows * widest * 4), upload_(g_parameters, parameters, 8), upload_(g_rows, order, rows * 4);
     upload_(g_counts, counts, 8), upload_(g_labels, labels, anchors_capacity * candidates_capacity);
+    upload_(g_weights, weights, anchors_capacity * 4);
     float *out[2], scalars[2][3];
     for (int run = 0; run < 2; ++run) {
         upload_(g_d_embeddings, d_embeddings, rows * widest * 4), upload_(g_scalars, scalars0, 8);
         PLANTED_OK("siglip", plant,
                    uform_cuda_siglip(g_embeddings, widest, g_rows, g_rows + anchors_capacity, g_counts,
-                                     anchors_capacity, candidates_capacity, g_labels, widths, widths_count,
+                                     anchors_capacity, candidates_capacity, g_labels, g_weights, widths, widths_count,
                                      g_parameters, g_parameters + 1, g_loss, g_d_embeddings, g_scalars, g_scalars + 1,
                                      g_scratch, NULL));
         out[run] = malloc(rows * widest * 4);
@@ -107,8 +111,8 @@ void check_siglip_(int plant) {
                 double dot_error = (2 * e_n + ((double)m + 1) * unit_) * magnitude, z = s * dot + b;
                 double z_error = s * dot_error + 4 * unit_ * s * fabs(dot) + unit_ * fabs(z);
                 double label = labels[a * candidates + c] ? 1.0 : -1.0, l = sigmoid_loss_(label, z, &sigmoid);
-                double g = -label * sigmoid / (n * W), e_g = z_error + 8 * unit_, e_weighted = e_g + 5 * unit_;
-                loss += l, loss_error += z_error + 5 * unit_ + 2 * unit_ * l;
+                double g = -label * weights[a] * sigmoid / (n * W), e_g = z_error + 8 * unit_, e_weighted = e_g + 5 * unit_;
+                loss += weights[a] * l, loss_error += weights[a] * (z_error + 5 * unit_ + 2 * unit_ * l);
                 weighted[a * candidates + c] = g * s, weighted_error[a * candidates + c] = e_weighted;
                 d_scale += g * s * dot, d_scale_magnitude += fabs(g * s * dot);
                 d_scale_error += fabs(g * s) * dot_error + (e_weighted + unit_) * fabs(g * s * dot);
@@ -151,10 +155,10 @@ void check_siglip_(int plant) {
     compare_(&worst, scalars[0][1], d_bias, d_bias_error + depth * unit_ * d_bias_magnitude);
     for (size_t i = 0; i < rows * widest; ++i) compare_(&worst, out[0][i], expected[i], bound[i]);
     record_("siglip (loss, d_embeddings, d_scale, d_bias)", worst, plant);
-    free(embeddings), free(d_embeddings), free(order), free(labels), free(out[0]), free(out[1]), free(expected), free(bound);
-    free(u), free(norms), free(weighted), free(weighted_error), free(du), free(du_bound);
+    free(embeddings), free(d_embeddings), free(order), free(labels), free(weights), free(out[0]), free(out[1]), free(expected);
+    free(bound), free(u), free(norms), free(weighted), free(weighted_error), free(du), free(du_bound);
     cudaFree(g_embeddings), cudaFree(g_d_embeddings), cudaFree(g_parameters), cudaFree(g_scalars), cudaFree(g_loss);
-    cudaFree(g_rows), cudaFree(g_counts), cudaFree(g_labels), cudaFree(g_scratch);
+    cudaFree(g_rows), cudaFree(g_counts), cudaFree(g_labels), cudaFree(g_weights), cudaFree(g_scratch);
 }
 
 /* --- MaxSim and its ranked sigmoid. The vectors are multiples of 2^-6 below 1/8, so every
@@ -231,11 +235,15 @@ void check_maxsim_(int plant) {
     uint8_t *labels = malloc(anchors_capacity * candidates_capacity);
     memset(labels, 0, anchors_capacity * candidates_capacity);
     for (size_t a = 0; a < anchors; ++a) labels[a * candidates + a % candidates] = labels[a * candidates + (a + 7) % candidates] = 1;
+    float *weights = malloc(anchors_capacity * 4); /* powers of two, as siglip's */
+    for (size_t a = 0; a < anchors_capacity; ++a) weights[a] = ldexpf(1.0f, (int)(a % 4) - 2);
     float parameters[2] = {1.5f, -1.0f}, scalars0[2] = {0.25f, -0.5f};
     float *g_colbert = device_(cells * width * 4), *g_d_colbert = device_(cells * width * 4), *g_parameters = device_(8);
     float *g_scalars = device_(8), *g_loss = device_(4);
     uint32_t *g_spans = device_(segments * 8), *g_pairs = device_((anchors_capacity + candidates_capacity) * 4), *g_counts = device_(8);
     uint8_t *g_labels = device_(anchors_capacity * candidates_capacity);
+    float *g_weights = device_(anchors_capacity * 4);
+    upload_(g_weights, weights, anchors_capacity * 4);
     void *g_scratch = device_(uform_cuda_maxsim_scratch(anchors_capacity, candidates_capacity));
     upload_(g_colbert, colbert, cells * width * 4), upload_(g_parameters, parameters, 8), upload_(g_spans, spans, segments * 8);
     upload_(g_pairs, pairs, (anchors_capacity + candidates_capacity) * 4), upload_(g_counts, counts, 8);
@@ -243,9 +251,9 @@ void check_maxsim_(int plant) {
     float *out[2], scalars[2][3];
     for (int run = 0; run < 2; ++run) {
         upload_(g_d_colbert, d_colbert, cells * width * 4), upload_(g_scalars, scalars0, 8);
-        PLANTED_OK("maxsim", plant == 1 ? 1 : 0,
+        PLANTED_OK("maxsim", plant == 1 ? 1 : plant == 3 ? 4 : 0,
                    uform_cuda_maxsim(g_colbert, g_spans, g_pairs, g_pairs + anchors_capacity, g_counts,
-                                     anchors_capacity, candidates_capacity, g_labels, g_parameters, g_parameters + 1,
+                                     anchors_capacity, candidates_capacity, g_labels, g_weights, g_parameters, g_parameters + 1,
                                      g_loss, g_d_colbert, g_scalars, g_scalars + 1, g_scratch, NULL));
         out[run] = malloc(cells * width * 4);
         download_(out[run], g_d_colbert, cells * width * 4), download_(scalars[run], g_scalars, 8), download_(scalars[run] + 2, g_loss, 4);
@@ -282,8 +290,8 @@ void check_maxsim_(int plant) {
             double mean = maxsim / (double)lq, mean_error = maxsim_error / (double)lq + unit_ * fabs(mean), z = s * mean + b;
             double z_error = s * mean_error + 4 * unit_ * s * fabs(mean) + unit_ * fabs(z);
             double label = labels[a * candidates + c] ? 1.0 : -1.0, l = sigmoid_loss_(label, z, &sigmoid);
-            double g = -label * sigmoid / n, e_g = z_error + 8 * unit_, step = g * s / (double)lq, e_step = e_g + 6 * unit_;
-            loss += l, loss_error += z_error + 5 * unit_ + 2 * unit_ * l;
+            double g = -label * weights[a] * sigmoid / n, e_g = z_error + 8 * unit_, step = g * s / (double)lq, e_step = e_g + 6 * unit_;
+            loss += weights[a] * l, loss_error += weights[a] * (z_error + 5 * unit_ + 2 * unit_ * l);
             d_scale += g * s * mean, d_scale_magnitude += fabs(g * s * mean);
             d_scale_error += fabs(g * s) * (mean_error + (e_g + 6 * unit_) * fabs(mean));
             d_bias += g, d_bias_magnitude += fabs(g), d_bias_error += e_g * fabs(g);
@@ -311,11 +319,11 @@ void check_maxsim_(int plant) {
             compare_(&worst, out[0][i], expected[i], limit);
         }
     if (plant != 2) record_("maxsim (loss, d_colbert, d_scale, d_bias)", worst, plant);
-    if (plant != 1) check_normalize_rows_(plant == 2 ? 1 : 0);
-    free(lengths), free(spans), free(colbert), free(d_colbert), free(pairs), free(labels), free(out[0]), free(out[1]);
+    if (plant == 0 || plant == 2) check_normalize_rows_(plant == 2 ? 1 : 0);
+    free(lengths), free(spans), free(colbert), free(d_colbert), free(pairs), free(labels), free(weights), free(out[0]), free(out[1]);
     free(expected), free(term_error), free(magnitude), free(terms);
     cudaFree(g_colbert), cudaFree(g_d_colbert), cudaFree(g_parameters), cudaFree(g_scalars), cudaFree(g_loss);
-    cudaFree(g_spans), cudaFree(g_pairs), cudaFree(g_counts), cudaFree(g_labels), cudaFree(g_scratch);
+    cudaFree(g_spans), cudaFree(g_pairs), cudaFree(g_counts), cudaFree(g_labels), cudaFree(g_weights), cudaFree(g_scratch);
 }
 
 /* --- TCR and Lipschitz, computed in Float64 by the kernels; the reference takes the width x width

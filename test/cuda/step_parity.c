@@ -113,6 +113,7 @@ typedef struct host_batch_t {
     size_t rows, columns, cells, segments; /* segments: the spans the GPU gets */
     size_t texts, anchors_count, candidates_count;
     uint8_t *kinds, *labels;
+    float *anchor_weights; /* a mixture's loss_weight per anchor: every third anchor's row at half */
     uint32_t *values, *segment_of, *spans, *anchors, *candidates, *positives;
     int32_t *row_segments, *positions, *targets;
     /* Media variants, by kind: the cells' vectors (grid.media's rows, one per cell in cell order), in
@@ -140,7 +141,7 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, unsigned 
     *b = (host_batch_t){.rows = rows, .columns = columns, .cells = n};
     b->kinds = malloc(n), b->values = malloc(n * 4), b->segment_of = malloc(n * 4), b->spans = malloc(2 * n * 4);
     b->row_segments = malloc(n * 4), b->positions = malloc(3 * n * 4), b->targets = malloc(n * 4);
-    b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4);
+    b->anchors = malloc(n * 4), b->candidates = malloc(n * 4), b->positives = malloc(n * 4), b->anchor_weights = malloc(n * 4);
     int rows_ok = 1;
     b->kinds_mask = media;
     for (size_t k = 0; k < uform_media_kinds_k; ++k) {
@@ -157,7 +158,7 @@ static void batch_alloc_(host_batch_t *b, size_t rows, size_t columns, unsigned 
 
 static void batch_free_(host_batch_t *b) {
     free(b->kinds), free(b->values), free(b->segment_of), free(b->spans), free(b->row_segments), free(b->positions);
-    free(b->targets), free(b->anchors), free(b->candidates), free(b->positives), free(b->labels);
+    free(b->targets), free(b->anchors), free(b->candidates), free(b->positives), free(b->labels), free(b->anchor_weights);
     for (size_t k = 0; k < uform_media_kinds_k; ++k) free(b->rows32[k]), free(b->rows16[k]);
 }
 
@@ -403,6 +404,7 @@ static void pair_batch_make_(host_batch_t *b, size_t index, int rerank) {
     free(b->labels);
     if (!(b->labels = calloc(b->anchors_count * b->candidates_count + 1, 1))) exit(1);
     for (size_t a = 0; a < b->anchors_count; ++a) b->labels[a * b->candidates_count + b->positives[a]] = 1;
+    for (size_t a = 0; a < b->anchors_count; ++a) b->anchor_weights[a] = a % 3 ? 1.0f : 0.5f;
     pair_spans_(b);
 }
 
@@ -420,7 +422,8 @@ static uform_batch_t batch_cpu_(host_batch_t const *b) {
                            .anchors_count = b->anchors_count,
                            .candidates = pairs ? b->candidates : NULL,
                            .candidates_count = b->candidates_count,
-                           .labels = pairs ? b->labels : NULL};
+                           .labels = pairs ? b->labels : NULL,
+                           .anchor_weights = pairs ? b->anchor_weights : NULL};
 }
 
 /* Fills a GPU slot's pinned batch through the library's span step (cuda/batch.h), as uform_base

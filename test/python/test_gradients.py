@@ -192,6 +192,17 @@ def test_planted_control_is_rejected(train_plant, train_checkpoints, case_name):
         assert f"FAIL gradient {tensor}:" in report, f"{name}: {tensor}'s gradient was not rejected:\n{report}"
 
 
+@pytest.mark.parametrize("case_name, part", [("contrastive weighted images python 64x2", "siglip"),
+                                             ("rerank weighted python 64x2", "rerank")])
+def test_planted_anchor_weights_control_is_rejected(train_checkpoints, case_name, part):
+    """The anchors' loss weights ignored (every row at 1): the loss and the head's gradient move."""
+    planted = Library(built("libuform_plant_anchor_weight_ignored.so"))
+    ok, report = tc.check_gradients(planted, train_checkpoints[tc.CASES_BY_NAME[case_name].checkpoint], case_name)
+    print(report)
+    assert not ok, f"the gradient check accepted the planted control anchor_weight_ignored:\n{report}"
+    assert f"FAIL loss {part}:" in report, report
+
+
 def test_planted_patch_control_is_rejected(train_checkpoints):
     """Image patches read transposed: the loss and vision.patch's gradient move."""
     name, planted = "patch_transposed", Library(built("libuform_plant_patch_transposed.so"))

@@ -27,6 +27,10 @@ RATE = 1e-3  # the step's learning rate: large enough that a wrong gradient move
 
 Case, Objective = tc.Case, tr.Objective
 CASES = {case.name: case for case in [
+    Case("contrastive weighted images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
+         "pairs_with_anchor_candidate", 15, images=True, weights=(1.5, 0.25)),
+    Case("rerank weighted python 64x2", "python_64x2", Objective(tr.OBJECTIVE_RERANK), "pairs_with_anchor_candidate", 16,
+         weights=(0.25, 1.5)),
     Case("contrastive init 64x2", "init_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE), "pairs", 4),
     Case("contrastive images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
          "pairs_with_anchor_candidate", 9, images=True),
@@ -129,7 +133,8 @@ def check_world_against_union(library, directory, case, ranks):
 
 UNION_CASES = [("contrastive init 64x2", 2), ("contrastive init 64x2", 3), ("contrastive images python 64x2", 2),
                ("contrastive + tcr python 64x2", 2), ("contrastive + tcr python 64x2", 3), ("rerank python 64x2", 2),
-               ("rerank + tcr python 64x2", 3), ("contrastive + tcr python 64x2", 4)]  # 4: issue 20's world
+               ("rerank + tcr python 64x2", 3), ("contrastive + tcr python 64x2", 4),  # 4: issue 20's world
+               ("contrastive weighted images python 64x2", 3)]
 
 
 @pytest.mark.parametrize("case_name, ranks", UNION_CASES)
@@ -184,7 +189,8 @@ def check_world_against_reference(library, directory, case, ranks):
 
 REFERENCE_CASES = [("contrastive + tcr + lipschitz python 64x2", 2), ("contrastive + lipschitz init 128x1", 3),
                    ("mlm init 64x2", 2), ("mlm + tcr python 64x2", 3), ("mlm + mae python 64x2", 2),
-                   ("rerank python 64x2", 2), ("contrastive + tcr + lipschitz python 64x2", 4)]
+                   ("rerank python 64x2", 2), ("contrastive + tcr + lipschitz python 64x2", 4),
+                   ("contrastive weighted images python 64x2", 2), ("rerank weighted python 64x2", 3)]
 
 
 @pytest.mark.parametrize("case_name, ranks", REFERENCE_CASES)

@@ -135,16 +135,18 @@ def mlm_batch(seed, fraction=0.25, images=False, image_fraction=0.0, av=False, c
     return TrainBatch(grid.kinds, values, grid.segments, grid.positions, targets=targets, media=media)
 
 
-def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False, av=False):
+def pairs_batch(seed, anchors=(0, 3), candidates=(1, 2, 4, 5), positives=((0, 1), (3, 4)), images=False, av=False,
+                weights=None):
     """Anchors, candidates (segment indices) and labels: `positives` lists (anchor, candidate)
-    segment pairs; every other pair is a negative."""
+    segment pairs; every other pair is a negative. `weights`: the anchors' loss weights, or None."""
     grid = packed_layout(seed, images=images, av=av)
     labels = np.zeros((len(anchors), len(candidates)), dtype=np.uint8)
     for anchor, candidate in positives:
         labels[anchors.index(anchor), candidates.index(candidate)] = 1
     return TrainBatch(grid.kinds, grid.values, grid.segments, grid.positions,
                       anchors=np.array(anchors, dtype=np.uint32), candidates=np.array(candidates, dtype=np.uint32),
-                      labels=labels, media=grid.media or None)
+                      labels=labels, media=grid.media or None,
+                      anchor_weights=None if weights is None else np.array(weights, dtype=np.float32))
 
 
 def union_batch(batches):
@@ -181,6 +183,9 @@ def union_batch(batches):
             labels[row : row + own.shape[0], column : column + own.shape[1]] = own
             row, column = row + own.shape[0], column + own.shape[1]
         union.labels = labels
+        if any(b.anchor_weights is not None for b in batches):
+            union.anchor_weights = np.concatenate([np.ones(len(b.anchors), dtype=np.float32) if b.anchor_weights is None
+                                                   else np.asarray(b.anchor_weights, dtype=np.float32) for b in batches])
     return union
 
 
@@ -205,6 +210,7 @@ class Case:
     seed: int
     images: bool = False  # segments 1 and 3 hold image patches (the checkpoint needs the vision frontend)
     av: bool = False  # audio, video and image segments (packed_layout; the checkpoint needs all three frontends)
+    weights: tuple = None  # the anchors' loss weights (a mixture source's loss_weight), or None for 1
 
     def make_batch(self):
         if self.av:
@@ -219,8 +225,9 @@ class Case:
             return mlm_batch(self.seed, images=True, image_fraction=0.5)
         if self.batch == "pairs_with_anchor_candidate":
             # anchor 3 is also a candidate (a negative of anchor 0, and itself for anchor 3)
-            return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), images=self.images)
-        return pairs_batch(self.seed, images=self.images)
+            return pairs_batch(self.seed, candidates=(1, 2, 3, 4, 5), positives=((0, 1), (3, 4)), images=self.images,
+                               weights=self.weights)
+        return pairs_batch(self.seed, images=self.images, weights=self.weights)
 
 
 # name -> (kind, tier or (width, depth), seed)
@@ -256,6 +263,11 @@ CASES = [
          "pairs_with_anchor_candidate", 12, av=True),
     Case("mlm audio video python 64x2", "python_av_64x2", Objective(tr.OBJECTIVE_MLM), "mlm", 13, av=True),
     Case("mlm + mae audio video python 64x2", "python_av_mae_64x2", Objective(tr.OBJECTIVE_MLM), "mlm_mae", 14, av=True),
+    # the anchors' loss weights (mixture sources' loss_weight): an image anchor at a quarter, a text at 1.5
+    Case("contrastive weighted images python 64x2", "python_vision_64x2", Objective(tr.OBJECTIVE_CONTRASTIVE),
+         "pairs_with_anchor_candidate", 15, images=True, weights=(1.5, 0.25)),
+    Case("rerank weighted python 64x2", "python_64x2", Objective(tr.OBJECTIVE_RERANK), "pairs_with_anchor_candidate", 16,
+         weights=(0.25, 1.5)),
 ]
 CASES_BY_NAME = {case.name: case for case in CASES}
 

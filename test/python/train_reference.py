@@ -67,10 +67,12 @@ def logsumexp(x, axis=-1):
     return np.squeeze(top, axis=axis) + np.log(np.sum(np.exp(x - top), axis=axis))
 
 
-def sigmoid_loss(z, labels):
-    """-(1/A) sum_a sum_c log sigmoid(y_ac z_ac), y = +1 where labels = 1 else -1."""
+def sigmoid_loss(z, labels, weights=None):
+    """-(1/A) sum_a w_a sum_c log sigmoid(y_ac z_ac), y = +1 where labels = 1 else -1, w_a the
+    anchors' loss weights (1 without)."""
     signs = np.where(np.asarray(labels) != 0, 1.0, -1.0)
-    return float(-np.sum(log_sigmoid(signs * z)) / z.shape[0])
+    w = np.ones(z.shape[0]) if weights is None else np.asarray(weights, dtype=np.float64)
+    return float(-np.sum(w[:, None] * log_sigmoid(signs * z)) / z.shape[0])
 
 
 def power_vector(Z, iterations):
@@ -193,7 +195,7 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
         for width in model.embedding_widths:
             u = np.stack([reference.matryoshka(pooled[a], width) for a in anchors])
             v = np.stack([reference.matryoshka(pooled[c], width) for c in candidates])
-            per_width.append(sigmoid_loss(scale * u @ v.T + float(params["siglip.bias"]), labels))
+            per_width.append(sigmoid_loss(scale * u @ v.T + float(params["siglip.bias"]), labels, batch.anchor_weights))
         losses.siglip = float(np.mean(per_width))
         losses.scored = len(anchors)
         details["pooled"] = pooled
@@ -203,7 +205,7 @@ def batch_losses(config, params, batch, objective, frozen=None, bf16_inputs=Fals
         colbert = {s: reference.colbert_cells(model, hidden[s], bf16_inputs) for s in set(anchors) | set(candidates)}
         similarity = np.array([[maxsim_mean(colbert[a], colbert[c]) for c in candidates] for a in anchors])
         z = math.exp(float(params["siglip.scale"])) * similarity + float(params["siglip.bias"])
-        losses.rerank = sigmoid_loss(z, labels)
+        losses.rerank = sigmoid_loss(z, labels, batch.anchor_weights)
         losses.scored = len(anchors)
         details["colbert"] = colbert
     else:
@@ -292,6 +294,8 @@ def world_losses(config, params, batches, objective, frozen=None):
             column = sum(len(b.candidates) for b in batches[:r])
             labels[row : row + own.shape[0], column : column + own.shape[1]] = own
             row += own.shape[0]
+        weights = np.concatenate([np.ones(len(b.anchors)) if b.anchor_weights is None else np.asarray(b.anchor_weights, dtype=np.float64)
+                                  for b in batches])
         scale, bias = math.exp(float(params["siglip.scale"])), float(params["siglip.bias"])
         if objective.objective == OBJECTIVE_CONTRASTIVE:
             pooled = {(r, s): reference.pool_segment(model, hidden[r][s]) for r, s in set(anchors) | set(candidates)}
@@ -299,12 +303,12 @@ def world_losses(config, params, batches, objective, frozen=None):
             for width in model.embedding_widths:
                 u = np.stack([reference.matryoshka(pooled[a], width) for a in anchors])
                 v = np.stack([reference.matryoshka(pooled[c], width) for c in candidates])
-                per_width.append(sigmoid_loss(scale * u @ v.T + bias, labels))
+                per_width.append(sigmoid_loss(scale * u @ v.T + bias, labels, weights))
             losses.siglip = float(np.mean(per_width))
         else:
             colbert = {(r, s): reference.colbert_cells(model, hidden[r][s]) for r, s in set(anchors) | set(candidates)}
             similarity = np.array([[maxsim_mean(colbert[a], colbert[c]) for c in candidates] for a in anchors])
-            losses.rerank = sigmoid_loss(scale * similarity + bias, labels)
+            losses.rerank = sigmoid_loss(scale * similarity + bias, labels, weights)
         losses.scored = len(anchors)
     if regularized:
         Zs = [normalized_pooled_rows(model, h) for h in hidden]

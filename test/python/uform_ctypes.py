@@ -159,6 +159,7 @@ class BatchStruct(ctypes.Structure):
         ("candidates", ctypes.POINTER(ctypes.c_uint32)),
         ("candidates_count", ctypes.c_size_t),
         ("labels", ctypes.POINTER(ctypes.c_uint8)),
+        ("anchor_weights", ctypes.POINTER(ctypes.c_float)),
     ]
 
 
@@ -653,7 +654,8 @@ class ModelHandle(_Handle):
 class TrainBatch:
     """A uform_batch_t in NumPy: the grid [rows, columns] (positions [rows, columns, 3]), MLM
     `targets` [rows, columns] (-1 where not scored), and for the pair objectives `anchors`,
-    `candidates` (segment indices) and `labels` [anchors, candidates] (1 for a positive)."""
+    `candidates` (segment indices), `labels` [anchors, candidates] (1 for a positive) and optional
+    `anchor_weights` [anchors] (each anchor's row scale in the pair loss, a source's loss_weight)."""
     kinds: np.ndarray
     values: np.ndarray
     segments: np.ndarray
@@ -663,6 +665,7 @@ class TrainBatch:
     candidates: np.ndarray = None
     labels: np.ndarray = None
     media: dict = None  # media kind (CELL_IMAGE, ...) -> rows [count, width], float32
+    anchor_weights: np.ndarray = None
 
     @property
     def cells(self):
@@ -679,14 +682,15 @@ class TrainBatch:
         anchors = None if self.anchors is None else np.ascontiguousarray(self.anchors, dtype=np.uint32)
         candidates = None if self.candidates is None else np.ascontiguousarray(self.candidates, dtype=np.uint32)
         labels = None if self.labels is None else np.ascontiguousarray(self.labels, dtype=np.uint8)
+        weights = None if self.anchor_weights is None else np.ascontiguousarray(self.anchor_weights, dtype=np.float32)
         grid = Grid(rows, columns, _pointer(kinds, ctypes.c_uint8), _pointer(values, ctypes.c_uint32),
                     _pointer(segments, ctypes.c_int32), _pointer(positions, ctypes.c_int32))
         media = _media(grid, self.media)
         batch = BatchStruct(grid, _pointer(targets, ctypes.c_int32),
                             _pointer(anchors, ctypes.c_uint32), 0 if anchors is None else anchors.size,
                             _pointer(candidates, ctypes.c_uint32), 0 if candidates is None else candidates.size,
-                            _pointer(labels, ctypes.c_uint8))
-        return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels, media)
+                            _pointer(labels, ctypes.c_uint8), _pointer(weights, ctypes.c_float))
+        return batch, (kinds, values, segments, positions, targets, anchors, candidates, labels, weights, media)
 
 
 class TrainerHandle(_Handle):
