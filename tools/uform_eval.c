@@ -35,7 +35,8 @@ static char const *const uform_eval_usage_ =
     "scores count as the average over their orders. A side may be an image ({\"image\": PATH}, as\n"
     "uform_base reads): an image is the same gold item as its same path, records that share a\n"
     "caption or an image are one gold item (any caption of the image is a hit, and back), and with\n"
-    "images there is no TF-IDF row (chance is the baseline) and no --rerank. Audio and video sides\n"
+    "images there is no TF-IDF row (chance is the baseline) and no --rerank. Chance is a random order\n"
+    "of the candidates, so a gold item of g candidates gives R@1 = g / pairs. Audio and video sides\n"
     "({\"audio\": PATH}, {\"video\": PATH}) are media sides as images are (the first 10.24 s of audio;\n"
     "CPU only).\n"
     "  CHECKPOINT       a checkpoint folder, or a uform_base run folder (its latest checkpoint);\n"
@@ -668,7 +669,25 @@ int main(int argc, char **argv) {
     float *scratch = malloc(pool_threads * count * sizeof(float));
     uform_row_t rows[3 + uform_directions_k * uform_max_embedding_widths_k * (uform_output_precisions_k + 1 + uform_fuse_max_k)];
     size_t rows_count = 0;
-    uform_metrics_t chance = uform_metrics_chance(count);
+    /* Chance per pair, the mean of its two directions': its gold group's size among the candidates
+     * (equal texts; with images, every caption of the same image) sets it. */
+    uform_metrics_t *chance = calloc(count, sizeof(uform_metrics_t)), *chance_of_size = calloc(count + 1, sizeof(uform_metrics_t));
+    uint32_t *group_sizes = calloc(count, sizeof(uint32_t));
+    if (!chance || !chance_of_size || !group_sizes) {
+        fprintf(stderr, "uform_eval: out of memory for chance over %zu pairs\n", count);
+        return 1;
+    }
+    for (int direction = 0; direction < uform_directions_k; ++direction) {
+        memset(group_sizes, 0, count * sizeof(uint32_t));
+        for (size_t i = 0; i < count; ++i) group_sizes[groups[direction][i]]++;
+        for (size_t i = 0; i < count; ++i) {
+            size_t golds = group_sizes[groups[direction][i]];
+            if (!chance_of_size[golds].queries) chance_of_size[golds] = uform_metrics_chance_among(count, golds);
+            uform_metrics_merge(&chance[i], &chance_of_size[golds]);
+        }
+    }
+    for (size_t i = 0; i < count; ++i) chance[i] = uform_metrics_mean(&chance[i]), chance[i].queries = 1;
+    free(group_sizes), free(chance_of_size);
     rows[rows_count++] = (uform_row_t){"chance", NULL, 0, -1, NULL};
 
     /* The TF-IDF baseline, fitted on both sides of the evaluated pairs. */
@@ -876,7 +895,7 @@ int main(int argc, char **argv) {
                 uform_metrics_add(&sums[0], rows[entry].placements[i]);
                 uform_metrics_add(&sums[1 + language_of[i]], rows[entry].placements[i]);
             } else {
-                uform_metrics_merge(&sums[0], &chance), uform_metrics_merge(&sums[1 + language_of[i]], &chance);
+                uform_metrics_merge(&sums[0], &chance[i]), uform_metrics_merge(&sums[1 + language_of[i]], &chance[i]);
             }
         }
         for (size_t group = 0; group < groups_of_means; ++group) sums[group] = uform_metrics_mean(&sums[group]);
@@ -987,7 +1006,7 @@ int main(int argc, char **argv) {
             for (int direction = 0; direction < uform_directions_k; ++direction) free(fused_placements[slot][f][direction]);
     for (int direction = 0; direction < uform_directions_k; ++direction)
         free(tfidf_placements[direction]), free(groups[direction]);
-    free(means), free(pairs_per_language), free(scratch), free(order);
+    free(means), free(pairs_per_language), free(scratch), free(order), free(chance);
     free(queries), free(documents), free(language_of), free(languages);
     uform_pool_destroy(pool);
     uform_corpus_close(&corpus);

@@ -83,8 +83,22 @@ uform_metrics_t uform_metrics_mean(uform_metrics_t const *sums) {
     return mean;
 }
 
-uform_metrics_t uform_metrics_chance(size_t count) {
+uform_metrics_t uform_metrics_chance(size_t count) { return uform_metrics_chance_among(count, 1); }
+
+uform_metrics_t uform_metrics_chance_among(size_t count, size_t golds) {
     uform_metrics_t sums = {0, 0, 0, 0, 0, 0};
-    if (count) uform_metrics_add(&sums, (uform_placement_t){0, count - 1});
+    if (!count || !golds || golds > count) return sums;
+    /* The first gold's rank r: P(r) = P(no gold in ranks 1..r-1) golds / (count - r + 1). */
+    double survive = 1;
+    for (size_t rank = 1; rank + golds <= count + 1 && survive > 0; ++rank) {
+        double left = (double)(count - rank + 1), here = survive * (double)golds / left;
+        survive *= (left - (double)golds) / left;
+        sums.recall_at_1 += rank <= 1 ? here : 0;
+        sums.recall_at_5 += rank <= 5 ? here : 0;
+        sums.recall_at_10 += rank <= 10 ? here : 0;
+        sums.reciprocal_rank += here / (double)rank;
+        sums.ndcg_at_10 += rank <= 10 ? here / log2((double)rank + 1.0) : 0;
+    }
+    sums.queries = 1;
     return sums;
 }

@@ -121,6 +121,45 @@ static void test_ties(void) {
     CHECK(uform_metrics_chance(0).queries == 0);
 }
 
+/* Chance with a gold group, against every placement of `golds` golds among `count` ranks enumerated
+ * (a bitmask per placement, float64 sums): `chance` must match to 1e-12. */
+static int chance_among_matches_(uform_metrics_t (*chance)(size_t, size_t), size_t count, size_t golds) {
+    double sums[5] = {0, 0, 0, 0, 0}, placements = 0;
+    for (unsigned mask = 0; mask < 1u << count; ++mask) {
+        if ((size_t)__builtin_popcount(mask) != golds) continue;
+        size_t rank = (size_t)__builtin_ctz(mask) + 1;
+        sums[0] += rank <= 1, sums[1] += rank <= 5, sums[2] += rank <= 10, sums[3] += 1.0 / (double)rank;
+        sums[4] += rank <= 10 ? gain_((int)rank) : 0;
+        placements++;
+    }
+    uform_metrics_t m = chance(count, golds);
+    return m.queries == 1 && matches_(m, sums[0] / placements, sums[1] / placements, sums[2] / placements,
+                                      sums[3] / placements, sums[4] / placements);
+}
+
+/* Planted: the gold group ignored (one gold whatever `golds` says). */
+static uform_metrics_t planted_chance_one_gold_(size_t count, size_t golds) {
+    (void)golds;
+    return uform_metrics_chance(count);
+}
+
+static void test_chance_among(void) {
+    size_t wrong = 0, caught = 0;
+    for (size_t count = 1; count <= 14; ++count)
+        for (size_t golds = 1; golds <= count; ++golds) {
+            wrong += !chance_among_matches_(uform_metrics_chance_among, count, golds);
+            caught += golds > 1 && golds < count && !chance_among_matches_(planted_chance_one_gold_, count, golds);
+        }
+    CHECK(wrong == 0);
+    CHECK(caught == 78); /* every case with 1 < golds < count (1 + 2 + ... + 12 of them): the control rejected */
+    /* One gold is the uniform rank; R@1 is golds / count whatever the size. */
+    uform_metrics_t one = uform_metrics_chance_among(1000, 1), plain = uform_metrics_chance(1000);
+    CHECK(one.recall_at_1 == plain.recall_at_1 && one.reciprocal_rank == plain.reciprocal_rank);
+    CHECK(near_(uform_metrics_chance_among(403, 31).recall_at_1, 31.0 / 403));
+    CHECK(uform_metrics_chance_among(5, 0).queries == 0 && uform_metrics_chance_among(5, 6).queries == 0);
+    CHECK(uform_metrics_chance_among(7, 7).recall_at_1 == 1);
+}
+
 static void test_duplicates_and_nan(void) {
     /* Candidates 0 and 2 are the same text (group 0): the better of the two stands for the gold. */
     float const scores[4] = {0.1f, 0.5f, 0.9f, 0.3f};
@@ -289,6 +328,7 @@ static void test_tfidf_bad_arguments(void) {
 int main(void) {
     test_placements();
     test_ties();
+    test_chance_among();
     test_duplicates_and_nan();
     test_matrix_means();
     test_harmonic();

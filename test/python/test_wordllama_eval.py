@@ -132,14 +132,38 @@ def test_binary_rows_with_ties_equal_uform_eval(setup):
     assert tied.sum() > 0
 
 
-def test_all_equal_scores_give_chance(setup):
+def random_order_metrics(count, golds):
+    """The first of `golds` gold candidates in a uniformly random order of `count`: its expected metrics."""
+    survive, found = 1.0, dict.fromkeys(wordllama_eval.METRICS, 0.0)
+    for rank in range(1, count - golds + 2):
+        here = survive * golds / (count - rank + 1)
+        survive *= (count - rank + 1 - golds) / (count - rank + 1)
+        for cutoff in (1, 5, 10):
+            found[f"recall@{cutoff}"] += here if rank <= cutoff else 0.0
+        found["mrr"] += here / rank
+        found["ndcg@10"] += here / np.log2(rank + 1) if rank <= 10 else 0.0
+    return found
+
+
+def test_chance_is_a_random_order(setup):
+    """uform_eval's chance: each pair's gold group (equal texts) of g among n, first gold in a random
+    order, averaged over both directions and the pairs."""
     count = setup["report"]["count"]
-    flat = np.zeros((count, 1))
-    placement = wordllama_eval.placements(flat, flat, np.arange(count))  # chance has no duplicates: n - 1 rivals
-    ours = wordllama_eval.metric_rows(placement, setup["langs"], "chance", None, "both")[0]
+    expected = dict.fromkeys(wordllama_eval.METRICS, 0.0)
+    for texts in (setup["positives"], setup["queries"]):
+        groups = list(wordllama_eval.text_groups(texts))
+        for group in groups:
+            for metric, value in random_order_metrics(count, groups.count(group)).items():
+                expected[metric] += value / (2 * count)
+    assert any(list(wordllama_eval.text_groups(setup["positives"])).count(g) > 1 for g in range(count))
     chance = next(row for row in setup["report"]["rows"] if row["method"] == "chance" and row["language"] == "all")
     for metric in wordllama_eval.METRICS:
-        assert abs(ours[metric] - chance[metric]) <= TOLERANCE, metric
+        assert abs(expected[metric] - chance[metric]) <= TOLERANCE, metric
+    # Without a gold group larger than one it is the all-tied placement, n - 1 rivals.
+    flat = np.zeros((count, 1))
+    tied = wordllama_eval.metric_rows(wordllama_eval.placements(flat, flat, np.arange(count)), setup["langs"], "chance", None, "both")[0]
+    for metric in wordllama_eval.METRICS:
+        assert abs(tied[metric] - random_order_metrics(count, 1)[metric]) <= 1e-12, metric
 
 
 def test_planted_duplicates_off_differs(setup):
