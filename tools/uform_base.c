@@ -38,7 +38,7 @@ static char const *const uform_base_usage_ =
     "  --resume DIR             continue a run from its latest (or a given) checkpoint, bit for bit\n"
     "  --init-from DIR          warm start: keep the shared weights, initialize the objective's head\n"
     "  --keep-head              with --init-from: keep the checkpoint's objective head (and SigLIP's scale and\n"
-    "                           bias) where it has one, to train a finished embedder further\n"
+    "                           bias), to train a finished embedder further; refused when it has none\n"
     "  --train-only PARTS       train these parts only, comma-separated (bytes, vision, video, audio, encoder,\n"
     "                           pool, rerank, mlm, siglip, mae, mae_audio, mae_video); the rest stay as loaded. With --init-from a checkpoint,\n"
     "                           'rerank,siglip' trains a new rerank head over its frozen encoder (default: all)\n"
@@ -414,8 +414,12 @@ int main(int argc, char **argv) {
         status = uform_checkpoint_resolve(options.init_from, source, sizeof(source));
         if (status == uform_ok_k) status = uform_model_open(source, &model);
         char const *head = objective == uform_objective_mlm_k ? "mlm" : objective == uform_objective_rerank_k ? "rerank" : "pool";
-        if (status == uform_ok_k && !(options.keep_head && uform_model_has_head(model, head)))
-            status = uform_model_init_head(model, head, options.seed);
+        if (status == uform_ok_k && options.keep_head && !uform_model_has_head(model, head)) {
+            fprintf(stderr, "uform_base: --keep-head: %s carries no %s head to keep; drop --keep-head to start a new one\n",
+                    source, head);
+            return 2;
+        }
+        if (status == uform_ok_k && !options.keep_head) status = uform_model_init_head(model, head, options.seed);
     } else {
         uform_config_t config;
         status = uform_config_from_tier(options.tier, &config);

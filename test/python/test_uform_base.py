@@ -143,6 +143,28 @@ def test_warm_start_keeps_the_head_when_asked(build_dir, corpus, tmp_path):
     assert any(fresh[name] != start[name] for name in pool), "the control kept the pool too"
     run = train(build_dir, *common(corpus), "--steps", "1", "--keep-head", "--output", tmp_path / "alone", check=False)
     assert run.returncode != 0 and "--keep-head needs --init-from" in run.stderr, run.stderr
+    # A checkpoint without the objective's head (its pool.* tensors dropped): refused by name, not a new
+    # head drawn in silence.
+    headless = tmp_path / "headless"
+    headless.mkdir()
+    data = (embedder / "latest" / "model.safetensors").read_bytes()
+    size = int.from_bytes(data[:8], "little")
+    header, body, kept, offset = json.loads(data[8 : 8 + size]), data[8 + size :], {}, 0
+    parts = []
+    for name, entry in header.items():
+        if name == "__metadata__" or name.startswith("pool."):
+            kept.update({name: entry} if name == "__metadata__" else {})
+            continue
+        start, end = entry["data_offsets"]
+        kept[name] = dict(entry, data_offsets=[offset, offset + end - start])
+        parts.append(body[start:end])
+        offset += end - start
+    encoded = json.dumps(kept).encode()
+    encoded += b" " * (-len(encoded) % 8)
+    (headless / "model.safetensors").write_bytes(len(encoded).to_bytes(8, "little") + encoded + b"".join(parts))
+    run = train(build_dir, *common(corpus), "--steps", "1", "--init-from", headless, "--keep-head", "--output", tmp_path / "none",
+                check=False)
+    assert run.returncode != 0 and "carries no pool head" in run.stderr, run.stderr
 
 
 def test_warm_start_from_shards(build_dir, cli, corpus, tmp_path):
