@@ -497,16 +497,19 @@ int main(int argc, char **argv) {
 
     /* Where the weights come from, for the checkpoint README. */
     char recipe[512], datasets[1024] = "", warm_start[512];
-    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s%s%s%s%s",
+    snprintf(recipe, sizeof(recipe), "objective %s, mixture %s, %llu steps of %llu rows x %zu columns, peak learning rate %g, warm-up %zu, seed %llu%s%s%s%s%s%s%s",
              uform_objective_name(objective), options.mixture, options.steps, options.rows, mixture.columns,
              train.learning_rate ? train.learning_rate : config.learning_rate, train.warmup_steps, options.seed,
              options.tcr_lambda > 0 ? ", TCR" : "", options.lipschitz_lambda > 0 ? ", Lipschitz" : "",
              options.train_only ? ", training only " : "", options.train_only ? options.train_only : "",
-             options.cuda ? ", on CUDA device " : "", options.cuda ? device : "");
+             options.cuda ? ", on CUDA device " : "", options.cuda ? device : "",
+             options.keep_head ? ", the warm start's head kept" : "");
     for (size_t i = 0; i < mixture.sources_count; ++i) {
         size_t used = strlen(datasets);
-        if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g)", i ? ", " : "", mixture.sources[i].name,
-                     mixture.sources[i].weight) >= (int)(sizeof(datasets) - used))
+        char loss[48] = "";
+        if (mixture.sources[i].loss_weight != 1.0) snprintf(loss, sizeof(loss), ", loss weight %g", mixture.sources[i].loss_weight);
+        if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g%s)", i ? ", " : "", mixture.sources[i].name,
+                     mixture.sources[i].weight, loss) >= (int)(sizeof(datasets) - used))
             break; /* a long list is cut in the README; the mixture file holds it whole */
     }
     if (snprintf(warm_start, sizeof(warm_start), "%s", options.init_from ? source : options.resume ? "(resumed run)" : "none") >=

@@ -141,6 +141,8 @@ def test_warm_start_keeps_the_head_when_asked(build_dir, corpus, tmp_path):
     pool = [name for name in start if name.startswith("pool.") or name.startswith("siglip.")]
     assert pool and all(kept[name] == start[name] for name in pool)
     assert any(fresh[name] != start[name] for name in pool), "the control kept the pool too"
+    assert "head kept" in (tmp_path / "kept" / "latest" / "README.md").read_text()
+    assert "head kept" not in (tmp_path / "fresh" / "latest" / "README.md").read_text()
     run = train(build_dir, *common(corpus), "--steps", "1", "--keep-head", "--output", tmp_path / "alone", check=False)
     assert run.returncode != 0 and "--keep-head needs --init-from" in run.stderr, run.stderr
     # A checkpoint without the objective's head (its pool.* tensors dropped): refused by name, not a new
