@@ -5,7 +5,7 @@
 # marker) and one dashed for its MaxSim-reranked rows, when present.
 #
 #   python3 scripts/plot_recall.py REPORT.json [REPORT.json ...] [-o recall.png] [--direction D]
-#                                  [--label NAME ...] [--title TEXT]
+#                                  [--label NAME ...] [--title TEXT] [--height INCHES]
 import argparse
 import json
 import pathlib
@@ -31,6 +31,7 @@ def main(argv=None):
     parser.add_argument("--direction", default="query->positive", choices=["query->positive", "positive->query"])
     parser.add_argument("--label", action="append", default=[], help="a name per report, in order (default: its pairs file)")
     parser.add_argument("--title", default=None)
+    parser.add_argument("--height", type=float, default=4.2, help="figure height in inches (default 4.2; taller for many sets)")
     arguments = parser.parse_args(argv)
     if arguments.label and len(arguments.label) != len(arguments.reports):
         sys.exit(f"plot_recall.py: {len(arguments.label)} labels for {len(arguments.reports)} reports")
@@ -40,7 +41,7 @@ def main(argv=None):
         import matplotlib.pyplot as plt
     except ImportError:
         sys.exit("plot_recall.py needs matplotlib: python3 -m pip install matplotlib")
-    figure, axis = plt.subplots(figsize=(9.5, 4.2), dpi=120)
+    figure, axis = plt.subplots(figsize=(9.5, arguments.height), dpi=120)
     all_widths, datasets, highest = set(), {}, 0.0
     for index, path in enumerate(arguments.reports):
         try:
