@@ -83,8 +83,6 @@ uform_metrics_t uform_metrics_mean(uform_metrics_t const *sums) {
     return mean;
 }
 
-uform_metrics_t uform_metrics_chance(size_t count) { return uform_metrics_chance_among(count, 1); }
-
 uform_metrics_t uform_metrics_chance_among(size_t count, size_t golds) {
     uform_metrics_t sums = {0, 0, 0, 0, 0, 0};
     if (!count || !golds || golds > count) return sums;

@@ -40,9 +40,6 @@ void uform_metrics_merge(uform_metrics_t *sums, uform_metrics_t const *other);
 /** Means of the sums (all zero when no query was added); `queries` is kept. */
 uform_metrics_t uform_metrics_mean(uform_metrics_t const *sums);
 
-/** Chance: the metrics of one query whose gold is placed uniformly among `count` candidates. */
-uform_metrics_t uform_metrics_chance(size_t count);
-
 /** Chance with `golds` of the `count` candidates counting as a hit (a gold group: equal texts, or the
  *  captions of one image): the expected metrics of the first gold in a uniformly random order of the
  *  candidates. A constant scorer gets less when golds > 1, since uform_placement counts a group once. */

@@ -103,9 +103,10 @@ double uform_objective_siglip(uform_trainer_t *trainer, uform_band_t const *band
         memset(du, 0, anchors * width * sizeof(float));
         memset(dv, 0, candidates * width * sizeof(float));
         double loss = 0;
-        for (size_t a = 0; a < anchors; ++a)
+        for (size_t a = 0; a < anchors; ++a) {
+            double weight = uform_anchor_weight_(band, a);
             for (size_t c = 0; c < candidates; ++c) {
-                double dot = 0, weight = uform_anchor_weight_(band, a);
+                double dot = 0;
                 for (size_t i = 0; i < width; ++i) dot += (double)u[a * width + i] * v[c * width + i];
                 double derivative, y = band->labels[a * candidates + c] ? 1.0 : -1.0;
                 loss += weight * uform_sigmoid_loss_(y, scale * dot + bias, &derivative);
@@ -117,6 +118,7 @@ double uform_objective_siglip(uform_trainer_t *trainer, uform_band_t const *band
                     dv[c * width + i] += (float)(derivative * scale * u[a * width + i]);
                 }
             }
+        }
         total += loss / band->normalizer;
         for (size_t a = 0; a < anchors; ++a)
             uform_normalize_backward_(u + a * width, du + a * width, norms[a], width, band->d_anchors + band->anchors[a] * widest);

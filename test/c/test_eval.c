@@ -112,13 +112,13 @@ static void test_ties(void) {
     CHECK(metrics_are_(one_((uform_placement_t){8, 3}), 0, 0, 0.5, (1.0 / 9 + 1.0 / 10 + 1.0 / 11 + 1.0 / 12) / 4,
                        (gain_(9) + gain_(10)) / 4));
 
-    /* Chance is the all-tied placement: R@k = k / n exactly, MRR = H(n) / n. */
-    uform_metrics_t chance = uform_metrics_chance(1000);
+    /* Chance with one gold is the all-tied placement: R@k = k / n exactly, MRR = H(n) / n. */
+    uform_metrics_t chance = uform_metrics_chance_among(1000, 1);
     double gains = 0;
     for (int rank = 1; rank <= 10; ++rank) gains += gain_(rank);
     CHECK(metrics_are_(chance, 1e-3, 5e-3, 1e-2, uform_harmonic(1000) / 1000, gains / 1000));
-    CHECK(metrics_are_(uform_metrics_chance(1), 1, 1, 1, 1, 1));
-    CHECK(uform_metrics_chance(0).queries == 0);
+    CHECK(metrics_are_(uform_metrics_chance_among(1, 1), 1, 1, 1, 1, 1));
+    CHECK(uform_metrics_chance_among(0, 1).queries == 0);
 }
 
 /* Chance with a gold group, against every placement of `golds` golds among `count` ranks enumerated
@@ -140,7 +140,7 @@ static int chance_among_matches_(uform_metrics_t (*chance)(size_t, size_t), size
 /* Planted: the gold group ignored (one gold whatever `golds` says). */
 static uform_metrics_t planted_chance_one_gold_(size_t count, size_t golds) {
     (void)golds;
-    return uform_metrics_chance(count);
+    return uform_metrics_chance_among(count, 1);
 }
 
 static void test_chance_among(void) {
@@ -152,9 +152,9 @@ static void test_chance_among(void) {
         }
     CHECK(wrong == 0);
     CHECK(caught == 78); /* every case with 1 < golds < count (1 + 2 + ... + 12 of them): the control rejected */
-    /* One gold is the uniform rank; R@1 is golds / count whatever the size. */
-    uform_metrics_t one = uform_metrics_chance_among(1000, 1), plain = uform_metrics_chance(1000);
-    CHECK(one.recall_at_1 == plain.recall_at_1 && one.reciprocal_rank == plain.reciprocal_rank);
+    /* One gold is the all-tied placement of uform_metrics_add; R@1 is golds / count whatever the size. */
+    uform_metrics_t one = uform_metrics_chance_among(1000, 1), tied = one_((uform_placement_t){0, 999});
+    CHECK(metrics_are_(one, tied.recall_at_1, tied.recall_at_5, tied.recall_at_10, tied.reciprocal_rank, tied.ndcg_at_10));
     CHECK(near_(uform_metrics_chance_among(403, 31).recall_at_1, 31.0 / 403));
     CHECK(uform_metrics_chance_among(5, 0).queries == 0 && uform_metrics_chance_among(5, 6).queries == 0);
     CHECK(uform_metrics_chance_among(7, 7).recall_at_1 == 1);
