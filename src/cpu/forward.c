@@ -91,22 +91,29 @@ static void uform_embed_task_(void *context_pointer, size_t index, size_t thread
                            &context->workspace->scratch[thread]);
 }
 
-/* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. */
+/* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. Where attention's products are BF16, the
+ * tile lands in the thread's scratch and only its BF16 rounding goes out (half the bytes to reread). */
 static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) {
     uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
     uform_workspace_t *workspace = context->workspace;
+    uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
+    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
+    float *qkv = bf16 ? scratch->gate_up : workspace->qkv + first * 3 * d; /* gate_up: a tile of 8 d columns */
     for (size_t c = first; c < first + count; ++c)
         uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
-    uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, workspace->qkv + first * 3 * d,
-                  3 * d, &workspace->scratch[thread]);
-    for (size_t c = first; c < first + count; ++c)
-        uform_rope(model, context->pass->positions + 3 * c, workspace->qkv + c * 3 * d, workspace->qkv + c * 3 * d + d, 1);
+    uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, qkv, 3 * d, scratch);
+    for (size_t r = 0; r < count; ++r) {
+        float *row = qkv + r * 3 * d;
+        uform_rope(model, context->pass->positions + 3 * (first + r), row, row + d, 1);
+        if (bf16) uform_kernels()->round_bf16(row, workspace->qkv_bf16 + (first + r) * 3 * d, 3 * d);
+    }
 }
 
 /* Attention of one (segment, head) pair: its queries against the keys it may see. The BF16 path
- * rounds q, k, v and exp(scores - max) to BF16 and divides by the Float32 sum after the product. */
+ * reads q, k and v rounded to BF16, rounds exp(scores - max) to BF16 and divides by the Float32 sum
+ * after the product. */
 static void uform_attention_task_(void *context_pointer, size_t index, size_t thread) {
     uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
@@ -122,18 +129,18 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 #endif
     size_t stride = 3 * d, padded = keys_count + keys_count % 2;
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
-    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
+    uint16_t const *q16 = workspace->qkv_bf16 + head * hw, *k16 = q16 + d, *v16 = q16 + 2 * d;
+    int bf16 = model->precision != uform_precision_f32_k;
     if (bf16) {
-        uform_pack_f32(k + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
-        uform_pack_f32(v + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
+        uform_pack_bf16(k16 + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
+        uform_pack_bf16(v16 + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
     }
     for (size_t tile = 0; tile < segment->length; tile += uform_query_tile_k) {
         size_t rows = segment->length - tile < uform_query_tile_k ? segment->length - tile : uform_query_tile_k;
         size_t first = segment->start + tile;
         float *output = workspace->attention + first * d + head * hw;
         if (bf16) {
-            for (size_t r = 0; r < rows; ++r) kernels->round_bf16(q + (first + r) * stride, scratch->queries + r * hw, hw);
-            kernels->gemm(scratch->queries, hw, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
+            kernels->gemm(q16 + first * stride, stride, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
             kernels->softmax_bf16(scratch->scores, rows, keys_count, keys_count, 0.125f, scratch->probabilities, padded,
                                   scratch->sums);
             kernels->gemm(scratch->probabilities, padded, scratch->values_packed, output, d, rows, hw, keys_count);
@@ -168,7 +175,18 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
         uform_kernels_t const *kernels = uform_kernels();
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
         kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
-    } else if (model->precision == uform_precision_e4m3_k || model->precision == uform_precision_int8_k) {
+    } else if (model->precision == uform_precision_int8_k) {
+        /* SwiGLU a row at a time, each row quantized for down while it is in L1 (uform_cpu_linear_int8's steps). */
+        uform_kernels_t const *kernels = uform_kernels();
+        uform_weight_t const *down = block->down;
+        size_t stride = uform_int8_stride(4 * d);
+        for (size_t r = 0; r < count; ++r) {
+            kernels->swiglu_f32(scratch->gate_up + r * 8 * d, 1, 4 * d, scratch->hidden);
+            scratch->row_scales[r] = kernels->quantize_int8(scratch->hidden, 4 * d, scratch->inputs_int8 + r * stride);
+        }
+        kernels->gemm_int8(scratch->inputs_int8, stride, down->int8, down->corrections, scratch->row_scales, down->scales,
+                           scratch->product, d, count, d, 4 * d);
+    } else if (model->precision == uform_precision_e4m3_k) {
         uform_kernels()->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
         uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     } else {

@@ -4,10 +4,14 @@
 #include <math.h>
 
 float uform_rmsnorm(float const *x, float const *gain, float *y, size_t width) {
-    double squares = 0;
-    for (size_t i = 0; i < width; ++i) squares += (double)x[i] * x[i];
+    double partial[8] = {0}, squares = 0; /* eight sums in flight, not one chain of dependent adds */
+    size_t i = 0;
+    for (; i + 8 <= width; i += 8)
+        for (size_t lane = 0; lane < 8; ++lane) partial[lane] += (double)x[i + lane] * x[i + lane];
+    for (; i < width; ++i) partial[0] += (double)x[i] * x[i];
+    for (size_t lane = 0; lane < 8; ++lane) squares += partial[lane];
     float scale = (float)(1.0 / sqrt(squares / (double)width + 1e-6));
-    for (size_t i = 0; i < width; ++i) y[i] = x[i] * scale * gain[i];
+    for (i = 0; i < width; ++i) y[i] = x[i] * scale * gain[i];
     return scale;
 }
 

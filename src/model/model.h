@@ -42,7 +42,7 @@ typedef struct uform_scratch_t {
     float *gate_up, *hidden, *product; /* one MLP tile */
     float *scores;          /* attention scores of one query tile */
     float *sums;            /* softmax denominators of one query tile */
-    uint16_t *queries, *probabilities;
+    uint16_t *probabilities;
     uint16_t *keys_packed, *values_packed;
     float *row_scales;      /* [tile] an E4M3 or int8 product's scale per input row */
     uint16_t *panels_bf16;  /* E4M3 weights of uform_e4m3_panels_k panels widened to BF16 */
@@ -52,6 +52,7 @@ typedef struct uform_workspace_t {
     size_t cells;          /* capacity in cells */
     uform_arena_t arena;
     float *residual, *normed, *qkv, *attention; /* [cells, d], [cells, d], [cells, 3d], [cells, d] */
+    uint16_t *qkv_bf16;    /* [cells, 3d] q, k, v rounded for attention's BF16 products: qkv's memory */
     float *pooled;         /* [cells, d] attention-pooled rows */
     float *colbert;        /* [cells, colbert_width] per-cell vectors of documents */
     float *query_colbert;  /* [columns, colbert_width] the query's vectors while reranking */

@@ -4,7 +4,8 @@
  *  and each table's widening against the format's definition, with broken copies the same checks
  *  must reject; int8's rounding, packing, each table's quantization of an input row and its product
  *  against an int64 sum of the same codes (bit for bit) and a float64 product (a derived bound), at
- *  each tail of each table's tiling. Prints "N passed, M failed" and exits non-zero on any failure. */
+ *  each tail of each table's tiling; each table's softmax against float64 exponentials (a derived
+ *  bound), with planted copies the check must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -337,9 +338,105 @@ static void test_int8(void) {
            mistakes, layout_mistakes, wrong);
 }
 
+/* ---- softmax_bf16 ---------------------------------------------------------------------------- */
+
+typedef void (*softmax_fn_t)(float const *, size_t, size_t, size_t, float, uint16_t *, size_t, float *);
+
+/* Planted: exp without the scale (e = exp(s - max s)). */
+static void softmax_unscaled(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                             uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+    (void)scale;
+    uform_kernels()->softmax_bf16(scores, rows, columns, stride, 1.0f, probabilities, probabilities_stride, sums);
+}
+
+/* Planted: 2^f by a degree-3 polynomial (relative error 2e-4, inside BF16's rounding of an element,
+ * outside the Float32 sum's bound). */
+static void softmax_degree3(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                            uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+    for (size_t r = 0; r < rows; ++r) {
+        float const *row = scores + r * stride;
+        float top = -INFINITY, sum = 0;
+        for (size_t j = 0; j < columns; ++j) top = row[j] > top ? row[j] : top;
+        for (size_t j = 0; j < columns; ++j) {
+            float t = (row[j] - top) * scale * 1.44269504088896341f, n = rintf(t), f = t - n;
+            float e = ldexpf(((0.0530274361f * f + 0.242214084f) * f + 0.69357264f) * f + 0.99995905f, (int)n);
+            sum += e;
+            probabilities[r * probabilities_stride + j] = uform_f32_to_bf16(e);
+        }
+        sums[r] = sum;
+    }
+}
+
+/* The largest ratio of a softmax's error to its bound over rows of `columns` scores. Each e carries the
+ * exponent's Float32 rounding (t = s f - top f with f = scale log2(e) rounded: |dt| <= 4 u max|s f|)
+ * and the polynomial's 2^-21 (3.3e-7) before BF16's rounding (u_bf16 = 2^-8); below 2^-126 it may be
+ * flushed (an absolute 2^-125). The sum adds Float32's rounding of `columns` terms in any order. */
+static double softmax_ratio(softmax_fn_t softmax, size_t columns, float spread, uint64_t seed) {
+    enum { rows = 5 };
+    size_t stride = columns + 3, target_stride = columns + 1 + columns % 2;
+    float *scores = malloc(rows * stride * sizeof(float)), sums[rows];
+    uint16_t *p = calloc(rows * target_stride, sizeof(uint16_t));
+    uform_rng_t rng = {seed};
+    for (size_t i = 0; i < rows * stride; ++i) scores[i] = (float)(uform_rng_normal(&rng) * spread);
+    float const scale = 0.125f;
+    softmax(scores, rows, columns, stride, scale, p, target_stride, sums);
+    double worst = 0;
+    for (size_t r = 0; r < rows; ++r) {
+        double top = -INFINITY, largest = 0, total = 0;
+        for (size_t j = 0; j < columns; ++j) {
+            double s = scores[r * stride + j];
+            top = s > top ? s : top, largest = fabs(s) > largest ? fabs(s) : largest;
+        }
+        double eta = ldexp(1.0, -21) + 0.693147180559945309 * 4 * ldexp(largest * scale * 1.44269504088896341, -24);
+        for (size_t j = 0; j < columns; ++j) {
+            double e = exp(scale * ((double)scores[r * stride + j] - top));
+            double bound = e * (ldexp(1.0, -8) * (1 + eta) + eta) + ldexp(1.0, -125);
+            double ratio = fabs(uform_bf16_to_f32(p[r * target_stride + j]) - e) / bound;
+            worst = ratio > worst ? ratio : worst;
+            total += e;
+        }
+        double bound = total * (eta + (double)columns * ldexp(1.0, -24)) + columns * ldexp(1.0, -125);
+        double ratio = fabs(sums[r] - total) / bound;
+        worst = ratio > worst ? ratio : worst;
+        if (columns % 2 && p[r * target_stride + columns] != 0) worst = INFINITY; /* the pad must be zero */
+    }
+    free(scores), free(p);
+    return worst;
+}
+
+/* Column counts around each table's vector (8, 16 lanes) and its unrolled loops (2 and 4 vectors),
+ * an attention segment's 2048; spreads from flat rows to ones where a single key dominates. */
+static double softmax_worst(softmax_fn_t softmax) {
+    static size_t const columns[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 2048, 2051};
+    static float const spreads[] = {0.5f, 8.0f, 200.0f};
+    double worst = 0;
+    for (size_t c = 0; c < sizeof(columns) / sizeof(columns[0]); ++c)
+        for (size_t s = 0; s < sizeof(spreads) / sizeof(spreads[0]); ++s) {
+            double ratio = softmax_ratio(softmax, columns[c], spreads[s], 7 + c * 10 + s);
+            worst = ratio > worst ? ratio : worst;
+        }
+    return worst;
+}
+
+static void test_softmax(void) {
+    for (size_t t = 0; uform_kernels_all[t]; ++t) {
+        uform_kernels_t const *kernels = uform_kernels_all[t];
+        if (!uform_kernels_runs(kernels->name)) continue; /* test_products said so */
+        double worst = softmax_worst(kernels->softmax_bf16);
+        if (!(worst <= 1)) fprintf(stderr, "kernels %s: softmax at %.3g of its bound\n", kernels->name, worst);
+        CHECK(worst <= 1);
+        printf("kernels %s: softmax within %.3f of its bound\n", kernels->name, worst);
+    }
+    double unscaled = softmax_worst(softmax_unscaled), degree3 = softmax_worst(softmax_degree3);
+    CHECK(unscaled > 1);
+    CHECK(degree3 > 1);
+    printf("softmax controls: the scale dropped at %.3g of the bound, a degree-3 exp at %.3g\n", unscaled, degree3);
+}
+
 int main(void) {
     test_products();
     test_e4m3();
     test_int8();
+    test_softmax();
     return check_report();
 }
