@@ -36,8 +36,18 @@ static size_t uform_clip_(uform_model_t const *model, size_t length) {
     return length < model->config.columns ? length : model->config.columns;
 }
 
+/* A CPU pass of texts stops near this many cells a thread pair (once it holds one text): its buffers,
+ * reread every layer, then stay nearer the caches (docs/design.md). The GPU fills its workspace. */
+enum { uform_cpu_pass_cells_k = 2048 };
+
 static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
-    return packer->cells + length <= packer->context->workspace.cells;
+    uform_context_t const *context = packer->context;
+    size_t capacity = context->workspace.cells;
+    if (context->device == uform_device_cpu_k && packer->cells) {
+        size_t pairs = (uform_pool_threads(context->pool) + 1) / 2, most = pairs * uform_cpu_pass_cells_k;
+        capacity = capacity < most ? capacity : most;
+    }
+    return packer->cells + length <= capacity;
 }
 
 static void uform_packer_add_(uform_packer_t *packer, uint8_t const *bytes, uint16_t const *ids, size_t length) {

@@ -127,7 +127,10 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
 #else
     size_t keys_first = segment->start, keys_count = segment->length;
 #endif
+    /* Rows of scores and probabilities a little past a power of two apart: 16 rows of an AMX tile
+     * 8 KiB apart would share one L1 set. */
     size_t stride = 3 * d, padded = keys_count + keys_count % 2;
+    size_t scores_stride = keys_count + uform_attention_skew_k, probabilities_stride = padded + 2 * uform_attention_skew_k;
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
     uint16_t const *q16 = workspace->qkv_bf16 + head * hw, *k16 = q16 + d, *v16 = q16 + 2 * d;
     int bf16 = model->precision != uform_precision_f32_k;
@@ -140,10 +143,11 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
         size_t first = segment->start + tile;
         float *output = workspace->attention + first * d + head * hw;
         if (bf16) {
-            kernels->gemm(q16 + first * stride, stride, scratch->keys_packed, scratch->scores, keys_count, rows, keys_count, hw);
-            kernels->softmax_bf16(scratch->scores, rows, keys_count, keys_count, 0.125f, scratch->probabilities, padded,
-                                  scratch->sums);
-            kernels->gemm(scratch->probabilities, padded, scratch->values_packed, output, d, rows, hw, keys_count);
+            kernels->gemm(q16 + first * stride, stride, scratch->keys_packed, scratch->scores, scores_stride, rows, keys_count,
+                          hw);
+            kernels->softmax_bf16(scratch->scores, rows, keys_count, scores_stride, 0.125f, scratch->probabilities,
+                                  probabilities_stride, scratch->sums);
+            kernels->gemm(scratch->probabilities, probabilities_stride, scratch->values_packed, output, d, rows, hw, keys_count);
             for (size_t r = 0; r < rows; ++r)
                 for (size_t j = 0; j < hw; ++j) output[r * d + j] /= scratch->sums[r];
         } else {

@@ -125,8 +125,8 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
     size_t panels_bf16 = uform_e4m3_panels_k * uform_packed_size(16, wide);
     size_t per_thread = 64 * 13 + tile * sizeof(float) + panels_bf16 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
-                        tile * wide * sizeof(float) + tile * d * sizeof(float) + query_tile * span * sizeof(float) +
-                        query_tile * (span + 1) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
+                        tile * wide * sizeof(float) + tile * d * sizeof(float) + query_tile * (span + uform_attention_skew_k) * sizeof(float) +
+                        query_tile * (span + 1 + 2 * uform_attention_skew_k) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
     size_t colbert = model->config.colbert_width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
     size_t shared = 64 * 16 + cells * d * sizeof(float) * 4 + cells * 3 * d * sizeof(float) +
                     cells * colbert * sizeof(float) + model->config.columns * colbert * sizeof(float) +
@@ -167,8 +167,8 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
         s->gate_up = uform_arena_take(&arena, tile * vocabulary_columns * sizeof(float));
         s->hidden = uform_arena_take(&arena, tile * wide * sizeof(float));
         s->product = uform_arena_take(&arena, tile * d * sizeof(float));
-        s->scores = uform_arena_take(&arena, query_tile * span * sizeof(float));
-        s->probabilities = uform_arena_take(&arena, query_tile * (span + 1) * sizeof(uint16_t));
+        s->scores = uform_arena_take(&arena, query_tile * (span + uform_attention_skew_k) * sizeof(float));
+        s->probabilities = uform_arena_take(&arena, query_tile * (span + 1 + 2 * uform_attention_skew_k) * sizeof(uint16_t));
         s->sums = uform_arena_take(&arena, query_tile * sizeof(float));
         s->keys_packed = uform_arena_take(&arena, packed_keys);
         s->values_packed = uform_arena_take(&arena, packed_values);

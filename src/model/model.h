@@ -87,7 +87,7 @@ struct uform_model_t {
 };
 
 /* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
-enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64,
+enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64, uform_attention_skew_k = 16,
        uform_e4m3_panels_k = 12 /* a multiple of every table's tile of panels (kernels*.c: 1, 2, 3, 4) */ };
 
 /** The model's weight of `kind` (of `block` for per-block kinds). */
