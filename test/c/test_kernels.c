@@ -280,7 +280,7 @@ static void test_int8(void) {
     free(b), free(packed), free(corrections), free(scales);
     /* Each table's input rows (lengths around its vectors of 8 and 16 and a quad's tail) against the
      * reference's scale and codes, the pad to the quad all 128. */
-    static size_t const lengths[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 100, 512};
+    static size_t const lengths[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 100, 127, 128, 130, 512};
     static size_t const rows[] = {1, 2, 3, 4, 5, 6, 7, 12, 13, 17, 32, 33, 45};
     static size_t const widths[] = {1, 15, 16, 17, 33, 48, 63, 64, 65, 80};
     static size_t const depths[] = {1, 2, 3, 4, 5, 8, 31, 33, 100, 512};
