@@ -102,7 +102,7 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
     float *qkv = bf16 ? scratch->gate_up : workspace->qkv + first * 3 * d; /* gate_up: a tile of 8 d columns */
     for (size_t c = first; c < first + count; ++c)
-        uform_rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
+        uform_kernels()->rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
     uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, qkv, 3 * d, scratch);
     for (size_t r = 0; r < count; ++r) {
         float *row = qkv + r * 3 * d;
@@ -172,7 +172,7 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
     uform_cpu_linear(model, block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
+    for (size_t r = 0; r < count; ++r) uform_kernels()->rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
     uform_cpu_linear(model, block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
     if (model->precision == uform_precision_bf16_k) {
         /* SwiGLU writes the down product's BF16 inputs directly. */
@@ -217,7 +217,8 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
     uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
     float *h = workspace->normed + first * d;
-    for (size_t r = 0; r < count; ++r) uform_rmsnorm(workspace->residual + (first + r) * d, model->final_norm->f32, h + r * d, d);
+    for (size_t r = 0; r < count; ++r)
+        uform_kernels()->rmsnorm(workspace->residual + (first + r) * d, model->final_norm->f32, h + r * d, d);
     if (pass->hidden)
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));

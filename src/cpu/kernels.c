@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/numeric.h"
+#include "cpu/ops.h"
 
 size_t uform_packed_size(size_t width, size_t depth) {
     return ((width + 15) / 16) * ((depth + 1) / 2) * 32 * sizeof(uint16_t);
@@ -206,7 +207,7 @@ uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, u
                                                 uform_swiglu_bf16_generic_, uform_bf16_from_f32_array,
                                                 uform_widen_e4m3_generic, uform_quantize_e4m3_generic_,
                                                 uform_swiglu_f32_generic_, uform_quantize_int8_generic,
-                                                uform_gemm_int8_generic};
+                                                uform_gemm_int8_generic, uform_rmsnorm};
 
 /* The one place a table is chosen. A table is listed where this build compiled it (x86-64 with a
  * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the

@@ -43,6 +43,8 @@ typedef struct uform_kernels_t {
     void (*gemm_int8)(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
                       float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
                       size_t width, size_t depth);
+    /** uform_rmsnorm (cpu/ops.h), bit for bit: y = x / rms(x) * gain, returning the scale. */
+    float (*rmsnorm)(float const *x, float const *gain, float *y, size_t width);
 } uform_kernels_t;
 
 uform_kernels_t const *uform_kernels(void);
@@ -117,6 +119,7 @@ void uform_softmax_bf16_avx512bf16(float const *scores, size_t rows, size_t colu
                                    uint16_t *probabilities, size_t probabilities_stride, float *sums);
 void uform_swiglu_bf16_avx512bf16(float const *gate_up, size_t rows, size_t width, uint16_t *hidden);
 void uform_round_bf16_avx512bf16(float const *source, uint16_t *target, size_t count);
+float uform_rmsnorm_avx512bf16(float const *x, float const *gain, float *y, size_t width);
 float uform_quantize_e4m3_avx512bf16(float const *source, size_t count, uint16_t *target);
 void uform_swiglu_f32_avx512bf16(float const *gate_up, size_t rows, size_t width, float *hidden);
 

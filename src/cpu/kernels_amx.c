@@ -236,4 +236,5 @@ static void uform_gemm_int8_amx_(uint8_t const *a, size_t a_stride, int8_t const
 uform_kernels_t const uform_kernels_amx = {"amx", uform_gemm_amx_, uform_softmax_bf16_avx512bf16, uform_swiglu_bf16_avx512bf16,
                                            uform_round_bf16_avx512bf16, uform_widen_e4m3_avx2,
                                            uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16,
-                                           uform_quantize_int8_avx512, uform_gemm_int8_amx_};
+                                           uform_quantize_int8_avx512, uform_gemm_int8_amx_,
+                                           uform_rmsnorm_avx512bf16};

@@ -69,4 +69,5 @@ uform_kernels_t const uform_kernels_avx512bf16 = {"avx512bf16", uform_gemm_avx51
                                                    uform_swiglu_bf16_avx512bf16, uform_round_bf16_avx512bf16,
                                                    uform_widen_e4m3_avx2,
                                                    uform_quantize_e4m3_avx512bf16, uform_swiglu_f32_avx512bf16,
-                                                   uform_quantize_int8_avx512, uform_gemm_int8_avx512vnni};
+                                                   uform_quantize_int8_avx512, uform_gemm_int8_avx512vnni,
+                                                   uform_rmsnorm_avx512bf16};

@@ -1,4 +1,4 @@
-/*  kernels_avx512_elementwise.c: the avx512bf16 (and amx) tables' softmax, SwiGLU, rounding and E4M3 inputs:
+/*  kernels_avx512_elementwise.c: the avx512bf16 (and amx) tables' softmax, SwiGLU, rounding, RMSNorm and E4M3 inputs:
  *  kernels_widen.h's bodies over 16-lane vectors with the native BF16 store (VCVTNEPS2BF16) in place
  *  of avx512f's integer rounding. Compiled with AVX512-BF16 flags and only called after a CPU check
  *  (kernels.c). */
@@ -25,4 +25,8 @@ float uform_quantize_e4m3_avx512bf16(float const *source, size_t count, uint16_t
 
 void uform_swiglu_f32_avx512bf16(float const *gate_up, size_t rows, size_t width, float *hidden) {
     uform_swiglu_f32_widen_(gate_up, rows, width, hidden);
+}
+
+float uform_rmsnorm_avx512bf16(float const *x, float const *gain, float *y, size_t width) {
+    return uform_rmsnorm_widen_(x, gain, y, width);
 }

@@ -167,6 +167,38 @@ static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t c
     }
 }
 
+/* uform_rmsnorm (ops.c) bit for bit: its eight partial sums of squares in double are lane i % 8 of one
+ * vector of 8 doubles (two with AVX2; a square of a Float32 is exact in double, so the fused add
+ * rounds as its add does), summed in its order; y = x scale gain in Float32 as there. */
+static float uform_rmsnorm_widen_(float const *x, float const *gain, float *y, size_t width) {
+    double partial[8];
+    size_t i = 0;
+#if UFORM_LANES == 16
+    __m512d sums = _mm512_setzero_pd();
+    for (; i + 8 <= width; i += 8) {
+        __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+        sums = _mm512_fmadd_pd(v, v, sums);
+    }
+    _mm512_storeu_pd(partial, sums);
+#else
+    __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
+    for (; i + 8 <= width; i += 8) {
+        __m256d first = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), second = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
+        low = _mm256_fmadd_pd(first, first, low), high = _mm256_fmadd_pd(second, second, high);
+    }
+    _mm256_storeu_pd(partial, low), _mm256_storeu_pd(partial + 4, high);
+#endif
+    for (; i < width; ++i) partial[0] += (double)x[i] * x[i];
+    double squares = 0;
+    for (size_t lane = 0; lane < 8; ++lane) squares += partial[lane];
+    float scale = (float)(1.0 / sqrt(squares / (double)width + 1e-6));
+    uform_v_t factor = uform_v_set1(scale);
+    for (i = 0; i + UFORM_LANES <= width; i += UFORM_LANES)
+        uform_v_store(y + i, uform_v_mul(uform_v_mul(uform_v_load(x + i), factor), uform_v_load(gain + i)));
+    for (; i < width; ++i) y[i] = x[i] * scale * gain[i];
+    return scale;
+}
+
 /* silu(gate) * up of the `count` (at most UFORM_LANES) values at i. */
 static inline uform_v_t uform_swiglu_v_(float const *gate, float const *up, size_t count) {
     uform_v_t g = count == UFORM_LANES ? uform_v_load(gate) : uform_v_load_part_(gate, count, 0.0f);
@@ -246,6 +278,6 @@ static float uform_quantize_e4m3_widen_(float const *source, size_t count, uint1
     uform_kernels_t const UFORM_WIDEN_TABLE = {UFORM_WIDEN_NAME, uform_gemm_widen_, uform_softmax_bf16_widen_,      \
                                                uform_swiglu_bf16_widen_, uform_round_bf16_widen_,               \
                                                uform_widen_e4m3_avx2, uform_quantize_e4m3_widen_,               \
-                                               uform_swiglu_f32_widen_, UFORM_WIDEN_INT8};
+                                               uform_swiglu_f32_widen_, UFORM_WIDEN_INT8, uform_rmsnorm_widen_};
 
 #endif

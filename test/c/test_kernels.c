@@ -5,7 +5,7 @@
  *  must reject; int8's rounding, packing, each table's quantization of an input row and its product
  *  against an int64 sum of the same codes (bit for bit) and a float64 product (a derived bound), at
  *  each tail of each table's tiling; each table's softmax against float64 exponentials (a derived
- *  bound), with planted copies the check must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
+ *  bound) and its RMSNorm against uform_rmsnorm (bit for bit), with planted copies the checks must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 
 #include "core/numeric.h"
 #include "cpu/kernels.h"
+#include "cpu/ops.h"
 #include "check.h"
 #include "e4m3_reference.h"
 
@@ -433,10 +434,55 @@ static void test_softmax(void) {
     printf("softmax controls: the scale dropped at %.3g of the bound, a degree-3 exp at %.3g\n", unscaled, degree3);
 }
 
+/* ---- rmsnorm --------------------------------------------------------------------------------- */
+
+/* Planted: the last value left out of the sum of squares. */
+static float rmsnorm_short(float const *x, float const *gain, float *y, size_t width) {
+    float scale = uform_rmsnorm(x, gain, y, width > 1 ? width - 1 : width);
+    y[width - 1] = x[width - 1] * scale * gain[width - 1];
+    return scale;
+}
+
+typedef float (*rmsnorm_fn_t)(float const *, float const *, float *, size_t);
+
+/* Values (and scales) that differ from uform_rmsnorm's, over widths around the vectors (8, 16) and
+ * the encoder's (512, 2048). */
+static size_t rmsnorm_mistakes(rmsnorm_fn_t rmsnorm) {
+    static size_t const widths[] = {1, 7, 8, 9, 15, 16, 17, 64, 100, 512, 515, 2048};
+    size_t mistakes = 0;
+    uform_rng_t rng = {5};
+    for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); ++w) {
+        size_t width = widths[w];
+        float *x = malloc(width * sizeof(float)), *gain = malloc(width * sizeof(float));
+        float *expected = malloc(width * sizeof(float)), *y = malloc(width * sizeof(float));
+        for (size_t i = 0; i < width; ++i)
+            x[i] = (float)ldexp(uform_rng_normal(&rng), (int)(w % 5) * 3 - 6), gain[i] = (float)(1 + 0.1 * uform_rng_normal(&rng));
+        float scale = uform_rmsnorm(x, gain, expected, width);
+        mistakes += rmsnorm(x, gain, y, width) != scale;
+        for (size_t i = 0; i < width; ++i) mistakes += memcmp(&y[i], &expected[i], sizeof(float)) != 0;
+        free(x), free(gain), free(expected), free(y);
+    }
+    return mistakes;
+}
+
+static void test_rmsnorm(void) {
+    for (size_t t = 0; uform_kernels_all[t]; ++t) {
+        uform_kernels_t const *kernels = uform_kernels_all[t];
+        if (!uform_kernels_runs(kernels->name)) continue;
+        size_t mistakes = rmsnorm_mistakes(kernels->rmsnorm);
+        if (mistakes) fprintf(stderr, "kernels %s: rmsnorm differs from uform_rmsnorm in %zu values\n", kernels->name, mistakes);
+        CHECK(mistakes == 0);
+    }
+    size_t planted = rmsnorm_mistakes(rmsnorm_short);
+    CHECK(planted > 0);
+    printf("rmsnorm: every table bit for bit uform_rmsnorm; the short-sum control differs in %zu values\n", planted);
+}
+
 int main(void) {
     test_products();
     test_e4m3();
     test_int8();
     test_softmax();
+    test_rmsnorm();
     return check_report();
 }
