@@ -98,16 +98,17 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     uform_model_t *model = context->model;
     uform_workspace_t *workspace = context->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
+    uform_kernels_t const *kernels = uform_kernels();
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
     float *qkv = bf16 ? scratch->gate_up : workspace->qkv + first * 3 * d; /* gate_up: a tile of 8 d columns */
     for (size_t c = first; c < first + count; ++c)
-        uform_kernels()->rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
+        kernels->rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
     uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, qkv, 3 * d, scratch);
     for (size_t r = 0; r < count; ++r) {
         float *row = qkv + r * 3 * d;
         uform_rope(model, context->pass->positions + 3 * (first + r), row, row + d, 1);
-        if (bf16) uform_kernels()->round_bf16(row, workspace->qkv_bf16 + (first + r) * 3 * d, 3 * d);
+        if (bf16) kernels->round_bf16(row, workspace->qkv_bf16 + (first + r) * 3 * d, 3 * d);
     }
 }
 
@@ -168,20 +169,19 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
     uform_workspace_t *workspace = context->workspace;
     uform_scratch_t *scratch = &workspace->scratch[thread];
     uform_block_t const *block = context->block;
+    uform_kernels_t const *kernels = uform_kernels();
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
     float *x = workspace->residual + first * d, *normed = workspace->normed + first * d;
     uform_cpu_linear(model, block->out, workspace->attention + first * d, d, count, scratch->product, d, scratch);
     for (size_t i = 0; i < count * d; ++i) x[i] += scratch->product[i];
-    for (size_t r = 0; r < count; ++r) uform_kernels()->rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
+    for (size_t r = 0; r < count; ++r) kernels->rmsnorm(x + r * d, block->mlp_norm->f32, normed + r * d, d);
     uform_cpu_linear(model, block->gate_up, normed, d, count, scratch->gate_up, 8 * d, scratch);
     if (model->precision == uform_precision_bf16_k) {
         /* SwiGLU writes the down product's BF16 inputs directly. */
-        uform_kernels_t const *kernels = uform_kernels();
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
         kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
     } else if (model->precision == uform_precision_int8_k) {
         /* SwiGLU a row at a time, each row quantized for down while it is in L1 (uform_cpu_linear_int8's steps). */
-        uform_kernels_t const *kernels = uform_kernels();
         uform_weight_t const *down = block->down;
         size_t stride = uform_int8_stride(4 * d);
         for (size_t r = 0; r < count; ++r) {
@@ -191,7 +191,7 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
         kernels->gemm_int8(scratch->inputs_int8, stride, down->int8, down->corrections, scratch->row_scales, down->scales,
                            scratch->product, d, count, d, 4 * d);
     } else if (model->precision == uform_precision_e4m3_k) {
-        uform_kernels()->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
+        kernels->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
         uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
     } else {
         for (size_t r = 0; r < count; ++r) {
@@ -217,8 +217,8 @@ static void uform_final_task_(void *context_pointer, size_t index, size_t thread
     uform_scratch_t *scratch = &workspace->scratch[thread];
     size_t d = model->config.width, first, count = uform_tile_(index, pass->cells, &first);
     float *h = workspace->normed + first * d;
-    for (size_t r = 0; r < count; ++r)
-        uform_kernels()->rmsnorm(workspace->residual + (first + r) * d, model->final_norm->f32, h + r * d, d);
+    uform_kernels_t const *kernels = uform_kernels();
+    for (size_t r = 0; r < count; ++r) kernels->rmsnorm(workspace->residual + (first + r) * d, model->final_norm->f32, h + r * d, d);
     if (pass->hidden)
         for (size_t r = 0; r < count; ++r)
             memcpy(pass->hidden + uform_destination_(pass, first + r) * d, h + r * d, d * sizeof(float));
