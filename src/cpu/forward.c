@@ -45,13 +45,20 @@ void uform_cpu_linear_e4m3(uform_kernels_t const *kernels, uform_weight_t const 
     }
 }
 
+/* The int8 product of the input codes and row scales already in the thread's scratch. */
+static void uform_cpu_product_int8_(uform_kernels_t const *kernels, uform_weight_t const *matrix, size_t rows, float *c,
+                                    size_t c_stride, uform_scratch_t *scratch) {
+    size_t depth = matrix->columns;
+    kernels->gemm_int8(scratch->inputs_int8, uform_int8_stride(depth), matrix->int8, matrix->corrections,
+                       scratch->row_scales, matrix->scales, c, c_stride, rows, matrix->rows, depth);
+}
+
 void uform_cpu_linear_int8(uform_kernels_t const *kernels, uform_weight_t const *matrix, float const *a,
                            size_t a_stride, size_t rows, float *c, size_t c_stride, uform_scratch_t *scratch) {
     size_t depth = matrix->columns, stride = uform_int8_stride(depth);
     for (size_t r = 0; r < rows; ++r)
         scratch->row_scales[r] = kernels->quantize_int8(a + r * a_stride, depth, scratch->inputs_int8 + r * stride);
-    kernels->gemm_int8(scratch->inputs_int8, stride, matrix->int8, matrix->corrections, scratch->row_scales,
-                       matrix->scales, c, c_stride, rows, matrix->rows, depth);
+    uform_cpu_product_int8_(kernels, matrix, rows, c, c_stride, scratch);
 }
 
 void uform_cpu_linear(uform_model_t const *model, uform_weight_t const *matrix, float const *a, size_t a_stride,
@@ -181,15 +188,13 @@ static void uform_mlp_task_(void *context_pointer, size_t index, size_t thread) 
         kernels->swiglu_bf16(scratch->gate_up, count, 4 * d, scratch->inputs_bf16);
         kernels->gemm(scratch->inputs_bf16, 4 * d, block->down->packed, scratch->product, d, count, d, 4 * d);
     } else if (model->precision == uform_precision_int8_k) {
-        /* SwiGLU a row at a time, each row quantized for down while it is in L1 (uform_cpu_linear_int8's steps). */
-        uform_weight_t const *down = block->down;
+        /* SwiGLU a row at a time, each row quantized for down while it is in L1. */
         size_t stride = uform_int8_stride(4 * d);
         for (size_t r = 0; r < count; ++r) {
             kernels->swiglu_f32(scratch->gate_up + r * 8 * d, 1, 4 * d, scratch->hidden);
             scratch->row_scales[r] = kernels->quantize_int8(scratch->hidden, 4 * d, scratch->inputs_int8 + r * stride);
         }
-        kernels->gemm_int8(scratch->inputs_int8, stride, down->int8, down->corrections, scratch->row_scales, down->scales,
-                           scratch->product, d, count, d, 4 * d);
+        uform_cpu_product_int8_(kernels, block->down, count, scratch->product, d, scratch);
     } else if (model->precision == uform_precision_e4m3_k) {
         kernels->swiglu_f32(scratch->gate_up, count, 4 * d, scratch->hidden);
         uform_cpu_linear(model, block->down, scratch->hidden, 4 * d, count, scratch->product, d, scratch);
