@@ -253,3 +253,40 @@ uform_status_t uform_cuda_gemm_nt(uform_cuda_gemm_t *gemm, uint16_t const *a, ui
                                   size_t m, size_t n, size_t k, void *stream) {
     return uform_cuda_gemm(gemm, 0, 1, m, n, k, a, k, b, k, NULL, c, n, c_is_f32, stream);
 }
+
+#if defined(UFORM_HAVE_CUTLASS)
+int uform_cuda_swiglu_product_run(uint16_t const *x, size_t cells, size_t k, uint16_t const *pairs, size_t hidden_width,
+                                  uint16_t *hidden, int plant, void *stream); /* swiglu_product.cu */
+#endif
+
+int uform_cuda_swiglu_product_available(void) {
+#if defined(UFORM_HAVE_CUTLASS)
+    int device = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return cudaGetLastError(), 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device);
+    return major == 9 && minor == 0; /* sm_90a code runs on sm_90 alone */
+#else
+    return 0;
+#endif
+}
+
+uform_status_t uform_cuda_swiglu_product(uint16_t const *x, size_t cells, size_t k, uint16_t const *pairs,
+                                         size_t hidden_width, uint16_t *hidden, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (hidden_width % 128 || k % 8 || cells > INT32_MAX || 2 * hidden_width > INT32_MAX)
+        return uform_cuda_note(uform_invalid_argument_k, "swiglu_product: %zu cells, depth %zu, %zu hidden units (a multiple of 128)",
+                               cells, k, hidden_width);
+#if defined(UFORM_HAVE_CUTLASS)
+    int plant = uform_cuda_planted("swiglu_product");
+    int code = uform_cuda_swiglu_product_run(x, cells, k, pairs, hidden_width, hidden, plant, stream);
+    static char const *const reasons[] = {"", "no current device", "CUTLASS cannot run this shape", "CUTLASS asks for a workspace",
+                                          "CUTLASS's initialization failed", "the launch failed", "the kernel failed"};
+    if (code) return uform_cuda_note(uform_device_k, "swiglu_product %zux%zux%zu: %s (%s)", cells, 2 * hidden_width, k,
+                                     reasons[code < 7 ? code : 6], cudaGetErrorString(cudaGetLastError()));
+    return uform_ok_k;
+#else
+    (void)x, (void)pairs, (void)hidden, (void)stream;
+    return uform_cuda_note(uform_unsupported_k, "swiglu_product: this build has no CUTLASS (scripts/setup.sh fetches it)");
+#endif
+}
