@@ -7,13 +7,11 @@
 # by UFORM_CPU; a table this CPU cannot run is left out, saying so), and the ratio is our best table's.
 # --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md); with E4M3
 # or int8 beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row).
-# On the GPU --fused on,off runs ours with and without the fused gate_up + SwiGLU product (UFORM_CUDA_FUSED,
-# docs/cuda.md), the unfused rows named "unfused".
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
 #                           [--kernels amx,avx512bf16,avx512vnni,avx512f,avx2] [--precisions bf16,e4m3,int8]
-#                           [--fused on,off] [--build build] [--peers DIR] [--output FILE]
+#                           [--build build] [--peers DIR] [--output FILE]
 import argparse
 import json
 import os
@@ -70,7 +68,6 @@ def main():
     parser.add_argument("--kernels", default="avx512bf16,avx512f,avx2",
                         help="CPU kernel tables to run (src/cpu/kernels.h; generic is about 20x slower)")
     parser.add_argument("--precisions", default="bf16", help="ours at these product precisions, comma-separated")
-    parser.add_argument("--fused", default="on", help="GPU: ours with (on) and without (off) the fused SwiGLU product")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
     parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
@@ -88,12 +85,9 @@ def main():
     rows = {}  # text_bytes -> {system: bytes/s}
     ours, cpu_class = [], None
     for precision in args.precisions.split(","):
-        for kernels, fused in ([(k, None) for k in args.kernels.split(",")] if not gpu else [(None, f) for f in args.fused.split(",")]):
+        for kernels in (args.kernels.split(",") if not gpu else [None]):
             env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
-            if fused == "off":  # on: the default, fused where the build and the GPU have it
-                env["UFORM_CUDA_FUSED"] = "0"
-            print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'}"
-                  f"{', fused product ' + fused if fused else ''} ...",
+            print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
                   file=sys.stderr)
             lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
                                "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
@@ -102,7 +96,7 @@ def main():
             if kernels and ran != kernels:
                 print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
                 continue
-            system = f"uform {precision} {ran}" if kernels else f"uform {precision}" + (" unfused" if fused == "off" else "")
+            system = f"uform {precision} {ran}" if kernels else f"uform {precision}"
             ours.append(system)
             cpu_class = lines[0].get("cpu") if lines else cpu_class
             for line in lines:
@@ -157,7 +151,7 @@ def main():
         print("| " + " | ".join(cell(v).rjust(w) for v, w in zip(row, widths)) + " |")
 
     report = {"benchmark": f"encode_{args.device}", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "cpu_kernels": cpu_class,
-              "gpu": gpu_name() if gpu else None, "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "fused": args.fused if gpu else None, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
+              "gpu": gpu_name() if gpu else None, "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
               "rows": [dict(zip(header, row)) for row in table]}
     write_report(args.output, report)

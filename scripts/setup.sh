@@ -36,25 +36,6 @@ if command -v nvcc > /dev/null && [ ! -f "$frontend/include/cudnn_frontend.h" ];
   fi
   rm -rf "$wheels"
 fi
-# CUTLASS's headers (the fused gate_up + SwiGLU product, src/cuda/swiglu_product.cu): PyPI's wheel,
-# pinned by hash, carries them; only include/ and the license are kept, in third_party/ (git-ignored).
-cutlass_version=4.2.0.0
-cutlass_sha256=f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6
-cutlass=third_party/cutlass
-if command -v nvcc > /dev/null && [ "$(cat "$cutlass/VERSION" 2>/dev/null)" != "$cutlass_version" ]; then
-  wheels="$(mktemp -d)"
-  if python3 -m pip download --quiet --no-deps --only-binary=:all: --require-hashes -d "$wheels" \
-       -r <(echo "nvidia-cutlass==$cutlass_version --hash=sha256:$cutlass_sha256") &&
-     python3 -m zipfile -e "$wheels"/nvidia_cutlass-*.whl "$wheels/unpacked"; then
-    rm -rf "$cutlass" && mkdir -p "$cutlass"
-    cp -r "$wheels/unpacked/cutlass_library/source/include" "$cutlass/"
-    cp "$wheels"/unpacked/nvidia_cutlass-*.dist-info/licenses/LICENSE.txt "$cutlass/"
-    echo "$cutlass_version" > "$cutlass/VERSION"
-  else
-    echo "setup: could not fetch CUTLASS $cutlass_version; GPU inference runs gate_up and SwiGLU apart"
-  fi
-  rm -rf "$wheels"
-fi
 # nvJPEG and NPP (the CUDA backend's optional GPU JPEG decoding): headers and libraries from their PyPI
 # wheels into site-packages/nvidia/cu13, where CMake also looks; the backend builds without them.
 if command -v nvcc > /dev/null && ! python3 -c "import site, os, sys; sys.exit(not any(os.path.exists(os.path.join(p, 'nvidia/cu13/include/nvjpeg.h')) for p in site.getsitepackages()))"; then

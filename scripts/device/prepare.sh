@@ -5,8 +5,6 @@
 #                               from Debian, unpacked
 #   third_party/peers           the PyTorch peers from ../shared/peers
 #   third_party/cudnn-frontend  cuDNN's frontend headers (fetched by scripts/setup.sh)
-#   third_party/cutlass-device  the CUTLASS headers the fused SwiGLU product includes (nvcc -M over
-#                               scripts/setup.sh's third_party/cutlass: 14 of its 27 MiB)
 # Then, through the device tool: carry those folders and run `bash scripts/device/gpu.sh MODE`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -26,12 +24,5 @@ if [ ! -e "$libs/usr/lib/x86_64-linux-gnu/libjansson.so" ] || [ ! -e "$libs/usr/
   rm -rf "$debs"
 fi
 if [ -d ../shared/peers ]; then mkdir -p third_party/peers && cp ../shared/peers/*.py third_party/peers/; fi
-[ -f third_party/cudnn-frontend/include/cudnn_frontend.h ] && [ -f third_party/cutlass/include/cutlass/cutlass.h ] ||
-  bash scripts/setup.sh --deps-only
-if [ -f third_party/cutlass/include/cutlass/cutlass.h ] && command -v nvcc > /dev/null; then
-  rm -rf third_party/cutlass-device && mkdir -p third_party/cutlass-device
-  nvcc -std=c++17 --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a -DNDEBUG -I third_party/cutlass/include \
-    -M src/cuda/swiglu_product.cu | tr ' \\' '\n\n' | sed -n 's#^third_party/cutlass/##p' | sort -u |
-    (cd third_party/cutlass && xargs cp --parents -t ../cutlass-device)
-fi
-echo "prepare: carry third_party/device-libs third_party/peers third_party/cudnn-frontend third_party/cutlass-device"
+[ -f third_party/cudnn-frontend/include/cudnn_frontend.h ] || bash scripts/setup.sh --deps-only
+echo "prepare: carry third_party/device-libs third_party/peers third_party/cudnn-frontend"

@@ -105,22 +105,6 @@ uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, 
  *  would write (codes [cells, 4w], scales [cells]), the BF16 hidden values not stored. */
 uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
                                       float *scales, void *stream);
-/** The gate_up product with SwiGLU in its epilogue (inference; swiglu_product.cu, CUTLASS on sm_90):
- *  hidden [cells, hidden_width] (BF16) = silu(x G^T) * (x U^T) from x [cells, k] (BF16), the gate and
- *  up values never stored. `pairs` [2 hidden_width, k] (BF16) is gate_up's rows reordered by
- *  uform_cuda_swiglu_pair_row; hidden_width a multiple of 128, k of 8. Fails with uform_unsupported_k
- *  where uform_cuda_swiglu_product_available says no. */
-uform_status_t uform_cuda_swiglu_product(uint16_t const *x, size_t cells, size_t k, uint16_t const *pairs,
-                                         size_t hidden_width, uint16_t *hidden, void *stream);
-/** Whether this build has the fused product and the current device runs it (compute capability 9.0). */
-int uform_cuda_swiglu_product_available(void);
-/** Row `row` of the fused product's weights is row uform_cuda_swiglu_pair_row(row, hidden_width) of gate_up
- *  [2 hidden_width, k]: each gate beside its up (rows 2i, 2i + 1), in an order that gives each thread of
- *  the epilogue eight consecutive hidden units (unit 32 p + 8 c + q at rows 64 p + 8 q + 2 c). */
-static inline size_t uform_cuda_swiglu_pair_row(size_t row, size_t hidden_width) {
-    size_t p = row / 64, q = row % 64 / 8, c = row % 8 / 2, unit = 32 * p + 8 * c + q;
-    return row % 2 ? hidden_width + unit : unit;
-}
 /** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
 uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream);

@@ -92,12 +92,9 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     }
     TRY(product_(g, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, 1, s));
     TRY(norm_(a->middle, w->mlp_norm, w->gate_up8, a, n, d, a->normed2, a->scales2, s));
-    if (w->gate_up_pairs) TRY(uform_cuda_swiglu_product(a->normed2, n, d, w->gate_up_pairs, 4 * d, a->hidden, s));
-    else {
-        TRY(product_(g, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
-        if (w->down8) TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, s)); /* hidden not kept */
-        else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
-    }
+    TRY(product_(g, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
+    if (w->down8) TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, s)); /* hidden not kept */
+    else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
     if (x_next) TRY(product_(g, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, 1, s));
     return uform_ok_k;
 }

@@ -70,8 +70,6 @@ typedef struct uform_cuda_block_weights_t {
     uint16_t const *qkv, *out, *gate_up, *down;
     uint8_t const *qkv8, *out8, *gate_up8, *down8;
     float const *qkv_scales, *out_scales, *gate_up_scales, *down_scales;
-    uint16_t const *gate_up_pairs; /* inference in BF16 where it runs (cuda.h, uform_cuda_swiglu_product): gate_up's
-                                    * rows paired, the product and SwiGLU fused, gate_up unread; else NULL */
 } uform_cuda_block_weights_t;
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both

@@ -57,7 +57,6 @@ struct uform_cuda_forward_t {
     /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
     size_t width, depth, widest, colbert_width;
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
-    int fused;  /* BF16 blocks run gate_up and SwiGLU as one product (cuda.h, uform_cuda_swiglu_product) */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
@@ -121,11 +120,6 @@ static void *take_(layout_t *layout, size_t bytes) {
 
 static size_t embeddings_stride_(uform_cuda_forward_t const *context) { return (context->widest + 3) / 4 * 4; }
 
-/* Whether the blocks' gate_up matrices go up paired for the fused product (BF16 only: E4M3 reads codes). */
-static int paired_(uform_cuda_forward_t const *context) {
-    return context->fused && !context->narrow && context->width % 32 == 0; /* 4 width a multiple of 128 */
-}
-
 /* Every tensor the model carries, in the table's order, then the named views the passes read. */
 static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *model, layout_t *layout) {
     for (size_t i = 0; i < model->tensors_count; ++i) {
@@ -147,7 +141,6 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->attn_norm = AT_(uform_tensor_attn_norm_k, i), block->qkv = AT_(uform_tensor_qkv_k, i);
         block->out = AT_(uform_tensor_out_k, i), block->mlp_norm = AT_(uform_tensor_mlp_norm_k, i);
         block->gate_up = AT_(uform_tensor_gate_up_k, i), block->down = AT_(uform_tensor_down_k, i);
-        if (paired_(context)) block->gate_up_pairs = block->gate_up, block->gate_up = NULL; /* uploaded paired */
 #define CODES_(kind) context->codes[uform_tensor_index(config, kind, i)]
 #define SCALES_(kind) context->code_scales[uform_tensor_index(config, kind, i)]
         block->qkv8 = CODES_(uform_tensor_qkv_k), block->qkv_scales = SCALES_(uform_tensor_qkv_k);
@@ -181,7 +174,7 @@ static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout,
     context->normed = take_(layout, n * d * 2);
     context->qkv = take_(layout, n * 3 * d * 2);
     context->attended = take_(layout, n * d * 2);
-    context->gate_up = paired_(context) ? NULL : take_(layout, n * 8 * d * 2); /* fused: gate and up never stored */
+    context->gate_up = take_(layout, n * 8 * d * 2);
     context->hidden = context->narrow ? NULL : take_(layout, n * 4 * d * 2); /* E4M3: SwiGLU writes codes */
     context->input_codes = context->narrow ? take_(layout, n * 4 * d) : NULL;
     context->input_scales = context->narrow ? take_(layout, n * 4) : NULL;
@@ -212,13 +205,6 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (tune && strcmp(tune, "0") && strcmp(tune, "1"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_TUNE is 0 or 1, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, !tune || !strcmp(tune, "1"));
-    char const *fused = getenv("UFORM_CUDA_FUSED");
-    if (fused && strcmp(fused, "0") && strcmp(fused, "1"))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_FUSED is 0 or 1, not %s", fused);
-    context->fused = (!fused || !strcmp(fused, "1")) && uform_cuda_swiglu_product_available();
-    if (fused && !strcmp(fused, "1") && !context->fused)
-        return uform_cuda_fail(error, error_size, uform_unsupported_k,
-                               "UFORM_CUDA_FUSED=1, but this build has no CUTLASS or the GPU is not sm_90");
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
@@ -360,18 +346,6 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         char what[96];
         snprintf(what, sizeof(what), "uploading %s", info->name);
         size_t bytes = info->rows * info->columns * (info->matrix ? 2 : 4);
-        if (info->kind == uform_tensor_gate_up_k && paired_(context)) {
-            uint16_t *paired = malloc(bytes);
-            uint16_t const *rows = model->weights[i].bf16;
-            if (!paired) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot pair %s's rows", info->name);
-            for (size_t r = 0; r < info->rows; ++r)
-                memcpy(paired + r * info->columns, rows + uform_cuda_swiglu_pair_row(r, info->rows / 2) * info->columns,
-                       info->columns * 2);
-            cudaError_t copied = cudaMemcpy(context->tensors[i], paired, bytes, up);
-            free(paired);
-            CHECK_CUDA(copied, what);
-            continue;
-        }
         CHECK_CUDA(cudaMemcpyAsync(context->tensors[i], host, bytes, up, s), what);
     }
     CHECK_CUDA(cudaStreamSynchronize(s), "uploading the weights");

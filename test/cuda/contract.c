@@ -745,47 +745,6 @@ static void check_gemm_(int plant) {
     record_("gemm (cuBLASLt: A B^T, A^T B, A B + C)", worst, plant);
 }
 
-/* --- The fused gate_up + SwiGLU product (inference, CUTLASS on sm_90). Against silu(g) u with g and u
- *     the float64 sums of BF16 products: each sum within gamma (tensor_gamma_ of its depth) of its
- *     magnitude, as the products above; silu's slope is at most 1.1, so the error in silu(g) u is at
- *     most 1.1 eg (|u| + eu) + |silu(g)| eu, then the epilogue's Float32 arithmetic (8 u, as
- *     swiglu_forward) and the BF16 store (2^-8). Rows past a 128-row tile and a pass of 5 cells test the
- *     edge; the weights go in reordered by uform_cuda_swiglu_pair_row, as forward.c uploads them. */
-static void check_swiglu_product_(int plant) {
-    if (!uform_cuda_swiglu_product_available()) {
-        if (!plant) printf("uform_contract: swiglu_product skipped: no CUTLASS in this build, or not an sm_90 GPU\n");
-        return;
-    }
-    size_t const shapes[2][3] = {{300, 512, 1024}, {5, 768, 3072}}; /* cells, depth, hidden units */
-    double worst = 0;
-    for (size_t t = 0; t < 2; ++t) {
-        size_t cells = shapes[t][0], k = shapes[t][1], hidden = shapes[t][2];
-        uint16_t *x = malloc(cells * k * 2), *w = malloc(2 * hidden * k * 2), *pairs = malloc(2 * hidden * k * 2);
-        uint16_t *out = malloc(cells * hidden * 2);
-        fill_bf16_(x, cells * k, 1.0), fill_bf16_(w, 2 * hidden * k, 0.15);
-        for (size_t r = 0; r < 2 * hidden; ++r) memcpy(pairs + r * k, w + uform_cuda_swiglu_pair_row(r, hidden) * k, k * 2);
-        uint16_t *g_x = device_(cells * k * 2), *g_pairs = device_(2 * hidden * k * 2), *g_out = device_(cells * hidden * 2);
-        upload_(g_x, x, cells * k * 2), upload_(g_pairs, pairs, 2 * hidden * k * 2);
-        PLANTED_OK("swiglu_product", plant, uform_cuda_swiglu_product(g_x, cells, k, g_pairs, hidden, g_out, NULL));
-        download_(out, g_out, cells * hidden * 2);
-        double gamma = tensor_gamma_((double)k);
-        for (size_t c = 0; c < cells; ++c)
-            for (size_t i = 0; i < hidden; ++i) {
-                double g = 0, u = 0, g_magnitude = 0, u_magnitude = 0;
-                for (size_t l = 0; l < k; ++l) {
-                    double v = bf16_to_f32_(x[c * k + l]), a = v * bf16_to_f32_(w[i * k + l]), b = v * bf16_to_f32_(w[(hidden + i) * k + l]);
-                    g += a, u += b, g_magnitude += fabs(a), u_magnitude += fabs(b);
-                }
-                double silu = g / (1.0 + exp(-g)), expected = silu * u, eg = gamma * g_magnitude, eu = gamma * u_magnitude;
-                double bound = bf16_unit_ * fabs(expected) + (1 + bf16_unit_) * (8 * unit_ * fabs(expected) + 1.1 * eg * (fabs(u) + eu) + fabs(silu) * eu);
-                compare_(&worst, bf16_to_f32_(out[c * hidden + i]), expected, bound + 1e-300);
-            }
-        free(x), free(w), free(pairs), free(out);
-        cudaFree(g_x), cudaFree(g_pairs), cudaFree(g_out);
-    }
-    record_("swiglu_product (CUTLASS, SwiGLU in the epilogue)", worst, plant);
-}
-
 /* --- E4M3 (docs/precision.md), against e4m3_reference.h's definition and nearest value. */
 /* Rows of BF16 (one zero row, magnitudes from 2^-12 to 2^3): each scale exactly max |x| / 448 in
  * Float32, each code's value the nearest to x * (1 / scale) (bound 0). The norm's fused codes must be
@@ -917,7 +876,6 @@ int main(int argc, char **argv) {
         {check_attention_shape_, 1, {"segment 3 split in two (ours) or cut to half its length (cuDNN)"}},
         {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
-        {check_swiglu_product_, 2, {"sigmoid for silu (fused product)", "gate and up swapped (fused product)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},
         {check_adafactor_, 2, {"bias correction of V dropped", "V as the product R C, which underflows"}},
         {check_sum_, 1, {"the last 1000 terms dropped"}},

@@ -492,24 +492,6 @@ def test_a_bad_attention_choice_is_refused(cli, init_model, needs_gpu):
     assert run.returncode != 0 and b"UFORM_CUDA_ATTENTION is ours or cudnn, not flash" in run.stderr, run.stderr
 
 
-def test_a_bad_fused_choice_is_refused(cli, init_model, needs_gpu):
-    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_FUSED": "yes"})
-    assert run.returncode != 0 and b"UFORM_CUDA_FUSED is 0 or 1, not yes" in run.stderr, run.stderr
-
-
-@pytest.mark.parametrize("fused", ["0", "1"])
-def test_gpu_encode_matches_the_cpu_with_swiglu_fused_or_not(cli, any_model, needs_gpu, fused):
-    """gate_up and SwiGLU as two kernels, or as one product with SwiGLU in its epilogue (CUTLASS on
-    sm_90, forward.c's default where built), both hold the bound."""
-    directory = str(any_model)
-    run = uform(cli, "encode", "--model", directory, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_FUSED": fused})
-    if fused == "1" and b"no CUTLASS or the GPU is not sm_90" in run.stderr:
-        pytest.skip("this build or GPU has no fused SwiGLU product")
-    gpu_result = encode(cli, directory, TEXTS, "cuda", env={"UFORM_CUDA_FUSED": fused})
-    check = check_embeddings(directory, TEXTS, None, gpu_result, encode(cli, directory, TEXTS, "cpu"), printed=True)
-    assert check.ok, f"UFORM_CUDA_FUSED={fused}:\n{check}"
-
-
 @pytest.mark.parametrize("attention", ["ours", "cudnn"])
 def test_gpu_encode_matches_the_cpu_with_either_attention(cli, any_model, needs_gpu, attention):
     """attention.cu's kernels and cuDNN's fused forward (forward.c's default where built) both hold the bound."""
