@@ -9,7 +9,7 @@ cd "$root"
 packages=(build-essential cmake pkg-config git libopenblas-dev libjansson-dev zlib1g-dev libzstd-dev libsnappy-dev
           libpng-dev libjpeg62-turbo-dev libwebp-dev libmicrohttpd-dev python3-dev curl
           libavformat-dev libavcodec-dev libswresample-dev libswscale-dev libavutil-dev ffmpeg espeak-ng
-          spin)
+          spin gcc-aarch64-linux-gnu qemu-user)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

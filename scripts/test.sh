@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: a Release build with warnings as errors (C unit tests, then the Python suites
-# against both CPU kernel tables), then an AddressSanitizer + UndefinedBehaviorSanitizer build
+# against both CPU kernel tables, the AArch64 table cross-compiled and run under qemu), then an AddressSanitizer + UndefinedBehaviorSanitizer build
 # running the same suites. Prints "N passed, M failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -25,6 +25,7 @@ run "C unit tests" ctest --test-dir build --output-on-failure
 run "Python suites (default kernels)" env UFORM_BUILD=build python3 -m pytest -q test/python
 run "Python suites (generic kernels)" env UFORM_BUILD=build UFORM_CPU=generic \
   python3 -m pytest -q test/python/test_reference.py test/python/test_packing.py
+run "AArch64 kernels (cross-compiled, under qemu)" bash scripts/cross_aarch64.sh
 
 run "sanitizer build" build build-sanitize -DUFORM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo
 asan="$(gcc -print-file-name=libasan.so)"

@@ -210,8 +210,8 @@ uform_kernels_t const uform_kernels_generic = {"generic", uform_gemm_generic_, u
                                                 uform_gemm_int8_generic, uform_rmsnorm};
 
 /* The one place a table is chosen. A table is listed where this build compiled it (x86-64 with a
- * compiler that takes its flags) and runs where the CPU reports its ISA (GCC's check includes the
- * OS's XSAVE support for the wide registers). */
+ * compiler that takes its flags, or AArch64) and runs where the CPU reports its ISA (GCC's check
+ * includes the OS's XSAVE support for the wide registers; every AArch64 CPU has NEON). */
 uform_kernels_t const *const uform_kernels_all[] = {
 #if defined(UFORM_HAVE_AMX)
     &uform_kernels_amx,
@@ -227,6 +227,9 @@ uform_kernels_t const *const uform_kernels_all[] = {
 #endif
 #if defined(UFORM_HAVE_AVX2)
     &uform_kernels_avx2,
+#endif
+#if defined(UFORM_HAVE_NEON)
+    &uform_kernels_neon,
 #endif
     &uform_kernels_generic, NULL};
 
@@ -255,6 +258,9 @@ int uform_kernels_runs(char const *name) {
     if (!strcmp(name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
 #endif
+#if defined(UFORM_HAVE_NEON)
+    if (!strcmp(name, "neon")) return 1;
+#endif
     return !strcmp(name, "generic");
 }
 
@@ -269,8 +275,10 @@ void uform_cpu_class(char *text, size_t capacity) {
     size_t length = (size_t)snprintf(text, capacity, "x86-64");
     for (size_t i = 0; i < sizeof(features) / sizeof(features[0]) && length < capacity; ++i)
         if (supported[i]) length += (size_t)snprintf(text + length, capacity - length, " %s", features[i]);
+#elif defined(__aarch64__)
+    snprintf(text, capacity, "aarch64 neon");
 #else
-    snprintf(text, capacity, "not x86: generic kernels only");
+    snprintf(text, capacity, "neither x86 nor AArch64: generic kernels only");
 #endif
 }
 

@@ -12,6 +12,7 @@ typedef __m256 uform_v_t;
 #define UFORM_TILE_PANELS_MOST 1
 #define UFORM_WIDEN_TABLE uform_kernels_avx2
 #define UFORM_WIDEN_NAME "avx2"
+#define UFORM_WIDEN_E4M3 uform_widen_e4m3_avx2
 #define UFORM_WIDEN_INT8 uform_quantize_int8_avx2, uform_gemm_int8_avx2
 
 static inline __m256 uform_v_zero(void) { return _mm256_setzero_ps(); }

@@ -10,6 +10,7 @@
 /* The int8 product of AVX2: 512-bit VPMADDWD needs AVX512-BW, which this table does not ask for. */
 #define UFORM_WIDEN_INT8 uform_quantize_int8_avx2, uform_gemm_int8_avx2
 #endif
+#define UFORM_WIDEN_E4M3 uform_widen_e4m3_avx2
 
 #include "cpu/kernels_avx512_vector.h"
 #include "cpu/kernels_widen.h"

@@ -1,12 +1,12 @@
 /*  kernels_widen.h: the BF16 kernel table for CPUs with Float32 FMA but no BF16 dot product, written
- *  once over a vector of UFORM_LANES floats and included by kernels_avx2.c (8 lanes) and
- *  kernels_avx512f.c (16 lanes), each compiled for its own ISA. BF16 values are widened to Float32
+ *  once over a vector of UFORM_LANES floats and included by kernels_avx2.c (8 lanes),
+ *  kernels_avx512f.c (16 lanes) and kernels_neon.c (4 lanes), each compiled for its own ISA. BF16 values are widened to Float32
  *  (a shift or a mask of the packed pair) and multiplied with FMA: a BF16 x BF16 product is exact
  *  in Float32, so each step rounds once, as VDPBF16PS's accumulation does.
  *
  *  The including file defines, before including this header:
  *    uform_v_t, UFORM_LANES, UFORM_TILE_ROWS_MOST, UFORM_TILE_PANELS_MOST, UFORM_WIDEN_TABLE, UFORM_WIDEN_NAME,
- *    UFORM_WIDEN_INT8 (the table's quantize_int8 and gemm_int8)
+ *    UFORM_WIDEN_E4M3 (the table's widen_e4m3), UFORM_WIDEN_INT8 (its quantize_int8 and gemm_int8)
  *    uform_v_zero, uform_v_set1, uform_v_load, uform_v_store, uform_v_add, uform_v_sub, uform_v_mul,
  *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
  *    uform_v_e4m3 (to the nearest E4M3 value, ties to even, saturated at 448),
@@ -180,13 +180,23 @@ static float uform_rmsnorm_widen_(float const *x, float const *gain, float *y, s
         sums = _mm512_fmadd_pd(v, v, sums);
     }
     _mm512_storeu_pd(partial, sums);
-#else
+#elif UFORM_LANES == 8
     __m256d low = _mm256_setzero_pd(), high = _mm256_setzero_pd();
     for (; i + 8 <= width; i += 8) {
         __m256d first = _mm256_cvtps_pd(_mm_loadu_ps(x + i)), second = _mm256_cvtps_pd(_mm_loadu_ps(x + i + 4));
         low = _mm256_fmadd_pd(first, first, low), high = _mm256_fmadd_pd(second, second, high);
     }
     _mm256_storeu_pd(partial, low), _mm256_storeu_pd(partial + 4, high);
+#else /* NEON: four vectors of two doubles */
+    float64x2_t sums[4] = {vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0), vdupq_n_f64(0)};
+    for (; i + 8 <= width; i += 8)
+        for (int half = 0; half < 2; ++half) {
+            float32x4_t v = vld1q_f32(x + i + 4 * half);
+            float64x2_t first = vcvt_f64_f32(vget_low_f32(v)), second = vcvt_high_f64_f32(v);
+            sums[2 * half] = vfmaq_f64(sums[2 * half], first, first);
+            sums[2 * half + 1] = vfmaq_f64(sums[2 * half + 1], second, second);
+        }
+    for (int v = 0; v < 4; ++v) vst1q_f64(partial + 2 * v, sums[v]);
 #endif
     for (; i < width; ++i) partial[0] += (double)x[i] * x[i];
     double squares = 0;
@@ -277,7 +287,7 @@ static float uform_quantize_e4m3_widen_(float const *source, size_t count, uint1
     }                                                                                                               \
     uform_kernels_t const UFORM_WIDEN_TABLE = {UFORM_WIDEN_NAME, uform_gemm_widen_, uform_softmax_bf16_widen_,      \
                                                uform_swiglu_bf16_widen_, uform_round_bf16_widen_,               \
-                                               uform_widen_e4m3_avx2, uform_quantize_e4m3_widen_,               \
+                                               UFORM_WIDEN_E4M3, uform_quantize_e4m3_widen_,                    \
                                                uform_swiglu_f32_widen_, UFORM_WIDEN_INT8, uform_rmsnorm_widen_};
 
 #endif
