@@ -5,7 +5,8 @@
  *  must reject; int8's rounding, packing, each table's quantization of an input row and its product
  *  against an int64 sum of the same codes (bit for bit) and a float64 product (a derived bound), at
  *  each tail of each table's tiling; each table's softmax against float64 exponentials (a derived
- *  bound) and its RMSNorm against uform_rmsnorm (bit for bit), with planted copies the checks must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
+ *  bound), its SwiGLU (Float32 and BF16) against float64 (a derived bound) and its RMSNorm against
+ *  uform_rmsnorm (bit for bit), with planted copies the checks must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -478,11 +479,93 @@ static void test_rmsnorm(void) {
     printf("rmsnorm: every table bit for bit uform_rmsnorm; the short-sum control differs in %zu values\n", planted);
 }
 
+/* ---- SwiGLU ----------------------------------------------------------------------------------- */
+
+/* silu(g) u = g u / (1 + exp(-g)) in Float32, against float64. A table's exponential is within 8 u
+ * (u = 2^-24: the widen tables' two-step reduction, degree-6 polynomial and Horner steps; expf under
+ * 1 u); 1 + e, the quotient and the product add 3 u, and exp's error passes into silu(g) at most once
+ * (the factor e / (1 + e) <= 1): 11 u in all, stated as 16 u. The BF16 kernel rounds that to
+ * nearest (2^-8 relative: 8 significant bits). |g| <= 60: past -87 the tables clamp exp's argument,
+ * where |silu(g) u| is under 2^-118 |u| anyway. */
+typedef void (*swiglu_f32_fn_t)(float const *, size_t, size_t, float *);
+typedef void (*swiglu_bf16_fn_t)(float const *, size_t, size_t, uint16_t *);
+
+/* Planted: exp by a degree-3 Taylor polynomial after the same reduction. */
+static void swiglu_degree3(float const *gate_up, size_t rows, size_t width, float *hidden) {
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t i = 0; i < width; ++i) {
+            float g = gate_up[r * 2 * width + i], x = -g, n = nearbyintf(x * 1.44269504f), f = x - n * 0.693147181f;
+            float e = ldexpf(1.0f + f * (1.0f + f * (0.5f + f / 6.0f)), (int)n);
+            hidden[r * width + i] = g / (1.0f + e) * gate_up[r * 2 * width + width + i];
+        }
+}
+
+/* Planted: gate and up swapped in the BF16 kernel (silu of up, times gate). */
+static void swiglu_swapped_bf16(float const *gate_up, size_t rows, size_t width, uint16_t *hidden) {
+    for (size_t r = 0; r < rows; ++r)
+        for (size_t i = 0; i < width; ++i) {
+            float u = gate_up[r * 2 * width + width + i];
+            hidden[r * width + i] = uform_f32_to_bf16(u / (1.0f + expf(-u)) * gate_up[r * 2 * width + i]);
+        }
+}
+
+/* The worst error over the bound of either kernel (one of the two is NULL), over widths around the
+ * vectors (4, 8, 16 lanes) and the encoder's (2048), gates from -60 to 60 with exact zeros. */
+static double swiglu_worst(swiglu_f32_fn_t f32, swiglu_bf16_fn_t bf16) {
+    static size_t const widths[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 100, 2048};
+    size_t const rows = 3;
+    double const u = ldexp(1.0, -24), kernel = 16 * u, rounding = ldexp(1.0, -8);
+    double worst = 0;
+    uform_rng_t rng = {11};
+    for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); ++w) {
+        size_t width = widths[w];
+        float *gate_up = malloc(rows * 2 * width * sizeof(float)), *out = malloc(rows * width * sizeof(float));
+        uint16_t *out16 = malloc(rows * width * sizeof(uint16_t));
+        for (size_t i = 0; i < rows * width; ++i) {
+            size_t r = i / width, j = i % width;
+            double spread = (double[]){1.0, 8.0, 60.0}[r];
+            double g = (j % 13 == 0) ? 0.0 : spread * (2 * uform_rng_uniform(&rng) - 1);
+            gate_up[r * 2 * width + j] = (float)g;
+            gate_up[r * 2 * width + width + j] = (float)uform_rng_normal(&rng);
+        }
+        if (f32) f32(gate_up, rows, width, out);
+        if (bf16) bf16(gate_up, rows, width, out16);
+        for (size_t i = 0; i < rows * width; ++i) {
+            size_t r = i / width, j = i % width;
+            double g = gate_up[r * 2 * width + j], up = gate_up[r * 2 * width + width + j];
+            double expected = g / (1.0 + exp(-g)) * up, got = f32 ? out[i] : uform_bf16_to_f32(out16[i]);
+            double bound = (f32 ? kernel : rounding + (1 + rounding) * kernel) * fabs(expected) + ldexp(fabs(up), -120);
+            double ratio = fabs(got - expected) / bound;
+            worst = ratio > worst || ratio != ratio ? ratio : worst;
+        }
+        free(gate_up), free(out), free(out16);
+    }
+    return worst;
+}
+
+static void test_swiglu(void) {
+    for (size_t t = 0; uform_kernels_all[t]; ++t) {
+        uform_kernels_t const *kernels = uform_kernels_all[t];
+        if (!uform_kernels_runs(kernels->name)) continue;
+        double f32 = swiglu_worst(kernels->swiglu_f32, NULL), bf16 = swiglu_worst(NULL, kernels->swiglu_bf16);
+        if (!(f32 <= 1 && bf16 <= 1))
+            fprintf(stderr, "kernels %s: swiglu at %.3g (Float32) and %.3g (BF16) of its bound\n", kernels->name, f32, bf16);
+        CHECK(f32 <= 1);
+        CHECK(bf16 <= 1);
+        printf("kernels %s: swiglu within %.3f (Float32) and %.3f (BF16) of its bound\n", kernels->name, f32, bf16);
+    }
+    double degree3 = swiglu_worst(swiglu_degree3, NULL), swapped = swiglu_worst(NULL, swiglu_swapped_bf16);
+    CHECK(degree3 > 1);
+    CHECK(swapped > 1);
+    printf("swiglu controls: a degree-3 exp at %.3g of the bound, gate and up swapped at %.3g\n", degree3, swapped);
+}
+
 int main(void) {
     test_products();
     test_e4m3();
     test_int8();
     test_softmax();
     test_rmsnorm();
+    test_swiglu();
     return check_report();
 }
