@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: a Release build with warnings as errors (C unit tests, then the Python suites
-# against both CPU kernel tables, the AArch64 table cross-compiled and run under qemu), then an AddressSanitizer + UndefinedBehaviorSanitizer build
-# running the same suites. Prints "N passed, M failed" at the end; exits non-zero on any failure.
+# against both CPU kernel tables, then the AArch64 table cross-compiled and run under qemu), then an
+# AddressSanitizer + UndefinedBehaviorSanitizer build running the same suites. Prints "N passed, M failed" at the end; exits non-zero on any failure.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"

@@ -1,11 +1,12 @@
 /*  kernels.h: the CPU kernels behind the BF16 path, in one table chosen once at run time (kernels.c),
  *  the first this CPU runs of: "amx" (TDPBF16PS on AMX tiles, where Linux grants the tile state),
  *  "avx512bf16" (VDPBF16PS), "avx512vnni", "avx512f" and "avx2" (BF16 widened to Float32, FMA;
- *  kernels_widen.h), on AArch64 "neon" (the same over 4 lanes), "generic" (plain C); on Intel "avx512f" goes ahead of "avx512bf16", which measured
- *  slower there. All share one packed layout of B. Each table also has the int8 precision's product
- *  (gemm_int8): TDPBUSD on tiles in amx, VPDPBUSD in avx512bf16 and avx512vnni, VPMADDWD in avx512f and avx2, SMLAL in
- *  neon, plain C in generic; all exact in int32, so they agree bit for bit. `UFORM_CPU=<name>` in the environment picks a table by name
- *  (one the CPU cannot run is refused with a note on stderr), so tests and benchmarks can run each. */
+ *  kernels_widen.h), on AArch64 "neon" (the same over 4 lanes), "generic" (plain C); on Intel
+ *  "avx512f" goes ahead of "avx512bf16", which measured slower there. All share one packed layout of
+ *  B. Each table also has the int8 precision's product (gemm_int8): TDPBUSD on tiles in amx, VPDPBUSD
+ *  in avx512bf16 and avx512vnni, VPMADDWD in avx512f and avx2, SMLAL in neon, plain C in generic; all
+ *  exact in int32, so they agree bit for bit. `UFORM_CPU=<name>` in the environment picks a table by
+ *  name (one the CPU cannot run is refused with a note on stderr), so tests and benchmarks can run each. */
 #ifndef UFORM_CPU_KERNELS_H
 #define UFORM_CPU_KERNELS_H
 
