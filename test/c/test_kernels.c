@@ -513,7 +513,8 @@ static void swiglu_swapped_bf16(float const *gate_up, size_t rows, size_t width,
  * vectors (4, 8, 16 lanes) and the encoder's (2048), gates from -60 to 60 with exact zeros. */
 static double swiglu_worst(swiglu_f32_fn_t f32, swiglu_bf16_fn_t bf16) {
     static size_t const widths[] = {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 100, 2048};
-    size_t const rows = 3;
+    static double const spreads[] = {1.0, 8.0, 60.0}; /* the gates' range, a row each */
+    size_t const rows = sizeof(spreads) / sizeof(spreads[0]);
     double const u = ldexp(1.0, -24), kernel = 16 * u, rounding = ldexp(1.0, -8);
     double worst = 0;
     uform_rng_t rng = {11};
@@ -523,8 +524,7 @@ static double swiglu_worst(swiglu_f32_fn_t f32, swiglu_bf16_fn_t bf16) {
         uint16_t *out16 = malloc(rows * width * sizeof(uint16_t));
         for (size_t i = 0; i < rows * width; ++i) {
             size_t r = i / width, j = i % width;
-            double spread = (double[]){1.0, 8.0, 60.0}[r];
-            double g = (j % 13 == 0) ? 0.0 : spread * (2 * uform_rng_uniform(&rng) - 1);
+            double g = (j % 13 == 0) ? 0.0 : spreads[r] * (2 * uform_rng_uniform(&rng) - 1);
             gate_up[r * 2 * width + j] = (float)g;
             gate_up[r * 2 * width + width + j] = (float)uform_rng_normal(&rng);
         }
