@@ -50,7 +50,13 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   **{package: "GPL-3+ (its copyright file)" for package in ("espeak-ng", "libespeak-ng1", "espeak-ng-data")},
                   "libsonic0": "Apache-2.0 (its copyright file)",
                   **{package: "GPL (its copyright file)" for package in
-                     ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")}}
+                     ("groff-base", "patch", "m4", "ltrace", "sharutils", "procmail", "quota")},
+                  # GNOME programs whose help gnome_help_pairs.py reads (the help's own licence is on its pages)
+                  "evince-common": "GPL-2+, GFDL-1.1 (its copyright file)", "brasero-common": "GPL-2+, GFDL (its copyright file)",
+                  "totem-common": "GPL-2+ with exception, LGPL (its copyright file)",
+                  "evolution-common": "LGPL-2, GPL-2+ (its copyright file)",
+                  **{package: "GPL-2+ (its copyright file)" for package in ("eog", "gedit-common", "seahorse", "rhythmbox-data")},
+                  **{package: "GPL-3+ (its copyright file)" for package in ("nautilus-data", "vinagre")}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 
@@ -230,6 +236,36 @@ def remove_leaks(records, keys=pair_keys):
         records[split] = kept
         seen |= {key for record in kept for key in keys(record)}
     return removed
+
+
+def held_out_queries(folders):
+    """Case-folded queries of the dev and test splits of pair corpora (folders where they exist):
+    what another corpus's train must not hold."""
+    texts = set()
+    for folder in folders:
+        for split in ("dev", "test"):
+            path = pathlib.Path(folder) / f"{split}.jsonl"
+            if path.is_file():
+                with path.open(encoding="utf-8") as file:
+                    texts.update(json.loads(line)["query"].casefold() for line in file if line.strip())
+    return texts
+
+
+def one_per_language_without_leaks(records, removed):
+    """In place on {split: [record]} of translation pairs ("lang" set): the first record of each
+    (English, language) within a split, then remove_leaks; the drops counted by reason in `removed`."""
+    for split in SPLITS:
+        unique, seen = [], set()
+        for record in records[split]:
+            key = (record["query"].casefold(), record["lang"])
+            if key in seen:
+                removed[f"{split}: an English string repeated in a language"] += 1
+            else:
+                seen.add(key)
+                unique.append(record)
+        records[split] = unique
+    for split, count in remove_leaks(records).items():
+        removed[f"{split}: a text of an earlier split"] += count
 
 
 def dedupe(records, keys=pair_keys):

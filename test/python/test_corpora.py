@@ -460,7 +460,8 @@ def test_mixtures_name_built_corpora():
     expected = {"base.json": "mlm", "reranker.json": "rerank", "embedder.json": "contrastive",
                 "embedder_no_negatives.json": "contrastive", "embedder_definitions.json": "contrastive",
                 "embedder_definitions_negatives.json": "contrastive",
-                "embedder_definitions_negatives_scarce.json": "contrastive"}
+                "embedder_definitions_negatives_scarce.json": "contrastive", "embedder_definitions_scarce.json": "contrastive",
+                "embedder_cldr.json": "contrastive", "embedder_cldr_help.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
         assert set(mixture) <= allowed and mixture["objective"] == objective
