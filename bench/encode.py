@@ -11,7 +11,9 @@
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
 #                           [--kernels amx,avx512bf16,avx512vnni,avx512f,avx2] [--precisions bf16,e4m3,int8]
-#                           [--build build] [--peers DIR] [--output FILE]
+#                           [--peer-isa native|avx2|avx512vnni] [--build build] [--peers DIR] [--output FILE]
+# --peer-isa caps the peer's instruction set (PyTorch's kernels, oneDNN, MKL) to emulate a CPU class on
+# this one, beside ours pinned to that class's table by --kernels.
 import argparse
 import json
 import os
@@ -19,9 +21,18 @@ import pathlib
 import platform
 import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+# The peer's instruction set capped to emulate a CPU class on this one: PyTorch's own kernels
+# (ATEN_CPU_CAPABILITY), oneDNN's (its BFloat16 and AMX products) and MKL's (its Float32 GEMM).
+PEER_ISAS = {"native": {},
+             "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
+             "avx512vnni": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI",
+                            "MKL_ENABLE_INSTRUCTIONS": "AVX512"}}
 
 
 def run_lines(command, env=None):
@@ -68,6 +79,8 @@ def main():
     parser.add_argument("--kernels", default="avx512bf16,avx512f,avx2",
                         help="CPU kernel tables to run (src/cpu/kernels.h; generic is about 20x slower)")
     parser.add_argument("--precisions", default="bf16", help="ours at these product precisions, comma-separated")
+    parser.add_argument("--peer-isa", default="native", choices=sorted(PEER_ISAS),
+                        help="cap the peer's instruction set to emulate another CPU class on this one (default native)")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
     parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
@@ -114,7 +127,9 @@ def main():
             command.append("--compile")
         print(f"peer: torch {config} ...", file=sys.stderr)
         try:
-            for line in run_lines(command):
+            # inductor's cache is not keyed by the capped ISA: kernels compiled under another cap crash
+            cache = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tempfile.gettempdir(), f"torchinductor-uform-{args.peer_isa}")}
+            for line in run_lines(command, env=dict(os.environ, **PEER_ISAS[args.peer_isa], **cache)):
                 peer_version = line.get("torch")
                 rows.setdefault(line["text_bytes"], {})[f"torch {config}"] = line["bytes_per_s"]
                 print(json.dumps(line), file=sys.stderr, flush=True)
@@ -151,7 +166,8 @@ def main():
         print("| " + " | ".join(cell(v).rjust(w) for v, w in zip(row, widths)) + " |")
 
     report = {"benchmark": f"encode_{args.device}", "date": time.strftime("%Y-%m-%d"), "cpu": cpu_name(), "cpu_kernels": cpu_class,
-              "gpu": gpu_name() if gpu else None, "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
+              "gpu": gpu_name() if gpu else None, "peer_isa": args.peer_isa, "peer_env": PEER_ISAS[args.peer_isa],
+              "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
               "rows": [dict(zip(header, row)) for row in table]}
     write_report(args.output, report)
