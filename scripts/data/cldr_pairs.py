@@ -49,7 +49,11 @@ def leaves(path):
         for child in children:
             walk(child, key)
 
-    walk(ElementTree.parse(path).getroot(), "")
+    try:
+        root = ElementTree.parse(path).getroot()
+    except (ElementTree.ParseError, OSError) as error:
+        sys.exit(f"cldr_pairs: {path}: not readable LDML: {error}")
+    walk(root, "")
     return found
 
 
@@ -116,7 +120,11 @@ def annotation_values(folder, locale):
         path = folder / sub / f"{locale}.xml"
         if not path.is_file():
             continue
-        for element in ElementTree.parse(path).getroot().iter("annotation"):
+        try:
+            annotations = ElementTree.parse(path).getroot().iter("annotation")
+        except (ElementTree.ParseError, OSError) as error:
+            sys.exit(f"cldr_pairs: {path}: not readable LDML: {error}")
+        for element in annotations:
             text = (element.text or "").strip()
             tone = any(0x1F3FB <= ord(character) <= 0x1F3FF for character in element.get("cp", ""))
             if text and text != INHERITED and not tone and element.get("draft") not in ("unconfirmed", "provisional"):

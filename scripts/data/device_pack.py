@@ -8,12 +8,13 @@ clips ({"audio": PATH}, {"video": PATH} sides) travel as they are (build the spe
 xz-compressed in the archive; --keep packs a spread subset of a large corpus's train records. Unpack it at the repository root (`tar -xf PACK`) to get data/NAME/
 as the corpus scripts write it, which the mixture's paths name. Each mixture's source files are
 packed (whatever their names: train.jsonl, text.jsonl, images.jsonl, train-negatives.jsonl), and
---splits adds those splits of every source's corpus folder; --no-images packs the records alone,
+--splits adds those splits of every source's corpus folder; --sources and --skip-sources pick the
+mixtures' sources by name (a large mixture in packs of two calls); --no-images packs the records alone,
 for a machine that already holds the pictures from another pack.
 
     python3 scripts/data/device_pack.py [--mixture mixtures/images.json ...] [--splits train,test]
                                         [--keep gettext=300000] [--split-limit N] [--no-images] [--lossy NAME=Q] [--xz-preset 9]
-                                        [--output data/pack/images.tar] [--jobs N]
+                                        [--sources A,B] [--skip-sources C,D] [--output data/pack/images.tar] [--jobs N]
 
 Writes the archive atomically and prints its size; refuses a pack over --limit MiB (default 54:
 the carry limit less the libraries that travel beside it).
@@ -54,11 +55,14 @@ def webp_bytes(job):
     return path, out.getvalue()
 
 
-def source_files(mixture_path):
-    """[path] of the mixture's source files (each NAME/FILE.jsonl under a corpus folder)."""
+def source_files(mixture_path, sources=None, skip=()):
+    """[path] of the mixture's source files (each NAME/FILE.jsonl under a corpus folder): only those
+    whose name is in `sources` when given, none whose name is in `skip`."""
     mixture = json.loads(pathlib.Path(mixture_path).read_text(encoding="utf-8"))
     paths = []
     for source in mixture["sources"]:
+        if (sources is not None and source.get("name") not in sources) or source.get("name") in skip:
+            continue
         path = (pathlib.Path(mixture_path).parent / source["path"]).resolve()
         if not path.is_file():
             sys.exit(f"device_pack: {mixture_path}: source {source.get('name', path.name)}: {path} is missing: build it first (docs/data.md)")
@@ -98,15 +102,20 @@ def spread(lines, count):
 
 
 def pack(mixtures, splits, output, keep=None, limit=54.0, jobs=None, root=ROOT, exact=True, images_too=True, lossy=None,
-         xz_preset=9, split_limit=None):
+         xz_preset=9, split_limit=None, sources=None, skip=()):
     """Writes the archive (names relative to root) and returns (record files, images, MiB)."""
     output = pathlib.Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     temporary = output.with_name(output.name + ".partial")
     keep = keep or {}
     paths = []
-    for mixture in [mixtures] if isinstance(mixtures, str) else mixtures:
-        for source in source_files(mixture):
+    mixtures = [mixtures] if isinstance(mixtures, str) else mixtures
+    names = {source.get("name") for mixture in mixtures for source in json.loads(pathlib.Path(mixture).read_text(encoding="utf-8"))["sources"]}
+    unknown = sorted((set(sources or ()) | set(skip)) - names)
+    if unknown:
+        sys.exit(f"device_pack: no source of {', '.join(map(str, mixtures))} is named {', '.join(unknown)}")
+    for mixture in mixtures:
+        for source in source_files(mixture, sources, skip):
             for path in [source] + [source.parent / f"{split}.jsonl" for split in splits]:
                 if path not in paths:
                     paths.append(path)
@@ -167,6 +176,8 @@ def main():
                         help="xz level of the record files (default 9, the smallest; 6 packs several times faster)")
     parser.add_argument("--lossy", action="append", default=[], metavar="NAME=Q",
                         help="corpus NAME's images as lossy WebP of quality Q (smaller; no longer the PNG's bits)")
+    parser.add_argument("--sources", help="pack only the mixtures' sources of these names (comma-separated)")
+    parser.add_argument("--skip-sources", default="", help="leave out the mixtures' sources of these names (comma-separated)")
     parser.add_argument("--limit", type=float, default=54.0, help="largest pack in MiB (default 54)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count())
     args = parser.parse_args()
@@ -176,7 +187,9 @@ def main():
     splits = [split for split in args.splits.split(",") if split]
     lossy = dict((name, int(quality)) for name, quality in (item.split("=", 1) for item in args.lossy))
     files, images, size = pack(mixtures, splits, args.output, keep, args.limit, args.jobs, images_too=not args.no_images,
-                               lossy=lossy, xz_preset=args.xz_preset, split_limit=args.split_limit)
+                               lossy=lossy, xz_preset=args.xz_preset, split_limit=args.split_limit,
+                               sources=args.sources.split(",") if args.sources else None,
+                               skip=[name for name in args.skip_sources.split(",") if name])
     print(f"device_pack: {files} record files, {images} images -> {args.output} ({size:.1f} MiB) in {time.time() - started:.0f} s")
 
 

@@ -163,6 +163,13 @@ def test_output_repeats_byte_for_byte(tmp_path):
         assert a == b, name
 
 
+def test_corrupt_file_is_named(tmp_path):
+    write_cldr(tmp_path / "cldr")
+    (tmp_path / "cldr" / "main" / "hy.xml").write_text("<ldml><localeDisplayNames>", encoding="utf-8")  # cut short
+    with pytest.raises(SystemExit, match="hy.xml: not readable LDML"):
+        run(tmp_path, tmp_path / "out")
+
+
 def test_missing_language_is_named(tmp_path):
     write_cldr(tmp_path / "cldr")
     with pytest.raises(SystemExit, match="no main/ data for th"):

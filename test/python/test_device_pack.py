@@ -182,3 +182,15 @@ def test_clips_travel_as_they_are(tmp_path):
     with pytest.raises(SystemExit, match="film.webm is missing"):
         device_pack.pack(str(mixture), [], output, jobs=1, root=root)
 
+
+
+def test_sources_by_name(tmp_path):
+    """--sources packs the named sources alone, --skip-sources all but them; an unknown name is refused."""
+    mixture, _ = write_tree(tmp_path)
+    output = tmp_path / "p.tar"
+    device_pack.pack(str(mixture), ["test"], output, jobs=1, root=tmp_path, sources=["words"])
+    assert sorted(unpack(output)) == ["data/words/test.jsonl", "data/words/train.jsonl"]
+    device_pack.pack(str(mixture), ["test"], output, jobs=1, root=tmp_path, skip=["words"])
+    assert not any("words" in name for name in unpack(output)) and "data/pics/train.jsonl" in unpack(output)
+    with pytest.raises(SystemExit, match="is named nothing"):
+        device_pack.pack(str(mixture), [], output, jobs=1, root=tmp_path, sources=["nothing"])
