@@ -40,6 +40,8 @@ def split_by_language(path, per_language, folder):
     """{lang: file} of the pair file's records per "lang" (records without one, and languages of a
     single pair, are left out), at most per_language each, in file order."""
     lines = collections.defaultdict(list)
+    if not pathlib.Path(path).is_file():
+        sys.exit(f"eval_languages: {path}: no such file")
     with open(path, encoding="utf-8") as file:
         for number, line in enumerate(file, 1):
             if not line.strip():

@@ -98,7 +98,12 @@ def test_the_bar():
     assert eval_languages.verdict(0.25, [0.05, None])          # WordLlama not run
 
 
-def test_records_without_language_are_refused(tmp_path):
+def test_bad_input_is_named(tmp_path):
     pairs = write(tmp_path / "none.jsonl", [{"query": "a", "positives": ["b"]}])
     with pytest.raises(SystemExit, match="no record carries"):
         eval_languages.main(["--pairs", str(pairs), "--uform-eval", str(built("uform_eval"))])
+    with pytest.raises(SystemExit, match="missing.jsonl: no such file"):
+        eval_languages.main(["--pairs", str(tmp_path / "missing.jsonl")])
+    (tmp_path / "broken.jsonl").write_text('{"query": "a", "positives": ["b"], "lang": "de"}\n{"query": \n')
+    with pytest.raises(SystemExit, match="broken.jsonl:2: not a JSON object"):
+        eval_languages.main(["--pairs", str(tmp_path / "broken.jsonl")])
