@@ -11,14 +11,17 @@
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
 #                           [--kernels amx,avx512bf16,avx512vnni,avx512f,avx2] [--precisions bf16,e4m3,int8]
-#                           [--peer-isa native|avx2|avx512vnni] [--build build] [--peers DIR] [--output FILE]
+#                           [--peer-isa native|avx2|avx512vnni] [--repeats N] [--build build] [--peers DIR] [--output FILE]
 # --peer-isa caps the peer's instruction set (PyTorch's kernels, oneDNN, MKL) to emulate a CPU class on
-# this one, beside ours pinned to that class's table by --kernels.
+# this one, beside ours pinned to that class's table by --kernels. --repeats N measures ours and the
+# peers in turn N times (both sides move 10-20% between runs on a shared machine): medians in the
+# table, each repeat's own ratio in the JSON, and the median of those as the ratio.
 import argparse
 import json
 import os
 import pathlib
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -83,6 +86,9 @@ def main():
                         help="cap the peer's instruction set to emulate another CPU class on this one (default native)")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--peers", default=str(ROOT.parent / "shared" / "peers"))
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="measure ours and the peers in turn this many times; the table gives medians, the ratio the "
+                             "median of each repeat's own (default 1)")
     parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
     args = parser.parse_args()
     gpu = args.device == "cuda"
@@ -95,58 +101,73 @@ def main():
     if not (checkpoint / "model.safetensors").exists():
         subprocess.run([build / "uform", "init", "--tier", args.tier, "--seed", "0", "--output", checkpoint], check=True)
 
-    rows = {}  # text_bytes -> {system: bytes/s}
-    ours, cpu_class = [], None
-    for precision in args.precisions.split(","):
-        for kernels in (args.kernels.split(",") if not gpu else [None]):
-            env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
-            print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
-                  file=sys.stderr)
-            lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
-                               "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
-                               "--batch-bytes", str(batch_bytes), "--precision", precision], env=env)
-            ran = lines[0]["kernels"] if lines else None
-            if kernels and ran != kernels:
-                print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
-                continue
-            system = f"uform {precision} {ran}" if kernels else f"uform {precision}"
-            ours.append(system)
-            cpu_class = lines[0].get("cpu") if lines else cpu_class
-            for line in lines:
-                rows.setdefault(line["text_bytes"], {})[system] = line["bytes_per_s"]
-                print(json.dumps(line), file=sys.stderr, flush=True)  # seen even if a peer later runs out of time
+    repeats = []  # per repeat: {text_bytes: {system: bytes/s}}, ours and the peers measured in turn
+    ours, cpu_class, peer_version, peer_error = [], None, None, None
+    for repeat in range(args.repeats):
+        if args.repeats > 1:
+            print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr)
+        rows = {}
+        ours = []
+        for precision in args.precisions.split(","):
+            for kernels in (args.kernels.split(",") if not gpu else [None]):
+                env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
+                print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
+                      file=sys.stderr)
+                lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
+                                   "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
+                                   "--batch-bytes", str(batch_bytes), "--precision", precision], env=env)
+                ran = lines[0]["kernels"] if lines else None
+                if kernels and ran != kernels:
+                    print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
+                    continue
+                system = f"uform {precision} {ran}" if kernels else f"uform {precision}"
+                ours.append(system)
+                cpu_class = lines[0].get("cpu") if lines else cpu_class
+                for line in lines:
+                    rows.setdefault(line["text_bytes"], {})[system] = line["bytes_per_s"]
+                    print(json.dumps(line), file=sys.stderr, flush=True)  # seen even if a peer later runs out of time
 
-    peer = pathlib.Path(args.peers) / "torch_encode.py"
-    peer_version, peer_error = None, None
-    for config in args.peer_configs.split(","):
-        dtype, _, compiled = config.partition("+")
-        command = [sys.executable, peer, checkpoint, "--device", args.device, "--dtype", dtype, "--threads",
-                   str(args.threads), "--bytes", args.bytes, "--seconds", str(args.seconds), "--batch-bytes",
-                   str(batch_bytes)]
-        if compiled:
-            command.append("--compile")
-        print(f"peer: torch {config} ...", file=sys.stderr)
-        try:
-            # inductor's cache is not keyed by the capped ISA: kernels compiled under another cap crash
-            cache = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tempfile.gettempdir(), f"torchinductor-uform-{args.peer_isa}")}
-            for line in run_lines(command, env=dict(os.environ, **PEER_ISAS[args.peer_isa], **cache)):
-                peer_version = line.get("torch")
-                rows.setdefault(line["text_bytes"], {})[f"torch {config}"] = line["bytes_per_s"]
-                print(json.dumps(line), file=sys.stderr, flush=True)
-        except (RuntimeError, FileNotFoundError) as error:
-            peer_error = str(error).splitlines()[-1]
-            print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
+        peer = pathlib.Path(args.peers) / "torch_encode.py"
+        for config in args.peer_configs.split(","):
+            dtype, _, compiled = config.partition("+")
+            command = [sys.executable, peer, checkpoint, "--device", args.device, "--dtype", dtype, "--threads",
+                       str(args.threads), "--bytes", args.bytes, "--seconds", str(args.seconds), "--batch-bytes",
+                       str(batch_bytes)]
+            if compiled:
+                command.append("--compile")
+            print(f"peer: torch {config} ...", file=sys.stderr)
+            try:
+                # inductor's cache is not keyed by the capped ISA: kernels compiled under another cap crash
+                cache = {"TORCHINDUCTOR_CACHE_DIR": os.path.join(tempfile.gettempdir(), f"torchinductor-uform-{args.peer_isa}")}
+                for line in run_lines(command, env=dict(os.environ, **PEER_ISAS[args.peer_isa], **cache)):
+                    peer_version = line.get("torch")
+                    rows.setdefault(line["text_bytes"], {})[f"torch {config}"] = line["bytes_per_s"]
+                    print(json.dumps(line), file=sys.stderr, flush=True)
+            except (RuntimeError, FileNotFoundError) as error:
+                peer_error = str(error).splitlines()[-1]
+                print(f"peer: torch {config} did not run: {peer_error}", file=sys.stderr)
+        repeats.append(rows)
 
     systems = ours + [f"torch {c}" for c in args.peer_configs.split(",")]
     asked = args.precisions.split(",")
     narrows = [p for p in ("e4m3", "int8") if p in asked and "bf16" in asked]
     header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + [f"{p} / bf16" for p in narrows]
+    def within(values):
+        """Our best over the peer's best in one repeat's row (None without both)."""
+        peers = [v for k, v in values.items() if k.startswith("torch")]
+        return max(values.get(s, 0) for s in ours) / max(peers) if peers and ours else None
+
+    # Each figure is the median over the repeats; the ratio is the median of each repeat's own ratio.
+    rows = {length: {system: statistics.median(r[length][system] for r in repeats if system in r.get(length, {}))
+                     for system in {k for r in repeats for k in r.get(length, {})}}
+            for length in {length for r in repeats for length in r}}
     table = []
     for length in sorted(rows):
         values = rows[length]
         peers = {k: v for k, v in values.items() if k.startswith("torch")}
         best = max(peers.values()) if peers else None
-        ratio = max(values.get(s, 0) for s in ours) / best if best and ours else None
+        ratios = [within(r[length]) for r in repeats if length in r and within(r[length]) is not None]
+        ratio = statistics.median(ratios) if ratios else None
         row = [length] + [values.get(s) for s in systems] + [best, ratio]
         wide = max((values.get(s, 0) for s in ours if s.startswith("uform bf16")), default=0)
         for precision in narrows:
@@ -169,6 +190,9 @@ def main():
               "gpu": gpu_name() if gpu else None, "peer_isa": args.peer_isa, "peer_env": PEER_ISAS[args.peer_isa],
               "precisions": args.precisions.split(","), "batch_bytes": batch_bytes, "threads": args.threads, "tier": args.tier, "seconds": args.seconds, "torch": peer_version,
               "peer_error": peer_error, "unit": "bytes/s of pooled embeddings",
+              "repeats": args.repeats, "ratios_per_repeat": {str(length): [within(r[length]) for r in repeats if length in r]
+                                                             for length in sorted(rows)},
+              "per_repeat": [{str(length): values for length, values in sorted(r.items())} for r in repeats],
               "rows": [dict(zip(header, row)) for row in table]}
     write_report(args.output, report)
 
