@@ -91,6 +91,8 @@ def main():
                              "median of each repeat's own (default 1)")
     parser.add_argument("--output", default=None, help="default bench/out/encode_DEVICE.json")
     args = parser.parse_args()
+    if args.repeats < 1:
+        parser.error("--repeats takes a count of 1 or more")
     gpu = args.device == "cuda"
     batch_bytes = args.batch_bytes or (1 << 20 if gpu else 8192)
     args.peer_configs = args.peer_configs or ("bfloat16,bfloat16+compile" if gpu else "float32,bfloat16,bfloat16+compile")
@@ -102,12 +104,11 @@ def main():
         subprocess.run([build / "uform", "init", "--tier", args.tier, "--seed", "0", "--output", checkpoint], check=True)
 
     repeats = []  # per repeat: {text_bytes: {system: bytes/s}}, ours and the peers measured in turn
-    ours, cpu_class, peer_version, peer_error = [], None, None, None
+    cpu_class, peer_version, peer_error = None, None, None
     for repeat in range(args.repeats):
         if args.repeats > 1:
             print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr)
-        rows = {}
-        ours = []
+        rows, ours = {}, []
         for precision in args.precisions.split(","):
             for kernels in (args.kernels.split(",") if not gpu else [None]):
                 env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
@@ -152,6 +153,7 @@ def main():
     asked = args.precisions.split(",")
     narrows = [p for p in ("e4m3", "int8") if p in asked and "bf16" in asked]
     header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + [f"{p} / bf16" for p in narrows]
+
     def within(values):
         """Our best over the peer's best in one repeat's row (None without both)."""
         peers = [v for k, v in values.items() if k.startswith("torch")]
