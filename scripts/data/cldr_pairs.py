@@ -14,6 +14,7 @@ library only; deterministic for a seed. See docs/data.md.
 import collections
 import json
 import pathlib
+import re
 import sys
 import time
 import xml.etree.ElementTree as ElementTree
@@ -25,6 +26,7 @@ from gettext_pairs import DEFAULT_LANGUAGES, keep  # noqa: E402
 PACKAGE = "unicode-cldr-core"
 CLDR = "usr/share/unicode/cldr/common"
 INHERITED = "↑↑↑"  # CLDR's "same as the parent locale"
+ATTRIBUTES = re.compile(r"\[[^\]]*\]")
 # Paths (the element names from the root, attributes left out) of the main/ leaves kept: names, not
 # patterns, symbols or formats. Further conditions are in `wanted`.
 MAIN_SECTIONS = ("localeDisplayNames/languages/", "localeDisplayNames/scripts/", "localeDisplayNames/territories/",
@@ -58,11 +60,9 @@ def leaves(path):
 
 
 def plain(key):
-    """The key without attributes: "/ldml/dates/fields/field/displayName"."""
-    parts = []
-    for part in key.split("/"):
-        parts.append(part.split("[", 1)[0])
-    return "/".join(parts)
+    """The key without attributes, whose values may hold "/" (a zone's "America/New_York"):
+    "/ldml/dates/fields/field/displayName"."""
+    return ATTRIBUTES.sub("", key)
 
 
 def wanted(key, text):
