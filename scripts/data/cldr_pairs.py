@@ -142,9 +142,15 @@ def held_out_captions(folders):
             if not path.is_file():
                 continue
             with path.open(encoding="utf-8") as file:
-                for line in file:
-                    record = json.loads(line)
-                    for side in [record["query"], *record["positives"]]:
+                for number, line in enumerate(file, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        record = json.loads(line)
+                        sides = [record["query"], *record["positives"]]
+                    except (json.JSONDecodeError, KeyError, TypeError) as error:
+                        sys.exit(f"cldr_pairs: {path}:{number}: not a pair record: {error}")
+                    for side in sides:
                         if isinstance(side, str):
                             texts.add(side.casefold())
     return texts
@@ -175,7 +181,7 @@ def main(argv=None):
     if missing:
         sys.exit(f"cldr_pairs: CLDR has no main/ data for {', '.join(missing)} under {folder}")
 
-    english = {key: text for key, text in leaves(folder / "main" / "en.xml").items()}
+    english = leaves(folder / "main" / "en.xml")
     english_subdivisions = leaves(folder / "subdivisions" / "en.xml") if (folder / "subdivisions" / "en.xml").is_file() else {}
     english_annotations = annotation_values(folder, "en")
     dropped = collections.Counter()

@@ -245,9 +245,16 @@ def held_out_queries(folders):
     for folder in folders:
         for split in ("dev", "test"):
             path = pathlib.Path(folder) / f"{split}.jsonl"
-            if path.is_file():
-                with path.open(encoding="utf-8") as file:
-                    texts.update(json.loads(line)["query"].casefold() for line in file if line.strip())
+            if not path.is_file():
+                continue
+            with path.open(encoding="utf-8") as file:
+                for number, line in enumerate(file, 1):
+                    if not line.strip():
+                        continue
+                    try:
+                        texts.add(json.loads(line)["query"].casefold())
+                    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+                        sys.exit(f"{path}:{number}: not a pair record: {error}")
     return texts
 
 

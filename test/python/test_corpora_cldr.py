@@ -170,6 +170,14 @@ def test_corrupt_file_is_named(tmp_path):
         run(tmp_path, tmp_path / "out")
 
 
+def test_corrupt_held_out_file_is_named(tmp_path):
+    write_cldr(tmp_path / "cldr")
+    emoji = write_held_out(tmp_path / "emoji", {"dev": [{"query": "a", "positives": ["b"]}]})
+    (emoji / "test.jsonl").write_text('{"query": "cut sho\n')
+    with pytest.raises(SystemExit, match="test.jsonl:1: not a pair record"):
+        run(tmp_path, tmp_path / "out", held_images=str(emoji))
+
+
 def test_missing_language_is_named(tmp_path):
     write_cldr(tmp_path / "cldr")
     with pytest.raises(SystemExit, match="no main/ data for th"):

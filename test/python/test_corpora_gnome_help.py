@@ -103,6 +103,14 @@ def test_held_out_english_stays_out_of_train(tmp_path):
     assert ("Drag the slider to the right.", "Ziehen Sie den Regler nach rechts.", "de") in pairs
 
 
+def test_corrupt_held_out_file_is_named(tmp_path):
+    held = tmp_path / "gettext"
+    held.mkdir()
+    (held / "dev.jsonl").write_text(json.dumps({"query": "a", "positives": ["b"]}) + "\n[1, 2]\n")
+    with pytest.raises(SystemExit, match="dev.jsonl:2: not a pair record"):
+        run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg"), held=str(held))
+
+
 def test_built_gnome_help_corpus():
     folder = ROOT / "data" / "gnome-help"
     if not (folder / "manifest.json").exists():
