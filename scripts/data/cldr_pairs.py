@@ -12,7 +12,6 @@ library only; deterministic for a seed. See docs/data.md.
 """
 
 import collections
-import json
 import pathlib
 import re
 import sys
@@ -133,29 +132,6 @@ def annotation_values(folder, locale):
     return values
 
 
-def held_out_captions(folders):
-    """Case-folded texts (queries and text positives) of the dev and test splits of image corpora."""
-    texts = set()
-    for folder in folders:
-        for split in ("dev", "test"):
-            path = pathlib.Path(folder) / f"{split}.jsonl"
-            if not path.is_file():
-                continue
-            with path.open(encoding="utf-8") as file:
-                for number, line in enumerate(file, 1):
-                    if not line.strip():
-                        continue
-                    try:
-                        record = json.loads(line)
-                        sides = [record["query"], *record["positives"]]
-                    except (json.JSONDecodeError, KeyError, TypeError) as error:
-                        sys.exit(f"cldr_pairs: {path}:{number}: not a pair record: {error}")
-                    for side in sides:
-                        if isinstance(side, str):
-                            texts.add(side.casefold())
-    return texts
-
-
 def concept_of(key):
     """The split group: the concept a key names in every language (an emoji's name and keywords are one)."""
     if key.startswith("emoji/"):
@@ -210,7 +186,7 @@ def main(argv=None):
     records = debian_archive.split_records(groups, split_of)
     image_folders = [folder for folder in arguments.held_out_images.split(",") if folder]
     text_folders = [folder for folder in arguments.held_out_text.split(",") if folder]
-    captions = held_out_captions(image_folders)
+    captions = {side.casefold() for sides in debian_archive.held_out_sides(image_folders) for side in sides if isinstance(side, str)}
     held_english = debian_archive.held_out_queries(text_folders)
     removed = collections.Counter()
     kept = []

@@ -238,10 +238,10 @@ def remove_leaks(records, keys=pair_keys):
     return removed
 
 
-def held_out_queries(folders):
-    """Case-folded queries of the dev and test splits of pair corpora (folders where they exist):
-    what another corpus's train must not hold."""
-    texts = set()
+def held_out_sides(folders):
+    """[query, *positives] of each pair record in the dev and test splits of the corpus folders where
+    they exist (a side is a text or a media object); a line that is not a pair record ends the script
+    with its file and line."""
     for folder in folders:
         for split in ("dev", "test"):
             path = pathlib.Path(folder) / f"{split}.jsonl"
@@ -252,10 +252,16 @@ def held_out_queries(folders):
                     if not line.strip():
                         continue
                     try:
-                        texts.add(json.loads(line)["query"].casefold())
-                    except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as error:
+                        record = json.loads(line)
+                        sides = [record["query"], *record["positives"]]
+                    except (json.JSONDecodeError, KeyError, TypeError) as error:
                         sys.exit(f"{path}:{number}: not a pair record: {error}")
-    return texts
+                    yield sides
+
+
+def held_out_queries(folders):
+    """Case-folded queries of the dev and test splits of pair corpora: what another corpus's train must not hold."""
+    return {sides[0].casefold() for sides in held_out_sides(folders) if isinstance(sides[0], str)}
 
 
 def one_per_language_without_leaks(records, removed):

@@ -174,7 +174,7 @@ def test_corrupt_held_out_file_is_named(tmp_path):
     write_cldr(tmp_path / "cldr")
     emoji = write_held_out(tmp_path / "emoji", {"dev": [{"query": "a", "positives": ["b"]}]})
     (emoji / "test.jsonl").write_text('{"query": "cut sho\n')
-    with pytest.raises(SystemExit, match="test.jsonl:1: not a pair record"):
+    with pytest.raises(SystemExit, match="emoji/test.jsonl:1: not a pair record"):
         run(tmp_path, tmp_path / "out", held_images=str(emoji))
 
 
