@@ -438,7 +438,8 @@ def test_text_corpus(tmp_path):
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
-         "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys}
+         "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys, "cldr": pair_keys,
+         "gnome-help": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))

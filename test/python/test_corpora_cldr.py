@@ -3,7 +3,7 @@
 # unconfirmed values), that a concept keeps one split in every language, that no text crosses
 # splits (with a planted leak the check must catch), that held-out captions and English strings of
 # other corpora stay out of train, and that the output matches its manifest and repeats byte for
-# byte. Then the same checks on data/cldr when it has been built.
+# byte. The built corpus is checked with the others (test_corpora.py), its languages here.
 
 import json
 import pathlib
@@ -184,13 +184,9 @@ def test_missing_language_is_named(tmp_path):
         cldr_pairs.main(["--cldr-root", str(tmp_path / "cldr"), "--languages", "de,th", "--output", str(tmp_path / "out")])
 
 
-def test_built_cldr_corpus():
+def test_built_cldr_corpus_covers_the_scarce_languages():
+    """Leaks, manifest and packages are test_corpora.py's checks of every built corpus."""
     folder = ROOT / "data" / "cldr"
     if not (folder / "manifest.json").exists():
         pytest.skip("data/cldr is not built (scripts/data/cldr_pairs.py writes it)")
-    manifest = check_manifest(folder)
-    splits = read_splits(folder)
-    assert all(splits[split] for split in SPLITS) and not leaks(splits, pair_keys)
-    assert set(manifest["languages"]) >= {"hy", "th", "ar", "fa", "he", "zh"}
-    for package in manifest["source"]["packages"]:
-        assert package["version"] and package["sha256"] and package["licence"], package
+    assert set(json.loads((folder / "manifest.json").read_text())["languages"]) >= {"hy", "th", "ar", "fa", "he", "zh"}

@@ -3,7 +3,7 @@
 # differ from the English page's is left out whole (a control: the same page aligned is paired),
 # untranslated paragraphs are dropped, the preferred locale of a language wins, pages stay whole
 # across splits with no text shared between splits (a planted leak caught), held-out English of
-# other corpora stays out of train. Then the same checks on data/gnome-help when it has been built.
+# other corpora stays out of train. The built corpus is checked with the others (test_corpora.py).
 
 import json
 import pathlib
@@ -110,13 +110,3 @@ def test_corrupt_held_out_file_is_named(tmp_path):
     with pytest.raises(SystemExit, match="dev.jsonl:2: not a pair record"):
         run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg"), held=str(held))
 
-
-def test_built_gnome_help_corpus():
-    folder = ROOT / "data" / "gnome-help"
-    if not (folder / "manifest.json").exists():
-        pytest.skip("data/gnome-help is not built (scripts/data/gnome_help_pairs.py writes it)")
-    manifest = check_manifest(folder)
-    splits = read_splits(folder)
-    assert all(splits[split] for split in SPLITS) and not leaks(splits, pair_keys)
-    for package in manifest["source"]["packages"]:
-        assert package["version"] and package["sha256"] and package["licence"], package
