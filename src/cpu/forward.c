@@ -151,8 +151,11 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
         size_t first = segment->start + tile;
         float *output = workspace->attention + first * d + head * hw;
         if (bf16) {
-            kernels->gemm(q16 + first * stride, stride, scratch->keys_packed, scratch->scores, scores_stride, rows, keys_count,
-                          hw);
+            /* The tile's q rows copied close together: 3d-wide rows 3 KiB apart fall on a few L1 sets. */
+            for (size_t r = 0; r < rows; ++r)
+                memcpy(scratch->queries + r * uform_query_stride_k, q16 + (first + r) * stride, hw * sizeof(uint16_t));
+            kernels->gemm(scratch->queries, uform_query_stride_k, scratch->keys_packed, scratch->scores, scores_stride, rows,
+                          keys_count, hw);
             kernels->softmax_bf16(scratch->scores, rows, keys_count, scores_stride, 0.125f, scratch->probabilities,
                                   probabilities_stride, scratch->sums);
             kernels->gemm(scratch->probabilities, probabilities_stride, scratch->values_packed, output, d, rows, hw, keys_count);

@@ -243,13 +243,14 @@ int uform_kernels_runs(char const *name) {
                                         uform_amx_permitted();
 #endif
 #if defined(UFORM_HAVE_AVX512BF16)
-    /* VNNI for its int8 product: every CPU with AVX512-BF16 has it. */
+    /* VNNI for its int8 product, DQ for the softmax's VREDUCEPS: every CPU with AVX512-BF16 has both. */
     if (!strcmp(name, "avx512bf16")) return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
-                                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+                                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+                                                   __builtin_cpu_supports("avx512dq");
 #endif
 #if defined(UFORM_HAVE_AVX512VNNI)
     if (!strcmp(name, "avx512vnni")) return __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw") &&
-                                                   __builtin_cpu_supports("avx512vl");
+                                                   __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #endif
 #if defined(UFORM_HAVE_AVX512F)
     if (!strcmp(name, "avx512f")) return __builtin_cpu_supports("avx512f") != 0;

@@ -28,7 +28,12 @@ static inline __m256 uform_v_min(__m256 a, __m256 b) { return _mm256_min_ps(a, b
 static inline __m256 uform_v_fma(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
 static inline __m256 uform_v_fnma(__m256 a, __m256 b, __m256 c) { return _mm256_fnmadd_ps(a, b, c); }
 static inline __m256 uform_v_round(__m256 x) { return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC); }
+static inline __m256 uform_v_split(__m256 x, __m256 *whole) {
+    *whole = uform_v_round(x);
+    return _mm256_sub_ps(x, *whole);
+}
 /* 2^n built in the exponent field: n stays in [-126, 127] for the clamped arguments of exp. */
+#define UFORM_V_SCALE_NORMAL 1
 static inline __m256 uform_v_scale(__m256 p, __m256 n) {
     __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));

@@ -23,6 +23,17 @@ static inline __m512 uform_v_min(__m512 a, __m512 b) { return _mm512_min_ps(a, b
 static inline __m512 uform_v_fma(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
 static inline __m512 uform_v_fnma(__m512 a, __m512 b, __m512 c) { return _mm512_fnmadd_ps(a, b, c); }
 static inline __m512 uform_v_round(__m512 x) { return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT); }
+/* VREDUCEPS (AVX512-DQ) gives x - round(x) in one step. */
+static inline __m512 uform_v_split(__m512 x, __m512 *whole) {
+#if defined(__AVX512DQ__)
+    __m512 fraction = _mm512_reduce_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    *whole = _mm512_sub_ps(x, fraction);
+    return fraction;
+#else
+    *whole = uform_v_round(x);
+    return _mm512_sub_ps(x, *whole);
+#endif
+}
 static inline __m512 uform_v_scale(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
 static inline float uform_v_sum(__m512 x) { return _mm512_reduce_add_ps(x); }
 static inline float uform_v_largest(__m512 x) { return _mm512_reduce_max_ps(x); }
@@ -50,6 +61,10 @@ static inline __m512 uform_v_odd(uint16_t const *pairs) {
 #if defined(UFORM_NATIVE_BF16)
 static inline void uform_v_store_bf16(uint16_t *target, __m512 x) {
     _mm256_storeu_si256((__m256i *)target, (__m256i)_mm512_cvtneps_pbh(x)); /* VCVTNEPS2BF16: nearest even, NaN quiet */
+}
+#define UFORM_V_STORE_BF16_TWO 1
+static inline void uform_v_store_bf16_two(uint16_t *target, __m512 first, __m512 second) {
+    _mm512_storeu_si512(target, (__m512i)_mm512_cvtne2ps_pbh(second, first)); /* VCVTNE2PS2BF16: the second operand lands first */
 }
 #else
 static inline void uform_v_store_bf16(uint16_t *target, __m512 x) {

@@ -34,7 +34,12 @@ static inline float32x4_t uform_v_min(float32x4_t a, float32x4_t b) { return vmi
 static inline float32x4_t uform_v_fma(float32x4_t a, float32x4_t b, float32x4_t c) { return vfmaq_f32(c, a, b); }
 static inline float32x4_t uform_v_fnma(float32x4_t a, float32x4_t b, float32x4_t c) { return vfmsq_f32(c, a, b); }
 static inline float32x4_t uform_v_round(float32x4_t x) { return vrndnq_f32(x); }
+static inline float32x4_t uform_v_split(float32x4_t x, float32x4_t *whole) {
+    *whole = vrndnq_f32(x);
+    return vsubq_f32(x, *whole);
+}
 /* 2^n built in the exponent field: n stays in [-126, 127] for the clamped arguments of exp. */
+#define UFORM_V_SCALE_NORMAL 1
 static inline float32x4_t uform_v_scale(float32x4_t p, float32x4_t n) {
     int32x4_t exponent = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
     return vmulq_f32(p, vreinterpretq_f32_s32(exponent));

@@ -10,10 +10,12 @@
  *    uform_v_zero, uform_v_set1, uform_v_load, uform_v_store, uform_v_add, uform_v_sub, uform_v_mul,
  *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
  *    uform_v_e4m3 (to the nearest E4M3 value, ties to even, saturated at 448),
- *    uform_v_round (to nearest integer), uform_v_scale (p * 2^n, n integral), uform_v_sum, uform_v_largest
- *    (horizontal), uform_v_even and uform_v_odd (the first and second BF16 of each packed 32-bit pair of
- *    the UFORM_LANES pairs at a pointer, widened), uform_v_store_bf16 (UFORM_LANES values rounded to
- *    nearest even, NaN kept quiet). */
+ *    uform_v_round (to nearest integer), uform_v_split (x - round(x), exactly, and round(x)),
+ *    uform_v_scale (p * 2^n, n integral; UFORM_V_SCALE_NORMAL defined where 2^n must be a normal float),
+ *    uform_v_sum, uform_v_largest (horizontal), uform_v_even and uform_v_odd (the first and second BF16
+ *    of each packed 32-bit pair of the UFORM_LANES pairs at a pointer, widened), uform_v_store_bf16
+ *    (UFORM_LANES values rounded to nearest even, NaN kept quiet), and optionally uform_v_store_bf16_two
+ *    (two vectors' worth, the first at `target`; UFORM_V_STORE_BF16_TWO defined where it is one step). */
 #ifndef UFORM_CPU_KERNELS_WIDEN_H
 #define UFORM_CPU_KERNELS_WIDEN_H
 
@@ -22,6 +24,13 @@
 
 #include "core/numeric.h"
 #include "cpu/kernels.h"
+
+#if !defined(UFORM_V_STORE_BF16_TWO)
+static inline void uform_v_store_bf16_two(uint16_t *target, uform_v_t first, uform_v_t second) {
+    uform_v_store_bf16(target, first);
+    uform_v_store_bf16(target + UFORM_LANES, second);
+}
+#endif
 
 /* Vectors per panel of 16 B rows, and pairs of A widened at a time (a stack buffer, no allocation). */
 enum { uform_panel_vectors_k = 16 / UFORM_LANES, uform_widen_pairs_k = 128 };
@@ -112,12 +121,15 @@ static void uform_round_bf16_widen_(float const *source, uint16_t *target, size_
     if (i < count) uform_v_store_bf16_part_(target + i, uform_v_load_part_(source + i, count - i, 0.0f), count - i);
 }
 
-/* 2^t for softmax's exponents in base 2 (t <= 0, clamped at -126 so that 2^n stays a normal float):
- * n = round(t), then 2^(t - n) by a degree-5 polynomial fitted for relative error on [-1/2, 1/2]
- * (at most 3.3e-7 in Float32 arithmetic, far under BF16's 2^-9), scaled by 2^n. */
+/* 2^t for softmax's exponents in base 2 (t <= 0): n = round(t), then 2^(t - n) by a degree-5
+ * polynomial fitted for relative error on [-1/2, 1/2] (at most 3.3e-7 in Float32 arithmetic, far under
+ * BF16's 2^-9), scaled by 2^n; where that scaling builds 2^n in the exponent field, t is first clamped
+ * at -126 (VSCALEFPS takes any n, its small results subnormal or zero). */
 static inline uform_v_t uform_v_exp2_nonpositive_(uform_v_t t) {
+#if defined(UFORM_V_SCALE_NORMAL)
     t = uform_v_max(t, uform_v_set1(-126.0f));
-    uform_v_t n = uform_v_round(t), f = uform_v_sub(t, n);
+#endif
+    uform_v_t n, f = uform_v_split(t, &n);
     uform_v_t p = uform_v_set1(1.2943458277732134e-3f);
     p = uform_v_fma(p, f, uform_v_set1(9.669600054621696e-3f));
     p = uform_v_fma(p, f, uform_v_set1(5.551628768444061e-2f));
@@ -144,12 +156,14 @@ static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t c
         float top = uform_v_largest(uform_v_max(uform_v_max(largest[0], largest[1]), uform_v_max(largest[2], largest[3])));
         uform_v_t factor = uform_v_set1(scale * log2_e), offset = uform_v_set1(-top * (scale * log2_e));
         uform_v_t total[2] = {uform_v_zero(), uform_v_zero()};
-        for (j = 0; j + 2 * UFORM_LANES <= whole; j += 2 * UFORM_LANES)
+        for (j = 0; j + 2 * UFORM_LANES <= whole; j += 2 * UFORM_LANES) {
+            uform_v_t e[2];
             for (int i = 0; i < 2; ++i) {
-                uform_v_t e = uform_v_exp2_nonpositive_(uform_v_fma(uform_v_load(row + j + i * UFORM_LANES), factor, offset));
-                total[i] = uform_v_add(total[i], e);
-                uform_v_store_bf16(target + j + i * UFORM_LANES, e);
+                e[i] = uform_v_exp2_nonpositive_(uform_v_fma(uform_v_load(row + j + i * UFORM_LANES), factor, offset));
+                total[i] = uform_v_add(total[i], e[i]);
             }
+            uform_v_store_bf16_two(target + j, e[0], e[1]);
+        }
         for (; j < whole; j += UFORM_LANES) {
             uform_v_t e = uform_v_exp2_nonpositive_(uform_v_fma(uform_v_load(row + j), factor, offset));
             total[0] = uform_v_add(total[0], e);

@@ -124,7 +124,7 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     size_t wide = 4 * d > uform_tube_values_k ? 4 * d : uform_tube_values_k; /* the MLP's inputs, or a media frontend's */
     size_t packed_keys = uform_packed_size(span, head), packed_values = uform_packed_size(head, span + 1);
     size_t panels_bf16 = uform_e4m3_panels_k * uform_packed_size(16, wide);
-    size_t per_thread = 64 * 13 + tile * sizeof(float) + panels_bf16 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
+    size_t per_thread = 64 * 14 + query_tile * uform_query_stride_k * sizeof(uint16_t) + tile * sizeof(float) + panels_bf16 + tile * wide * sizeof(uint16_t) + tile * vocabulary_columns * sizeof(float) +
                         tile * wide * sizeof(float) + tile * d * sizeof(float) + query_tile * (span + uform_attention_skew_k) * sizeof(float) +
                         query_tile * (span + 1 + 2 * uform_attention_skew_k) * sizeof(uint16_t) + query_tile * sizeof(float) + packed_keys + packed_values;
     size_t colbert = model->config.colbert_width, widest = model->config.embedding_widths[model->config.embedding_widths_count - 1];
@@ -170,6 +170,7 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
         s->scores = uform_arena_take(&arena, query_tile * (span + uform_attention_skew_k) * sizeof(float));
         s->probabilities = uform_arena_take(&arena, query_tile * (span + 1 + 2 * uform_attention_skew_k) * sizeof(uint16_t));
         s->sums = uform_arena_take(&arena, query_tile * sizeof(float));
+        s->queries = uform_arena_take(&arena, query_tile * uform_query_stride_k * sizeof(uint16_t));
         s->keys_packed = uform_arena_take(&arena, packed_keys);
         s->values_packed = uform_arena_take(&arena, packed_values);
         s->row_scales = uform_arena_take(&arena, tile * sizeof(float));

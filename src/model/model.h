@@ -43,6 +43,7 @@ typedef struct uform_scratch_t {
     float *scores;          /* attention scores of one query tile */
     float *sums;            /* softmax denominators of one query tile */
     uint16_t *probabilities;
+    uint16_t *queries;      /* [query tile, uform_query_stride_k] a query tile's BF16 rows */
     uint16_t *keys_packed, *values_packed;
     float *row_scales;      /* [tile] an E4M3 or int8 product's scale per input row */
     uint16_t *panels_bf16;  /* E4M3 weights of uform_e4m3_panels_k panels widened to BF16 */
@@ -88,6 +89,7 @@ struct uform_model_t {
 
 /* The most cells a workspace holds: 2^24, so that byte counts never overflow. */
 enum { uform_max_cells_k = 1 << 24, uform_rope_table_k = 8192, uform_rope_slots_k = 32, uform_tile_rows_k = 128, uform_query_tile_k = 64, uform_attention_skew_k = 16,
+       uform_query_stride_k = 80 /* a query tile's BF16 rows: 160 bytes apart, off the L1 sets of the 3d-wide qkv rows */,
        uform_e4m3_panels_k = 12 /* a multiple of every table's tile of panels (kernels*.c: 1, 2, 3, 4) */ };
 
 /** The model's weight of `kind` (of `block` for per-block kinds). */
