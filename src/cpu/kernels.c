@@ -42,9 +42,71 @@ void uform_pack_f32(float const *b, size_t width, size_t depth, size_t width_str
     UFORM_PACK_BODY(float, uform_f32_to_bf16)
 }
 
+/* The layout's element (panel, pair, lane, half) from B, zero past its edges: the general case. */
+static void uform_pack_bf16_generic_(uint16_t const *b, size_t width, size_t depth, size_t width_stride,
+                                     size_t depth_stride, uint16_t *packed) {
+    UFORM_PACK_BODY(uint16_t, UFORM_SAME_)
+}
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* Attention packs K (row-major, depth_stride 1) and V^T (width_stride 1) per segment and head, at every
+ * layer: in SSE2 (every x86-64) a whole panel at a time. K: 4 x 4 blocks of 32-bit pairs transposed
+ * (keys to lanes); V^T: two keys' rows of 8 lanes interleaved, a zero row past an odd depth. Returns
+ * the whole panels packed; the caller packs the rest. */
+static size_t uform_pack_bf16_sse2_(uint16_t const *b, size_t width, size_t depth, size_t width_stride,
+                                    size_t depth_stride, uint16_t *packed) {
+    size_t pairs = (depth + 1) / 2, panels = width / 16;
+    if (depth_stride == 1 && depth % 8 == 0) {
+        for (size_t panel = 0; panel < panels; ++panel)
+            for (size_t lane = 0; lane < 16; lane += 4)
+                for (size_t pair = 0; pair < pairs; pair += 4) {
+                    uint16_t const *row = b + (panel * 16 + lane) * width_stride + 2 * pair;
+                    __m128i r0 = _mm_loadu_si128((__m128i const *)row);
+                    __m128i r1 = _mm_loadu_si128((__m128i const *)(row + width_stride));
+                    __m128i r2 = _mm_loadu_si128((__m128i const *)(row + 2 * width_stride));
+                    __m128i r3 = _mm_loadu_si128((__m128i const *)(row + 3 * width_stride));
+                    __m128i t0 = _mm_unpacklo_epi32(r0, r1), t1 = _mm_unpacklo_epi32(r2, r3);
+                    __m128i t2 = _mm_unpackhi_epi32(r0, r1), t3 = _mm_unpackhi_epi32(r2, r3);
+                    uint16_t *target = packed + (panel * pairs + pair) * 32 + lane * 2;
+                    _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi64(t0, t1));
+                    _mm_storeu_si128((__m128i *)(target + 32), _mm_unpackhi_epi64(t0, t1));
+                    _mm_storeu_si128((__m128i *)(target + 64), _mm_unpacklo_epi64(t2, t3));
+                    _mm_storeu_si128((__m128i *)(target + 96), _mm_unpackhi_epi64(t2, t3));
+                }
+        return panels;
+    }
+    if (width_stride == 1) {
+        for (size_t panel = 0; panel < panels; ++panel)
+            for (size_t pair = 0; pair < pairs; ++pair) {
+                uint16_t const *even = b + 2 * pair * depth_stride + panel * 16;
+                int whole = 2 * pair + 1 < depth;
+                __m128i e0 = _mm_loadu_si128((__m128i const *)even), e1 = _mm_loadu_si128((__m128i const *)(even + 8));
+                __m128i o0 = whole ? _mm_loadu_si128((__m128i const *)(even + depth_stride)) : _mm_setzero_si128();
+                __m128i o1 = whole ? _mm_loadu_si128((__m128i const *)(even + depth_stride + 8)) : _mm_setzero_si128();
+                uint16_t *target = packed + (panel * pairs + pair) * 32;
+                _mm_storeu_si128((__m128i *)target, _mm_unpacklo_epi16(e0, o0));
+                _mm_storeu_si128((__m128i *)(target + 8), _mm_unpackhi_epi16(e0, o0));
+                _mm_storeu_si128((__m128i *)(target + 16), _mm_unpacklo_epi16(e1, o1));
+                _mm_storeu_si128((__m128i *)(target + 24), _mm_unpackhi_epi16(e1, o1));
+            }
+        return panels;
+    }
+    return 0;
+}
+#endif
+
 void uform_pack_bf16(uint16_t const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
                      uint16_t *packed) {
-    UFORM_PACK_BODY(uint16_t, UFORM_SAME_)
+    size_t done = 0;
+#if defined(__SSE2__)
+    done = uform_pack_bf16_sse2_(b, width, depth, width_stride, depth_stride, packed);
+#endif
+    /* The panels left (a partial one, or all where no fast path fits) start at their own row of B. */
+    size_t pairs = (depth + 1) / 2;
+    if (done * 16 < width)
+        uform_pack_bf16_generic_(b + done * 16 * width_stride, width - done * 16, depth, width_stride, depth_stride,
+                                 packed + done * pairs * 32);
 }
 
 size_t uform_packed_e4m3_size(size_t width, size_t depth) { return ((width + 15) / 16) * ((depth + 1) / 2) * 32; }

@@ -6,7 +6,8 @@
  *  against an int64 sum of the same codes (bit for bit) and a float64 product (a derived bound), at
  *  each tail of each table's tiling; each table's softmax against float64 exponentials (a derived
  *  bound), its SwiGLU (Float32 and BF16) against float64 (a derived bound) and its RMSNorm against
- *  uform_rmsnorm (bit for bit), with planted copies the checks must reject. Prints "N passed, M failed" and exits non-zero on any failure. */
+ *  uform_rmsnorm (bit for bit), with planted copies the checks must reject; BF16 packing in both
+ *  orientations against the layout's definition. Prints "N passed, M failed" and exits non-zero on any failure. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,59 @@ static double product_ratio(uform_kernels_t const *kernels, size_t rows, size_t 
         }
     free(a), free(b), free(packed), free(c);
     return worst;
+}
+
+/* ---- BF16 packing ----------------------------------------------------------------------------- */
+
+typedef void (*pack_fn_t)(uint16_t const *, size_t, size_t, size_t, size_t, uint16_t *);
+
+/* Planted: each depth pair's two halves swapped (V^T's interleave in the wrong order). */
+static void pack_swapped(uint16_t const *b, size_t width, size_t depth, size_t width_stride, size_t depth_stride,
+                         uint16_t *packed) {
+    uform_pack_bf16(b, width, depth, width_stride, depth_stride, packed);
+    for (size_t i = 0; i < uform_packed_size(width, depth) / sizeof(uint16_t); i += 2) {
+        uint16_t first = packed[i];
+        packed[i] = packed[i + 1], packed[i + 1] = first;
+    }
+}
+
+/* Elements of the packing of B [width, depth] (at b[i * width_stride + j * depth_stride], both
+ * orientations: row-major as weights and K, column-major as V^T) that differ from the layout's
+ * definition, zeros past B's edges included. */
+static size_t pack_mistakes(pack_fn_t pack, size_t width, size_t depth, int transposed, uint64_t seed) {
+    size_t width_stride = transposed ? 1 : depth + 3, depth_stride = transposed ? width + 5 : 1;
+    size_t pairs = (depth + 1) / 2, count = uform_packed_size(width, depth) / sizeof(uint16_t);
+    uint16_t *b = malloc(((width + 1) * width_stride + (depth + 1) * depth_stride) * sizeof(uint16_t));
+    uint16_t *packed = malloc(count * sizeof(uint16_t));
+    uform_rng_t rng = {seed};
+    for (size_t i = 0; i < (width + 1) * width_stride + (depth + 1) * depth_stride; ++i)
+        b[i] = (uint16_t)(uform_rng_next(&rng) | 1); /* no zeros: a pad read from B shows */
+    pack(b, width, depth, width_stride, depth_stride, packed);
+    size_t mistakes = 0;
+    for (size_t k = 0; k < count; ++k) {
+        size_t panel = k / (pairs * 32), pair = k / 32 % pairs, lane = k % 32 / 2, half = k % 2;
+        size_t i = panel * 16 + lane, j = 2 * pair + half;
+        mistakes += packed[k] != (i < width && j < depth ? b[i * width_stride + j * depth_stride] : 0);
+    }
+    free(b), free(packed);
+    return mistakes;
+}
+
+/* Widths around a panel, depths around 8 (the row-major fast path's 4 pairs) and odd ones. */
+static void test_packing(void) {
+    static size_t const widths[] = {1, 15, 16, 17, 32, 64, 70};
+    static size_t const depths[] = {1, 2, 7, 8, 9, 16, 63, 64, 2049};
+    size_t mistakes = 0, planted = 0;
+    for (size_t w = 0; w < sizeof(widths) / sizeof(widths[0]); ++w)
+        for (size_t d = 0; d < sizeof(depths) / sizeof(depths[0]); ++d)
+            for (int transposed = 0; transposed < 2; ++transposed) {
+                mistakes += pack_mistakes(uform_pack_bf16, widths[w], depths[d], transposed, 100 + w * 10 + d);
+                planted += pack_mistakes(pack_swapped, widths[w], depths[d], transposed, 100 + w * 10 + d) > 0;
+            }
+    CHECK(mistakes == 0);
+    CHECK(planted == 2 * (sizeof(widths) / sizeof(widths[0])) * (sizeof(depths) / sizeof(depths[0])));
+    printf("bf16 packing: both orientations against the layout, %zu mistakes; the planted swap caught in %zu shapes\n",
+           mistakes, planted);
 }
 
 /* Rows around 6 (the AVX tiles), 16 and 32 (AMX's); widths around a panel of 16 and pairs of them;
@@ -561,6 +615,7 @@ static void test_swiglu(void) {
 }
 
 int main(void) {
+    test_packing();
     test_products();
     test_e4m3();
     test_int8();
