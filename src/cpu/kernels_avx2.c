@@ -33,7 +33,6 @@ static inline __m256 uform_v_split(__m256 x, __m256 *whole) {
     return _mm256_sub_ps(x, *whole);
 }
 /* 2^n built in the exponent field: n stays in [-126, 127] for the clamped arguments of exp. */
-#define UFORM_V_SCALE_NORMAL 1
 static inline __m256 uform_v_scale(__m256 p, __m256 n) {
     __m256i exponent = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(exponent));

@@ -34,6 +34,8 @@ static inline __m512 uform_v_split(__m512 x, __m512 *whole) {
     return _mm512_sub_ps(x, *whole);
 #endif
 }
+/* VSCALEFPS takes any n: results below the normal range come out subnormal, or zero under FTZ. */
+#define UFORM_V_SCALE_ANY 1
 static inline __m512 uform_v_scale(__m512 p, __m512 n) { return _mm512_scalef_ps(p, n); }
 static inline float uform_v_sum(__m512 x) { return _mm512_reduce_add_ps(x); }
 static inline float uform_v_largest(__m512 x) { return _mm512_reduce_max_ps(x); }

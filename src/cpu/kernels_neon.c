@@ -39,7 +39,6 @@ static inline float32x4_t uform_v_split(float32x4_t x, float32x4_t *whole) {
     return vsubq_f32(x, *whole);
 }
 /* 2^n built in the exponent field: n stays in [-126, 127] for the clamped arguments of exp. */
-#define UFORM_V_SCALE_NORMAL 1
 static inline float32x4_t uform_v_scale(float32x4_t p, float32x4_t n) {
     int32x4_t exponent = vshlq_n_s32(vaddq_s32(vcvtnq_s32_f32(n), vdupq_n_s32(127)), 23);
     return vmulq_f32(p, vreinterpretq_f32_s32(exponent));

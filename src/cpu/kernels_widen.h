@@ -11,7 +11,8 @@
  *    uform_v_div, uform_v_max, uform_v_min, uform_v_fma (a * b + c), uform_v_fnma (c - a * b),
  *    uform_v_e4m3 (to the nearest E4M3 value, ties to even, saturated at 448),
  *    uform_v_round (to nearest integer), uform_v_split (x - round(x), exactly, and round(x)),
- *    uform_v_scale (p * 2^n, n integral; UFORM_V_SCALE_NORMAL defined where 2^n must be a normal float),
+ *    uform_v_scale (p * 2^n, n integral; 2^n a normal float unless UFORM_V_SCALE_ANY is defined, with
+ *    subnormals flushed by MXCSR),
  *    uform_v_sum, uform_v_largest (horizontal), uform_v_even and uform_v_odd (the first and second BF16
  *    of each packed 32-bit pair of the UFORM_LANES pairs at a pointer, widened), uform_v_store_bf16
  *    (UFORM_LANES values rounded to nearest even, NaN kept quiet), and optionally uform_v_store_bf16_two
@@ -123,10 +124,10 @@ static void uform_round_bf16_widen_(float const *source, uint16_t *target, size_
 
 /* 2^t for softmax's exponents in base 2 (t <= 0): n = round(t), then 2^(t - n) by a degree-5
  * polynomial fitted for relative error on [-1/2, 1/2] (at most 3.3e-7 in Float32 arithmetic, far under
- * BF16's 2^-9), scaled by 2^n; where that scaling builds 2^n in the exponent field, t is first clamped
- * at -126 (VSCALEFPS takes any n, its small results subnormal or zero). */
+ * BF16's 2^-9), scaled by 2^n. Where the scaling builds 2^n in the exponent field, t is clamped at
+ * -126; where it takes any n (UFORM_V_SCALE_ANY), the softmax runs with subnormals flushed instead. */
 static inline uform_v_t uform_v_exp2_nonpositive_(uform_v_t t) {
-#if defined(UFORM_V_SCALE_NORMAL)
+#if !defined(UFORM_V_SCALE_ANY)
     t = uform_v_max(t, uform_v_set1(-126.0f));
 #endif
     uform_v_t n, f = uform_v_split(t, &n);
@@ -143,6 +144,11 @@ static inline uform_v_t uform_v_exp2_nonpositive_(uform_v_t t) {
 static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                                       uint16_t *probabilities, size_t probabilities_stride, float *sums) {
     float const log2_e = 1.44269504088896341f;
+#if defined(UFORM_V_SCALE_ANY)
+    /* A subnormal e (t < -126) would cost a microcode assist each: flushed to zero, within the bound. */
+    unsigned int control = _mm_getcsr();
+    _mm_setcsr(control | 0x8040); /* FTZ | DAZ */
+#endif
     for (size_t r = 0; r < rows; ++r) {
         float const *row = scores + r * stride;
         uint16_t *target = probabilities + r * probabilities_stride;
@@ -179,6 +185,9 @@ static void uform_softmax_bf16_widen_(float const *scores, size_t rows, size_t c
         if (columns % 2) target[columns] = 0;
         sums[r] = uform_v_sum(uform_v_add(total[0], total[1]));
     }
+#if defined(UFORM_V_SCALE_ANY)
+    _mm_setcsr(control);
+#endif
 }
 
 /* uform_rmsnorm (ops.c) bit for bit: its eight partial sums of squares in double are lane i % 8 of one
