@@ -234,7 +234,8 @@ static void uform_softmax_bf16_generic_(float const *scores, size_t rows, size_t
         float largest = -INFINITY, sum = 0;
         for (size_t j = 0; j < columns; ++j) largest = row[j] > largest ? row[j] : largest;
         for (size_t j = 0; j < columns; ++j) {
-            float e = fmaxf(expf(scale * (row[j] - largest)), 0x1p-126f); /* no subnormal, as the vector tables' clamp */
+            float e = expf(scale * (row[j] - largest));
+            e = e < 0x1p-126f ? 0x1p-126f : e; /* no subnormal, as the vector tables' clamp; a NaN stays */
             sum += e;
             target[j] = uform_f32_to_bf16(e);
         }
