@@ -405,17 +405,15 @@ static void softmax_unscaled(float const *scores, size_t rows, size_t columns, s
     uform_kernels()->softmax_bf16(scores, rows, columns, stride, 1.0f, probabilities, probabilities_stride, sums);
 }
 
-/* Planted: 2^f by a degree-3 polynomial (relative error 2e-4, inside BF16's rounding of an element,
- * outside the Float32 sum's bound). */
-static void softmax_degree3(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
-                            uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+/* A scalar softmax over an exponential in base 2, for the planted copies below. */
+static void softmax_scalar(float (*exp2_of)(float), float const *scores, size_t rows, size_t columns, size_t stride,
+                           float scale, uint16_t *probabilities, size_t probabilities_stride, float *sums) {
     for (size_t r = 0; r < rows; ++r) {
         float const *row = scores + r * stride;
         float top = -INFINITY, sum = 0;
         for (size_t j = 0; j < columns; ++j) top = row[j] > top ? row[j] : top;
         for (size_t j = 0; j < columns; ++j) {
-            float t = (row[j] - top) * scale * 1.44269504088896341f, n = rintf(t), f = t - n;
-            float e = ldexpf(((0.0530274361f * f + 0.242214084f) * f + 0.69357264f) * f + 0.99995905f, (int)n);
+            float e = exp2_of((row[j] - top) * scale * 1.44269504088896341f);
             sum += e;
             probabilities[r * probabilities_stride + j] = uform_f32_to_bf16(e);
         }
@@ -423,21 +421,23 @@ static void softmax_degree3(float const *scores, size_t rows, size_t columns, si
     }
 }
 
+/* 2^t with 2^f by a degree-3 polynomial (relative error 2e-4). */
+static float exp2_degree3(float t) {
+    float n = rintf(t), f = t - n;
+    return ldexpf(((0.0530274361f * f + 0.242214084f) * f + 0.69357264f) * f + 0.99995905f, (int)n);
+}
+
+/* Planted: a degree-3 exp (inside BF16's rounding of an element, outside the Float32 sum's bound). */
+static void softmax_degree3(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
+                            uint16_t *probabilities, size_t probabilities_stride, float *sums) {
+    softmax_scalar(exp2_degree3, scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
+}
+
 /* Planted: e = 2^t from libm in Float32, neither clamped at -126 nor flushed: subnormal results, each a
  * microcode assist on x86 (rows of them ran 13-48x slower). */
 static void softmax_subnormal(float const *scores, size_t rows, size_t columns, size_t stride, float scale,
                               uint16_t *probabilities, size_t probabilities_stride, float *sums) {
-    for (size_t r = 0; r < rows; ++r) {
-        float const *row = scores + r * stride;
-        float top = -INFINITY, sum = 0;
-        for (size_t j = 0; j < columns; ++j) top = row[j] > top ? row[j] : top;
-        for (size_t j = 0; j < columns; ++j) {
-            float e = exp2f((row[j] - top) * scale * 1.44269504088896341f);
-            sum += e;
-            probabilities[r * probabilities_stride + j] = uform_f32_to_bf16(e);
-        }
-        sums[r] = sum;
-    }
+    softmax_scalar(exp2f, scores, rows, columns, stride, scale, probabilities, probabilities_stride, sums);
 }
 
 /* The largest ratio of a softmax's error to its bound over rows of `columns` scores. Each e carries the
