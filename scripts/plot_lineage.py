@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """plot_lineage.py: the loss curves of a lineage (scripts/device/lineage.py's RUNS/STAGE/RUN/log.jsonl)
-in one PNG, a panel a stage, a line a run (the TCR run's SigLIP part dashed beside its total).
+in one PNG, a panel a stage, a line a run (the TCR run's SigLIP part dashed beside its total). A
+stage.json (what a device call brings back of a stage, e.g. a refine round) is a panel of its own,
+from each run's "curve".
 
-    python3 scripts/plot_lineage.py RUNS [-o lineage-loss.png]
+    python3 scripts/plot_lineage.py RUNS|STAGE.json... [-o lineage-loss.png]
 """
 import argparse
 import json
@@ -12,25 +14,44 @@ import sys
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("runs", help="the lineage's runs folder (runs/lineage)")
+    parser.add_argument("runs", nargs="+", help="the lineage's runs folder (runs/lineage), or a stage.json")
     parser.add_argument("-o", "--output", default="lineage-loss.png")
     args = parser.parse_args()
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    stages = [stage for stage in ("base", "reranker", "embedder") if (pathlib.Path(args.runs) / stage).is_dir()]
-    if not stages:
-        sys.exit(f"plot_lineage: {args.runs} holds no base, reranker or embedder folder")
-    figure, axes = plt.subplots(1, len(stages), figsize=(5 * len(stages), 3.6), squeeze=False)
-    for axis, stage in zip(axes[0], stages):
-        for log in sorted((pathlib.Path(args.runs) / stage).glob("*/log.jsonl")):
-            lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-            steps = [line["step"] for line in lines]
-            axis.plot(steps, [line["loss"] for line in lines], label=log.parent.name, linewidth=0.8)
-            if any(line.get("tcr") for line in lines):
-                axis.plot(steps, [line["siglip"] for line in lines], "--", label=f"{log.parent.name} (SigLIP part)", linewidth=0.8)
-        axis.set_title(stage), axis.set_xlabel("step"), axis.set_ylabel("loss"), axis.legend(fontsize=8)
-        axis.set_ylim(bottom=0)
+    panels = []  # (title, [(label, steps, losses, dashed)])
+    for source in map(pathlib.Path, args.runs):
+        if source.suffix == ".json":
+            try:
+                stage = json.loads(source.read_text())
+                lines = [(name, [point[0] for point in run["curve"]], [point[1] for point in run["curve"]], False)
+                         for name, run in stage["runs"].items()]
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
+                sys.exit(f"plot_lineage: {source}: not a stage.json with a curve per run ({error!r})")
+            panels.append((f"{stage.get('stage', source.stem)} ({source.parent.name})", lines))
+            continue
+        for stage in ("base", "reranker", "embedder"):
+            lines = []
+            for log in sorted((source / stage).glob("*/log.jsonl")):
+                records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+                steps = [record["step"] for record in records]
+                lines.append((log.parent.name, steps, [record["loss"] for record in records], False))
+                if any(record.get("tcr") for record in records):
+                    lines.append((f"{log.parent.name} (SigLIP part)", steps, [record["siglip"] for record in records], True))
+            if lines:
+                panels.append((stage, lines))
+    if not panels:
+        sys.exit(f"plot_lineage: {', '.join(args.runs)}: no base, reranker or embedder folder and no stage.json")
+    figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
+    for axis, (title, lines) in zip(axes[0], panels):
+        for label, steps, losses, dashed in lines:
+            raw = axis.plot(steps, losses, "--" if dashed else "-", linewidth=0.5, alpha=0.3)[0]
+            window = max(1, len(losses) // 25)  # a running mean over 4% of the points: single batches are noisy
+            smooth = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1]) for i in range(len(losses))]
+            axis.plot(steps, smooth, "--" if dashed else "-", color=raw.get_color(), label=label, linewidth=1.0)
+        axis.set_title(title), axis.set_xlabel("step"), axis.set_ylabel("loss"), axis.legend(fontsize=8)
+        axis.set_ylim(bottom=min(0, min(min(losses) for _, _, losses, _ in lines)))
     figure.tight_layout()
     figure.savefig(args.output, dpi=110)
     print(f"plot_lineage: {args.output}")
