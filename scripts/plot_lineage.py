@@ -26,10 +26,11 @@ def main():
             try:
                 stage = json.loads(source.read_text())
                 lines = [(name, [point[0] for point in run["curve"]], [point[1] for point in run["curve"]], False)
-                         for name, run in stage["runs"].items()]
+                         for name, run in stage["runs"].items() if run["curve"]]  # a run that logged no step has none
             except (OSError, ValueError, KeyError, TypeError, IndexError) as error:
                 sys.exit(f"plot_lineage: {source}: not a stage.json with a curve per run ({error!r})")
-            panels.append((f"{stage.get('stage', source.stem)} ({source.parent.name})", lines))
+            if lines:
+                panels.append((f"{stage.get('stage', source.stem)} ({source.parent.name})", lines))
             continue
         for stage in ("base", "reranker", "embedder"):
             lines = []
@@ -42,7 +43,7 @@ def main():
             if lines:
                 panels.append((stage, lines))
     if not panels:
-        sys.exit(f"plot_lineage: {', '.join(args.runs)}: no base, reranker or embedder folder and no stage.json")
+        sys.exit(f"plot_lineage: {', '.join(args.runs)}: nothing to draw (no base, reranker or embedder logs, no stage.json run with a curve)")
     figure, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.6), squeeze=False)
     for axis, (title, lines) in zip(axes[0], panels):
         for label, steps, losses, dashed in lines:

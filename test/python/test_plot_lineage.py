@@ -44,5 +44,5 @@ def test_what_is_not_a_stage_json_is_named(tmp_path):
     empty = tmp_path / "nothing"
     empty.mkdir()
     result = plot(empty, "-o", tmp_path / "y.png")
-    assert result.returncode != 0 and "no base, reranker or embedder folder" in result.stderr
+    assert result.returncode != 0 and "nothing to draw" in result.stderr
     assert not (tmp_path / "x.png").exists() and not (tmp_path / "y.png").exists()
