@@ -9,6 +9,7 @@ from each run's "curve".
 import argparse
 import json
 import pathlib
+import statistics
 import sys
 
 
@@ -49,7 +50,7 @@ def main():
         for label, steps, losses, dashed in lines:
             raw = axis.plot(steps, losses, "--" if dashed else "-", linewidth=0.5, alpha=0.3)[0]
             window = max(1, len(losses) // 25)  # a running mean over 4% of the points: single batches are noisy
-            smooth = [sum(losses[max(0, i - window + 1):i + 1]) / len(losses[max(0, i - window + 1):i + 1]) for i in range(len(losses))]
+            smooth = [statistics.fmean(losses[max(0, i - window + 1):i + 1]) for i in range(len(losses))]
             axis.plot(steps, smooth, "--" if dashed else "-", color=raw.get_color(), label=label, linewidth=1.0)
         axis.set_title(title), axis.set_xlabel("step"), axis.set_ylabel("loss"), axis.legend(fontsize=8)
         axis.set_ylim(bottom=min(0, min(min(losses) for _, _, losses, _ in lines)))
