@@ -2,7 +2,7 @@
  *  kernels_widen.h over 8-lane vectors, tiles of up to 4 rows of A against one panel of 16 columns of
  *  B (8 accumulators, 4 widened B vectors: 12 of the 16 registers). Compiled with -mavx2 -mfma and
  *  only called after a CPU check (kernels.c). Also the E4M3 widening of every x86 table, and the int8
- *  product of the avx2 and avx512f tables (VPMADDWD on widened codes, 4 rows x 16 columns). */
+ *  product of the avx2 and avx512f tables (VPMADDWD on widened codes, 3 rows x 16 columns). */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -137,37 +137,67 @@ float uform_quantize_int8_avx2(float const *source, size_t count, uint8_t *targe
     return scale;
 }
 
-enum { uform_int8_rows_most_k = 4 };
+/* Three rows a tile: 12 accumulators and three temporaries of the 16 registers (four rows would
+ * spill). Both sides are widened to int16 on the stack first, a chunk of the depth at a time: B's
+ * chunk once for every row of A, A's rows once a panel, so the inner loop is loads, VPMADDWD and
+ * VPADDD alone. Between chunks a tile's int32 sums wait in C's own cells. */
+enum { uform_int8_rows_most_k = 3, uform_int8_chunk_quads_k = 256 };
 
-/* Up to 4 rows against one panel: per row four vectors of 8 int32, a pair of partial
- * sums per column, added pairwise at the end. The epilogue's loops are unrolled by request: left as
- * loops over the accumulators, the compiler would keep those in memory through the depth loop too. */
+/* Widens `bytes` (a multiple of 4) codes to int16, 16 at a time where whole, then a quad at a time. */
+static inline void uform_int8_widen_u8_(uint8_t const *source, size_t bytes, int16_t *target) {
+    size_t i = 0;
+    for (; i + 16 <= bytes; i += 16)
+        _mm256_storeu_si256((__m256i *)(target + i), _mm256_cvtepu8_epi16(_mm_loadu_si128((__m128i const *)(source + i))));
+    for (; i < bytes; i += 4) {
+        uint32_t four;
+        memcpy(&four, source + i, sizeof(four));
+        _mm_storel_epi64((__m128i *)(target + i), _mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)four)));
+    }
+}
+
+/* A tile's sums for the columns from `column` on (of `columns`) as they were left in C: each int32 in
+ * the first of its column's pair of lanes. */
+static inline __m256i uform_int8_resume_(float const *cells, size_t column, size_t columns) {
+    int32_t part[4] = {0, 0, 0, 0};
+    if (column < columns) memcpy(part, cells + column, (columns - column < 4 ? columns - column : 4) * sizeof(int32_t));
+    return _mm256_cvtepu32_epi64(_mm_loadu_si128((__m128i const *)part));
+}
+
+/* Up to 3 rows against one widened chunk of a panel: per row four vectors of 8 int32, a pair of
+ * partial sums per column, added pairwise at the chunk's end; then C, or the sums left in C for the
+ * next chunk. The epilogue's loops are unrolled by request: left as loops over the accumulators, the
+ * compiler would keep those in memory through the depth loop too. */
 #define UFORM_INT8_TILE(ROWS)                                                                                       \
-    static void uform_int8_tile_##ROWS##_(uint8_t const *a, size_t a_stride, int8_t const *b, size_t quads,        \
-                                          int32_t const *corrections, float const *row_scales,                     \
-                                          float const *scales, float *c, size_t c_stride, size_t columns) {        \
+    static void uform_int8_tile_##ROWS##_(uint8_t const *a, size_t a_stride, int16_t const *w, size_t quads,       \
+                                          int resume, int last, int32_t const *corrections,                        \
+                                          float const *row_scales, float const *scales, float *c, size_t c_stride, \
+                                          size_t columns) {                                                        \
         __m256i sums[ROWS][4];                                                                                      \
-        for (int r = 0; r < ROWS; ++r)                                                                              \
-            for (int v = 0; v < 4; ++v) sums[r][v] = _mm256_setzero_si256();                                        \
-        for (size_t quad = 0; quad < quads; ++quad) {                                                               \
-            __m256i x[ROWS];                                                                                        \
-            for (int r = 0; r < ROWS; ++r) {                                                                        \
-                uint32_t four;                                                                                      \
-                memcpy(&four, a + r * a_stride + 4 * quad, sizeof(four));                                           \
-                x[r] = _mm256_broadcastq_epi64(_mm_cvtepu8_epi16(_mm_cvtsi32_si128((int)four)));                    \
-            }                                                                                                       \
-            for (int v = 0; v < 4; ++v) {                                                                           \
-                __m256i w = _mm256_cvtepi8_epi16(_mm_loadu_si128((__m128i const *)(b + quad * 64 + 16 * v)));       \
-                for (int r = 0; r < ROWS; ++r) sums[r][v] = _mm256_add_epi32(sums[r][v], _mm256_madd_epi16(x[r], w)); \
-            }                                                                                                       \
+        int16_t x[ROWS][4 * uform_int8_chunk_quads_k];                                                              \
+        for (int r = 0; r < ROWS; ++r) {                                                                            \
+            uform_int8_widen_u8_(a + r * a_stride, 4 * quads, x[r]);                                                \
+            for (int v = 0; v < 4; ++v)                                                                             \
+                sums[r][v] = resume ? uform_int8_resume_(c + r * c_stride, 4 * (size_t)v, columns) : _mm256_setzero_si256(); \
         }                                                                                                           \
+        for (size_t quad = 0; quad < quads; ++quad)                                                                 \
+            _Pragma("GCC unroll 4") for (int v = 0; v < 4; ++v) {                                                   \
+                __m256i weights = _mm256_loadu_si256((__m256i const *)(w + quad * 64 + 16 * v));                    \
+                _Pragma("GCC unroll 3") for (int r = 0; r < ROWS; ++r) {                                            \
+                    long long pairs;                                                                                \
+                    memcpy(&pairs, x[r] + 4 * quad, sizeof(pairs));                                                 \
+                    sums[r][v] = _mm256_add_epi32(sums[r][v], _mm256_madd_epi16(_mm256_set1_epi64x(pairs), weights)); \
+                }                                                                                                   \
+            }                                                                                                       \
         int32_t totals[ROWS][16];                                                                                   \
         _Pragma("GCC unroll 16") for (int r = 0; r < ROWS; ++r)                                                     \
             _Pragma("GCC unroll 2") for (int half = 0; half < 2; ++half) { /* columns 8 half .. 8 half + 7 */       \
                 __m256i pairs = _mm256_hadd_epi32(sums[r][2 * half], sums[r][2 * half + 1]);                        \
                 _mm256_storeu_si256((__m256i *)(totals[r] + 8 * half), _mm256_permute4x64_epi64(pairs, 0xd8));      \
             }                                                                                                       \
-        uform_int8_finish_(&totals[0][0], ROWS, corrections, row_scales, scales, c, c_stride, columns);             \
+        if (last)                                                                                                   \
+            uform_int8_finish_(&totals[0][0], ROWS, corrections, row_scales, scales, c, c_stride, columns);         \
+        else                                                                                                        \
+            for (int r = 0; r < ROWS; ++r) memcpy(c + r * c_stride, totals[r], columns * sizeof(int32_t));          \
     }
 
 /* C of a tile from its int32 sums [rows][16]: the correction taken back, both scales applied. */
@@ -193,23 +223,30 @@ static inline void uform_int8_finish_(int32_t const *totals, int rows, int32_t c
 UFORM_INT8_TILE(1)
 UFORM_INT8_TILE(2)
 UFORM_INT8_TILE(3)
-UFORM_INT8_TILE(4)
 
-typedef void (*uform_int8_tile_t)(uint8_t const *, size_t, int8_t const *, size_t, int32_t const *, float const *,
-                                  float const *, float *, size_t, size_t);
+typedef void (*uform_int8_tile_t)(uint8_t const *, size_t, int16_t const *, size_t, int, int, int32_t const *,
+                                  float const *, float const *, float *, size_t, size_t);
 static uform_int8_tile_t const uform_int8_tiles_[uform_int8_rows_most_k] = {uform_int8_tile_1_, uform_int8_tile_2_,
-                                                                          uform_int8_tile_3_, uform_int8_tile_4_};
+                                                                          uform_int8_tile_3_};
 
 void uform_gemm_int8_avx2(uint8_t const *a, size_t a_stride, int8_t const *packed, int32_t const *corrections,
                           float const *row_scales, float const *scales, float *c, size_t c_stride, size_t rows,
                           size_t width, size_t depth) {
     size_t quads = uform_int8_stride(depth) / 4;
+    int16_t panel[64 * uform_int8_chunk_quads_k];
     for (size_t first = 0; first < width; first += 16) {
         size_t columns = width - first < 16 ? width - first : 16;
-        for (size_t row = 0; row < rows; row += uform_int8_rows_most_k) {
-            size_t count = rows - row < uform_int8_rows_most_k ? rows - row : uform_int8_rows_most_k;
-            uform_int8_tiles_[count - 1](a + row * a_stride, a_stride, packed + first * quads * 4, quads, corrections + first,
-                                         row_scales + row, scales + first, c + row * c_stride + first, c_stride, columns);
+        int8_t const *b = packed + first * quads * 4;
+        for (size_t start = 0; start < quads; start += uform_int8_chunk_quads_k) {
+            size_t count = quads - start < uform_int8_chunk_quads_k ? quads - start : uform_int8_chunk_quads_k;
+            for (size_t i = 0; i < 64 * count; i += 16)
+                _mm256_storeu_si256((__m256i *)(panel + i), _mm256_cvtepi8_epi16(_mm_loadu_si128((__m128i const *)(b + 64 * start + i))));
+            for (size_t row = 0; row < rows; row += uform_int8_rows_most_k) {
+                size_t tile = rows - row < uform_int8_rows_most_k ? rows - row : uform_int8_rows_most_k;
+                uform_int8_tiles_[tile - 1](a + row * a_stride + 4 * start, a_stride, panel, count, start > 0,
+                                            start + count == quads, corrections + first, row_scales + row, scales + first,
+                                            c + row * c_stride + first, c_stride, columns);
+            }
         }
     }
 }
