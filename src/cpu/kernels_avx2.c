@@ -1,6 +1,6 @@
 /*  kernels_avx2.c: BF16 kernels for CPUs with AVX2 and FMA but no AVX-512 (Haswell and later, Zen 1-3):
- *  kernels_widen.h over 8-lane vectors, tiles of up to 4 rows of A against one panel of 16 columns of
- *  B (8 accumulators, 4 widened B vectors: 12 of the 16 registers). Compiled with -mavx2 -mfma and
+ *  kernels_widen.h over 8-lane vectors, tiles of up to 5 rows of A against one panel of 16 columns of
+ *  B (10 accumulators, 4 widened B vectors and 2 broadcasts: the 16 registers). Compiled with -mavx2 -mfma and
  *  only called after a CPU check (kernels.c). Also the E4M3 widening of every x86 table, and the int8
  *  product of the avx2 and avx512f tables (VPMADDWD on widened codes, 3 rows x 16 columns). */
 #include <immintrin.h>
@@ -8,7 +8,7 @@
 
 typedef __m256 uform_v_t;
 #define UFORM_LANES 8
-#define UFORM_TILE_ROWS_MOST 4
+#define UFORM_TILE_ROWS_MOST 5
 #define UFORM_TILE_PANELS_MOST 1
 #define UFORM_WIDEN_TABLE uform_kernels_avx2
 #define UFORM_WIDEN_NAME "avx2"
@@ -109,8 +109,9 @@ UFORM_WIDEN_TILE(1, 1)
 UFORM_WIDEN_TILE(2, 1)
 UFORM_WIDEN_TILE(3, 1)
 UFORM_WIDEN_TILE(4, 1)
+UFORM_WIDEN_TILE(5, 1)
 static uform_tile_t const uform_tiles_[UFORM_TILE_ROWS_MOST][UFORM_TILE_PANELS_MOST] = {
-    {uform_tile_1_1_}, {uform_tile_2_1_}, {uform_tile_3_1_}, {uform_tile_4_1_}};
+    {uform_tile_1_1_}, {uform_tile_2_1_}, {uform_tile_3_1_}, {uform_tile_4_1_}, {uform_tile_5_1_}};
 UFORM_WIDEN_GEMM(uform_tiles_)
 
 /* ---- The int8 product: VPMADDUBSW's int16 sum of two u8 x s8 products (up to 2 x 255 x 127) would
