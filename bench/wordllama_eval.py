@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """WordLlama, a pretrained static-embedding peer, scored on pair files exactly as uform_eval scores
 a checkpoint (docs/evaluation.md): each query ranks every pair's first positive (query->positive)
-and each positive ranks every query (positive->query); a candidate whose text equals the gold's is
-the gold; ties count at their exact expectation; Recall@1/5/10, MRR and nDCG@10, overall and per
+and each positive ranks every query (positive->query); candidates with equal texts are one item,
+counted once at the best of their scores (a copy of the gold is the gold, a rival's copies are one
+rival); ties count at their exact expectation; Recall@1/5/10, MRR and nDCG@10, overall and per
 language (queries with that "lang", ranked against all pairs). The metrics are numpy here;
 test/python/test_wordllama_eval.py checks them against uform_eval's rows.
 
@@ -87,17 +88,18 @@ def text_groups(texts):
 
 def placements(rows, columns, groups, duplicates=True, ties="expected", block=512):
     """Each row i's gold (column i) among all columns, scored by the dot product of unit rows in
-    float32, as uform_eval scores: (better, tied) counts of rival columns. `groups` are the columns'
-    text ids; with `duplicates` a column equal to the gold is the gold (the best score among them
-    counts, none of them is a rival). NaN counts as minus infinity. ties="index" is a planted control:
-    tied rivals before the gold's index count as better and none as tied (a stable sort's order)."""
+    float32, as uform_eval scores: (better, tied) counts of rival items. `groups` are the columns'
+    text ids; with `duplicates` equal texts are one item at the best of their scores (the gold's
+    copies and a rival's alike). NaN counts as minus infinity. ties="index" is a planted control:
+    tied rival items whose first column comes before the gold's count as better and none as tied (a
+    stable sort's order)."""
     rows, columns = np.asarray(rows, np.float32), np.asarray(columns, np.float32)
     count = len(rows)
     groups = np.asarray(groups) if duplicates else np.arange(count)
-    members = {}
-    _, inverse, sizes = np.unique(groups, return_inverse=True, return_counts=True)
-    for column in np.flatnonzero(sizes[inverse] > 1):
-        members.setdefault(groups[column], []).append(column)
+    _, item_of = np.unique(groups, return_inverse=True)
+    order = np.argsort(item_of, kind="stable")  # columns item by item, each item's in index order
+    starts = np.flatnonzero(np.r_[True, np.diff(item_of[order]) != 0])
+    first_column = order[starts]
     better, tied = np.zeros(count, np.int64), np.zeros(count, np.int64)
 
     def one_block(first):
@@ -105,24 +107,16 @@ def placements(rows, columns, groups, duplicates=True, ties="expected", block=51
         scores = rows[first:last] @ columns.T
         if np.isnan(scores).any():
             scores[np.isnan(scores)] = -np.inf
-        local = np.arange(last - first)
-        gold = scores[local, local + first].copy()
-        same = {}  # block row -> the gold's equal columns, where it has any besides itself
-        for row in range(first, last):
-            if groups[row] in members:
-                same[row - first] = np.array(members[groups[row]])
-                gold[row - first] = scores[row - first, same[row - first]].max()
-        level = scores == gold[:, None]  # the gold's equals are never above it
-        better[first:last] = (scores > gold[:, None]).sum(axis=1)
+        best = np.maximum.reduceat(scores[:, order], starts, axis=1)  # [rows, items]
+        local, mine = np.arange(last - first), item_of[first:last]
+        gold = best[local, mine]
+        level = best == gold[:, None]
+        level[local, mine] = False  # the gold's own item is no rival
+        above = best > gold[:, None]
         if ties == "index":
-            before = np.arange(count)[None, :] < np.arange(first, last)[:, None]
-            better[first:last] += (level & before).sum(axis=1)
-            for row, equal in same.items():  # the gold's equals before it: not rivals either
-                better[first + row] -= ((scores[row, equal] == gold[row]) & (equal < first + row)).sum()
+            better[first:last] = (above | (level & (first_column[None, :] < np.arange(first, last)[:, None]))).sum(axis=1)
             return
-        tied[first:last] = level.sum(axis=1) - 1  # less the gold itself
-        for row, equal in same.items():  # less the gold's other equals
-            tied[first + row] -= (scores[row, equal] == gold[row]).sum() - 1
+        better[first:last], tied[first:last] = above.sum(axis=1), level.sum(axis=1)
 
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         list(pool.map(one_block, range(0, count, block)))

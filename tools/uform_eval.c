@@ -119,7 +119,7 @@ static int uform_parse_count_(char const *flag, char const *text, size_t minimum
     return 1;
 }
 
-/* Text ids: equal texts share one id, so a duplicate of the gold is a hit, not a rival. */
+/* Text ids: equal texts share one id and are one item (uform_placement counts each once). */
 static uform_text_t const *uform_sorting_texts_;
 
 static int uform_compare_texts_(void const *left, void const *right) {
@@ -189,6 +189,7 @@ typedef struct uform_ranking_job_t {
     float *top_scores; /* [count * top] */
     float *gold_scores; /* [count] the best score among the gold's equals */
     float *scratch; /* [threads * count] */
+    double *best; /* [threads * count] uform_placement's item scores */
     atomic_size_t done;
     uform_progress_t *progress;
 } uform_ranking_job_t;
@@ -213,7 +214,7 @@ static void uform_ranking_task_(void *context, size_t row, size_t thread) {
     else
         for (size_t column = 0; column < job->count; ++column)
             scores[column] = uform_dot_(job->rows + row * job->stride, job->columns + column * job->stride, job->width);
-    job->placements[row] = uform_placement(scores, job->count, row, job->groups);
+    job->placements[row] = uform_placement(scores, job->count, row, job->groups, job->best + thread * job->count);
     if (job->top) {
         float gold = isnan(scores[row]) ? -INFINITY : scores[row];
         for (size_t column = 0; column < job->count; ++column)
@@ -359,7 +360,7 @@ static int uform_parse_precisions_(char const *list, uform_output_precision_t *p
  * ranges calibrated on the positives (side 1), and ranked by uform_quantized_scores. */
 static uform_status_t uform_quantized_rows_(uform_pool_t *pool, float *const prefixes[uform_directions_k], size_t count,
                                             size_t stride, size_t width, uform_output_precision_t precision,
-                                            uint32_t *const groups[uform_directions_k], float *scratch,
+                                            uint32_t *const groups[uform_directions_k], float *scratch, double *best,
                                             uform_progress_t *progress, uform_placement_t *placements[uform_directions_k]) {
     size_t row_bytes = 0;
     UFORM_TRY(uform_output_bytes(precision, width, &row_bytes));
@@ -390,6 +391,7 @@ static uform_status_t uform_quantized_rows_(uform_pool_t *pool, float *const pre
                                    .groups = groups[direction],
                                    .placements = placements[direction],
                                    .scratch = scratch,
+                                   .best = best,
                                    .progress = progress};
         char what[64];
         snprintf(what, sizeof(what), "width %zu %s %s", width, uform_output_precision_name(precision),
@@ -403,25 +405,35 @@ static uform_status_t uform_quantized_rows_(uform_pool_t *pool, float *const pre
 /* ---- reranking --------------------------------------------------------------------------------- */
 
 /* The reranked placement of one row at one width: the top columns reordered by MaxSim go first,
- * every other column keeps its place after them. `maxsim` holds the score of each top column. */
+ * every other column keeps its place after them. `maxsim` holds the score of each top column. Copies
+ * of one item in the top are one rival (at the best of their MaxSims), as uform_placement counts
+ * items; the top is in falling order of `scores`, so an item's first copy has its best score. */
 static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t top, uint32_t const *columns,
                                          float const *scores, float gold_score, float const *maxsim,
-                                         uint32_t const *groups, uint32_t gold_group, float *rivals) {
+                                         uint32_t const *groups, uint32_t gold_group, float *rivals,
+                                         uint32_t *rival_groups) {
     int gold_inside = 0;
     float gold_maxsim = -INFINITY;
     size_t rivals_count = 0, above = 0, level = 0;
     for (size_t place = 0; place < top; ++place) {
-        if (groups[columns[place]] == gold_group) {
-            float value = isnan(maxsim[place]) ? -INFINITY : maxsim[place];
+        uint32_t group = groups[columns[place]];
+        float value = isnan(maxsim[place]) ? -INFINITY : maxsim[place];
+        if (group == gold_group) {
             if (!gold_inside || value > gold_maxsim) gold_maxsim = value;
             gold_inside = 1;
-        } else {
-            rivals[rivals_count++] = maxsim[place];
-            above += scores[place] > gold_score, level += scores[place] == gold_score;
+            continue;
         }
+        size_t seen = 0;
+        while (seen < rivals_count && rival_groups[seen] != group) ++seen;
+        if (seen < rivals_count) {
+            if (value > rivals[seen]) rivals[seen] = value;
+            continue;
+        }
+        rival_groups[rivals_count] = group, rivals[rivals_count++] = value;
+        above += scores[place] > gold_score, level += scores[place] == gold_score;
     }
     if (gold_inside) return uform_placement_among(rivals, rivals_count, gold_maxsim);
-    return (uform_placement_t){top + first_stage.better - above, first_stage.tied - level};
+    return (uform_placement_t){rivals_count + first_stage.better - above, first_stage.tied - level};
 }
 
 /* ---- reporting --------------------------------------------------------------------------------- */
@@ -667,27 +679,27 @@ int main(int argc, char **argv) {
     }
     size_t pool_threads = uform_pool_threads(pool);
     float *scratch = malloc(pool_threads * count * sizeof(float));
+    double *best = malloc(pool_threads * count * sizeof(double));
     uform_row_t rows[3 + uform_directions_k * uform_max_embedding_widths_k * (uform_output_precisions_k + 1 + uform_fuse_max_k)];
     size_t rows_count = 0;
-    /* Chance per pair, the mean of its two directions': its gold group's size among the candidates
-     * (equal texts; with images, every caption of the same image) sets it. */
-    uform_metrics_t *chance = calloc(count, sizeof(uform_metrics_t)), *chance_of_size = calloc(count + 1, sizeof(uform_metrics_t));
-    uint32_t *group_sizes = calloc(count, sizeof(uint32_t));
-    if (!chance || !chance_of_size || !group_sizes) {
-        fprintf(stderr, "uform_eval: out of memory for chance over %zu pairs\n", count);
+    /* Chance per pair, the mean of its two directions': the gold item in a uniformly random order of
+     * the distinct items of that direction's candidates (equal texts; with images, a picture and its
+     * captions, are one item, as uform_placement counts them). */
+    uform_metrics_t *chance = calloc(count, sizeof(uform_metrics_t));
+    uint8_t *counted = calloc(count, 1);
+    if (!chance || !counted || !scratch || !best) {
+        fprintf(stderr, "uform_eval: out of memory for %zu pairs\n", count);
         return 1;
     }
     for (int direction = 0; direction < uform_directions_k; ++direction) {
-        memset(group_sizes, 0, count * sizeof(uint32_t));
-        for (size_t i = 0; i < count; ++i) group_sizes[groups[direction][i]]++;
-        for (size_t i = 0; i < count; ++i) {
-            size_t golds = group_sizes[groups[direction][i]];
-            if (!chance_of_size[golds].queries) chance_of_size[golds] = uform_metrics_chance_among(count, golds);
-            uform_metrics_merge(&chance[i], &chance_of_size[golds]);
-        }
+        size_t items = 0;
+        memset(counted, 0, count);
+        for (size_t i = 0; i < count; ++i) items += !counted[groups[direction][i]], counted[groups[direction][i]] = 1;
+        uform_metrics_t among = uform_metrics_chance_among(items, 1);
+        for (size_t i = 0; i < count; ++i) uform_metrics_merge(&chance[i], &among);
     }
     for (size_t i = 0; i < count; ++i) chance[i] = uform_metrics_mean(&chance[i]), chance[i].queries = 1;
-    free(group_sizes), free(chance_of_size);
+    free(counted);
     rows[rows_count++] = (uform_row_t){"chance", NULL, 0, -1, NULL};
 
     /* The TF-IDF baseline, fitted on both sides of the evaluated pairs. */
@@ -717,6 +729,7 @@ int main(int argc, char **argv) {
                                        .groups = groups[direction],
                                        .placements = tfidf_placements[direction],
                                        .scratch = scratch,
+                                       .best = best,
                                        .progress = &progress};
             char what[64];
             snprintf(what, sizeof(what), "tf-idf %s", uform_direction_names_[direction]);
@@ -782,6 +795,7 @@ int main(int argc, char **argv) {
                                            .top_scores = top_scores[slot][direction],
                                            .gold_scores = gold_scores[slot][direction],
                                            .scratch = scratch,
+                                           .best = best,
                                            .progress = &progress};
                 char what[64];
                 snprintf(what, sizeof(what), "width %zu %s", width, uform_direction_names_[direction]);
@@ -791,7 +805,7 @@ int main(int argc, char **argv) {
             }
             for (size_t index = 0; index < precisions_count; ++index) {
                 if (precisions[index] == uform_output_float32_k) continue;
-                status = uform_quantized_rows_(pool, prefixes, count, widest, width, precisions[index], groups, scratch,
+                status = uform_quantized_rows_(pool, prefixes, count, widest, width, precisions[index], groups, scratch, best,
                                                &progress, quantized_placements[slot][index]);
                 if (status != uform_ok_k) {
                     fprintf(stderr, "uform_eval: %s\n", uform_last_error());
@@ -815,6 +829,7 @@ int main(int argc, char **argv) {
         uform_text_t *union_texts = malloc(most * sizeof(uform_text_t));
         float *union_maxsim = malloc(most * sizeof(float)), *maxsim = malloc(top * sizeof(float)),
               *rivals = malloc(top * sizeof(float)), *fused = malloc(top * sizeof(float));
+        uint32_t *rival_groups = malloc(top * sizeof(uint32_t));
         uform_config_t reranker_config;
         uform_model_config(reranker, &reranker_config);
         for (int direction = 0; direction < uform_directions_k; ++direction) {
@@ -852,7 +867,8 @@ int main(int argc, char **argv) {
                     }
                     rerank_placements[slot][direction][row] = uform_reranked_(
                         model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
-                        gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals);
+                        gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals,
+                        rival_groups);
                     /* MaxSim over query cells is a mean cosine, on the pooled cosine's scale. */
                     size_t cells = row_texts[direction][row].length < reranker_config.columns ? row_texts[direction][row].length
                                                                                                 : reranker_config.columns;
@@ -862,7 +878,8 @@ int main(int argc, char **argv) {
                                                    fuses[f] * maxsim[place] / (double)(cells ? cells : 1));
                         fused_placements[slot][f][direction][row] = uform_reranked_(
                             model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
-                            gold_scores[slot][direction][row], fused, groups[direction], groups[direction][row], rivals);
+                            gold_scores[slot][direction][row], fused, groups[direction], groups[direction][row], rivals,
+                            rival_groups);
                     }
                 }
                 uform_progress_show_(&progress, row + 1, 0);
@@ -881,6 +898,7 @@ int main(int argc, char **argv) {
                 }
             }
         free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(rivals), free(fused);
+        free(rival_groups);
     }
 
     /* Means per row, overall (index 0) and per language (1 + language). */
@@ -1006,7 +1024,7 @@ int main(int argc, char **argv) {
             for (int direction = 0; direction < uform_directions_k; ++direction) free(fused_placements[slot][f][direction]);
     for (int direction = 0; direction < uform_directions_k; ++direction)
         free(tfidf_placements[direction]), free(groups[direction]);
-    free(means), free(pairs_per_language), free(scratch), free(order), free(chance);
+    free(means), free(pairs_per_language), free(scratch), free(best), free(order), free(chance);
     free(queries), free(documents), free(language_of), free(languages);
     uform_pool_destroy(pool);
     uform_corpus_close(&corpus);

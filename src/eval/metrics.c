@@ -8,19 +8,35 @@
 
 static double uform_score_key_(float score) { return isnan(score) ? -INFINITY : (double)score; }
 
-uform_placement_t uform_placement(float const *scores, size_t count, size_t gold, uint32_t const *groups) {
+uform_placement_t uform_placement(float const *scores, size_t count, size_t gold, uint32_t const *groups, double *best) {
     uform_placement_t placement = {0, 0};
     if (gold >= count) return placement;
     double gold_score = uform_score_key_(scores[gold]);
-    if (groups)
-        for (size_t candidate = 0; candidate < count; ++candidate)
-            if (groups[candidate] == groups[gold] && uform_score_key_(scores[candidate]) > gold_score)
-                gold_score = uform_score_key_(scores[candidate]);
+    if (!groups) {
+        for (size_t candidate = 0; candidate < count; ++candidate) {
+            if (candidate == gold) continue;
+            double score = uform_score_key_(scores[candidate]);
+            placement.better += score > gold_score;
+            placement.tied += score == gold_score;
+        }
+        return placement;
+    }
+    /* Each item's best score, then each rival item counted once (its best marked NaN when done). */
+    uint32_t const mine = groups[gold];
+    for (size_t candidate = 0; candidate < count; ++candidate)
+        if (groups[candidate] != mine) best[groups[candidate]] = -INFINITY;
+        else if (uform_score_key_(scores[candidate]) > gold_score) gold_score = uform_score_key_(scores[candidate]);
     for (size_t candidate = 0; candidate < count; ++candidate) {
-        if (candidate == gold || (groups && groups[candidate] == groups[gold])) continue;
+        uint32_t group = groups[candidate];
         double score = uform_score_key_(scores[candidate]);
-        placement.better += score > gold_score;
-        placement.tied += score == gold_score;
+        if (group != mine && score > best[group]) best[group] = score;
+    }
+    for (size_t candidate = 0; candidate < count; ++candidate) {
+        uint32_t group = groups[candidate];
+        if (group == mine || isnan(best[group])) continue;
+        placement.better += best[group] > gold_score;
+        placement.tied += best[group] == gold_score;
+        best[group] = NAN;
     }
     return placement;
 }

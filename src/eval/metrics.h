@@ -22,10 +22,12 @@ typedef struct uform_metrics_t {
 } uform_metrics_t;
 
 /** The gold candidate's placement among `count` scores. `groups` (NULL: all distinct) gives each
- *  candidate a text id: candidates sharing the gold's id are the same text, so retrieving any of
- *  them is a hit; the best of them stands for the gold and none of them competes with it.
- *  A NaN score counts as minus infinity (a broken score never helps a candidate). */
-uform_placement_t uform_placement(float const *scores, size_t count, size_t gold, uint32_t const *groups);
+ *  candidate an item id below `count`: candidates sharing an id are one item (equal texts, one
+ *  picture), counted once at the best of their scores. So retrieving any copy of the gold is a hit,
+ *  and a rival item ranks once above or level with it however many copies it has. `best` is scratch
+ *  of `count` doubles, needed with `groups`. A NaN score counts as minus infinity (a broken score
+ *  never helps a candidate). */
+uform_placement_t uform_placement(float const *scores, size_t count, size_t gold, uint32_t const *groups, double *best);
 
 /** The placement of a gold scoring `gold_score` against the candidates `scores[count]`, none of
  *  which is the gold or its equal (used after reranking a shortlist). */
@@ -40,9 +42,9 @@ void uform_metrics_merge(uform_metrics_t *sums, uform_metrics_t const *other);
 /** Means of the sums (all zero when no query was added); `queries` is kept. */
 uform_metrics_t uform_metrics_mean(uform_metrics_t const *sums);
 
-/** Chance with `golds` of the `count` candidates counting as a hit (a gold group: equal texts, or the
- *  captions of one image): the expected metrics of the first gold in a uniformly random order of the
- *  candidates. A constant scorer gets less when golds > 1, since uform_placement counts a group once. */
+/** Chance with `golds` of the `count` candidates counting as a hit: the expected metrics of the first
+ *  gold in a uniformly random order of the candidates (uform_eval's chance is (distinct items, 1), the
+ *  all-tied placement among items as uform_placement counts them). */
 uform_metrics_t uform_metrics_chance_among(size_t count, size_t golds);
 
 /** The harmonic number H(count) = 1 + 1/2 + ... + 1/count, to double precision for every count. */

@@ -1,7 +1,7 @@
 /*  test_eval.c: the evaluation layer against cases small enough to rank by hand: placements and
  *  metrics on tiny similarity matrices with known ranks, ties (each metric the exact average over
- *  the tied orders, with a planted index tie-break that must fail the same checks), duplicates of
- *  the gold, NaN scores; harmonic numbers on both sides of the switch to the asymptotic series;
+ *  the tied orders, with a planted index tie-break that must fail the same checks), copies of one
+ *  item counted once (with the old every-copy rule as a planted control), NaN scores; harmonic numbers on both sides of the switch to the asymptotic series;
  *  the TF-IDF baseline's weights, cosines and a toy retrieval whose answers are obvious. Prints
  *  "N passed, M failed" and exits non-zero on any failure.
  *
@@ -67,22 +67,22 @@ static uform_placement_t placement_by_index_(float const *scores, size_t count, 
 
 static void test_placements(void) {
     float const scores[3] = {0.9f, 0.5f, 0.7f};
-    uform_placement_t p = uform_placement(scores, 3, 1, NULL);
+    uform_placement_t p = uform_placement(scores, 3, 1, NULL, NULL);
     CHECK(p.better == 2 && p.tied == 0); /* 0.9 and 0.7 beat 0.5: rank 3 */
     CHECK(metrics_are_(one_(p), 0, 1, 1, 1.0 / 3, 0.5));
-    p = uform_placement(scores, 3, 0, NULL);
+    p = uform_placement(scores, 3, 0, NULL, NULL);
     CHECK(p.better == 0 && p.tied == 0 && metrics_are_(one_(p), 1, 1, 1, 1, 1));
-    p = uform_placement(scores, 3, 2, NULL);
+    p = uform_placement(scores, 3, 2, NULL, NULL);
     CHECK(p.better == 1 && metrics_are_(one_(p), 0, 1, 1, 0.5, gain_(2)));
-    p = uform_placement(scores, 3, 7, NULL); /* a gold outside the candidates places nowhere, harmlessly */
+    p = uform_placement(scores, 3, 7, NULL, NULL); /* a gold outside the candidates places nowhere, harmlessly */
     CHECK(p.better == 0 && p.tied == 0);
 
     /* Rank 6 of 20: inside @10, outside @5. */
     float twenty[20];
     for (int j = 0; j < 20; ++j) twenty[j] = (float)(20 - j);
-    p = uform_placement(twenty, 20, 5, NULL);
+    p = uform_placement(twenty, 20, 5, NULL, NULL);
     CHECK(p.better == 5 && metrics_are_(one_(p), 0, 0, 1, 1.0 / 6, gain_(6)));
-    p = uform_placement(twenty, 20, 10, NULL); /* rank 11: past every cutoff, nDCG@10 gives nothing */
+    p = uform_placement(twenty, 20, 10, NULL, NULL); /* rank 11: past every cutoff, nDCG@10 gives nothing */
     CHECK(p.better == 10 && metrics_are_(one_(p), 0, 0, 0, 1.0 / 11, 0));
 }
 
@@ -91,7 +91,7 @@ static void test_ties(void) {
     float const alike[4] = {0.5f, 0.5f, 0.5f, 0.5f};
     double const mrr4 = (1 + 1.0 / 2 + 1.0 / 3 + 1.0 / 4) / 4, ndcg4 = (gain_(1) + gain_(2) + gain_(3) + gain_(4)) / 4;
     for (size_t gold = 0; gold < 4; ++gold) {
-        uform_placement_t p = uform_placement(alike, 4, gold, NULL);
+        uform_placement_t p = uform_placement(alike, 4, gold, NULL, NULL);
         CHECK(p.better == 0 && p.tied == 3);
         CHECK(metrics_are_(one_(p), 0.25, 1, 1, mrr4, ndcg4));
     }
@@ -101,7 +101,7 @@ static void test_ties(void) {
 
     /* One better, one tied: ranks 2 or 3. */
     float const partly[4] = {0.9f, 0.4f, 0.4f, 0.1f};
-    uform_placement_t p = uform_placement(partly, 4, 2, NULL);
+    uform_placement_t p = uform_placement(partly, 4, 2, NULL, NULL);
     CHECK(p.better == 1 && p.tied == 1);
     CHECK(metrics_are_(one_(p), 0, 1, 1, (1.0 / 2 + 1.0 / 3) / 2, (gain_(2) + gain_(3)) / 2));
 
@@ -160,24 +160,47 @@ static void test_chance_among(void) {
     CHECK(uform_metrics_chance_among(7, 7).recall_at_1 == 1);
 }
 
+/* The planted control: the duplicates rule uform_eval used before 2026-12-05, each copy of a rival
+ * item a rival of its own. The item checks below must reject it. */
+static uform_placement_t placement_by_copies_(float const *scores, size_t count, size_t gold, uint32_t const *groups) {
+    uform_placement_t placement = {0, 0};
+    float gold_score = scores[gold];
+    for (size_t j = 0; j < count; ++j)
+        if (groups[j] == groups[gold] && scores[j] > gold_score) gold_score = scores[j];
+    for (size_t j = 0; j < count; ++j)
+        if (groups[j] != groups[gold]) placement.better += scores[j] > gold_score, placement.tied += scores[j] == gold_score;
+    return placement;
+}
+
 static void test_duplicates_and_nan(void) {
-    /* Candidates 0 and 2 are the same text (group 0): the better of the two stands for the gold. */
-    float const scores[4] = {0.1f, 0.5f, 0.9f, 0.3f};
-    uint32_t const groups[4] = {0, 1, 0, 2};
-    uform_placement_t p = uform_placement(scores, 4, 0, groups);
+    /* Candidates 0 and 2 are one item (group 0), 1 and 4 another (group 1): each item counts once, at
+     * its best score. The scratch starts as garbage and is reused, as uform_eval's threads reuse it. */
+    float const scores[5] = {0.1f, 0.5f, 0.9f, 0.3f, 0.6f};
+    uint32_t const groups[5] = {0, 1, 0, 2, 1};
+    double best[5] = {NAN, -1, 7, NAN, 0};
+    uform_placement_t p = uform_placement(scores, 5, 0, groups, best); /* its copy's 0.9 stands for it: first */
     CHECK(p.better == 0 && p.tied == 0);
-    p = uform_placement(scores, 4, 1, groups); /* 0.9 beats it; the copy at 0.1 does not count twice */
+    p = uform_placement(scores, 5, 1, groups, best); /* item 1 at 0.6; item 0 (0.9) once, item 2 (0.3) not */
     CHECK(p.better == 1 && p.tied == 0);
-    p = uform_placement(scores, 4, 3, groups); /* both copies count as rivals of another gold, each once */
+    p = uform_placement(scores, 5, 3, groups, best); /* items 0 and 1 above it, each once though two copies */
+    CHECK(p.better == 2 && p.tied == 0);
+    CHECK(placement_by_copies_(scores, 5, 3, groups).better == 3); /* the control counts three copies */
+    /* Ties between items count once too: gold 0 level with item 1 (two copies at 0.4). */
+    float const level[4] = {0.4f, 0.4f, 0.4f, 0.2f};
+    uint32_t const level_groups[4] = {0, 1, 1, 2};
+    p = uform_placement(level, 4, 0, level_groups, best);
+    CHECK(p.better == 0 && p.tied == 1 && metrics_are_(one_(p), 0.5, 1, 1, 0.75, (gain_(1) + gain_(2)) / 2));
+    CHECK(!matches_(one_(placement_by_copies_(level, 4, 0, level_groups)), 0.5, 1, 1, 0.75, (gain_(1) + gain_(2)) / 2));
+    p = uform_placement(level, 4, 3, level_groups, best); /* behind both items: rank 3 */
     CHECK(p.better == 2 && p.tied == 0);
     /* Without groups the copy is a rival: gold 0 (0.1) is last. */
-    p = uform_placement(scores, 4, 0, NULL);
-    CHECK(p.better == 3);
+    p = uform_placement(scores, 5, 0, NULL, NULL);
+    CHECK(p.better == 4);
 
     float const broken[3] = {NAN, 0.2f, NAN};
-    p = uform_placement(broken, 3, 0, NULL); /* a NaN gold is last, tied with the other NaN */
+    p = uform_placement(broken, 3, 0, NULL, NULL); /* a NaN gold is last, tied with the other NaN */
     CHECK(p.better == 1 && p.tied == 1);
-    p = uform_placement(broken, 3, 1, NULL);
+    p = uform_placement(broken, 3, 1, NULL, NULL);
     CHECK(p.better == 0 && p.tied == 0);
 
     float const rivals[3] = {0.8f, 0.3f, 0.3f};
@@ -193,7 +216,7 @@ static void test_matrix_means(void) {
     uform_metrics_t sums = {0}, parts[2];
     memset(parts, 0, sizeof(parts));
     for (size_t i = 0; i < 3; ++i) {
-        uform_placement_t p = uform_placement(similarity[i], 3, i, NULL);
+        uform_placement_t p = uform_placement(similarity[i], 3, i, NULL, NULL);
         uform_metrics_add(&sums, p);
         uform_metrics_add(&parts[i == 2], p);
     }
@@ -291,7 +314,7 @@ static void test_tfidf_retrieval(void) {
         uform_tfidf_scores(&query_vectors, i, &index, scores, 5);
         for (size_t j = 0; j < 5; ++j) /* the inverted index sums the same products as the definition */
             CHECK(fabsf(scores[j] - cosine_between_(&query_vectors, i, &document_vectors, j)) < 1e-6f);
-        uform_metrics_add(&sums, uform_placement(scores, 5, gold_of[i], NULL));
+        uform_metrics_add(&sums, uform_placement(scores, 5, gold_of[i], NULL, NULL));
         CHECK(scores[gold_of[i]] > 0.2f && scores[gold_of[i]] <= 1.0f + 1e-6f);
     }
     uform_metrics_t mean = uform_metrics_mean(&sums);

@@ -1,5 +1,6 @@
 # test_eval_cli.py: uform_eval end to end on pair files written here. The baselines find the
-# obvious answers; a duplicate of the gold text counts as a hit; per-language rows add up to the
+# obvious answers; a duplicate of the gold text counts as a hit, and a rival's copies count once;
+# per-language rows add up to the
 # whole; the model rows and the MaxSim rows match rankings recomputed here from uform_encode and
 # uform_rerank (through ctypes) with an independent implementation of the metrics; reranking the
 # top K leaves Recall@K alone; malformed inputs and flags fail with a message naming the problem.
@@ -54,10 +55,14 @@ def row(report, method, direction, width=None, language="all"):
 
 
 def expected_metrics(scores, gold, groups):
-    """Recall@1/5/10, MRR, nDCG@10 of one query: the gold's equals share its id, ties averaged."""
-    gold_score = max(score for score, group in zip(scores, groups) if group == groups[gold])
-    better = sum(1 for score, group in zip(scores, groups) if group != groups[gold] and score > gold_score)
-    tied = sum(1 for score, group in zip(scores, groups) if group != groups[gold] and score == gold_score)
+    """Recall@1/5/10, MRR, nDCG@10 of one query: equal texts share an id and are one item, counted
+    once at its best score (the gold's copies and a rival's alike), ties averaged."""
+    best = {}
+    for score, group in zip(scores, groups):
+        best[group] = max(best.get(group, -math.inf), score)
+    gold_score = best[groups[gold]]
+    better = sum(1 for group, score in best.items() if group != groups[gold] and score > gold_score)
+    tied = sum(1 for group, score in best.items() if group != groups[gold] and score == gold_score)
     ranks = range(better + 1, better + tied + 2)
     mean = lambda values: sum(values) / len(ranks)  # noqa: E731
     return {"recall@1": mean([rank <= 1 for rank in ranks]), "recall@5": mean([rank <= 5 for rank in ranks]),
@@ -98,6 +103,20 @@ def test_duplicate_gold_is_a_hit(evaluator, tmp_path):
                *({"query": topic, "positives": [topic + " indeed"]} for topic in TOPICS)]
     report = evaluate(evaluator, tmp_path, records)
     assert row(report, "tfidf", "query->positive")["recall@1"] == 1
+
+
+def test_rival_copies_count_once(evaluator, tmp_path):
+    # "red apple tart" is the answer of three records: for the query that wants "red apple pie
+    # recipe" it is one rival item ahead of the gold (rank 2, MRR 1/2), not three (rank 4, 1/4).
+    records = [{"query": "red apple tart", "positives": ["red apple pie recipe"], "lang": "xx"},
+               *({"query": f"unrelated query number {index}", "positives": ["red apple tart"]} for index in range(3)),
+               *({"query": topic, "positives": [topic + " indeed"]} for topic in TOPICS)]
+    report = evaluate(evaluator, tmp_path, records)
+    wanted = row(report, "tfidf", "query->positive", language="xx")
+    assert wanted["recall@1"] == 0 and wanted["mrr"] == pytest.approx(0.5)
+    # Chance is over items too: the query side has no copies, the answers' side two fewer items.
+    items = len(TOPICS) + 2
+    assert row(report, "chance", "both")["recall@1"] == pytest.approx((1 / (len(TOPICS) + 4) + 1 / items) / 2)
 
 
 def test_per_language_rows_add_up(evaluator, tmp_path):
