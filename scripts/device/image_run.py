@@ -22,6 +22,10 @@ every run once per seed (`images@7e-4/s1`); the summary averages a kind and rate
 An image run may also scale its image pairs' rows of the loss, `images~0.5@7e-4` (mixtures/images.json
 with `loss_weight` 0.5 on the image sources --weighted names, every one by default; the gettext pairs
 at 1): a cap on the image pairs' share of the shared weights' updates, while the batches stay the same.
+And it may end on the text alone, `images^0.2@7e-4`: the last 20% of its steps are a second
+uform_base on the text-only mixture at the image run's full rows (`--init-from` the first part with
+`--keep-head`, so the pool and SigLIP's scalars carry on; a new warm-up and decay), the same steps
+and rows in all as the other runs.
 
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
@@ -30,6 +34,8 @@ import argparse
 import json
 import os
 import pathlib
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
@@ -42,9 +48,10 @@ IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
 
 def parse_run(run, seed=0):
-    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images~0.5@7e-4/s1`."""
+    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images~0.5^0.2@7e-4/s1`."""
     run, _, seeded = run.partition("/s")
     kind, _, rate = run.partition("@")
+    kind, _, tail = kind.partition("^")
     kind, _, weight = kind.partition("~")
     if kind not in RUNS:
         raise ValueError(f"{run}: the run is one of {', '.join(RUNS)}, optionally ~LOSS_WEIGHT (images) and @RATE")
@@ -52,24 +59,39 @@ def parse_run(run, seed=0):
         raise ValueError(f"{run}: the learning rate must be positive")
     if weight and (kind != "images" or not 0 < float(weight) <= 1000):
         raise ValueError(f"{run}: ~LOSS_WEIGHT is an image run's image-pair loss weight, in (0, 1000]")
+    if tail and (kind != "images" or not 0 < float(tail) < 1):
+        raise ValueError(f"{run}: ^TAIL is the share of an image run's steps spent on the text alone, in (0, 1)")
     return kind, (rate or None), int(seeded) if seeded else seed
 
 
 def loss_weight_of(run):
     """The image pairs' loss weight of `images~0.5@7e-4/s1` (0.5), None without one."""
-    weight = run.partition("/s")[0].partition("@")[0].partition("~")[2]
+    weight = run.partition("/s")[0].partition("@")[0].partition("^")[0].partition("~")[2]
     return float(weight) if weight else None
 
 
+def tail_of(run):
+    """The share of `images^0.2@7e-4/s1`'s steps spent on the text alone (0.2), None without one."""
+    tail = run.partition("/s")[0].partition("@")[0].partition("^")[2]
+    return float(tail) if tail else None
+
+
 def label_of(run):
-    """A run's kind as the summary groups it: `images~0.5` apart from `images`."""
-    weight = loss_weight_of(run)
-    return parse_run(run)[0] + (f"~{weight:g}" if weight else "")
+    """A run's kind as the summary groups it: `images~0.5` and `images^0.2` apart from `images`."""
+    weight, tail = loss_weight_of(run), tail_of(run)
+    return parse_run(run)[0] + (f"~{weight:g}" if weight else "") + (f"^{tail:g}" if tail else "")
 
 
 def folder_of(name):
-    """A run's folder and file name: `images~0.5@7e-4/s1` -> `images-w0.5-lr7e-4-s1` (no '@', '~' or '/' in $OUT)."""
-    return name.replace("~", "-w").replace("@", "-lr").replace("/", "-")
+    """A run's folder and file name: `images~0.5^0.2@7e-4/s1` -> `images-w0.5-t0.2-lr7e-4-s1` (no '@', '~', '^'
+    or '/' in $OUT)."""
+    return name.replace("~", "-w").replace("^", "-t").replace("@", "-lr").replace("/", "-")
+
+
+def first_folder_of(name):
+    """Where a run trains on its own mixture: the run's folder, or for a run with a text tail the folder
+    of its first part (the tail writes the run's folder)."""
+    return folder_of(name) + ("-images" if tail_of(name) else "")
 
 
 def weighted_mixture(mixture, weight, sources, target):
@@ -84,19 +106,33 @@ def weighted_mixture(mixture, weight, sources, target):
     return str(target)
 
 
-def train(build, name, steps, args, folder):
-    """A started uform_base process for one run into folder/folder_of(name)."""
+def commands(build, name, steps, args, folder, tail=True):
+    """The uform_base commands of one run, in order: one, or with a text tail (and `tail`) the run's
+    own mixture for the first steps, then the text-only mixture at full rows from it."""
     kind, rate, seed = parse_run(name, args.seed)
     mixture, share = RUNS[kind]
     if loss_weight_of(name):
         mixture = weighted_mixture(mixture, loss_weight_of(name), args.weighted.split(","), folder / f"{folder_of(name)}.mixture.json")
-    command = [str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
-               "--steps", str(steps), "--device", args.device, "--seed", str(seed), "--image-cache-mb", str(args.image_cache_mb),
-               "--save-every", str(max(1, steps // 4)), "--output", str(folder / folder_of(name)), "--quiet"]
-    if rate:
-        command += ["--learning-rate", rate]
+    rest = int(round(steps * tail_of(name))) if tail and tail_of(name) else 0
+    rest = min(rest, steps - 1)
+    first = steps - rest
+    common = ["--device", args.device, "--seed", str(seed), "--quiet"] + (["--learning-rate", rate] if rate else [])
+    found = [[str(build / "uform_base"), "--mixture", mixture, "--tier", args.tier, "--rows", str(max(1, round(args.rows * share))),
+              "--steps", str(first), "--image-cache-mb", str(args.image_cache_mb), "--save-every", str(max(1, first // 4)),
+              "--output", str(folder / (first_folder_of(name) if rest else folder_of(name))), *common]]
+    if rest:
+        found.append([str(build / "uform_base"), "--mixture", RUNS["text-all"][0], "--init-from", str(folder / first_folder_of(name)),
+                      "--keep-head", "--rows", str(args.rows), "--steps", str(rest), "--save-every", str(max(1, rest // 4)),
+                      "--output", str(folder / folder_of(name)), *common])
+    return found
+
+
+def train(build, name, steps, args, folder, tail=True):
+    """A started process for one run: its uform_base commands one after the other, in a session of their
+    own so that wait_all's SIGTERM reaches the one running."""
+    script = " && ".join(shlex.join(command) for command in commands(build, name, steps, args, folder, tail))
     log = open(folder / f"{folder_of(name)}.log", "w")
-    return subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(["sh", "-c", script], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def wait_all(processes, folder, deadline=None):
@@ -107,11 +143,11 @@ def wait_all(processes, folder, deadline=None):
         try:
             code = process.wait(timeout=None if deadline is None else max(1.0, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            process.terminate()
+            os.killpg(process.pid, signal.SIGTERM)
             try:
                 process.wait(timeout=120)
             except subprocess.TimeoutExpired:  # a save that hangs: its last periodic checkpoint stays
-                process.kill()
+                os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
             cut.append(name)
             continue
@@ -190,7 +226,7 @@ def main():
     if not steps:
         probe = folder / "probe"
         probe.mkdir()
-        wait_all({name: train(build, name, args.probe, args, probe) for name in runs}, probe)
+        wait_all({name: train(build, name, args.probe, args, probe, tail=False) for name in runs}, probe)
         together = max(step_seconds(probe / folder_of(name)) for name in runs)
         steps = max(args.probe, int(args.seconds / together))
         report["probe"] = {"step_seconds_together": together, "wall": time.time() - started}
@@ -204,7 +240,9 @@ def main():
         print(f"image_run: {', '.join(report['cut_short'])} ran past 1.2 x --seconds and were stopped: "
               "their last checkpoints are scored", flush=True)
     for name in runs:
-        report[f"{name}_step_seconds"] = step_seconds(folder / folder_of(name))
+        if not (folder / folder_of(name)).exists():  # stopped before its text tail began: its first part is scored
+            (folder / folder_of(name)).symlink_to(folder / first_folder_of(name))
+        report[f"{name}_step_seconds"] = step_seconds(folder / first_folder_of(name))
         report[f"{name}_log_tail"] = (folder / f"{folder_of(name)}.log").read_text()[-600:]
 
     began = time.time()

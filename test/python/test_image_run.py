@@ -1,0 +1,69 @@
+# test_image_run.py: the pieces of scripts/device/image_run.py that run without a GPU. A run's name
+# parses into its kind, rate, seed, loss weight and text tail (and a bad one is refused); names
+# become file names without '@', '~', '^' or '/'; a run with a text tail is two uform_base commands
+# whose steps add up to the run's, the second on the text-only mixture at full rows from the first
+# with its heads kept, while a plain run (and the probe) is one; and the script end to end on the
+# CPU at a toy tier scores the tail's checkpoint, not the first part's.
+
+import argparse
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "device"))
+import image_run  # noqa: E402
+
+
+def test_names_parse():
+    assert image_run.parse_run("images~0.5^0.2@7e-4/s1") == ("images", "7e-4", 1)
+    assert image_run.loss_weight_of("images~0.5^0.2@7e-4/s1") == 0.5
+    assert image_run.tail_of("images~0.5^0.2@7e-4/s1") == 0.2 and image_run.tail_of("images@7e-4") is None
+    assert image_run.label_of("images^0.2@7e-4/s1") == "images^0.2"
+    assert image_run.folder_of("images~0.5^0.2@7e-4/s1") == "images-w0.5-t0.2-lr7e-4-s1"
+    assert image_run.first_folder_of("images^0.2") == "images-t0.2-images" and image_run.first_folder_of("images") == "images"
+    for bad in ("text-half^0.2", "images^0", "images^1", "images^x", "pictures"):
+        with pytest.raises(ValueError):
+            image_run.parse_run(bad)
+
+
+def arguments(**extra):
+    values = dict(seed=0, weighted="emoji", tier="tiny", rows=32, device="cuda", image_cache_mb=64)
+    return argparse.Namespace(**{**values, **extra})
+
+
+def test_a_text_tail_is_a_second_command(tmp_path):
+    build = pathlib.Path("/b")
+    first, second = image_run.commands(build, "images^0.25@7e-4", 100, arguments(), tmp_path)
+    steps = [int(command[command.index("--steps") + 1]) for command in (first, second)]
+    assert steps == [75, 25]
+    assert first[first.index("--mixture") + 1] == "mixtures/images.json" and first[first.index("--rows") + 1] == "32"
+    assert first[first.index("--output") + 1] == str(tmp_path / "images-t0.25-lr7e-4-images")
+    assert second[second.index("--mixture") + 1] == image_run.RUNS["text-all"][0] and second[second.index("--rows") + 1] == "32"
+    assert second[second.index("--init-from") + 1] == str(tmp_path / "images-t0.25-lr7e-4-images") and "--keep-head" in second
+    assert second[second.index("--output") + 1] == str(tmp_path / "images-t0.25-lr7e-4") and "--tier" not in second
+    assert all(command[command.index("--learning-rate") + 1] == "7e-4" for command in (first, second))
+    # The probe times the first part alone; a plain run is one command; a tail never takes every step.
+    assert len(image_run.commands(build, "images^0.25@7e-4", 100, arguments(), tmp_path, tail=False)) == 1
+    (plain,) = image_run.commands(build, "text-half", 100, arguments(), tmp_path)
+    assert plain[plain.index("--rows") + 1] == "16" and plain[plain.index("--output") + 1] == str(tmp_path / "text-half")
+    first, second = image_run.commands(build, "images^0.9", 2, arguments(), tmp_path)
+    assert [int(command[command.index("--steps") + 1]) for command in (first, second)] == [1, 1]
+
+
+def test_end_to_end_on_the_cpu_scores_the_tail(build_dir, tmp_path):
+    if not (ROOT / "data" / "gettext" / "test.jsonl").exists() or not (ROOT / "data" / "emoji" / "test.jsonl").exists():
+        pytest.skip("the corpora are not built (bash scripts/data/build_all.sh)")
+    out = tmp_path / "out"
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "device" / "image_run.py"), "--build", str(build_dir),
+                             "--device", "cpu", "--tier", "64x2", "--rows", "2", "--steps", "4", "--runs", "images^0.5,text-half",
+                             "--gettext-limit", "50", "--image-cache-mb", "64", "--out", str(out)],
+                            cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    report = json.loads((out / "image_run.json").read_text())
+    checkpoint = pathlib.Path(report["images^0.5_checkpoint"])
+    assert checkpoint.parent.name == "images-t0.5" and checkpoint.name == "step-00000002", checkpoint
+    assert {row["run"] for row in report["table"] if row["set"] == "gettext"} == {"images^0.5", "text-half"}
