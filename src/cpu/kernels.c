@@ -316,7 +316,7 @@ int uform_kernels_runs(char const *name) {
                                                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 #endif
 #if defined(UFORM_HAVE_AVX512F)
-    if (!strcmp(name, "avx512f")) return __builtin_cpu_supports("avx512f") != 0;
+    if (!strcmp(name, "avx512f")) return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
 #endif
 #if defined(UFORM_HAVE_AVX2)
     if (!strcmp(name, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
