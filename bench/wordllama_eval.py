@@ -79,7 +79,7 @@ def read_pairs(path, limit=0):
 
 
 def text_groups(texts):
-    """Equal texts share one id: a duplicate of the gold is a hit, not a rival."""
+    """Equal texts share one id: they are one item, counted once (placements)."""
     ids = {}
     return np.array([ids.setdefault(text, len(ids)) for text in texts], dtype=np.int64)
 
