@@ -28,8 +28,9 @@ typedef enum uform_precision_t {
                                    rest as BF16. */
     uform_precision_int8_k = 3, /* the blocks' four products in int8: symmetric codes in [-127, 127] with a Float32 scale
                                    per output row of the weights, made once, and per input row of the activations;
-                                   exact int32 sums (VPDPBUSD where the CPU has AVX-512 VNNI). CPU only. The rest as
-                                   BF16. Not the output precision "int8" of quantize.h, which applies to embeddings. */
+                                   exact int32 sums (VPDPBUSD where the CPU has AVX-512 VNNI); attention's scores too,
+                                   q and k with a scale per cell and head. CPU only. The rest as BF16. Not the output
+                                   precision "int8" of quantize.h, which applies to embeddings. */
 } uform_precision_t;
 
 /** Where inference passes run (uform_model_set_device). */

@@ -98,6 +98,25 @@ static void uform_embed_task_(void *context_pointer, size_t index, size_t thread
                            &context->workspace->scratch[thread]);
 }
 
+/* A cell's rotated q and k [d] as int8 codes + 128 with a scale per head (quantize_int8), head-major,
+ * and k's correction 128 sum_j code_j (the packing takes the 128 off k's codes). */
+static void uform_quantize_qk_(uform_model_t const *model, uform_workspace_t *workspace, float const *row, size_t cell) {
+    uform_kernels_t const *kernels = uform_kernels();
+    size_t d = model->config.width, hw = uform_head_width_k, cells = workspace->cells;
+    for (size_t head = 0; head < model->config.heads; ++head) {
+        size_t at = head * cells + cell;
+        workspace->q_scales[at] = kernels->quantize_int8(row + head * hw, hw, workspace->q_int8 + at * hw);
+        uint8_t const *codes = workspace->k_int8 + at * hw;
+        workspace->k_scales[at] = kernels->quantize_int8(row + d + head * hw, hw, workspace->k_int8 + at * hw);
+#if defined(UFORM_PLANT_INT8_KEY_SCALE)
+        workspace->k_scales[at] = 1.0f; /* planted: the key's scale dropped after it made the codes */
+#endif
+        int32_t sum = 0;
+        for (size_t j = 0; j < hw; ++j) sum += codes[j];
+        workspace->k_corrections[at] = 128 * (sum - 128 * (int32_t)hw);
+    }
+}
+
 /* normed = rmsnorm(x); qkv = normed W^T; rotate q and k. Where attention's products are BF16, the
  * tile lands in the thread's scratch and only its BF16 rounding goes out (half the bytes to reread). */
 static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) {
@@ -107,21 +126,45 @@ static void uform_qkv_task_(void *context_pointer, size_t index, size_t thread) 
     uform_scratch_t *scratch = &workspace->scratch[thread];
     uform_kernels_t const *kernels = uform_kernels();
     size_t d = model->config.width, first, count = uform_tile_(index, context->pass->cells, &first);
-    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 and int8 keep attention's products in BF16 */
+    int bf16 = model->precision != uform_precision_f32_k; /* E4M3 keeps attention's products in BF16, int8 its p v */
     float *qkv = bf16 ? scratch->gate_up : workspace->qkv + first * 3 * d; /* gate_up: a tile of 8 d columns */
     for (size_t c = first; c < first + count; ++c)
         kernels->rmsnorm(workspace->residual + c * d, context->block->attn_norm->f32, workspace->normed + c * d, d);
     uform_cpu_linear(model, context->block->qkv, workspace->normed + first * d, d, count, qkv, 3 * d, scratch);
+    int int8 = model->precision == uform_precision_int8_k; /* int8's scores are an int8 product: v alone in BF16 */
     for (size_t r = 0; r < count; ++r) {
         float *row = qkv + r * 3 * d;
         uform_rope(model, context->pass->positions + 3 * (first + r), row, row + d, 1);
-        if (bf16) kernels->round_bf16(row, workspace->qkv_bf16 + (first + r) * 3 * d, 3 * d);
+        if (int8) {
+            uform_quantize_qk_(model, workspace, row, first + r);
+            kernels->round_bf16(row + 2 * d, workspace->qkv_bf16 + (first + r) * 3 * d + 2 * d, d);
+        } else if (bf16) {
+            kernels->round_bf16(row, workspace->qkv_bf16 + (first + r) * 3 * d, 3 * d);
+        }
+    }
+}
+
+/* A head's k codes + 128 [keys, 64] (rows 64 bytes apart) into uform_pack_int8's layout, as int8:
+ * panels of 16 keys, each quad of the depth 64 bytes (a 4-byte group of each key), the last panel's
+ * missing keys zero. */
+static void uform_pack_keys_int8_(uint8_t const *codes, size_t keys, int8_t *packed) {
+    size_t hw = uform_head_width_k, panel_bytes = 16 * hw;
+    size_t full = keys / 16 * 16;
+    if (full < keys) memset(packed + full * hw, 0, panel_bytes);
+    for (size_t key = 0; key < keys; ++key) {
+        int8_t *target = packed + key / 16 * panel_bytes + key % 16 * 4;
+        for (size_t quad = 0; quad < hw / 4; ++quad) {
+            uint32_t group;
+            memcpy(&group, codes + key * hw + quad * 4, 4);
+            group ^= 0x80808080u; /* code + 128 -> the code */
+            memcpy(target + quad * 64, &group, 4);
+        }
     }
 }
 
 /* Attention of one (segment, head) pair: its queries against the keys it may see. The BF16 path
- * reads q, k and v rounded to BF16, rounds exp(scores - max) to BF16 and divides by the Float32 sum
- * after the product. */
+ * reads q, k and v rounded to BF16 (int8: q's and k's int8 codes), rounds exp(scores - max) to BF16
+ * and divides by the Float32 sum after the product. */
 static void uform_attention_task_(void *context_pointer, size_t index, size_t thread) {
     uform_pass_job_t const *context = context_pointer;
     uform_model_t *model = context->model;
@@ -142,20 +185,29 @@ static void uform_attention_task_(void *context_pointer, size_t index, size_t th
     float const *q = workspace->qkv + head * hw, *k = q + d, *v = q + 2 * d;
     uint16_t const *q16 = workspace->qkv_bf16 + head * hw, *k16 = q16 + d, *v16 = q16 + 2 * d;
     int bf16 = model->precision != uform_precision_f32_k;
-    if (bf16) {
-        uform_pack_bf16(k16 + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
-        uform_pack_bf16(v16 + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
-    }
+    int int8 = model->precision == uform_precision_int8_k;
+    int8_t *keys_int8 = (int8_t *)scratch->keys_packed; /* half the BF16 panels' bytes */
+    size_t cells = workspace->cells;
+    if (int8) uform_pack_keys_int8_(workspace->k_int8 + (head * cells + keys_first) * hw, keys_count, keys_int8);
+    else if (bf16) uform_pack_bf16(k16 + keys_first * stride, keys_count, hw, stride, 1, scratch->keys_packed);
+    if (bf16) uform_pack_bf16(v16 + keys_first * stride, hw, keys_count, 1, stride, scratch->values_packed);
     for (size_t tile = 0; tile < segment->length; tile += uform_query_tile_k) {
         size_t rows = segment->length - tile < uform_query_tile_k ? segment->length - tile : uform_query_tile_k;
         size_t first = segment->start + tile;
         float *output = workspace->attention + first * d + head * hw;
         if (bf16) {
-            /* The tile's q rows copied close together: 3d-wide rows 3 KiB apart fall on a few L1 sets. */
-            for (size_t r = 0; r < rows; ++r)
-                memcpy(scratch->queries + r * uform_query_stride_k, q16 + (first + r) * stride, hw * sizeof(uint16_t));
-            kernels->gemm(scratch->queries, uform_query_stride_k, scratch->keys_packed, scratch->scores, scores_stride, rows,
-                          keys_count, hw);
+            if (int8) {
+                size_t queries = head * cells + first, keys = head * cells + keys_first;
+                kernels->gemm_int8(workspace->q_int8 + queries * hw, hw, keys_int8, workspace->k_corrections + keys,
+                                   workspace->q_scales + queries, workspace->k_scales + keys, scratch->scores,
+                                   scores_stride, rows, keys_count, hw);
+            } else {
+                /* The tile's q rows copied close together: 3d-wide rows 3 KiB apart fall on a few L1 sets. */
+                for (size_t r = 0; r < rows; ++r)
+                    memcpy(scratch->queries + r * uform_query_stride_k, q16 + (first + r) * stride, hw * sizeof(uint16_t));
+                kernels->gemm(scratch->queries, uform_query_stride_k, scratch->keys_packed, scratch->scores, scores_stride,
+                              rows, keys_count, hw);
+            }
             kernels->softmax_bf16(scratch->scores, rows, keys_count, scores_stride, 0.125f, scratch->probabilities,
                                   probabilities_stride, scratch->sums);
             kernels->gemm(scratch->probabilities, probabilities_stride, scratch->values_packed, output, d, rows, hw, keys_count);

@@ -150,6 +150,13 @@ uform_status_t uform_workspace_reserve(uform_context_t *context, size_t cells) {
     workspace->normed = uform_arena_take(&arena, cells * d * sizeof(float));
     workspace->qkv = uform_arena_take(&arena, cells * 3 * d * sizeof(float));
     workspace->qkv_bf16 = (uint16_t *)workspace->qkv;
+    uint8_t *past_bf16 = (uint8_t *)(workspace->qkv_bf16 + cells * 3 * d); /* 6d bytes a cell; these take 2d + 12 d / 64 */
+    size_t heads = model->config.heads;
+    workspace->q_int8 = past_bf16;
+    workspace->k_int8 = past_bf16 + cells * d;
+    workspace->q_scales = (float *)(past_bf16 + 2 * cells * d);
+    workspace->k_scales = workspace->q_scales + cells * heads;
+    workspace->k_corrections = (int32_t *)(workspace->k_scales + cells * heads);
     workspace->attention = uform_arena_take(&arena, cells * d * sizeof(float));
     workspace->pooled = uform_arena_take(&arena, cells * d * sizeof(float));
     workspace->colbert = uform_arena_take(&arena, cells * colbert * sizeof(float));

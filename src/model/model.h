@@ -54,6 +54,12 @@ typedef struct uform_workspace_t {
     uform_arena_t arena;
     float *residual, *normed, *qkv, *attention; /* [cells, d], [cells, d], [cells, 3d], [cells, d] */
     uint16_t *qkv_bf16;    /* [cells, 3d] q, k, v rounded for attention's BF16 products: qkv's memory */
+    /* The int8 precision's attention scores, head-major ([heads, cells, 64]: a head's rows 64 bytes apart),
+     * in qkv's memory past qkv_bf16: q's and k's codes + 128, their scales and k's corrections
+     * (128 sum of a row's codes) [heads, cells]. */
+    uint8_t *q_int8, *k_int8;
+    float *q_scales, *k_scales;
+    int32_t *k_corrections;
     float *pooled;         /* [cells, d] attention-pooled rows */
     float *colbert;        /* [cells, colbert_width] per-cell vectors of documents */
     float *query_colbert;  /* [columns, colbert_width] the query's vectors while reranking */

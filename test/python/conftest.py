@@ -104,8 +104,10 @@ def cpu_plant(request, tmp_path_factory):
 
 # The narrow precisions' controls. E4M3: a code decoded with bias 8; an input row's scale dropped. int8:
 # the inputs' +128 left in the sums (the correction dropped at packing); a weight row's scale dropped
-# after it made the codes; the weights' codes rounded toward zero instead of to nearest.
-NARROW_PLANTS = {"e4m3": ("e4m3_bias", "e4m3_scale"), "int8": ("int8_correction", "int8_weight_scale", "int8_truncate")}
+# after it made the codes; the weights' codes rounded toward zero instead of to nearest; a key's scale
+# dropped from attention's int8 scores.
+NARROW_PLANTS = {"e4m3": ("e4m3_bias", "e4m3_scale"),
+                 "int8": ("int8_correction", "int8_weight_scale", "int8_truncate", "int8_key_scale")}
 
 
 @pytest.fixture(scope="session", params=[(precision, plant, kernels) for precision, plants in NARROW_PLANTS.items()

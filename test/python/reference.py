@@ -3,7 +3,7 @@
 # that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
 # head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does;
 # `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `bf16_inputs="int8"`
-# in int8 with row scales (docs/precision.md).
+# in int8 with row scales and attention's scores in int8 with a scale per cell and head (docs/precision.md).
 
 import json
 import os
@@ -159,6 +159,15 @@ def int8_product(x, weight):
     return (round_int8(x / scale[:, None]) @ codes.T) * scale[:, None] * weight_scale[None, :]
 
 
+def int8_heads(x):
+    """x [cells, heads, 64] as the int8 precision's attention reads q and k: each head's row scaled by
+    max |row| / 127 (1 for a zero row), rounded to int8 codes, the codes times the scale."""
+    x = np.asarray(x, dtype=np.float64)
+    largest = np.max(np.abs(x), axis=-1, keepdims=True)
+    scale = np.where(largest > 0, largest / INT8_LARGEST, 1.0)
+    return round_int8(x / scale) * scale
+
+
 def rmsnorm(x, scale):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + RMS_EPSILON) * scale
 
@@ -288,7 +297,10 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
         n = rmsnorm(x, tensors[prefix + "attn_norm"])
         qkv = rounding.block(n, tensors[prefix + "qkv"])
         q, k, v = (qkv[:, i * width : (i + 1) * width].reshape(cells, heads, HEAD_WIDTH) for i in range(3))
-        q, k = to_input(mrope(q, angles)), to_input(mrope(k, angles))
+        if bf16_inputs == "int8":  # the scores an int8 product of q and k, a scale per cell and head
+            q, k = int8_heads(mrope(q, angles)), int8_heads(mrope(k, angles))
+        else:
+            q, k = to_input(mrope(q, angles)), to_input(mrope(k, angles))
         v = to_input(v)
         scores = np.einsum("thc,shc->hts", q, k) / 8.0  # [heads, cells, cells], all one segment
         if statistics is not None:
