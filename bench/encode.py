@@ -11,7 +11,7 @@
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
 #                           [--kernels amx,avx512bf16,avx512vnni,avx512f,avx2] [--precisions bf16,e4m3,int8]
-#                           [--peer-isa native|avx2|avx512|avx512vnni] [--repeats N] [--build build] [--peers DIR] [--output FILE]
+#                           [--peer-isa native|avx2|avx512|avx512vnni|avx512bf16] [--repeats N] [--build build] [--peers DIR] [--output FILE]
 # --peer-isa caps the peer's instruction set (PyTorch's kernels, oneDNN, MKL) to emulate a CPU class on
 # this one, beside ours pinned to that class's table by --kernels. --repeats N measures ours and the
 # peers in turn N times (both sides move 10-20% between runs on a shared machine): medians in the
@@ -36,7 +36,9 @@ PEER_ISAS = {"native": {},
              "avx2": {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2"},
              "avx512": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE", "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
              "avx512vnni": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_VNNI",
-                            "MKL_ENABLE_INSTRUCTIONS": "AVX512"}}
+                            "MKL_ENABLE_INSTRUCTIONS": "AVX512"},
+             "avx512bf16": {"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE_BF16",
+                            "MKL_ENABLE_INSTRUCTIONS": "AVX512"}}  # Zen 4, Cooper Lake: BF16 products, no AMX
 
 
 def run_lines(command, env=None):
