@@ -395,8 +395,26 @@ typedef struct uform_maxsim_context_t {
     uform_context_t const *context;
     float const *query;
     size_t query_cells;
+    int symmetric; /* 1: the mean from the shorter text's side (uform_rerank_symmetric), 0: the query side's sum */
     float *scores;
 } uform_maxsim_context_t;
+
+/* The sum over `from`'s cells of each one's best dot product among `among`'s cells. */
+static double uform_maxsim_sum_(float const *from, size_t from_cells, float const *among, size_t among_cells, size_t width) {
+    double total = 0;
+    for (size_t i = 0; i < from_cells; ++i) {
+        float const *q = from + i * width;
+        float best = -INFINITY;
+        for (size_t t = 0; t < among_cells; ++t) {
+            float const *c = among + t * width;
+            float dot = 0;
+            for (size_t j = 0; j < width; ++j) dot += q[j] * c[j];
+            best = dot > best ? dot : best;
+        }
+        total += best;
+    }
+    return total;
+}
 
 static void uform_maxsim_task_(void *context_pointer, size_t index, size_t thread) {
     (void)thread;
@@ -404,29 +422,28 @@ static void uform_maxsim_task_(void *context_pointer, size_t index, size_t threa
     uform_workspace_t const *workspace = &context->context->workspace;
     size_t width = context->context->model->config.colbert_width;
     uform_span_t const *document = &workspace->spans[index];
-    double total = 0;
-    for (size_t i = 0; i < context->query_cells; ++i) {
-        float const *q = context->query + i * width;
-        float best = -INFINITY;
-        for (size_t t = 0; t < document->length; ++t) {
-            float const *c = workspace->colbert + (document->start + t) * width;
-            float dot = 0;
-            for (size_t j = 0; j < width; ++j) dot += q[j] * c[j];
-            best = dot > best ? dot : best;
-        }
-        total += best;
+    float const *cells = workspace->colbert + document->start * width;
+    int document_side = context->symmetric && document->length < context->query_cells;
+#if defined(UFORM_PLANT_MAXSIM_QUERY_SIDE)
+    document_side = 0;
+#endif
+    if (document_side)
+        context->scores[index] = (float)(uform_maxsim_sum_(cells, document->length, context->query, context->query_cells, width) /
+                                         (double)document->length);
+    else {
+        double total = uform_maxsim_sum_(context->query, context->query_cells, cells, document->length, width);
+        context->scores[index] = (float)(context->symmetric ? total / (double)context->query_cells : total);
     }
-    context->scores[index] = (float)total;
 }
 
-uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
-                                    size_t count, float *scores, size_t *truncated) {
+static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query, uform_text_t const *documents, size_t count,
+                                    int symmetric, float *scores, size_t *truncated, char const *verb) {
     if (!context || !documents || !scores || !count)
-        return uform_fail(uform_invalid_argument_k, "uform_rerank: model, documents and scores are needed, count > 0");
+        return uform_fail(uform_invalid_argument_k, "%s: model, documents and scores are needed, count > 0", verb);
     uform_model_t *model = context->model;
-    UFORM_TRY(uform_need_head_(model, "rerank", "uform_rerank"));
-    UFORM_TRY(uform_check_texts_(&query, 1, "uform_rerank", "query"));
-    UFORM_TRY(uform_check_texts_(documents, count, "uform_rerank", "document"));
+    UFORM_TRY(uform_need_head_(model, "rerank", verb));
+    UFORM_TRY(uform_check_texts_(&query, 1, verb, "query"));
+    UFORM_TRY(uform_check_texts_(documents, count, verb, "document"));
     size_t query_cells;
     UFORM_TRY(uform_context_colbert(context, query, context->workspace.query_colbert, model->config.columns, &query_cells));
     size_t cut = query_cells < query.length, done = 0;
@@ -435,11 +452,21 @@ uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query
         uform_pass_t pass = uform_pack_texts_(context, documents, count, &done, &cut);
         pass.colbert = context->workspace.colbert;
         UFORM_TRY(uform_context_pass(context, &pass));
-        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, scores + first};
+        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, symmetric, scores + first};
         uform_pool_for(context->pool, done - first, uform_maxsim_task_, &maxsim);
     }
     if (truncated) *truncated = cut;
     return uform_ok_k;
+}
+
+uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                    size_t count, float *scores, size_t *truncated) {
+    return uform_rerank_(context, query, documents, count, 0, scores, truncated, "uform_rerank");
+}
+
+uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                              size_t count, float *scores, size_t *truncated) {
+    return uform_rerank_(context, query, documents, count, 1, scores, truncated, "uform_rerank_symmetric");
 }
 
 uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits) {
@@ -545,6 +572,12 @@ uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text
                             float *scores, size_t *truncated) {
     UFORM_NEED_MODEL_("uform_rerank");
     return uform_context_rerank(model->context, query, documents, count, scores, truncated);
+}
+
+uform_status_t uform_rerank_symmetric(uform_model_t *model, uform_text_t query, uform_text_t const *documents, size_t count,
+                                      float *scores, size_t *truncated) {
+    UFORM_NEED_MODEL_("uform_rerank_symmetric");
+    return uform_context_rerank_symmetric(model->context, query, documents, count, scores, truncated);
 }
 
 uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits) {

@@ -48,9 +48,9 @@ static char const *const uform_eval_usage_ =
     "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
     "  --reranker DIR   with --rerank: MaxSim from this checkpoint's rerank head instead (the lineage's\n"
     "                   reranker reranking its embedder's candidates); rows model+maxsim@K as before\n"
-    "  --fuse LIST      with --rerank: also rerank the top K by (1 - W) cosine + W MaxSim / query cells\n"
-    "                   for each weight W in (0, 1] of the comma-separated LIST (at most 4); rows\n"
-    "                   model+fuseW@K\n"
+    "  --fuse LIST      with --rerank: also rerank the top K by (1 - W) cosine + W symmetric MaxSim\n"
+    "                   (the mean from the shorter text's bytes, uform_rerank_symmetric) for each\n"
+    "                   weight W in (0, 1] of the comma-separated LIST (at most 4); rows model+fuseW@K\n"
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
     "  --threads N      worker threads (default: all cores)\n"
@@ -828,10 +828,9 @@ int main(int argc, char **argv) {
         uint32_t *union_columns = malloc(most * sizeof(uint32_t));
         uform_text_t *union_texts = malloc(most * sizeof(uform_text_t));
         float *union_maxsim = malloc(most * sizeof(float)), *maxsim = malloc(top * sizeof(float)),
+              *union_symmetric = malloc(most * sizeof(float)), *symmetric = malloc(top * sizeof(float)),
               *rivals = malloc(top * sizeof(float)), *fused = malloc(top * sizeof(float));
         uint32_t *rival_groups = malloc(top * sizeof(uint32_t));
-        uform_config_t reranker_config;
-        uform_model_config(reranker, &reranker_config);
         for (int direction = 0; direction < uform_directions_k; ++direction) {
             for (size_t slot = 0; slot < widths_count; ++slot) {
                 rerank_placements[slot][direction] = malloc(count * sizeof(uform_placement_t));
@@ -853,6 +852,8 @@ int main(int argc, char **argv) {
                     }
                 size_t cut = 0;
                 status = uform_rerank(reranker, row_texts[direction][row], union_texts, union_count, union_maxsim, &cut);
+                if (status == uform_ok_k && fuses_count)
+                    status = uform_rerank_symmetric(reranker, row_texts[direction][row], union_texts, union_count, union_symmetric, NULL);
                 if (status != uform_ok_k) {
                     fprintf(stderr, "\nuform_eval: %s\n", uform_last_error());
                     return 1;
@@ -864,18 +865,17 @@ int main(int argc, char **argv) {
                         size_t at = 0;
                         while (union_columns[at] != columns[place]) ++at;
                         maxsim[place] = union_maxsim[at];
+                        if (fuses_count) symmetric[place] = union_symmetric[at];
                     }
                     rerank_placements[slot][direction][row] = uform_reranked_(
                         model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
                         gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals,
                         rival_groups);
-                    /* MaxSim over query cells is a mean cosine, on the pooled cosine's scale. */
-                    size_t cells = row_texts[direction][row].length < reranker_config.columns ? row_texts[direction][row].length
-                                                                                                : reranker_config.columns;
+                    /* Symmetric MaxSim is a mean cosine, on the pooled cosine's scale. */
                     for (size_t f = 0; f < fuses_count; ++f) {
                         for (size_t place = 0; place < top; ++place)
                             fused[place] = (float)((1 - fuses[f]) * top_scores[slot][direction][row * top + place] +
-                                                   fuses[f] * maxsim[place] / (double)(cells ? cells : 1));
+                                                   fuses[f] * symmetric[place]);
                         fused_placements[slot][f][direction][row] = uform_reranked_(
                             model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
                             gold_scores[slot][direction][row], fused, groups[direction], groups[direction][row], rivals,
@@ -897,7 +897,7 @@ int main(int argc, char **argv) {
                     rows[rows_count++] = fused_row;
                 }
             }
-        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(rivals), free(fused);
+        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(union_symmetric), free(symmetric), free(rivals), free(fused);
         free(rival_groups);
     }
 

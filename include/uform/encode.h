@@ -72,6 +72,13 @@ UFORM_API uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, 
 UFORM_API uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
                             size_t count, float *scores, size_t *truncated);
 
+/** Symmetric MaxSim, as `uform rerank --fuse` and `uform_eval --fuse` rank: for each document, the mean
+ *  over the shorter text's bytes (the query's on a tie) of each byte's best cosine among the other
+ *  text's bytes, in [-1, 1] like the pooled cosine; the same for (a, b) as for (b, a). A short text is
+ *  looked for in a long one, not each byte of a long text in a few (a noisy maximum). */
+UFORM_API uform_status_t uform_rerank_symmetric(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
+                                      size_t count, float *scores, size_t *truncated);
+
 /** Masked-byte logits of one sequence of ids (0..257, MASK = 256): `logits[length * 258]`.
  *  `length` is at most one row. */
 UFORM_API uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits);
@@ -103,6 +110,8 @@ UFORM_API uform_status_t uform_context_colbert(uform_context_t *context, uform_t
                                      size_t *cells);
 UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                     size_t count, float *scores, size_t *truncated);
+UFORM_API uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query,
+                                              uform_text_t const *documents, size_t count, float *scores, size_t *truncated);
 UFORM_API uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
 UFORM_API uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
 

@@ -524,8 +524,10 @@ static int uform_rerank_inputs_(PyObject *query, PyObject *documents, uform_text
     return 1;
 }
 
-/* MaxSim scores as a new float32 array, or NULL with an exception; `tuple` receives the documents. */
-static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query, PyObject *documents, PyObject **tuple) {
+/* MaxSim scores (`symmetric`: uform_rerank_symmetric's) as a new float32 array, or NULL with an exception;
+ * `tuple` receives the documents. */
+static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query, PyObject *documents, int symmetric,
+                                    PyObject **tuple) {
     if (!uform_check_open_(self)) return NULL;
     uform_text_t query_text, *texts = NULL;
     PyArrayObject *scores = NULL;
@@ -539,7 +541,8 @@ static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query,
     if (good) {
         float *out = PyArray_DATA(scores);
         Py_BEGIN_ALLOW_THREADS
-        uform_note_(&failure, uform_context_rerank(context, query_text, texts, (size_t)count, out, &truncated));
+        uform_note_(&failure, symmetric ? uform_context_rerank_symmetric(context, query_text, texts, (size_t)count, out, &truncated)
+                                        : uform_context_rerank(context, query_text, texts, (size_t)count, out, &truncated));
         Py_END_ALLOW_THREADS
         uform_give_back_(self, context);
         if (failure.status != uform_ok_k) good = 0, uform_raise_(failure.status, failure.message);
@@ -554,10 +557,11 @@ static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query,
 }
 
 static PyObject *uform_model_maxsim_(uform_model_object_t *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"query", "documents", NULL};
+    static char *keywords[] = {"query", "documents", "symmetric", NULL};
     PyObject *query, *documents, *tuple = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO:maxsim", keywords, &query, &documents)) return NULL;
-    PyArrayObject *scores = uform_scores_(self, query, documents, &tuple);
+    int symmetric = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:maxsim", keywords, &query, &documents, &symmetric)) return NULL;
+    PyArrayObject *scores = uform_scores_(self, query, documents, symmetric, &tuple);
     Py_XDECREF(tuple);
     return (PyObject *)scores;
 }
@@ -586,7 +590,7 @@ static PyObject *uform_model_rerank_(uform_model_object_t *self, PyObject *args,
         if (top_k == -1 && PyErr_Occurred()) return NULL;
         if (top_k < 1) return PyErr_Format(PyExc_ValueError, "top_k is at least 1, not %zd", top_k);
     }
-    PyArrayObject *scores = uform_scores_(self, query, documents, &tuple);
+    PyArrayObject *scores = uform_scores_(self, query, documents, 0, &tuple);
     if (!scores) return Py_XDECREF(tuple), NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(tuple);
     uform_ranked_t *ranked = malloc((size_t)count * sizeof(uform_ranked_t));
@@ -693,10 +697,11 @@ PyDoc_STRVAR(uform_encode_doc_,
              "Runs with the GIL released; raises TypeError or ValueError for bad inputs, uform.Error for the library's\n"
              "failures (a broken image, a device error), and warns when texts were cut.");
 
-PyDoc_STRVAR(uform_maxsim_doc_, "maxsim(query, documents)\n--\n\n"
+PyDoc_STRVAR(uform_maxsim_doc_, "maxsim(query, documents, *, symmetric=False)\n--\n\n"
                                 "MaxSim of each document against the query (a float32 array): the sum over the query's\n"
                                 "bytes of the best cosine among the document's bytes, from the rerank head. Same\n"
-                                "scores as `uform rerank`.");
+                                "scores as `uform rerank`. symmetric=True: the mean over the shorter text's bytes of\n"
+                                "each byte's best cosine among the other's, on the cosine's scale (`uform rerank --fuse`).");
 
 PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None)\n--\n\n"
                                 "Documents ranked by MaxSim against the query, best first (ties keep their order):\n"

@@ -174,6 +174,16 @@ def check_verbs(library, model_directory, precision):
             limit = cells * colbert_bounds[query] + cells * np.sqrt(len(texts[index])) * colbert_bounds[index]
             error = abs(float(scores[position]) - exact)
             report.require(f"rerank document {index}", error <= limit, f"{scores[position]:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
+        # Symmetric: the mean from the shorter side s against the other o, so the bound above over n_s cells:
+        # B_s + sqrt(n_o) B_o. The documents are shorter and longer than the query, so both sides are read.
+        scores, truncated = handle.rerank_symmetric(texts[query], [texts[index] for index in documents])
+        for position, index in enumerate(documents):
+            exact = reference.maxsim_symmetric(expected[query], expected[index])
+            short, long = (index, query) if len(texts[index]) < len(texts[query]) else (query, index)
+            limit = colbert_bounds[short] + np.sqrt(len(texts[long])) * colbert_bounds[long]
+            error = abs(float(scores[position]) - exact)
+            report.require(f"rerank_symmetric document {index}", error <= limit,
+                           f"{scores[position]:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
         for index, text in enumerate(texts):
             ids = np.frombuffer(text, dtype=np.uint8).astype(np.uint16)
             logits = handle.mlm_logits(ids)

@@ -349,6 +349,13 @@ def maxsim(query_vectors, document_vectors):
     return float(np.sum(np.max(query_vectors @ document_vectors.T, axis=1)))
 
 
+def maxsim_symmetric(query_vectors, document_vectors):
+    """The mean over the shorter side's cells (the query's on a tie) of each one's best cosine among the other's."""
+    if len(document_vectors) < len(query_vectors):
+        query_vectors, document_vectors = document_vectors, query_vectors
+    return maxsim(query_vectors, document_vectors) / len(query_vectors)
+
+
 # ---------------------------------------------------------------------------------------------
 # The grid
 # ---------------------------------------------------------------------------------------------

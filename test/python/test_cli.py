@@ -137,22 +137,33 @@ def test_encode_rejects_a_width_not_the_models(cli, cli_model):
 
 
 def test_rerank_fuse_mixes_cosine_and_maxsim(cli, cli_model):
-    """--fuse W prints (1 - W) cosine + W MaxSim / query bytes, recomputed from `uform encode` and plain
-    `uform rerank` (printed to 7 digits); the control, the cosine alone, differs; bad weights are refused."""
+    """--fuse W prints (1 - W) cosine + W symmetric MaxSim: the mean from the shorter text's bytes,
+    recomputed from `uform encode` and plain `uform rerank` each way (printed to 7 digits). The
+    documents are shorter and longer than the query; the controls, the cosine alone and MaxSim from
+    the query's side alone, differ; bad weights are refused."""
     query, stdin = "byte-level", "\n".join(LINES) + "\n"
     plain = uform(cli, "rerank", "--model", cli_model, "--query", query, stdin=stdin)
     encoded = uform(cli, "encode", "--model", cli_model, stdin=query + "\n" + stdin)
     assert plain.returncode == 0 and encoded.returncode == 0, plain.stderr + encoded.stderr
-    maxsim = np.array([float(line) for line in plain.stdout.split()])
+    query_side = np.array([float(line) for line in plain.stdout.split()]) / len(query.encode())
+    shorter_side = query_side.copy()
+    for index, line in enumerate(LINES):
+        if len(line.encode()) < len(query.encode()):
+            back = uform(cli, "rerank", "--model", cli_model, "--query", line, stdin=query + "\n")
+            assert back.returncode == 0, back.stderr
+            shorter_side[index] = float(back.stdout) / len(line.encode())
+    assert not np.allclose(shorter_side, query_side, rtol=1e-5, atol=2e-5), "no document is shorter than the query"
     vectors = np.array([json.loads(line) for line in encoded.stdout.splitlines()], dtype=np.float64)
     cosine = vectors[1:] @ vectors[0]
     for weight in (0.5, 1.0):
         run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", str(weight), stdin=stdin)
         assert run.returncode == 0, run.stderr
         fused = np.array([float(line) for line in run.stdout.split()])
-        expected = (1 - weight) * cosine + weight * maxsim / len(query.encode())
+        expected = (1 - weight) * cosine + weight * shorter_side
         assert np.allclose(fused, expected, rtol=1e-5, atol=2e-5), (fused, expected)
         assert not np.allclose(fused, cosine, rtol=1e-5, atol=2e-5), "the fused scores are the cosine's alone"
+        one_sided = (1 - weight) * cosine + weight * query_side
+        assert not np.allclose(fused, one_sided, rtol=1e-5, atol=2e-5), "the fused scores read the query's side only"
     for bad in ("0", "2", "x"):
         run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", bad, stdin=stdin)
         assert run.returncode != 0 and "--fuse needs a weight in (0, 1]" in run.stderr, run.stderr

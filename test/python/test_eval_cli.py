@@ -171,9 +171,10 @@ def test_model_and_maxsim_rows_match_a_recomputation(evaluator, library, init_mo
 
 
 def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_path):
-    """--fuse W: with K = all pairs the order is (1 - W) cosine + W MaxSim / query cells over every
-    candidate, recomputed here; W = 1 orders as MaxSim alone; a cosine-only recomputation (the
-    control) disagrees somewhere, so the MaxSim term is not ignored."""
+    """--fuse W: with K = all pairs the order is (1 - W) cosine + W symmetric MaxSim over every
+    candidate, recomputed here from uform_rerank_symmetric; W = 1 orders as symmetric MaxSim alone; a
+    cosine-only recomputation and one with MaxSim from the query's side alone (the controls) disagree
+    somewhere, so the MaxSim term is read, from the shorter side."""
     records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index % 5}"]}
                for index, topic in enumerate(TOPICS * 2)]
     queries = [record["query"] for record in records]
@@ -187,22 +188,26 @@ def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_pa
         full_positives, _ = model.encode([text.encode() for text in positives])
         maxsim = [np.array([model.rerank(row_text.encode(), [text.encode() for text in others])[0] for row_text in rows])
                   for rows, others in ((queries, positives), (positives, queries))]
+        symmetric = [np.array([model.rerank_symmetric(row_text.encode(), [text.encode() for text in others])[0]
+                               for row_text in rows]) for rows, others in ((queries, positives), (positives, queries))]
     cosine = full_queries.astype(np.float64) @ full_positives.astype(np.float64).T
-    disagreements = 0
+    disagreements, one_sided_disagreements = 0, 0
     for index, (direction, scores, rows, groups) in enumerate((("query->positive", cosine, queries, text_ids(positives)),
                                                                ("positive->query", cosine.T, positives, text_ids(queries)))):
         cells = np.array([min(len(text.encode()), columns) for text in rows], dtype=np.float64)[:, None]
         for weight in weights:
-            fused = (1 - weight) * scores + weight * maxsim[index] / cells
+            fused = (1 - weight) * scores + weight * symmetric[index]
             wanted = averaged([expected_metrics(list(fused[i]), i, groups) for i in range(count)])
             got = row(report, f"model+fuse{weight:g}@{count}", direction, width)
             for key, value in wanted.items():
                 assert got[key] == pytest.approx(value, abs=2e-5), (weight, direction, key)
             cosine_only = averaged([expected_metrics(list(scores[i]), i, groups) for i in range(count)])
             disagreements += any(abs(got[key] - cosine_only[key]) > 1e-6 for key in got if key in cosine_only)
-        assert row(report, f"model+fuse1@{count}", direction, width) | {"method": ""} == \
-            row(report, f"model+maxsim@{count}", direction, width) | {"method": ""}
+            one_sided = (1 - weight) * scores + weight * maxsim[index] / cells
+            one_sided = averaged([expected_metrics(list(one_sided[i]), i, groups) for i in range(count)])
+            one_sided_disagreements += any(abs(got[key] - one_sided[key]) > 1e-6 for key in got if key in one_sided)
     assert disagreements, "the fused rows equal the cosine's: the MaxSim term is ignored"
+    assert one_sided_disagreements, "the fused rows equal MaxSim's from the query's side: the shorter side is not read"
     for bad in ("0", "1.5", "a", "0.1,0.2,0.3,0.4,0.5"):
         result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--rerank", 3, "--fuse", bad, check=False)
         assert result.returncode == 2 and "--fuse takes at most 4" in result.stderr, (bad, result.stderr)

@@ -202,6 +202,11 @@ def test_rerank_and_maxsim_agree_with_the_cli(uform, cli, checkpoint):
         assert [r["text"] for r in ranked] == [DOCUMENTS[i] for i in order]
         assert model.rerank(query, DOCUMENTS, top_k=2) == ranked[:2]
         assert model.rerank(query, DOCUMENTS, top_k=50) == ranked
+    fused = run_cli(cli, "rerank", "--model", checkpoint, "--query", query, "--fuse", "1", stdin="\n".join(DOCUMENTS) + "\n")
+    with uform.Model(checkpoint) as model:  # W = 1: the fused score is symmetric MaxSim alone
+        symmetric = model.maxsim(query, DOCUMENTS, symmetric=True)
+        assert symmetric.dtype == np.float32 and ["%.7g" % s for s in symmetric] == fused.stdout.split()
+        assert ["%.7g" % s for s in symmetric] != ["%.7g" % (s / len(query)) for s in scores]
 
 
 def test_images_agree_with_the_cli(uform, cli, vision_checkpoint, images):

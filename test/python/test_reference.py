@@ -8,7 +8,9 @@ import pytest
 
 import bounds
 import reference
+from conftest import built
 from contract import PRECISIONS, check_forward, check_verbs
+from uform_ctypes import Library
 
 # ---------------------------------------------------------------------------------------------
 # The reference's own properties
@@ -207,6 +209,17 @@ def test_planted_control_is_rejected_in_bf16(plant, python_model):
     ok, report = check_forward(planted, python_model, "bf16")
     print(report)
     assert not ok, f"the BF16 forward check accepted the planted control {name}:\n{report}"
+
+
+@pytest.mark.parametrize("precision", ["f32", "bf16"])
+def test_planted_query_side_maxsim_is_rejected_by_the_verbs_check(any_model, precision):
+    """The control's symmetric MaxSim always reads the query's side: the verbs check must see it."""
+    planted = Library(built("libuform_plant_maxsim_query_side.so"))
+    ok, report = check_verbs(planted, any_model, precision)
+    print(report)
+    assert not ok, f"the verbs check accepted the query-side MaxSim control:\n{report}"
+    failed = [line for line in str(report).splitlines() if line.startswith("FAIL")]
+    assert all("rerank_symmetric" in line for line in failed), f"the control broke more than its MaxSim:\n{report}"
 
 
 def test_planted_control_is_rejected_on_an_init_model(plant, init_model):
