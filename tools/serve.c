@@ -35,6 +35,9 @@ static char const *const uform_serve_usage_ =
     "  --name NAME            the model name answered when a request names none (default: DIR's name)\n"
     "  --precision P          bf16 (default), e4m3, int8 (CPU only) or f32 (docs/precision.md)\n"
     "  --device D             cpu (default) or cuda: every worker's context on the GPU\n"
+    "  --fuse W               /v1/rerank ranks by (1 - W) pooled cosine + W symmetric MaxSim (default 0.5,\n"
+    "                         the weight that ranks best on the shipped model's dev pairs; 0: MaxSim from the\n"
+    "                         query's side alone, the rerank head's own score; docs/server.md)\n"
     "  --verbose              one line per request on standard error\n";
 
 #ifndef UFORM_HAVE_MICROHTTPD
@@ -84,7 +87,7 @@ typedef struct uform_job_t {
     uform_text_t query;          /* rerank */
     uform_text_t const *texts;
     size_t count, cells;         /* cells: the texts' bytes, each cut to a row (the batch budget's unit) */
-    float *outputs;              /* embed: [count * width]; rerank: [count] MaxSim scores */
+    float *outputs;              /* embed: [count * width]; rerank: [count] MaxSim (or fused) scores */
     uform_status_t status;
     char message[512];
     int done;
@@ -95,6 +98,7 @@ typedef struct uform_job_t {
 typedef struct {
     char const *model_path, *host, *api_key, *name, *precision, *device;
     unsigned long long port, workers, threads, max_request_bytes, batch_bytes, timeout, connections, drain_seconds;
+    double fuse; /* /v1/rerank's weight of symmetric MaxSim beside the pooled cosine; 0: MaxSim alone */
     int verbose;
 } uform_serve_options_t;
 
@@ -249,7 +253,9 @@ static uform_status_t uform_worker_grow_(uform_worker_t *worker, size_t texts, s
 static void uform_worker_run_(uform_worker_t *worker, uform_job_t *batch, size_t count) {
     uform_status_t status = uform_ok_k;
     if (batch->kind == uform_job_rerank_k) {
-        status = uform_context_rerank(worker->context, batch->query, batch->texts, batch->count, batch->outputs, NULL);
+        double fuse = worker->server->options.fuse;
+        status = fuse > 0 ? uform_context_rerank_fused(worker->context, batch->query, batch->texts, batch->count, fuse, batch->outputs, NULL)
+                          : uform_context_rerank(worker->context, batch->query, batch->texts, batch->count, batch->outputs, NULL);
     } else if (!batch->next_in_batch) {
         status = uform_context_encode(worker->context, batch->texts, batch->count, batch->width, batch->outputs, NULL);
     } else {
@@ -587,10 +593,11 @@ static enum MHD_Result uform_rerank_(uform_server_t *server, struct MHD_Connecti
         free(texts), free(scores), free(ranked);
         return uform_failed_(server, connection, request, &job);
     }
-    /* MaxSim sums one cosine in [-1, 1] per query cell: its mean maps onto 0..1 */
+    /* MaxSim sums one cosine in [-1, 1] per query cell, the fused score is in [-1, 1]: each maps onto 0..1 */
     size_t query_cells = query_text.length < server->config.columns ? query_text.length : server->config.columns;
+    int fused = server->options.fuse > 0;
     for (size_t i = 0; i < count; ++i) {
-        float score = (scores[i] / (float)query_cells + 1.0f) * 0.5f;
+        float score = ((fused ? scores[i] : scores[i] / (float)query_cells) + 1.0f) * 0.5f;
         ranked[i] = (uform_ranked_t){score < 0 ? 0 : score > 1 ? 1 : score, i};
     }
     qsort(ranked, count, sizeof(uform_ranked_t), uform_ranked_order_);
@@ -598,7 +605,8 @@ static enum MHD_Result uform_rerank_(uform_server_t *server, struct MHD_Connecti
     uform_puts_(&body, "{\"results\":[");
     for (size_t r = 0; r < top_n; ++r) {
         size_t i = ranked[r].index;
-        uform_printf_(&body, "%s{\"index\":%zu,\"relevance_score\":%.9g,\"maxsim\":%.9g", r ? "," : "", i, ranked[r].score, scores[i]);
+        uform_printf_(&body, "%s{\"index\":%zu,\"relevance_score\":%.9g,\"%s\":%.9g", r ? "," : "", i, ranked[r].score,
+                      fused ? "fused" : "maxsim", scores[i]);
         if (return_documents) {
             uform_puts_(&body, ",\"document\":{\"text\":");
             uform_append_string_(&body, (char const *)texts[i].data, texts[i].length);
@@ -790,6 +798,16 @@ static int uform_serve_parse_(int argc, char **argv, uform_serve_options_t *opti
             options->verbose = 1;
             continue;
         }
+        if (!strcmp(flag, "--fuse")) {
+            char *end = NULL;
+            char const *value = i + 1 < argc ? argv[++i] : "";
+            options->fuse = strtod(value, &end);
+            if (!*value || !end || *end || !(options->fuse >= 0 && options->fuse <= 1)) {
+                fprintf(stderr, "uform serve: --fuse needs a weight in [0, 1], got '%s'\n", value);
+                return 0;
+            }
+            continue;
+        }
         struct {
             char const *flag;
             char const **text;
@@ -888,7 +906,7 @@ int uform_serve(int argc, char **argv) {
     static uform_server_t server; /* static: the metrics tables are large and zeroed */
     uform_serve_options_t *options = &server.options;
     *options = (uform_serve_options_t){.host = "127.0.0.1", .port = 8080, .workers = 2, .max_request_bytes = 8u << 20,
-                                       .batch_bytes = 65536, .timeout = 30, .connections = 256, .drain_seconds = 30};
+                                       .batch_bytes = 65536, .timeout = 30, .connections = 256, .drain_seconds = 30, .fuse = 0.5};
     options->api_key = getenv("UFORM_API_KEY");
     int help = 0;
     if (!uform_serve_parse_(argc, argv, options, &help)) return 2;
@@ -931,6 +949,10 @@ int uform_serve(int argc, char **argv) {
     }
     uform_model_config(server.model, &server.config);
     server.has_pool = uform_model_has_head(server.model, "pool"), server.has_rerank = uform_model_has_head(server.model, "rerank");
+    if (!server.has_pool && options->fuse > 0) { /* the fused score needs the pooled cosine */
+        fprintf(stderr, "uform serve: the model has no pool head: /v1/rerank ranks by MaxSim alone (--fuse 0)\n");
+        options->fuse = 0;
+    }
     uform_device_t device = options->device && !strcmp(options->device, "cuda") ? uform_device_cuda_k : uform_device_cpu_k;
     server.workers = calloc(options->workers, sizeof(uform_worker_t));
     if (!server.workers) status = uform_out_of_memory_k;

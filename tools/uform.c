@@ -109,7 +109,7 @@ static char const *const uform_rerank_usage_ =
     "  --query TEXT       the query\n"
     "  --fuse W           print (1 - W) cosine + W symmetric MaxSim instead: the pooled embeddings'\n"
     "                     cosine at the widest width fused with MaxSim's mean from the shorter text's\n"
-    "                     bytes (uform_rerank_symmetric; W in (0, 1]; 0.5 ranks best on the shipped\n"
+    "                     bytes (uform_rerank_fused; W in (0, 1]; 0.5 ranks best on the shipped\n"
     "                     model's dev pairs, docs/evaluation.md)\n"
     "  --threads N        worker threads (default: all cores)\n"
     "  --precision P      bf16 (default), e4m3, int8 (CPU only) or f32 (docs/precision.md)\n"
@@ -713,25 +713,6 @@ static int uform_encode_(uform_options_t const *options, char const *verb) {
     return result;
 }
 
-/* `scores` (symmetric MaxSim, a mean) become (1 - weight) cosine + weight MaxSim, as uform_eval --fuse ranks. */
-static uform_status_t uform_fuse_scores_(uform_model_t *model, uform_text_t query, uform_text_t const *texts, size_t count,
-                                         double weight, float *scores) {
-    uform_config_t config;
-    uform_model_config(model, &config);
-    size_t width = config.embedding_widths[config.embedding_widths_count - 1];
-    float *embeddings = malloc((count + 1) * width * sizeof(float));
-    if (!embeddings) return uform_out_of_memory_k;
-    uform_status_t status = uform_encode(model, &query, 1, width, embeddings, NULL);
-    if (status == uform_ok_k) status = uform_encode(model, texts, count, width, embeddings + width, NULL);
-    for (size_t i = 0; status == uform_ok_k && i < count; ++i) {
-        double cosine = 0;
-        for (size_t j = 0; j < width; ++j) cosine += (double)embeddings[j] * embeddings[(i + 1) * width + j];
-        scores[i] = (float)((1 - weight) * cosine + weight * scores[i]);
-    }
-    free(embeddings);
-    return status;
-}
-
 static int uform_rerank_(uform_options_t const *options) {
     if (!uform_require_(options->model, "--model", "rerank") || !uform_require_(options->query, "--query", "rerank")) return 2;
     if (!options->query[0]) {
@@ -747,9 +728,8 @@ static int uform_rerank_(uform_options_t const *options) {
     float *scores = result || !count ? NULL : malloc(count * sizeof(float));
     uform_text_t query = {(uint8_t const *)options->query, strlen(options->query)};
     if (scores) {
-        status = options->fuse > 0 ? uform_rerank_symmetric(model, query, texts, count, scores, &truncated)
+        status = options->fuse > 0 ? uform_rerank_fused(model, query, texts, count, options->fuse, scores, &truncated)
                                    : uform_rerank(model, query, texts, count, scores, &truncated);
-        if (status == uform_ok_k && options->fuse > 0) status = uform_fuse_scores_(model, query, texts, count, options->fuse, scores);
         result = uform_report_(status);
         for (size_t i = 0; !result && i < count; ++i) printf("%.7g\n", scores[i]);
         if (!result && truncated) fprintf(stderr, "uform rerank: %zu texts were longer than a row and were cut\n", truncated);

@@ -79,6 +79,13 @@ UFORM_API uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, 
 UFORM_API uform_status_t uform_rerank_symmetric(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
                                       size_t count, float *scores, size_t *truncated);
 
+/** The fused ranking, as `uform rerank --fuse W` prints and `uform serve`'s /v1/rerank ranks:
+ *  (1 - weight) cosine of the pooled embeddings at the widest width + weight symmetric MaxSim, in
+ *  [-1, 1]; `weight` in [0, 1] (0: the cosine alone, 1: symmetric MaxSim alone). One pass over the
+ *  documents gives both terms. The model needs its pool and rerank heads. */
+UFORM_API uform_status_t uform_rerank_fused(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
+                                  size_t count, double weight, float *scores, size_t *truncated);
+
 /** Masked-byte logits of one sequence of ids (0..257, MASK = 256): `logits[length * 258]`.
  *  `length` is at most one row. */
 UFORM_API uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits);
@@ -112,6 +119,9 @@ UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_te
                                     size_t count, float *scores, size_t *truncated);
 UFORM_API uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query,
                                               uform_text_t const *documents, size_t count, float *scores, size_t *truncated);
+UFORM_API uform_status_t uform_context_rerank_fused(uform_context_t *context, uform_text_t query,
+                                          uform_text_t const *documents, size_t count, double weight, float *scores,
+                                          size_t *truncated);
 UFORM_API uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
 UFORM_API uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
 

@@ -184,6 +184,24 @@ def check_verbs(library, model_directory, precision):
             error = abs(float(scores[position]) - exact)
             report.require(f"rerank_symmetric document {index}", error <= limit,
                            f"{scores[position]:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
+        # Fused: (1 - w) cosine at the widest width + w symmetric MaxSim. For unit vectors |delta cosine|
+        # <= B_q + B_d (each embedding's relative bound), so the bound is the two bounds mixed.
+        widest = model.embedding_widths[-1]
+        pooled = [reference.matryoshka(h_e[1], widest) for h_e in (bf16 if precision == "bf16" else f64)]
+        pooled_bounds = [bounds.bound(precision == "bf16", reference.matryoshka(f64[index][1], widest),
+                                      reference.matryoshka(bf16[index][1], widest), width, longest, longest)
+                         for index in range(len(texts))]
+        for weight in (0.25, 0.75):
+            scores, truncated = handle.rerank_fused(texts[query], [texts[index] for index in documents], weight)
+            for position, index in enumerate(documents):
+                exact = (1 - weight) * float(pooled[query] @ pooled[index]) + \
+                    weight * reference.maxsim_symmetric(expected[query], expected[index])
+                short, long = (index, query) if len(texts[index]) < len(texts[query]) else (query, index)
+                limit = (1 - weight) * (pooled_bounds[query] + pooled_bounds[index]) + \
+                    weight * (colbert_bounds[short] + np.sqrt(len(texts[long])) * colbert_bounds[long])
+                error = abs(float(scores[position]) - exact)
+                report.require(f"rerank_fused {weight} document {index}", error <= limit,
+                               f"{scores[position]:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
         for index, text in enumerate(texts):
             ids = np.frombuffer(text, dtype=np.uint8).astype(np.uint16)
             logits = handle.mlm_logits(ids)

@@ -207,6 +207,14 @@ def test_rerank_and_maxsim_agree_with_the_cli(uform, cli, checkpoint):
         symmetric = model.maxsim(query, DOCUMENTS, symmetric=True)
         assert symmetric.dtype == np.float32 and ["%.7g" % s for s in symmetric] == fused.stdout.split()
         assert ["%.7g" % s for s in symmetric] != ["%.7g" % (s / len(query)) for s in scores]
+        ranked = model.rerank(query, DOCUMENTS, fuse=0.5)  # the fused ranking, as `uform rerank --fuse 0.5`
+        wanted = run_cli(cli, "rerank", "--model", checkpoint, "--query", query, "--fuse", "0.5",
+                         stdin="\n".join(DOCUMENTS) + "\n").stdout.split()
+        order = sorted(range(len(DOCUMENTS)), key=lambda i: (-float(wanted[i]), i))
+        assert [r["index"] for r in ranked] == order and ["%.7g" % r["score"] for r in ranked] == [wanted[i] for i in order]
+        for bad, error in ((0, ValueError), (1.5, ValueError), ("0.5", TypeError), (True, TypeError)):
+            with pytest.raises(error, match="fuse"):
+                model.rerank(query, DOCUMENTS, fuse=bad)
 
 
 def test_images_agree_with_the_cli(uform, cli, vision_checkpoint, images):

@@ -92,6 +92,14 @@ def server(cli, serve_model, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def maxsim_server(cli, serve_model, tmp_path_factory):
+    """A server that ranks by MaxSim alone (--fuse 0), the rerank head's own score."""
+    running = Server(cli, serve_model, "--fuse", "0", directory=tmp_path_factory.mktemp("serve_maxsim"))
+    yield running
+    assert running.stop() == 0, running.log.read_text()
+
+
+@pytest.fixture(scope="module")
 def guarded(cli, serve_model, tmp_path_factory):
     """A server with an API key and a small request limit."""
     running = Server(cli, serve_model, "--api-key", "sesame", "--max-request-bytes", "4096",
@@ -107,9 +115,9 @@ def cli_encode(cli, model, texts, width):
     return np.array([json.loads(line) for line in run.stdout.splitlines()], dtype=np.float64)
 
 
-def cli_rerank(cli, model, query, documents):
-    run = subprocess.run([str(cli), "rerank", "--model", str(model), "--query", query], input="\n".join(documents) + "\n",
-                         capture_output=True, text=True, timeout=120)
+def cli_rerank(cli, model, query, documents, *flags):
+    run = subprocess.run([str(cli), "rerank", "--model", str(model), "--query", query, *flags],
+                         input="\n".join(documents) + "\n", capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     return np.array([float(line) for line in run.stdout.split()])
 
@@ -124,14 +132,15 @@ def test_help_names_every_flag(cli):
     assert run.returncode == 0, run.stderr
     for flag in ("--model", "--host", "--port", "--workers", "--threads", "--api-key", "--max-request-bytes",
                  "--batch-bytes", "--timeout", "--connections", "--drain-seconds", "--name", "--precision", "--device",
-                 "--verbose"):
+                 "--fuse", "--verbose"):
         assert flag in run.stdout, flag
     usage = subprocess.run([str(cli), "--help"], capture_output=True, text=True, timeout=30)
     assert "serve" in usage.stdout
 
 
 def test_bad_flags_are_refused(cli, serve_model):
-    for flags in (["--workers", "0"], ["--port", "70000"], ["--bogus", "1"], ["--precision", "f16"]):
+    for flags in (["--workers", "0"], ["--port", "70000"], ["--bogus", "1"], ["--precision", "f16"], ["--fuse", "1.5"],
+                  ["--fuse", "x"], ["--fuse"]):
         run = subprocess.run([str(cli), "serve", "--model", str(serve_model), *flags], capture_output=True, text=True, timeout=30)
         assert run.returncode == 2 and "uform serve:" in run.stderr, (flags, run.stderr)
     run = subprocess.run([str(cli), "serve", "--model", "/nonexistent/model", "--port", "0"], capture_output=True,
@@ -177,6 +186,32 @@ def test_truncated_inputs_are_named(server):
 
 
 def test_rerank_agrees_with_cli(cli, serve_model, server):
+    """By default /v1/rerank ranks as `uform rerank --fuse 0.5`: each result's `fused` is the printed
+    score and relevance_score = (fused + 1) / 2; the control, MaxSim's mean, differs."""
+    documents = [text if i % 2 else {"text": text} for i, text in enumerate(DOCUMENTS)]
+    status, body = server.request("POST", "/v1/rerank", {"model": "r", "query": QUERY, "documents": documents,
+                                                          "return_documents": True})
+    assert status == 200, body
+    fused = cli_rerank(cli, serve_model, QUERY, DOCUMENTS, "--fuse", "0.5")
+    order = sorted(range(len(DOCUMENTS)), key=lambda i: (-fused[i], i))
+    assert [result["index"] for result in body["results"]] == order
+    served = np.array([result["fused"] for result in body["results"]])
+    assert_printed_equal(served, fused[order], "the fused score")
+    scores = np.array([result["relevance_score"] for result in body["results"]])
+    assert (np.abs(scores - (fused[order] + 1) / 2) <= PRINTED * np.abs(fused[order]) / 2 + 4 * 2.0 ** -24).all()
+    assert ((scores >= 0) & (scores <= 1)).all() and list(scores) == sorted(scores, reverse=True)
+    maxsim = cli_rerank(cli, serve_model, QUERY, DOCUMENTS)
+    cells = min(len(QUERY.encode()), COLUMNS)
+    assert np.abs(served - maxsim[order] / cells).max() > 0.01, "the served score is MaxSim's mean: the fusion is not read"
+    assert [result["document"]["text"] for result in body["results"]] == [DOCUMENTS[i] for i in order]
+    assert body["truncated"] == [i for i, text in enumerate(DOCUMENTS) if len(text) > COLUMNS]
+    assert body["usage"]["total_tokens"] == len(QUERY) + sum(len(text) for text in DOCUMENTS)
+    status, top = server.request("POST", "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS, "top_n": 2})
+    assert status == 200 and [result["index"] for result in top["results"]] == order[:2]
+
+
+def test_rerank_by_maxsim_agrees_with_cli(cli, serve_model, maxsim_server):
+    server = maxsim_server
     documents = [text if i % 2 else {"text": text} for i, text in enumerate(DOCUMENTS)]
     status, body = server.request("POST", "/v1/rerank", {"model": "r", "query": QUERY, "documents": documents,
                                                           "return_documents": True})
@@ -194,8 +229,6 @@ def test_rerank_agrees_with_cli(cli, serve_model, server):
     assert (np.abs(scores - expected) <= PRINTED * np.abs(maxsim[order]) / cells / 2 + 4 * 2.0 ** -24).all()
     assert ((scores >= 0) & (scores <= 1)).all() and list(scores) == sorted(scores, reverse=True)
     assert [result["document"]["text"] for result in body["results"]] == [DOCUMENTS[i] for i in order]
-    assert body["truncated"] == [i for i, text in enumerate(DOCUMENTS) if len(text) > COLUMNS]
-    assert body["usage"]["total_tokens"] == len(QUERY) + sum(len(text) for text in DOCUMENTS)
     status, top = server.request("POST", "/v1/rerank", {"query": QUERY, "documents": DOCUMENTS, "top_n": 2})
     assert status == 200 and [result["index"] for result in top["results"]] == order[:2]
     assert "document" not in top["results"][0]
@@ -520,7 +553,7 @@ def test_cuda_workers(cli, serve_model, tmp_path):
         assert run.returncode != 0 and "cuda" in run.stderr.lower() and len(run.stderr.strip().splitlines()) <= 2, run.stderr
         pytest.skip("needs a CUDA build and a GPU (the refusal was tested instead)")
     texts = [text.decode() for text in cuda.TEXTS]
-    server = Server(cli, serve_model, "--device", "cuda", "--workers", "2", directory=tmp_path)
+    server = Server(cli, serve_model, "--device", "cuda", "--workers", "2", "--fuse", "0", directory=tmp_path)  # MaxSim's bound
     try:
         middle = len(texts) // 2
         spans = [(0, middle), (middle, len(texts))] * 4  # eight requests of two halves: batches join some of them
