@@ -233,8 +233,20 @@ def check_embeddings(directory, texts, width, value, expected, printed):
     return check
 
 
+def check_score_vector(title, model, query, documents, value, expected, f64, bf16, printed):
+    """One score a document, as one vector over the documents, against B_gpu of the reference's scores."""
+    longest = max(min(len(text), COLUMNS) for text in [query, *documents])
+    check = Check(title)
+    check.require("count", len(value) == len(documents) == len(expected))
+    if check.ok:
+        extra = 2 * PRINTED if printed else 0.0
+        check.compare("all documents", value, expected,
+                      gpu_bound(f64, bf16, model, longest, longest, allowance_for(len(documents)), extra))
+    return check
+
+
 def check_scores(directory, query, documents, value, expected, printed):
-    """MaxSim scores as one vector over the documents, against B_gpu of the reference scores."""
+    """MaxSim scores against B_gpu of the reference scores."""
     model = model_of(directory)
 
     def cells(text, bf16):
@@ -242,14 +254,27 @@ def check_scores(directory, query, documents, value, expected, printed):
 
     f64 = np.array([reference.maxsim(cells(query, False), cells(document, False)) for document in documents])
     bf16 = np.array([reference.maxsim(cells(query, True), cells(document, True)) for document in documents])
-    longest = max(min(len(text), COLUMNS) for text in [query, *documents])
-    check = Check(f"MaxSim scores on {directory}")
-    check.require("count", len(value) == len(documents) == len(expected))
-    if check.ok:
-        extra = 2 * PRINTED if printed else 0.0
-        check.compare("all documents", value, expected,
-                      gpu_bound(f64, bf16, model, longest, longest, allowance_for(len(documents)), extra))
-    return check
+    return check_score_vector(f"MaxSim scores on {directory}", model, query, documents, value, expected, f64, bf16, printed)
+
+
+def check_fused(directory, query, documents, weight, value, expected, printed):
+    """Fused scores, (1 - w) cosine at the widest width + w symmetric MaxSim, against B_gpu of the
+    reference's fused scores (the same rule as MaxSim's)."""
+    model = model_of(directory)
+    widest = model.embedding_widths[-1]
+
+    def fused(bf16):
+        h, e = text_reference(directory, query, bf16)
+        query_cells, query_embedding = reference.colbert_cells(model, h, bf16), reference.matryoshka(e, widest)
+        scores = []
+        for document in documents:
+            h, e = text_reference(directory, document, bf16)
+            scores.append((1 - weight) * float(query_embedding @ reference.matryoshka(e, widest)) +
+                          weight * reference.maxsim_symmetric(query_cells, reference.colbert_cells(model, h, bf16)))
+        return np.array(scores)
+
+    return check_score_vector(f"fused scores (W = {weight}) on {directory}", model, query, documents, value, expected,
+                              fused(False), fused(True), printed)
 
 
 OUTPUTS = ("hidden", "pooled", "colbert", "logits")
@@ -339,8 +364,8 @@ def encode(cli, directory, texts, device, width=None, env=None, precision=None):
     return np.array([json.loads(line) for line in run.stdout.decode().splitlines()], dtype=np.float64)
 
 
-def rerank(cli, directory, query, documents, device):
-    run = uform(cli, "rerank", "--model", directory, "--query", query.decode(), "--device", device,
+def rerank(cli, directory, query, documents, device, *flags):
+    run = uform(cli, "rerank", "--model", directory, "--query", query.decode(), "--device", device, *flags,
                 stdin=lines_of(documents))
     assert run.returncode == 0, run.stderr.decode()
     return np.array([float(line) for line in run.stdout.decode().split()], dtype=np.float64)
@@ -529,6 +554,19 @@ def test_gpu_rerank_matches_the_cpu(cli, any_model, needs_gpu):
     assert check.ok, str(check)
     control = rerank(cli, directory, QUERY, [one_byte_changed(text) for text in TEXTS], "cpu")
     check = check_scores(directory, QUERY, TEXTS, gpu_result, control, printed=True)
+    assert not check.ok, f"the control (one byte changed per document) was not rejected:\n{check}"
+
+
+def test_gpu_fused_rerank_matches_the_cpu(cli, any_model, needs_gpu):
+    """`uform rerank --fuse 0.5` (uform_rerank_fused: pooled embeddings and ColBERT vectors from one
+    pass) on the GPU against the CPU; the control, one byte changed per document, is rejected."""
+    directory = str(any_model)
+    cpu = rerank(cli, directory, QUERY, TEXTS, "cpu", "--fuse", "0.5")
+    gpu_result = rerank(cli, directory, QUERY, TEXTS, "cuda", "--fuse", "0.5")
+    check = check_fused(directory, QUERY, TEXTS, 0.5, gpu_result, cpu, printed=True)
+    assert check.ok, str(check)
+    control = rerank(cli, directory, QUERY, [one_byte_changed(text) for text in TEXTS], "cpu", "--fuse", "0.5")
+    check = check_fused(directory, QUERY, TEXTS, 0.5, gpu_result, control, printed=True)
     assert not check.ok, f"the control (one byte changed per document) was not rejected:\n{check}"
 
 
