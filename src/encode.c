@@ -436,39 +436,6 @@ static void uform_maxsim_task_(void *context_pointer, size_t index, size_t threa
     }
 }
 
-static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query, uform_text_t const *documents, size_t count,
-                                    int symmetric, float *scores, size_t *truncated, char const *verb) {
-    if (!context || !documents || !scores || !count)
-        return uform_fail(uform_invalid_argument_k, "%s: model, documents and scores are needed, count > 0", verb);
-    uform_model_t *model = context->model;
-    UFORM_TRY(uform_need_head_(model, "rerank", verb));
-    UFORM_TRY(uform_check_texts_(&query, 1, verb, "query"));
-    UFORM_TRY(uform_check_texts_(documents, count, verb, "document"));
-    size_t query_cells;
-    UFORM_TRY(uform_context_colbert(context, query, context->workspace.query_colbert, model->config.columns, &query_cells));
-    size_t cut = query_cells < query.length, done = 0;
-    while (done < count) {
-        size_t first = done;
-        uform_pass_t pass = uform_pack_texts_(context, documents, count, &done, &cut);
-        pass.colbert = context->workspace.colbert;
-        UFORM_TRY(uform_context_pass(context, &pass));
-        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, symmetric, scores + first};
-        uform_pool_for(context->pool, done - first, uform_maxsim_task_, &maxsim);
-    }
-    if (truncated) *truncated = cut;
-    return uform_ok_k;
-}
-
-uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
-                                    size_t count, float *scores, size_t *truncated) {
-    return uform_rerank_(context, query, documents, count, 0, scores, truncated, "uform_rerank");
-}
-
-uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
-                                              size_t count, float *scores, size_t *truncated) {
-    return uform_rerank_(context, query, documents, count, 1, scores, truncated, "uform_rerank_symmetric");
-}
-
 /* The cosine of normalize(a) and normalize(b), `width` values each. */
 static double uform_cosine_(float const *a, float const *b, size_t width) {
     double dot = 0, aa = 0, bb = 0;
@@ -476,42 +443,59 @@ static double uform_cosine_(float const *a, float const *b, size_t width) {
     return aa > 0 && bb > 0 ? dot / sqrt(aa * bb) : 0;
 }
 
-uform_status_t uform_context_rerank_fused(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
-                                          size_t count, double weight, float *scores, size_t *truncated) {
-    char const *verb = "uform_rerank_fused";
+/* MaxSim of each document (`symmetric`: the shorter side's mean); with `weight` >= 0, fused with the
+ * pooled cosine at the widest width, both terms from the same pass of each side. */
+static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query, uform_text_t const *documents, size_t count,
+                                    int symmetric, double weight, float *scores, size_t *truncated, char const *verb) {
     if (!context || !documents || !scores || !count)
         return uform_fail(uform_invalid_argument_k, "%s: model, documents and scores are needed, count > 0", verb);
-    if (!(weight >= 0 && weight <= 1)) return uform_fail(uform_invalid_argument_k, "%s: the weight %g is outside [0, 1]", verb, weight);
     uform_model_t *model = context->model;
-    UFORM_TRY(uform_need_head_(model, "pool", verb));
+    int fused = weight >= 0;
+    if (fused) UFORM_TRY(uform_need_head_(model, "pool", verb));
     UFORM_TRY(uform_need_head_(model, "rerank", verb));
     UFORM_TRY(uform_check_texts_(&query, 1, verb, "query"));
     UFORM_TRY(uform_check_texts_(documents, count, verb, "document"));
     size_t widest = uform_widest_(model), query_cells = uform_clip_(model, query.length), cut = query_cells < query.length, done = 0;
-    float *query_embedding = malloc(widest * sizeof(float));
-    if (!query_embedding) return uform_fail(uform_out_of_memory_k, "%s: out of memory", verb);
-    /* One pass for each side gives both its pooled embedding and its ColBERT vectors. */
+    float *query_embedding = fused ? malloc(widest * sizeof(float)) : NULL;
+    if (fused && !query_embedding) return uform_fail(uform_out_of_memory_k, "%s: out of memory", verb);
+    float *pooled = fused ? context->workspace.embeddings : NULL;
     uform_packer_t packer = {.context = context};
     uform_packer_add_(&packer, query.data, NULL, query_cells);
     uform_pass_t pass = uform_packer_pass_(&packer);
-    pass.colbert = context->workspace.query_colbert, pass.pooled = context->workspace.embeddings;
+    pass.colbert = context->workspace.query_colbert, pass.pooled = pooled;
     uform_status_t status = uform_context_pass(context, &pass);
-    if (status == uform_ok_k) memcpy(query_embedding, context->workspace.embeddings, widest * sizeof(float));
+    if (status == uform_ok_k && fused) memcpy(query_embedding, pooled, widest * sizeof(float));
     while (status == uform_ok_k && done < count) {
         size_t first = done;
         pass = uform_pack_texts_(context, documents, count, &done, &cut);
-        pass.colbert = context->workspace.colbert, pass.pooled = context->workspace.embeddings;
+        pass.colbert = context->workspace.colbert, pass.pooled = pooled;
         status = uform_context_pass(context, &pass);
         if (status != uform_ok_k) break;
-        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, 1, scores + first};
+        uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, symmetric, scores + first};
         uform_pool_for(context->pool, done - first, uform_maxsim_task_, &maxsim);
-        for (size_t i = first; i < done; ++i)
-            scores[i] = (float)((1 - weight) * uform_cosine_(query_embedding, context->workspace.embeddings + (i - first) * widest, widest) +
-                                weight * scores[i]);
+        for (size_t i = first; fused && i < done; ++i)
+            scores[i] = (float)((1 - weight) * uform_cosine_(query_embedding, pooled + (i - first) * widest, widest) + weight * scores[i]);
     }
     free(query_embedding);
     if (status == uform_ok_k && truncated) *truncated = cut;
     return status;
+}
+
+uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                    size_t count, float *scores, size_t *truncated) {
+    return uform_rerank_(context, query, documents, count, 0, -1, scores, truncated, "uform_rerank");
+}
+
+uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                              size_t count, float *scores, size_t *truncated) {
+    return uform_rerank_(context, query, documents, count, 1, -1, scores, truncated, "uform_rerank_symmetric");
+}
+
+uform_status_t uform_context_rerank_fused(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                          size_t count, double weight, float *scores, size_t *truncated) {
+    if (!(weight >= 0 && weight <= 1))
+        return uform_fail(uform_invalid_argument_k, "uform_rerank_fused: the weight %g is outside [0, 1]", weight);
+    return uform_rerank_(context, query, documents, count, 1, weight, scores, truncated, "uform_rerank_fused");
 }
 
 uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits) {
