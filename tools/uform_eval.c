@@ -45,7 +45,8 @@ static char const *const uform_eval_usage_ =
     "                   Parquet with columns query, positive and lang\n"
     "  --limit N        the first N pairs only (default: all)\n"
     "  --rerank K       also rescore each query's top K candidates (at every width) by MaxSim\n"
-    "                   (uform_rerank; the checkpoint needs its rerank head) and report those ranks\n"
+    "                   (uform_rerank's score, from each text's ColBERT vectors computed once; the\n"
+    "                   checkpoint needs its rerank head) and report those ranks\n"
     "  --reranker DIR   with --rerank: MaxSim from this checkpoint's rerank head instead (the lineage's\n"
     "                   reranker reranking its embedder's candidates); rows model+maxsim@K as before\n"
     "  --fuse LIST      with --rerank: also rerank the top K by (1 - W) cosine + W symmetric MaxSim\n"
@@ -436,6 +437,102 @@ static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t t
     return (uform_placement_t){rivals_count + first_stage.better - above, first_stage.tied - level};
 }
 
+/* Every text's ColBERT vectors from `model`, one after another: text i's `offsets[i + 1] - offsets[i]`
+ * cells (at most a row) from `(*vectors)[offsets[i] * width]`. */
+static uform_status_t uform_colbert_all_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t columns,
+                                         size_t width, float **vectors, size_t **offsets, uform_progress_t *progress,
+                                         char const *what) {
+    *offsets = malloc((count + 1) * sizeof(size_t));
+    if (!*offsets) return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu texts' MaxSim vectors", count);
+    (*offsets)[0] = 0;
+    for (size_t i = 0; i < count; ++i) (*offsets)[i + 1] = (*offsets)[i] + (texts[i].length < columns ? texts[i].length : columns);
+    *vectors = malloc((*offsets)[count] * width * sizeof(float));
+    if (!*vectors)
+        return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu cells of MaxSim vectors", (*offsets)[count]);
+    uform_progress_begin_(progress, what, count);
+    for (size_t i = 0; i < count; ++i) {
+        size_t cells = 0;
+        UFORM_TRY(uform_colbert(model, texts[i], *vectors + (*offsets)[i] * width, (*offsets)[i + 1] - (*offsets)[i], &cells));
+        uform_progress_show_(progress, i + 1, 0);
+    }
+    uform_progress_show_(progress, count, 1);
+    return uform_ok_k;
+}
+
+/* Reranking one direction's rows: each row's top candidates at every width, rescored by MaxSim of
+ * the stored vectors (side 0 the queries', side 1 the positives'). */
+typedef struct uform_rerank_job_t {
+    size_t count, top, widths, fuses_count, colbert_width;
+    double const *fuses;
+    int direction;
+    uint32_t const *groups;
+    uform_text_t const *row_texts, *column_texts;
+    float *vectors[uform_directions_k];
+    size_t *offsets[uform_directions_k];
+    uform_placement_t const *model_placements[uform_max_embedding_widths_k];
+    uint32_t const *top_columns[uform_max_embedding_widths_k];
+    float const *top_scores[uform_max_embedding_widths_k], *gold_scores[uform_max_embedding_widths_k];
+    uform_placement_t *rerank_placements[uform_max_embedding_widths_k];
+    uform_placement_t *fused_placements[uform_max_embedding_widths_k][uform_fuse_max_k];
+    float *floats; /* [threads * scratch_floats] */
+    uint32_t *words; /* [threads * scratch_words] */
+    size_t scratch_floats, scratch_words;
+    atomic_size_t done, truncated;
+    uform_progress_t *progress;
+} uform_rerank_job_t;
+
+static void uform_rerank_task_(void *context, size_t row, size_t thread) {
+    uform_rerank_job_t *job = context;
+    size_t top = job->top, most = top * job->widths, width = job->colbert_width;
+    float *union_maxsim = job->floats + thread * job->scratch_floats, *union_symmetric = union_maxsim + most,
+          *maxsim = union_symmetric + most, *symmetric = maxsim + top, *rivals = symmetric + top, *fused = rivals + top;
+    uint32_t *union_columns = job->words + thread * job->scratch_words, *rival_groups = union_columns + most;
+    int rows_side = job->direction, columns_side = 1 - job->direction;
+    size_t const *row_offsets = job->offsets[rows_side], *column_offsets = job->offsets[columns_side];
+    float const *query = job->vectors[rows_side] + row_offsets[row] * width;
+    size_t query_cells = row_offsets[row + 1] - row_offsets[row], union_count = 0;
+    size_t cut = job->row_texts[row].length > query_cells;
+    for (size_t slot = 0; slot < job->widths; ++slot)
+        for (size_t place = 0; place < top; ++place) {
+            uint32_t column = job->top_columns[slot][row * top + place];
+            size_t seen = 0;
+            while (seen < union_count && union_columns[seen] != column) ++seen;
+            if (seen < union_count) continue;
+            float const *document = job->vectors[columns_side] + column_offsets[column] * width;
+            size_t document_cells = column_offsets[column + 1] - column_offsets[column];
+            cut += job->column_texts[column].length > document_cells;
+            /* arguments are never NULL or empty here (texts are checked non-empty when read) */
+            uform_maxsim(query, query_cells, document, document_cells, width, 0, &union_maxsim[union_count]);
+            if (job->fuses_count)
+                uform_maxsim(query, query_cells, document, document_cells, width, 1, &union_symmetric[union_count]);
+            union_columns[union_count++] = column;
+        }
+    for (size_t slot = 0; slot < job->widths; ++slot) {
+        uint32_t const *columns = job->top_columns[slot] + row * top;
+        float const *scores = job->top_scores[slot] + row * top;
+        for (size_t place = 0; place < top; ++place) {
+            size_t at = 0;
+            while (union_columns[at] != columns[place]) ++at;
+            maxsim[place] = union_maxsim[at];
+            if (job->fuses_count) symmetric[place] = union_symmetric[at];
+        }
+        job->rerank_placements[slot][row] = uform_reranked_(job->model_placements[slot][row], top, columns, scores,
+                                                            job->gold_scores[slot][row], maxsim, job->groups, job->groups[row],
+                                                            rivals, rival_groups);
+        /* Symmetric MaxSim is a mean cosine, on the pooled cosine's scale. */
+        for (size_t f = 0; f < job->fuses_count; ++f) {
+            for (size_t place = 0; place < top; ++place)
+                fused[place] = (float)((1 - job->fuses[f]) * scores[place] + job->fuses[f] * symmetric[place]);
+            job->fused_placements[slot][f][row] = uform_reranked_(job->model_placements[slot][row], top, columns, scores,
+                                                                  job->gold_scores[slot][row], fused, job->groups,
+                                                                  job->groups[row], rivals, rival_groups);
+        }
+    }
+    atomic_fetch_add_explicit(&job->truncated, cut, memory_order_relaxed);
+    size_t done = atomic_fetch_add_explicit(&job->done, 1, memory_order_relaxed) + 1;
+    if (thread == 0) uform_progress_show_(job->progress, done, 0);
+}
+
 /* ---- reporting --------------------------------------------------------------------------------- */
 
 /* One row of the table: a method at a width in a direction, with one placement per pair. */
@@ -822,70 +919,50 @@ int main(int argc, char **argv) {
         for (int side = 0; side < uform_directions_k; ++side) free(embeddings[side]), free(prefixes[side]);
     }
 
-    /* MaxSim over the union of each row's top candidates across widths: one uform_rerank call per row. */
+    /* MaxSim over the union of each row's top candidates across widths, from each text's ColBERT
+     * vectors computed once (uform_maxsim), the rows on the pool's threads. */
     if (top) {
+        uform_rerank_job_t job = {.count = count, .top = top, .widths = widths_count, .fuses = fuses, .fuses_count = fuses_count,
+                                  .progress = &progress};
+        uform_config_t rerank_config = {0};
+        uform_model_config(reranker, &rerank_config);
+        job.colbert_width = rerank_config.colbert_width;
+        for (int side = 0; side < uform_directions_k && status == uform_ok_k; ++side)
+            status = uform_colbert_all_(reranker, row_texts[side], count, rerank_config.columns, job.colbert_width,
+                                        &job.vectors[side], &job.offsets[side], &progress,
+                                        side ? "MaxSim vectors of positives" : "MaxSim vectors of queries");
         size_t most = top * widths_count;
-        uint32_t *union_columns = malloc(most * sizeof(uint32_t));
-        uform_text_t *union_texts = malloc(most * sizeof(uform_text_t));
-        float *union_maxsim = malloc(most * sizeof(float)), *maxsim = malloc(top * sizeof(float)),
-              *union_symmetric = malloc(most * sizeof(float)), *symmetric = malloc(top * sizeof(float)),
-              *rivals = malloc(top * sizeof(float)), *fused = malloc(top * sizeof(float));
-        uint32_t *rival_groups = malloc(top * sizeof(uint32_t));
+        job.scratch_floats = 2 * most + 4 * top, job.scratch_words = most + top;
+        job.floats = malloc(pool_threads * job.scratch_floats * sizeof(float));
+        job.words = malloc(pool_threads * job.scratch_words * sizeof(uint32_t));
+        if (status == uform_ok_k && (!job.floats || !job.words))
+            status = uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for MaxSim's scratch");
+        if (status != uform_ok_k) {
+            fprintf(stderr, "uform_eval: %s\n", uform_last_error());
+            return 1;
+        }
         for (int direction = 0; direction < uform_directions_k; ++direction) {
             for (size_t slot = 0; slot < widths_count; ++slot) {
                 rerank_placements[slot][direction] = malloc(count * sizeof(uform_placement_t));
                 for (size_t f = 0; f < fuses_count; ++f) fused_placements[slot][f][direction] = malloc(count * sizeof(uform_placement_t));
+                job.model_placements[slot] = model_placements[slot][direction];
+                job.top_columns[slot] = top_columns[slot][direction], job.top_scores[slot] = top_scores[slot][direction];
+                job.gold_scores[slot] = gold_scores[slot][direction];
+                job.rerank_placements[slot] = rerank_placements[slot][direction];
+                for (size_t f = 0; f < fuses_count; ++f) job.fused_placements[slot][f] = fused_placements[slot][f][direction];
             }
+            job.direction = direction, job.groups = groups[direction];
+            job.row_texts = row_texts[direction], job.column_texts = column_texts[direction];
+            atomic_store(&job.done, 0);
             char what[64];
             snprintf(what, sizeof(what), "MaxSim top %zu %s", top, uform_direction_names_[direction]);
             uform_progress_begin_(&progress, what, count);
-            for (size_t row = 0; row < count; ++row) {
-                size_t union_count = 0;
-                for (size_t slot = 0; slot < widths_count; ++slot)
-                    for (size_t place = 0; place < top; ++place) {
-                        uint32_t column = top_columns[slot][direction][row * top + place];
-                        size_t seen = 0;
-                        while (seen < union_count && union_columns[seen] != column) ++seen;
-                        if (seen == union_count)
-                            union_columns[union_count] = column,
-                            union_texts[union_count++] = column_texts[direction][column];
-                    }
-                size_t cut = 0;
-                status = uform_rerank(reranker, row_texts[direction][row], union_texts, union_count, union_maxsim, &cut);
-                if (status == uform_ok_k && fuses_count)
-                    status = uform_rerank_symmetric(reranker, row_texts[direction][row], union_texts, union_count, union_symmetric, NULL);
-                if (status != uform_ok_k) {
-                    fprintf(stderr, "\nuform_eval: %s\n", uform_last_error());
-                    return 1;
-                }
-                rerank_truncated += cut;
-                for (size_t slot = 0; slot < widths_count; ++slot) {
-                    uint32_t const *columns = top_columns[slot][direction] + row * top;
-                    for (size_t place = 0; place < top; ++place) {
-                        size_t at = 0;
-                        while (union_columns[at] != columns[place]) ++at;
-                        maxsim[place] = union_maxsim[at];
-                        if (fuses_count) symmetric[place] = union_symmetric[at];
-                    }
-                    rerank_placements[slot][direction][row] = uform_reranked_(
-                        model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
-                        gold_scores[slot][direction][row], maxsim, groups[direction], groups[direction][row], rivals,
-                        rival_groups);
-                    /* Symmetric MaxSim is a mean cosine, on the pooled cosine's scale. */
-                    for (size_t f = 0; f < fuses_count; ++f) {
-                        for (size_t place = 0; place < top; ++place)
-                            fused[place] = (float)((1 - fuses[f]) * top_scores[slot][direction][row * top + place] +
-                                                   fuses[f] * symmetric[place]);
-                        fused_placements[slot][f][direction][row] = uform_reranked_(
-                            model_placements[slot][direction][row], top, columns, top_scores[slot][direction] + row * top,
-                            gold_scores[slot][direction][row], fused, groups[direction], groups[direction][row], rivals,
-                            rival_groups);
-                    }
-                }
-                uform_progress_show_(&progress, row + 1, 0);
-            }
+            uform_pool_for(pool, count, uform_rerank_task_, &job);
             uform_progress_show_(&progress, count, 1);
         }
+        rerank_truncated = atomic_load(&job.truncated);
+        for (int side = 0; side < uform_directions_k; ++side) free(job.vectors[side]), free(job.offsets[side]);
+        free(job.floats), free(job.words);
         for (size_t slot = 0; slot < widths_count; ++slot)
             for (int direction = 0; direction < uform_directions_k; ++direction) {
                 uform_row_t row = {"", "float32", config.embedding_widths[slot], direction, rerank_placements[slot][direction]};
@@ -897,8 +974,6 @@ int main(int argc, char **argv) {
                     rows[rows_count++] = fused_row;
                 }
             }
-        free(union_columns), free(union_texts), free(union_maxsim), free(maxsim), free(union_symmetric), free(symmetric), free(rivals), free(fused);
-        free(rival_groups);
     }
 
     /* Means per row, overall (index 0) and per language (1 + language). */

@@ -86,6 +86,13 @@ UFORM_API uform_status_t uform_rerank_symmetric(uform_model_t *model, uform_text
 UFORM_API uform_status_t uform_rerank_fused(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
                                   size_t count, double weight, float *scores, size_t *truncated);
 
+/** MaxSim of stored ColBERT vectors (`uform_colbert`'s: unit rows of `width` values), so that texts
+ *  scored against many others are encoded once: `symmetric` 0 gives `uform_rerank`'s score (the sum
+ *  over the query's cells of each one's best dot product among the document's), 1 gives
+ *  `uform_rerank_symmetric`'s (the mean from the shorter side, the query's on a tie). No model needed. */
+UFORM_API uform_status_t uform_maxsim(float const *query, size_t query_cells, float const *document, size_t document_cells,
+                                      size_t width, int symmetric, float *score);
+
 /** Masked-byte logits of one sequence of ids (0..257, MASK = 256): `logits[length * 258]`.
  *  `length` is at most one row. */
 UFORM_API uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits);

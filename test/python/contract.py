@@ -184,6 +184,19 @@ def check_verbs(library, model_directory, precision):
             error = abs(float(scores[position]) - exact)
             report.require(f"rerank_symmetric document {index}", error <= limit,
                            f"{scores[position]:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
+        # uform_maxsim over the vectors uform_colbert gave, against float64 MaxSim of the same vectors: each
+        # dot of unit vectors in float32 is off by at most w u (u = 2^-24), a maximum by as much, the sum of
+        # n of them (in float64) by n w u, and the float32 result by its own rounding.
+        for position, index in enumerate(documents):
+            for symmetric in (False, True):
+                got = library.maxsim(colbert[query], colbert[index], symmetric)
+                exact = (reference.maxsim_symmetric if symmetric else reference.maxsim)(
+                    colbert[query].astype(np.float64), colbert[index].astype(np.float64))
+                cells = min(len(colbert[query]), len(colbert[index])) if symmetric else len(colbert[query])
+                limit = (cells * colbert[query].shape[1] * 2.0**-24) / (cells if symmetric else 1) + abs(exact) * 2.0**-24
+                error = abs(got - exact)
+                report.require(f"maxsim {'symmetric ' if symmetric else ''}vectors document {index}", error <= limit,
+                               f"{got:.6f} vs {exact:.6f}, |error| {error:.2e} bound {limit:.2e}")
         # Fused: (1 - w) cosine at the widest width + w symmetric MaxSim. For unit vectors |delta cosine|
         # <= B_q + B_d (each embedding's relative bound), so the bound is the two bounds mixed.
         widest = model.embedding_widths[-1]

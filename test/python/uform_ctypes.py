@@ -252,6 +252,8 @@ class Library:
                                        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
             "uform_rerank_fused": [ctypes.c_void_p, Text, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_double,
                                    ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
+            "uform_maxsim": [ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
+                             ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(ctypes.c_float)],
             "uform_mlm_logits": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint16), ctypes.c_size_t,
                                  ctypes.POINTER(ctypes.c_float)],
             "uform_forward": [ctypes.c_void_p, ctypes.POINTER(Grid), ctypes.POINTER(OutputsStruct)],
@@ -358,6 +360,15 @@ class Library:
         if status != 0:
             raise UFormError(name, status, self.last_error())
         return status
+
+    def maxsim(self, query, document, symmetric=False):
+        """uform_maxsim over stored ColBERT vectors, float32 [cells, width] each."""
+        query = np.ascontiguousarray(query, dtype=np.float32)
+        document = np.ascontiguousarray(document, dtype=np.float32)
+        score = ctypes.c_float()
+        self.call("uform_maxsim", _pointer(query, ctypes.c_float), query.shape[0], _pointer(document, ctypes.c_float),
+                  document.shape[0], query.shape[1], int(symmetric), ctypes.byref(score))
+        return score.value
 
     def calibrate(self, embeddings):
         """uform_calibrate: (minimums, maximums), float32 [width] each."""
