@@ -25,7 +25,10 @@ at 1): a cap on the image pairs' share of the shared weights' updates, while the
 And it may end on the text alone, `images^0.2@7e-4`: the last 20% of its steps are a second
 uform_base on the text-only mixture at the image run's full rows (`--init-from` the first part with
 `--keep-head`, so the pool and SigLIP's scalars carry on; a new warm-up and decay), the same steps
-and rows in all as the other runs.
+and rows in all as the other runs. `images^0.2+0.1@7e-4` keeps the pictures in view in that tail:
+it trains on the image run's own mixture with the image sources' sampling weights times 0.1 (about
+a tenth of the cells pictures instead of half), so that a text tail does not wipe out what the
+pictures learned.
 
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
@@ -48,10 +51,11 @@ IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 
 
 def parse_run(run, seed=0):
-    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images~0.5^0.2@7e-4/s1`."""
+    """(kind, learning rate or None, seed) of a run: `images`, `text-half@7e-4`, `images~0.5^0.2+0.1@7e-4/s1`."""
     run, _, seeded = run.partition("/s")
     kind, _, rate = run.partition("@")
     kind, _, tail = kind.partition("^")
+    tail, _, refresh = tail.partition("+")
     kind, _, weight = kind.partition("~")
     if kind not in RUNS:
         raise ValueError(f"{run}: the run is one of {', '.join(RUNS)}, optionally ~LOSS_WEIGHT (images) and @RATE")
@@ -61,6 +65,8 @@ def parse_run(run, seed=0):
         raise ValueError(f"{run}: ~LOSS_WEIGHT is an image run's image-pair loss weight, in (0, 1000]")
     if tail and (kind != "images" or not 0 < float(tail) < 1):
         raise ValueError(f"{run}: ^TAIL is the share of an image run's steps spent on the text alone, in (0, 1)")
+    if refresh and (not tail or not 0 < float(refresh) < 1):
+        raise ValueError(f"{run}: ^TAIL+SHARE scales the image sources' weights in the tail by SHARE, in (0, 1)")
     return kind, (rate or None), int(seeded) if seeded else seed
 
 
@@ -72,20 +78,26 @@ def loss_weight_of(run):
 
 def tail_of(run):
     """The share of `images^0.2@7e-4/s1`'s steps spent on the text alone (0.2), None without one."""
-    tail = run.partition("/s")[0].partition("@")[0].partition("^")[2]
+    tail = run.partition("/s")[0].partition("@")[0].partition("^")[2].partition("+")[0]
     return float(tail) if tail else None
+
+
+def refresh_of(run):
+    """The factor on the image sources' weights in `images^0.2+0.1@7e-4`'s tail (0.1), None for a text-only tail."""
+    refresh = run.partition("/s")[0].partition("@")[0].partition("^")[2].partition("+")[2]
+    return float(refresh) if refresh else None
 
 
 def label_of(run):
     """A run's kind as the summary groups it: `images~0.5` and `images^0.2` apart from `images`."""
-    weight, tail = loss_weight_of(run), tail_of(run)
-    return parse_run(run)[0] + (f"~{weight:g}" if weight else "") + (f"^{tail:g}" if tail else "")
+    weight, tail, refresh = loss_weight_of(run), tail_of(run), refresh_of(run)
+    return parse_run(run)[0] + (f"~{weight:g}" if weight else "") + (f"^{tail:g}" if tail else "") + (f"+{refresh:g}" if refresh else "")
 
 
 def folder_of(name):
-    """A run's folder and file name: `images~0.5^0.2@7e-4/s1` -> `images-w0.5-t0.2-lr7e-4-s1` (no '@', '~', '^'
-    or '/' in $OUT)."""
-    return name.replace("~", "-w").replace("^", "-t").replace("@", "-lr").replace("/", "-")
+    """A run's folder and file name: `images~0.5^0.2+0.1@7e-4/s1` -> `images-w0.5-t0.2-m0.1-lr7e-4-s1` (no '@',
+    '~', '^', '+' or '/' in $OUT)."""
+    return name.replace("~", "-w").replace("^", "-t").replace("+", "-m").replace("@", "-lr").replace("/", "-")
 
 
 def first_folder_of(name):
@@ -106,9 +118,23 @@ def weighted_mixture(mixture, weight, sources, target):
     return str(target)
 
 
+def refreshed_mixture(mixture, factor, target):
+    """`mixture` (a path under ROOT or absolute) with its image sources' sampling weights times `factor`, at `target`."""
+    path = mixture if pathlib.Path(mixture).is_absolute() else ROOT / mixture
+    body = json.loads(pathlib.Path(path).read_text())
+    for source in body["sources"]:
+        source["path"] = str((pathlib.Path(path).parent / source["path"]).resolve())
+        if source["name"] in IMAGE_SETS:
+            source["weight"] = source.get("weight", 1.0) * factor
+    body["description"] = f"{mixture} with the image sources' weights times {factor:g}: a text tail that keeps the pictures in view (image_run.py)"
+    target.write_text(json.dumps(body, indent=1))
+    return str(target)
+
+
 def commands(build, name, steps, args, folder, tail=True):
     """The uform_base commands of one run, in order: one, or with a text tail (and `tail`) the run's
-    own mixture for the first steps, then the text-only mixture at full rows from it."""
+    own mixture for the first steps, then the text-only mixture at full rows from it (or with `+SHARE`,
+    the run's mixture with the pictures' weights times SHARE)."""
     kind, rate, seed = parse_run(name, args.seed)
     mixture, share = RUNS[kind]
     if loss_weight_of(name):
@@ -121,9 +147,13 @@ def commands(build, name, steps, args, folder, tail=True):
               "--steps", str(first), "--image-cache-mb", str(args.image_cache_mb), "--save-every", str(max(1, first // 4)),
               "--output", str(folder / (first_folder_of(name) if rest else folder_of(name))), *common]]
     if rest:
-        found.append([str(build / "uform_base"), "--mixture", RUNS["text-all"][0], "--init-from", str(folder / first_folder_of(name)),
+        tail_mixture, pictures = RUNS["text-all"][0], []
+        if refresh_of(name):
+            tail_mixture = refreshed_mixture(mixture, refresh_of(name), folder / f"{folder_of(name)}.tail.json")
+            pictures = ["--image-cache-mb", str(args.image_cache_mb)]
+        found.append([str(build / "uform_base"), "--mixture", tail_mixture, "--init-from", str(folder / first_folder_of(name)),
                       "--keep-head", "--rows", str(args.rows), "--steps", str(rest), "--save-every", str(max(1, rest // 4)),
-                      "--output", str(folder / folder_of(name)), *common])
+                      *pictures, "--output", str(folder / folder_of(name)), *common])
     return found
 
 
@@ -135,6 +165,16 @@ def train(build, name, steps, args, folder, tail=True):
     return subprocess.Popen(["sh", "-c", script], cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def signal_group(process, number):
+    """Signals a run's process group; one that has just ended (or a process started without a session of
+    its own) is signalled alone, or not at all."""
+    try:
+        os.killpg(process.pid, number)
+    except ProcessLookupError:
+        if process.poll() is None:
+            process.send_signal(number)
+
+
 def wait_all(processes, folder, deadline=None):
     """Waits for every run; past the deadline (time.time()) stops them with SIGTERM (uform_base ends
     the step in flight and saves a checkpoint), and returns the names of the runs cut short."""
@@ -143,11 +183,11 @@ def wait_all(processes, folder, deadline=None):
         try:
             code = process.wait(timeout=None if deadline is None else max(1.0, deadline - time.time()))
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGTERM)
+            signal_group(process, signal.SIGTERM)
             try:
                 process.wait(timeout=120)
             except subprocess.TimeoutExpired:  # a save that hangs: its last periodic checkpoint stays
-                os.killpg(process.pid, signal.SIGKILL)
+                signal_group(process, signal.SIGKILL)
                 process.wait()
             cut.append(name)
             continue

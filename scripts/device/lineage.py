@@ -137,7 +137,8 @@ def command(build, run, steps, args, folder):
 
 def start(build, run, steps, args, folder):
     log = open(folder / f"{run['name']}.log", "w")
-    return subprocess.Popen(command(build, run, steps, args, folder), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    return subprocess.Popen(command(build, run, steps, args, folder), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)  # wait_all's SIGTERM goes to the process group
 
 
 def losses(run_folder):

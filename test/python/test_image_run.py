@@ -3,7 +3,7 @@
 # become file names without '@', '~', '^' or '/'; a run with a text tail is two uform_base commands
 # whose steps add up to the run's, the second on the text-only mixture at full rows from the first
 # with its heads kept, while a plain run (and the probe) is one; and the script end to end on the
-# CPU at a toy tier scores the tail's checkpoint, not the first part's.
+# CPU at a toy tier scores the tail's checkpoint, not the first part's, for a text tail and a mixed one.
 
 import argparse
 import json
@@ -25,7 +25,10 @@ def test_names_parse():
     assert image_run.label_of("images^0.2@7e-4/s1") == "images^0.2"
     assert image_run.folder_of("images~0.5^0.2@7e-4/s1") == "images-w0.5-t0.2-lr7e-4-s1"
     assert image_run.first_folder_of("images^0.2") == "images-t0.2-images" and image_run.first_folder_of("images") == "images"
-    for bad in ("text-half^0.2", "images^0", "images^1", "images^x", "pictures"):
+    assert image_run.refresh_of("images^0.2+0.1@7e-4/s1") == 0.1 and image_run.tail_of("images^0.2+0.1@7e-4") == 0.2
+    assert image_run.refresh_of("images^0.2@7e-4") is None and image_run.label_of("images^0.2+0.1@7e-4") == "images^0.2+0.1"
+    assert image_run.folder_of("images^0.2+0.1@7e-4/s1") == "images-t0.2-m0.1-lr7e-4-s1"
+    for bad in ("text-half^0.2", "images^0", "images^1", "images^x", "pictures", "images+0.1", "images^0.2+1", "images^0.2+0"):
         with pytest.raises(ValueError):
             image_run.parse_run(bad)
 
@@ -54,16 +57,49 @@ def test_a_text_tail_is_a_second_command(tmp_path):
     assert [int(command[command.index("--steps") + 1]) for command in (first, second)] == [1, 1]
 
 
+def test_a_mixed_tail_keeps_the_pictures_at_a_share(tmp_path):
+    """`^TAIL+SHARE`: the tail trains on the run's own mixture with only the image sources' weights scaled."""
+    first, second = image_run.commands(pathlib.Path("/b"), "images^0.25+0.1@7e-4", 100, arguments(), tmp_path)
+    tail = json.loads(pathlib.Path(second[second.index("--mixture") + 1]).read_text())
+    start = json.loads((ROOT / "mixtures" / "images.json").read_text())
+    weights = {source["name"]: source["weight"] for source in start["sources"]}
+    for source in tail["sources"]:
+        expected = weights[source["name"]] * (0.1 if source["name"] in image_run.IMAGE_SETS else 1.0)
+        assert source["weight"] == pytest.approx(expected), source
+        assert pathlib.Path(source["path"]).is_absolute()
+    assert {source["name"] for source in tail["sources"]} == set(weights) and "--image-cache-mb" in second
+    assert second[second.index("--rows") + 1] == "32" and "--keep-head" in second
+
+
+class _Ended:
+    """A process that has ended and whose group is gone."""
+    pid = 2 ** 22 + 12345
+    signals = []
+
+    def poll(self):
+        return 0
+
+    def send_signal(self, number):
+        self.signals.append(number)
+
+
+def test_signalling_an_ended_run_is_not_an_error():
+    image_run.signal_group(_Ended(), 15)
+    assert _Ended.signals == []
+
+
 def test_end_to_end_on_the_cpu_scores_the_tail(build_dir, tmp_path):
     if not (ROOT / "data" / "gettext" / "test.jsonl").exists() or not (ROOT / "data" / "emoji" / "test.jsonl").exists():
         pytest.skip("the corpora are not built (bash scripts/data/build_all.sh)")
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "device" / "image_run.py"), "--build", str(build_dir),
-                             "--device", "cpu", "--tier", "64x2", "--rows", "2", "--steps", "4", "--runs", "images^0.5,text-half",
+                             "--device", "cpu", "--tier", "64x2", "--rows", "2", "--steps", "4", "--runs", "images^0.5,images^0.5+0.5,text-half",
                              "--gettext-limit", "50", "--image-cache-mb", "64", "--out", str(out)],
                             cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     report = json.loads((out / "image_run.json").read_text())
     checkpoint = pathlib.Path(report["images^0.5_checkpoint"])
     assert checkpoint.parent.name == "images-t0.5" and checkpoint.name == "step-00000002", checkpoint
-    assert {row["run"] for row in report["table"] if row["set"] == "gettext"} == {"images^0.5", "text-half"}
+    checkpoint = pathlib.Path(report["images^0.5+0.5_checkpoint"])
+    assert checkpoint.parent.name == "images-t0.5-m0.5" and checkpoint.name == "step-00000002", checkpoint
+    assert {row["run"] for row in report["table"] if row["set"] == "gettext"} == {"images^0.5", "images^0.5+0.5", "text-half"}
