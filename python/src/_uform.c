@@ -567,6 +567,37 @@ static PyObject *uform_model_maxsim_(uform_model_object_t *self, PyObject *args,
     return (PyObject *)scores;
 }
 
+static PyObject *uform_model_colbert_(uform_model_object_t *self, PyObject *args) {
+    PyObject *given;
+    if (!PyArg_ParseTuple(args, "O:colbert", &given)) return NULL;
+    if (!uform_check_open_(self)) return NULL;
+    if (!PyUnicode_Check(given)) return PyErr_Format(PyExc_TypeError, "text is a str, not %s", Py_TYPE(given)->tp_name);
+    Py_ssize_t length = 0;
+    char const *data = PyUnicode_AsUTF8AndSize(given, &length);
+    if (!data) return NULL;
+    if (!length) return PyErr_SetString(PyExc_ValueError, "the text is empty"), NULL;
+    size_t cells = (size_t)length < self->config.columns ? (size_t)length : self->config.columns;
+    npy_intp shape[2] = {(npy_intp)cells, (npy_intp)self->config.colbert_width};
+    PyArrayObject *vectors = (PyArrayObject *)PyArray_SimpleNew(2, shape, NPY_FLOAT32);
+    if (!vectors) return NULL;
+    uform_context_t *context = uform_borrow_(self);
+    if (!context) return Py_DECREF(vectors), NULL;
+    uform_failure_t failure = {0};
+    uform_text_t text = {(uint8_t const *)data, (size_t)length};
+    float *out = PyArray_DATA(vectors);
+    size_t filled = 0;
+    Py_BEGIN_ALLOW_THREADS
+    uform_note_(&failure, uform_context_colbert(context, text, out, cells, &filled));
+    Py_END_ALLOW_THREADS
+    uform_give_back_(self, context);
+    if (failure.status != uform_ok_k) return Py_DECREF(vectors), uform_raise_(failure.status, failure.message), NULL;
+    if ((size_t)length > cells &&
+        PyErr_WarnFormat(PyExc_UserWarning, 1, "uform colbert: the text (%zd bytes) was longer than a row (%zu bytes) "
+                                               "and was cut", length, self->config.columns) < 0)
+        return Py_DECREF(vectors), NULL;
+    return (PyObject *)vectors;
+}
+
 typedef struct {
     float score;
     Py_ssize_t index;
@@ -713,6 +744,12 @@ PyDoc_STRVAR(uform_maxsim_doc_, "maxsim(query, documents, *, symmetric=False)\n-
                                 "scores as `uform rerank`. symmetric=True: the mean over the shorter text's bytes of\n"
                                 "each byte's best cosine among the other's, on the cosine's scale (`uform rerank --fuse`).");
 
+PyDoc_STRVAR(uform_colbert_doc_, "colbert(text)\n--\n\n"
+                                 "The text's per-byte ColBERT vectors from the rerank head: a float32 array [cells,\n"
+                                 "colbert_width], each row L2-normalized, one row a byte (at most a row of the model's\n"
+                                 "columns; longer texts are cut, with a warning). Store them and score pairs later with\n"
+                                 "uform.maxsim_vectors, so a document scored against many queries is encoded once.");
+
 PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None, *, fuse=None)\n--\n\n"
                                 "Documents ranked by MaxSim against the query, best first (ties keep their order):\n"
                                 "a list of {'index', 'score', 'text'}, the top_k best or all of them. fuse=W ranks by\n"
@@ -722,6 +759,7 @@ PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None, *, fuse=No
 static PyMethodDef uform_model_methods_[] = {
     {"encode", (PyCFunction)(void (*)(void))uform_model_encode_, METH_VARARGS | METH_KEYWORDS, uform_encode_doc_},
     {"maxsim", (PyCFunction)(void (*)(void))uform_model_maxsim_, METH_VARARGS | METH_KEYWORDS, uform_maxsim_doc_},
+    {"colbert", (PyCFunction)uform_model_colbert_, METH_VARARGS, uform_colbert_doc_},
     {"rerank", (PyCFunction)(void (*)(void))uform_model_rerank_, METH_VARARGS | METH_KEYWORDS, uform_rerank_doc_},
     {"close", (PyCFunction)uform_model_close_, METH_NOARGS,
      "close()\n--\n\nFrees the weights and contexts; later calls raise ValueError. Refused while another thread's call runs."},
@@ -791,7 +829,41 @@ static PyObject *uform_calibrate_(PyObject *module, PyObject *args) {
     return result;
 }
 
+static PyObject *uform_maxsim_vectors_(PyObject *module, PyObject *args, PyObject *kwargs) {
+    (void)module;
+    static char *keywords[] = {"query", "document", "symmetric", NULL};
+    PyObject *query_given, *document_given;
+    int symmetric = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:maxsim_vectors", keywords, &query_given, &document_given, &symmetric))
+        return NULL;
+    PyArrayObject *query = (PyArrayObject *)PyArray_FROMANY(query_given, NPY_FLOAT32, 2, 2, NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+    if (!query) return NULL;
+    PyArrayObject *document = (PyArrayObject *)PyArray_FROMANY(document_given, NPY_FLOAT32, 2, 2, NPY_ARRAY_CARRAY | NPY_ARRAY_FORCECAST);
+    if (!document) return Py_DECREF(query), NULL;
+    PyObject *result = NULL;
+    size_t width = (size_t)PyArray_DIM(query, 1);
+    if ((size_t)PyArray_DIM(document, 1) != width)
+        PyErr_Format(PyExc_ValueError, "the query's vectors are %zu wide and the document's %zd: both come from one model's colbert()",
+                     width, (Py_ssize_t)PyArray_DIM(document, 1));
+    else if (!PyArray_DIM(query, 0) || !PyArray_DIM(document, 0) || !width)
+        PyErr_SetString(PyExc_ValueError, "the query and the document each need at least one vector of nonzero width");
+    else {
+        float score = 0;
+        uform_failure_t failure = {0};
+        uform_note_(&failure, uform_maxsim(PyArray_DATA(query), (size_t)PyArray_DIM(query, 0), PyArray_DATA(document),
+                                           (size_t)PyArray_DIM(document, 0), width, symmetric, &score));
+        if (failure.status != uform_ok_k) uform_raise_(failure.status, failure.message);
+        else result = PyFloat_FromDouble(score);
+    }
+    Py_DECREF(query), Py_DECREF(document);
+    return result;
+}
+
 static PyMethodDef uform_functions_[] = {
+    {"maxsim_vectors", (PyCFunction)(void (*)(void))uform_maxsim_vectors_, METH_VARARGS | METH_KEYWORDS,
+     "maxsim_vectors(query, document, *, symmetric=False)\n--\n\nMaxSim of stored ColBERT vectors (Model.colbert's, float32\n"
+     "[cells, colbert_width]): the sum over the query's rows of each one's best dot product among the document's, as\n"
+     "Model.maxsim scores the texts; symmetric=True the mean from the shorter side, as maxsim(symmetric=True)."},
     {"calibrate", uform_calibrate_, METH_VARARGS,
      "calibrate(embeddings)\n--\n\nint8/uint8 ranges of float32 embeddings (count x width): {'width', 'count',\n"
      "'minimums', 'maximums'}, each dimension's minimum and maximum, as `uform calibrate` writes them; pass it\n"

@@ -5,10 +5,10 @@
         vectors = model.encode(["a cat", "a dog"])  # float32, (2, widest width), L2-normalized
         ranked = model.rerank("cat", ["the cat sat", "stocks fell"])
 
-Model, Error and calibrate come from the C extension (_uform); docs/python.md is the guide.
+Model, Error, calibrate and maxsim_vectors come from the C extension (_uform); docs/python.md is the guide.
 """
 
-from ._uform import Error, Model, calibrate, library_version
+from ._uform import Error, Model, calibrate, library_version, maxsim_vectors
 
 __version__ = library_version
-__all__ = ["Error", "Model", "calibrate", "library_version", "__version__"]
+__all__ = ["Error", "Model", "calibrate", "library_version", "maxsim_vectors", "__version__"]

@@ -217,6 +217,29 @@ def test_rerank_and_maxsim_agree_with_the_cli(uform, cli, checkpoint):
                 model.rerank(query, DOCUMENTS, fuse=bad)
 
 
+def test_stored_colbert_vectors_score_as_maxsim(uform, checkpoint):
+    """Model.colbert's vectors, scored later by uform.maxsim_vectors, give Model.maxsim's scores, both sides."""
+    query = "a cat on a mat"
+    with uform.Model(checkpoint) as model:
+        vectors = model.colbert(query)
+        assert vectors.dtype == np.float32 and vectors.shape == (len(query.encode()), model.info["colbert_width"])
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+        for symmetric in (False, True):
+            wanted = model.maxsim(query, DOCUMENTS, symmetric=symmetric)
+            got = [uform.maxsim_vectors(vectors, model.colbert(document), symmetric=symmetric) for document in DOCUMENTS]
+            assert np.allclose(got, wanted, rtol=1e-5, atol=1e-6), (symmetric, got, wanted)
+        shuffled = model.colbert(DOCUMENTS[0])[::-1]  # the control: MaxSim does not see order, so change the values
+        assert uform.maxsim_vectors(vectors, -shuffled) != pytest.approx(float(model.maxsim(query, DOCUMENTS[:1])[0]))
+        with pytest.raises(ValueError, match="wide"):
+            uform.maxsim_vectors(vectors, vectors[:, :8])
+        with pytest.raises(ValueError, match="at least one"):
+            uform.maxsim_vectors(vectors[:0], vectors)
+        with pytest.raises(ValueError, match="empty"):
+            model.colbert("")
+        with pytest.raises(TypeError):
+            model.colbert(b"bytes")
+
+
 def test_images_agree_with_the_cli(uform, cli, vision_checkpoint, images):
     (rgba_path, rgba), (rgb_path, rgb) = images["rgba"], images["rgb"]
     wanted = run_cli(cli, "encode", "--model", vision_checkpoint, "--image", rgba_path, rgb_path).stdout.splitlines()
