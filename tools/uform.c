@@ -41,7 +41,7 @@ static char const *const uform_info_usage_ =
     "Prints the configuration, the heads and frontends present and the parameter count as JSON.\n";
 
 static char const *const uform_shard_usage_ =
-    "usage: uform shard --model DIR --output DIR [--max-shard-mb MB]\n"
+    "usage: uform shard --model DIR --output DIR [--max-shard-mb MB] [--store bf16|e4m3]\n"
     "\n"
     "Writes the model's tensors into DIR as model-0000N-of-0000M.safetensors, each file at most MB\n"
     "MiB, and model.safetensors.index.json (docs/checkpoints.md), and copies the checkpoint's README.md.\n"
@@ -51,7 +51,10 @@ static char const *const uform_shard_usage_ =
     "  --output DIR       the sharded checkpoint's folder, created if absent; it must not hold a\n"
     "                     model.safetensors, which readers would prefer to the shards\n"
     "  --max-shard-mb MB  the largest file in MiB (2^20 bytes), a positive number such as 16 or 0.5\n"
-    "                     (default 16)\n";
+    "                     (default 16)\n"
+    "  --store bf16|e4m3  how the blocks' four matrices are stored: bf16 (default, as trained) or e4m3\n"
+    "                     (F8_E4M3 codes and a Float32 scale per row, about half the bytes; read back\n"
+    "                     as BF16, so every precision runs on it; docs/checkpoints.md)\n";
 
 static char const *const uform_encode_usage_ =
     "usage: uform encode --model DIR [--image FILE... | --audio FILE... | --video FILE... [--fps N] | --records]\n"
@@ -134,7 +137,7 @@ static char const *const uform_media_flags_[uform_media_kinds_k] = {"--image", "
 static char const *const uform_media_keys_[uform_media_kinds_k] = {"image", "video", "audio"};
 
 typedef struct {
-    char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration;
+    char const *tier, *output, *model, *query, *precision, *device, *frontends, *output_precision, *calibration, *store;
     char const *audio, *video; /* uform decode's file: the first of --audio's or --video's */
     double fps, fuse;
     char **files[uform_media_kinds_k]; /* --image's, --video's and --audio's files, in argv */
@@ -234,6 +237,13 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
                 return 0;
             }
             options->device = value;
+        }
+        else if (!strcmp(flag, "--store")) {
+            if (strcmp(value, "bf16") && strcmp(value, "e4m3")) {
+                fprintf(stderr, "uform %s: --store is bf16 or e4m3, not '%s'\n", argv[1], value);
+                return 0;
+            }
+            options->store = value;
         }
         else if (!strcmp(flag, "--max-shard-mb")) {
             char *end = NULL;
@@ -345,7 +355,8 @@ static int uform_shard_(uform_options_t const *options) {
     }
     uform_model_t *model = NULL;
     uform_status_t status = uform_model_open(options->model, &model);
-    if (status == uform_ok_k) status = uform_model_save_sharded(model, options->output, limit);
+    uform_storage_t storage = options->store && !strcmp(options->store, "e4m3") ? uform_storage_e4m3_k : uform_storage_bf16_k;
+    if (status == uform_ok_k) status = uform_model_save_sharded_as(model, options->output, limit, storage);
     uform_model_close(model);
     struct stat status_buffer;
     int folder = stat(options->model, &status_buffer) == 0 && S_ISDIR(status_buffer.st_mode);
@@ -360,7 +371,9 @@ static int uform_shard_(uform_options_t const *options) {
     } else if (status == uform_ok_k)
         fprintf(stderr, "uform shard: no README.md to copy (%s)\n", folder ? source : "the model is a file named directly");
     free(readme);
-    if (status == uform_ok_k) fprintf(stderr, "uform: wrote %s (shards of at most %zu bytes)\n", options->output, limit);
+    if (status == uform_ok_k)
+        fprintf(stderr, "uform: wrote %s (shards of at most %zu bytes, matrices as %s)\n", options->output, limit,
+                storage == uform_storage_e4m3_k ? "E4M3" : "BF16");
     return uform_report_(status);
 }
 
@@ -799,7 +812,7 @@ int main(int argc, char **argv) {
     } const verbs[] = {
         {"init", uform_init_usage_, "--tier --seed --output --frontends"},
         {"info", uform_info_usage_, "--model"},
-        {"shard", uform_shard_usage_, "--model --output --max-shard-mb"},
+        {"shard", uform_shard_usage_, "--model --output --max-shard-mb --store"},
         {"encode", uform_encode_usage_,
          "--model --width --threads --precision --device --image --video --audio --fps --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_,

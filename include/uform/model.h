@@ -53,6 +53,19 @@ UFORM_API uform_status_t uform_model_save(uform_model_t const *model, char const
  *  than that alone in a shard, with a warning on stderr), and `model.safetensors.index.json`, each
  *  atomically, the index last. Writes no README.md; refuses a folder holding `model.safetensors`. */
 UFORM_API uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *directory, size_t max_shard_bytes);
+
+/** How uform_model_save_sharded_as stores the blocks' four matrices (qkv, out, gate_up, down): BF16 as
+ *  trained, or E4M3 codes (`F8_E4M3`, the E4M3 precision's rounding) with a Float32 scale per row beside
+ *  each (`NAME.scale`), about half the bytes; the byte entries, frontends, norms, pool and heads stay
+ *  as they are. A reader turns the codes back into BF16 at load, so any precision runs on either. */
+typedef enum uform_storage_t {
+    uform_storage_bf16_k = 0,
+    uform_storage_e4m3_k = 1,
+} uform_storage_t;
+
+/** uform_model_save_sharded with the matrices stored as `storage` (docs/checkpoints.md). */
+UFORM_API uform_status_t uform_model_save_sharded_as(uform_model_t const *model, char const *directory, size_t max_shard_bytes,
+                                                     uform_storage_t storage);
 /** (Re)initializes a head, "pool", "rerank", "mlm", "mae", "mae_audio" or "mae_video", or a frontend,
  *  "vision", "video" or "audio", as `uform_model_init` would for `seed`, adding it when absent; the
  *  pool and rerank heads also reset siglip.scale and siglip.bias.

@@ -284,11 +284,48 @@ static uform_status_t uform_check_shape_(uform_safetensors_t const *file, uform_
     return uform_fail(uform_shape_k, "%s: tensor '%s' has shape [%s], a scalar is needed", file->path, tensor->name, found);
 }
 
-/* Reads one tensor into its weight: BF16 or Float32 in the file, converted to the master's type. */
-static uform_status_t uform_load_tensor_(uform_safetensors_t const *file, uform_tensor_info_t const *info,
+/* A matrix stored as E4M3 (uform_model_save_sharded_as): its codes times the Float32 scale of their row,
+ * `NAME.scale` [rows] in any shard, rounded to BF16. */
+static uform_status_t uform_load_e4m3_(uform_shards_t const *shards, uform_safetensors_t const *file, uform_tensor_info_t const *info,
+                                       uform_tensor_view_t const *tensor, uint16_t *bf16) {
+    if (!info->matrix)
+        return uform_fail(uform_format_k, "%s: tensor '%s' is stored as F8_E4M3; only matrices may be", file->path,
+                          tensor->name);
+    char name[uform_max_name_k + 8];
+    snprintf(name, sizeof(name), "%s.scale", info->name);
+    uform_safetensors_t const *scale_file = NULL;
+    uform_tensor_view_t const *scales = uform_shards_find(shards, name, &scale_file);
+    if (!scales)
+        return uform_fail(uform_missing_k, "%s: tensor '%s' is stored as F8_E4M3 and its scales '%s' are missing", file->path,
+                          tensor->name, name);
+    if (scales->dtype != uform_dtype_f32_k)
+        return uform_fail(uform_format_k, "%s: tensor '%s' has dtype %s; the scales of an F8_E4M3 matrix are F32", scale_file->path,
+                          name, uform_dtype_name(scales->dtype));
+    UFORM_TRY(uform_check_shape_(scale_file, scales, 1, info->rows, 1));
+    uint8_t const *codes = tensor->data;
+    for (size_t row = 0; row < info->rows; ++row) {
+        float scale;
+        memcpy(&scale, (unsigned char const *)scales->data + row * sizeof(float), sizeof(float)); /* any offset in the file */
+        if (!(scale > 0) || !isfinite(scale))
+            return uform_fail(uform_format_k, "%s: tensor '%s' has scale %g at row %zu; a scale is positive and finite",
+                              scale_file->path, name, (double)scale, row);
+        for (size_t j = 0; j < info->columns; ++j) {
+            float value = uform_e4m3_to_f32(codes[row * info->columns + j]);
+            if (isnan(value))
+                return uform_fail(uform_format_k, "%s: tensor '%s' holds the NaN code at row %zu, column %zu", file->path,
+                                  tensor->name, row, j);
+            bf16[row * info->columns + j] = uform_f32_to_bf16(value * scale);
+        }
+    }
+    return uform_ok_k;
+}
+
+/* Reads one tensor into its weight: BF16, Float32 or (a matrix) E4M3 in the file, converted to the master's type. */
+static uform_status_t uform_load_tensor_(uform_shards_t const *shards, uform_safetensors_t const *file, uform_tensor_info_t const *info,
                                          uform_tensor_view_t const *tensor, uform_weight_t *weight) {
     UFORM_TRY(uform_check_shape_(file, tensor, info->rank, info->rows, info->columns));
     size_t count = info->rows * info->columns;
+    if (tensor->dtype == uform_dtype_e4m3_k) return uform_load_e4m3_(shards, file, info, tensor, weight->bf16);
     if (info->matrix) {
         if (tensor->dtype == uform_dtype_bf16_k) memcpy(weight->bf16, tensor->data, count * sizeof(uint16_t));
         else
@@ -335,7 +372,7 @@ static uform_status_t uform_load_weights_(uform_shards_t const *shards, uform_mo
             if (info->part != (uform_part_t)part) continue;
             uform_safetensors_t const *file = NULL;
             uform_tensor_view_t const *tensor = uform_shards_find(shards, info->name, &file);
-            if (tensor) UFORM_TRY(uform_load_tensor_(file, info, tensor, &model->weights[i]));
+            if (tensor) UFORM_TRY(uform_load_tensor_(shards, file, info, tensor, &model->weights[i]));
             else model->weights[i].f32[0] = (float)info->value; /* a SigLIP scalar the file lacks */
         }
     }
@@ -443,15 +480,47 @@ static uform_status_t uform_make_folders_(char const *directory) {
     return uform_ok_k;
 }
 
+/* Whether `storage` keeps this tensor as E4M3: the blocks' four matrices, the ones the E4M3 precision runs narrow. */
+static int uform_stored_e4m3_(uform_tensor_info_t const *info, uform_storage_t storage) {
+    return storage == uform_storage_e4m3_k && uform_weight_narrow_(info, uform_precision_e4m3_k);
+}
+
 /* What a save writes besides the README: the carried tensors' views and the __metadata__ object,
- * with its config text in `*config_text`; the caller frees all three. */
-static uform_status_t uform_save_contents_(uform_model_t const *model, uform_tensor_view_t **views, size_t *count,
-                                           json_t **metadata, char **config_text) {
-    *views = calloc(model->tensors_count, sizeof(**views));
-    *count = 0, *metadata = NULL, *config_text = NULL;
-    if (!*views) return uform_fail(uform_out_of_memory_k, "cannot list tensors to save");
+ * with its config text in `*config_text`; under E4M3 storage the codes and scales the views point
+ * into are in `*stored`. The caller frees all four. */
+static uform_status_t uform_save_contents_(uform_model_t const *model, uform_storage_t storage, uform_tensor_view_t **views,
+                                           size_t *count, json_t **metadata, char **config_text, void **stored) {
+    *views = calloc(2 * model->tensors_count, sizeof(**views)); /* an E4M3 matrix takes two: codes and scales */
+    *count = 0, *metadata = NULL, *config_text = NULL, *stored = NULL;
+    size_t stored_bytes = 0;
     for (size_t i = 0; i < model->tensors_count; ++i)
-        if (uform_model_carries(model, model->tensors[i].part)) (*views)[(*count)++] = uform_view_(&model->tensors[i], &model->weights[i]);
+        if (uform_model_carries(model, model->tensors[i].part) && uform_stored_e4m3_(&model->tensors[i], storage))
+            stored_bytes += model->tensors[i].rows * (sizeof(float) + model->tensors[i].columns);
+    if (stored_bytes) *stored = malloc(stored_bytes);
+    if (!*views || (stored_bytes && !*stored)) {
+        free(*views), free(*stored);
+        *views = NULL, *stored = NULL;
+        return uform_fail(uform_out_of_memory_k, "cannot list tensors to save");
+    }
+    unsigned char *cursor = *stored;
+    for (size_t i = 0; i < model->tensors_count; ++i) {
+        uform_tensor_info_t const *info = &model->tensors[i];
+        if (!uform_model_carries(model, info->part)) continue;
+        uform_tensor_view_t view = uform_view_(info, &model->weights[i]);
+        if (uform_stored_e4m3_(info, storage)) {
+            float *scales = (float *)cursor; /* the Float32 scales first: every block of the buffer stays 4-aligned */
+            uint8_t *codes = cursor + info->rows * sizeof(float);
+            cursor += info->rows * (sizeof(float) + info->columns);
+            uform_e4m3_rows(model->weights[i].bf16, info->rows, info->columns, scales, codes);
+            view.dtype = uform_dtype_e4m3_k, view.data = codes, view.bytes = info->rows * info->columns;
+            uform_tensor_view_t scale_view = {.dtype = uform_dtype_f32_k, .rank = 1, .shape = {info->rows}, .data = scales,
+                                              .bytes = info->rows * sizeof(float)};
+            snprintf(scale_view.name, sizeof(scale_view.name), "%s.scale", info->name);
+            (*views)[(*count)++] = view;
+            view = scale_view;
+        }
+        (*views)[(*count)++] = view;
+    }
     char modalities[64];
     uform_modalities_(model, modalities, sizeof(modalities));
     json_t *config_json = uform_config_json_(&model->config, modalities);
@@ -460,15 +529,23 @@ static uform_status_t uform_save_contents_(uform_model_t const *model, uform_ten
     if (*config_text)
         *metadata = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "format", "pt", "config", *config_text, "recipe", model->recipe,
                               "datasets", model->datasets, "warm_start", model->warm_start, "uform_version", UFORM_VERSION_STRING);
+    if (*metadata && storage == uform_storage_e4m3_k) json_object_set_new(*metadata, "storage", json_string("e4m3"));
     if (*metadata) return uform_ok_k;
-    free(*views), free(*config_text);
-    *views = NULL, *config_text = NULL;
+    free(*views), free(*config_text), free(*stored);
+    *views = NULL, *config_text = NULL, *stored = NULL;
     return uform_fail(uform_out_of_memory_k, "cannot build the header");
 }
 
 uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *directory, size_t max_shard_bytes) {
+    return uform_model_save_sharded_as(model, directory, max_shard_bytes, uform_storage_bf16_k);
+}
+
+uform_status_t uform_model_save_sharded_as(uform_model_t const *model, char const *directory, size_t max_shard_bytes,
+                                           uform_storage_t storage) {
     if (!model || !directory) return uform_fail(uform_invalid_argument_k, "uform_model_save_sharded: NULL argument");
     if (!max_shard_bytes) return uform_fail(uform_invalid_argument_k, "uform_model_save_sharded: a shard limit of 0 bytes");
+    if (storage != uform_storage_bf16_k && storage != uform_storage_e4m3_k)
+        return uform_fail(uform_invalid_argument_k, "uform_model_save_sharded: storage %d is neither BF16 (0) nor E4M3 (1)", (int)storage);
     UFORM_TRY(uform_make_folders_(directory));
     char path[4200];
     struct stat status_buffer;
@@ -479,9 +556,10 @@ uform_status_t uform_model_save_sharded(uform_model_t const *model, char const *
     size_t count;
     json_t *metadata;
     char *config_text;
-    UFORM_TRY(uform_save_contents_(model, &views, &count, &metadata, &config_text));
+    void *stored;
+    UFORM_TRY(uform_save_contents_(model, storage, &views, &count, &metadata, &config_text, &stored));
     uform_status_t status = uform_shards_write(directory, views, count, metadata, max_shard_bytes);
-    free(views), free(config_text);
+    free(views), free(config_text), free(stored);
     json_decref(metadata);
     return status;
 }
@@ -494,7 +572,8 @@ uform_status_t uform_model_save(uform_model_t const *model, char const *director
     size_t count;
     json_t *metadata;
     char *config_text;
-    UFORM_TRY(uform_save_contents_(model, &views, &count, &metadata, &config_text));
+    void *stored; /* BF16 storage: nothing */
+    UFORM_TRY(uform_save_contents_(model, uform_storage_bf16_k, &views, &count, &metadata, &config_text, &stored));
     char modalities[64];
     uform_modalities_(model, modalities, sizeof(modalities));
     char path[4096];

@@ -17,7 +17,11 @@
 
 enum { uform_max_header_bytes_k = 100 * 1024 * 1024 };
 
-size_t uform_dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_bf16_k ? 2 : 4; }
+size_t uform_dtype_size(uform_dtype_t dtype) { return dtype == uform_dtype_bf16_k ? 2 : dtype == uform_dtype_e4m3_k ? 1 : 4; }
+
+char const *uform_dtype_name(uform_dtype_t dtype) {
+    return dtype == uform_dtype_bf16_k ? "BF16" : dtype == uform_dtype_e4m3_k ? "F8_E4M3" : "F32";
+}
 
 size_t uform_tensor_elements(uform_tensor_view_t const *tensor) {
     size_t elements = 1;
@@ -56,7 +60,8 @@ static uform_status_t uform_parse_entry_(char const *path, char const *name, jso
                           path, name);
     if (!strcmp(dtype, "BF16")) tensor->dtype = uform_dtype_bf16_k;
     else if (!strcmp(dtype, "F32")) tensor->dtype = uform_dtype_f32_k;
-    else return uform_fail(uform_format_k, "%s: tensor '%s' has dtype %s; UForm reads BF16 and F32", path, name, dtype);
+    else if (!strcmp(dtype, "F8_E4M3")) tensor->dtype = uform_dtype_e4m3_k;
+    else return uform_fail(uform_format_k, "%s: tensor '%s' has dtype %s; UForm reads BF16, F32 and F8_E4M3", path, name, dtype);
     tensor->rank = json_array_size(shape);
     if (tensor->rank > uform_max_rank_k)
         return uform_fail(uform_format_k, "%s: tensor '%s' has rank %zu, more than %d", path, name, tensor->rank,
@@ -250,7 +255,7 @@ static uform_status_t uform_header_text_(char const *path, uform_tensor_view_t c
     for (size_t i = 0; i < count; ++i) {
         json_t *shape = json_array();
         for (size_t r = 0; r < tensors[i].rank; ++r) json_array_append_new(shape, json_integer((json_int_t)tensors[i].shape[r]));
-        json_t *entry = json_pack("{s:s, s:o, s:[I,I]}", "dtype", tensors[i].dtype == uform_dtype_bf16_k ? "BF16" : "F32",
+        json_t *entry = json_pack("{s:s, s:o, s:[I,I]}", "dtype", uform_dtype_name(tensors[i].dtype),
                                   "shape", shape, "data_offsets", (json_int_t)offset,
                                   (json_int_t)(offset + tensors[i].bytes));
         if (!entry || json_object_set_new(header, tensors[i].name, entry) != 0) {

@@ -11,6 +11,7 @@
 typedef enum uform_dtype_t {
     uform_dtype_bf16_k = 0,
     uform_dtype_f32_k = 1,
+    uform_dtype_e4m3_k = 2, /* F8_E4M3: a matrix stored with a Float32 scale per row beside it (docs/checkpoints.md) */
 } uform_dtype_t;
 
 enum { uform_max_rank_k = 4, uform_max_name_k = 128 };
@@ -54,6 +55,8 @@ uform_status_t uform_safetensors_size(uform_tensor_view_t const *tensors, size_t
 uform_status_t uform_write_atomic(char const *path, void const *data, size_t bytes);
 
 size_t uform_dtype_size(uform_dtype_t dtype);
+/** The dtype's name in a SafeTensors header: "BF16", "F32" or "F8_E4M3". */
+char const *uform_dtype_name(uform_dtype_t dtype);
 size_t uform_tensor_elements(uform_tensor_view_t const *tensor);
 
 #endif

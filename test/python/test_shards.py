@@ -2,7 +2,9 @@
 # that `uform shard` writes open with safe_open, each under the size limit, every tensor of the
 # weight_map in its shard with the single file's values; a sharded layout that Python writes
 # (safetensors.numpy.save_file per shard, an index by hand) opens with `uform info` and `uform
-# encode` and embeds exactly as the single-file original does.
+# encode` and embeds exactly as the single-file original does. `uform shard --store e4m3` writes the
+# blocks' matrices as F8_E4M3 codes with Float32 row scales (the E4M3 precision's rounding, checked
+# against the reference, with a doubled-scale control), which read back as BF16 exactly as specified.
 
 import json
 import subprocess
@@ -153,3 +155,182 @@ def test_c_abi_writes_shards(library, tmp_path):
         model.save(tmp_path / "single")
         with pytest.raises(UFormError, match="readers prefer it"):
             model.save_sharded(tmp_path / "single", 100_000)
+
+
+# ---------------------------------------------------------------------------------------------
+# E4M3 storage: `uform shard --store e4m3`
+# ---------------------------------------------------------------------------------------------
+
+MATRICES = (".qkv", ".out", ".gate_up", ".down")  # the blocks' four, the ones the E4M3 precision runs narrow
+
+
+def e4m3_table():
+    """The 256 codes' values from the format's definition (E4M3 FN): a sign, 4 exponent bits with bias 7,
+    3 mantissa bits, subnormals at exponent 0, and 0x7F / 0xFF NaN."""
+    values = np.empty(256)
+    for code in range(256):
+        sign = -1.0 if code & 0x80 else 1.0
+        exponent, mantissa = (code >> 3) & 15, code & 7
+        if exponent == 15 and mantissa == 7:
+            values[code] = np.nan
+        elif exponent == 0:
+            values[code] = sign * mantissa / 8 * 2.0 ** -6
+        else:
+            values[code] = sign * (1 + mantissa / 8) * 2.0 ** (exponent - 7)
+    return values
+
+
+def stored_matrices(directory):
+    """name -> (codes' values [rows, columns], Float32 scales [rows]) of every F8_E4M3 tensor in the shards."""
+    index = json.loads((directory / INDEX).read_text())
+    tensors = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        tensors.update(raw_tensors(directory / shard))
+    table, found = e4m3_table(), {}
+    for name, (dtype, shape, raw) in tensors.items():
+        if dtype == "F8_E4M3":
+            scale_dtype, scale_shape, scale_raw = tensors[name + ".scale"]
+            assert scale_dtype == "F32" and scale_shape == (shape[0],), name
+            found[name] = (table[np.frombuffer(raw, np.uint8)].reshape(shape), np.frombuffer(scale_raw, "<f4"))
+    return found, tensors
+
+
+def bf16_matrix(entry):
+    dtype, shape, raw = entry
+    assert dtype == "BF16"
+    return (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).reshape(shape).astype(np.float64)
+
+
+def within_e4m3(stored, original):
+    """Each stored value codes * scale is within half an E4M3 step of the BF16 weight it was written from:
+    2^-4 of the value in the normal range, 2^-10 scale among the subnormals (steps of 2^-9 scale)."""
+    failures = []
+    for name, (values, scales) in stored.items():
+        weight = bf16_matrix(original[name])
+        error = np.abs(values * scales[:, None].astype(np.float64) - weight)
+        bound = 2.0 ** -4 * np.abs(weight) + 2.0 ** -10 * scales[:, None] * (1 + 2.0 ** -20)
+        if not np.all(error <= bound):
+            failures.append(f"{name}: |error| {error.max():.3g} past the bound at {np.argmax(error - bound)}")
+    return failures
+
+
+@pytest.fixture(scope="module")
+def e4m3_stored(cli, single):
+    directory = single.parent / "e4m3"
+    run = uform(cli, "shard", "--model", single, "--output", directory, "--max-shard-mb", LIMIT_MB, "--store", "e4m3")
+    assert run.returncode == 0 and "E4M3" in run.stderr, run.stderr
+    return directory
+
+
+def test_e4m3_storage_writes_the_precisions_codes(single, e4m3_stored):
+    """The four matrices of every block as F8_E4M3 with their scales, the E4M3 precision's rounding exactly
+    (reference.e4m3_weight), every other tensor byte for byte; about half the bytes."""
+    import reference
+    stored, tensors = stored_matrices(e4m3_stored)
+    original = raw_tensors(single / "model.safetensors")
+    matrices = {name for name in original if name.startswith("blocks.") and name.endswith(MATRICES)}
+    assert set(stored) == matrices and len(matrices) == 4 * 2
+    for name, (values, scales) in stored.items():
+        expected, expected_scales = reference.e4m3_weight(bf16_matrix(original[name]))
+        np.testing.assert_array_equal(values, expected, err_msg=name)
+        np.testing.assert_array_equal(scales, expected_scales.astype(np.float32), err_msg=name)
+    for name, entry in original.items():
+        if name not in matrices:
+            assert tensors[name] == entry, name
+    assert not within_e4m3(stored, original)
+    size = sum(path.stat().st_size for path in e4m3_stored.glob("*.safetensors"))
+    assert size < 0.75 * (single / "model.safetensors").stat().st_size
+    with safetensors.safe_open(str(next(e4m3_stored.glob("*.safetensors"))), framework="numpy") as file:
+        assert file.metadata()["storage"] == "e4m3"
+
+
+def test_e4m3_storage_reads_back_as_bf16(cli, single, e4m3_stored, tmp_path):
+    """The library reads codes * scale rounded to BF16 (Float32 product, ties to even): written back as
+    BF16, every matrix is that exactly; it encodes like the original within E4M3's rounding."""
+    import reference
+    back = tmp_path / "back"
+    run = uform(cli, "shard", "--model", e4m3_stored, "--output", back)
+    assert run.returncode == 0, run.stderr
+    stored, _ = stored_matrices(e4m3_stored)
+    tensors = {}
+    for shard in back.glob("*.safetensors"):
+        tensors.update(raw_tensors(shard))
+    for name, (values, scales) in stored.items():
+        product = (values.astype(np.float32) * scales[:, None]).astype(np.float64)
+        np.testing.assert_array_equal(bf16_matrix(tensors[name]), reference.round_bf16(product), err_msg=name)
+    original = [json.loads(line) for line in uform(cli, "encode", "--model", single, stdin=LINES).stdout.splitlines()]
+    narrow = [json.loads(line) for line in uform(cli, "encode", "--model", e4m3_stored, stdin=LINES).stdout.splitlines()]
+    assert len(original) == len(narrow) == 4
+    for left, right in zip(original, narrow):
+        a, b = np.array(left, float), np.array(right, float)
+        assert a @ b / np.linalg.norm(a) / np.linalg.norm(b) > 0.99 and not np.array_equal(a, b)
+
+
+def rewrite_tensor(directory, name, change):
+    """The shard holding `name`, with change(raw bytes) -> raw bytes of the same length in its place."""
+    index = json.loads((directory / INDEX).read_text())
+    path = directory / index["weight_map"][name]
+    header, data = checkpoint_files.split_file(path)
+    begin, end = header[name]["data_offsets"]
+    checkpoint_files.join_file(path, header, data[:begin] + change(data[begin:end]) + data[end:])
+
+
+def test_e4m3_storage_control_a_doubled_scale_is_caught(single, e4m3_stored, tmp_path):
+    """The planted control: one matrix's scales doubled; the bound check above must reject it."""
+    broken = tmp_path / "doubled"
+    subprocess.run(["cp", "-r", str(e4m3_stored), str(broken)], check=True)
+    rewrite_tensor(broken, "blocks.1.gate_up.scale", lambda raw: (np.frombuffer(raw, "<f4") * 2).astype("<f4").tobytes())
+    stored, _ = stored_matrices(broken)
+    failures = within_e4m3(stored, raw_tensors(single / "model.safetensors"))
+    assert failures and all("blocks.1.gate_up" in line for line in failures), failures
+
+
+@pytest.mark.parametrize("fault,words", [
+    ("missing", "scales 'blocks.0.down.scale' are missing"),
+    ("negative", "a scale is positive and finite"),
+    ("nan code", "NaN code"),
+    ("vector", "only matrices may be"),
+])
+def test_e4m3_storage_faults_name_the_tensor(cli, e4m3_stored, tmp_path, fault, words):
+    broken = tmp_path / fault.replace(" ", "-")
+    subprocess.run(["cp", "-r", str(e4m3_stored), str(broken)], check=True)
+    if fault == "missing":
+        index = json.loads((broken / INDEX).read_text())
+        path = broken / index["weight_map"]["blocks.0.down.scale"]
+        header, data = checkpoint_files.split_file(path)
+        del header["blocks.0.down.scale"]
+        checkpoint_files.join_file(path, header, data)
+        del index["weight_map"]["blocks.0.down.scale"]
+        (broken / INDEX).write_text(json.dumps(index))
+    elif fault == "negative":
+        rewrite_tensor(broken, "blocks.0.qkv.scale", lambda raw: (-np.frombuffer(raw, "<f4")).astype("<f4").tobytes())
+    elif fault == "nan code":
+        rewrite_tensor(broken, "blocks.0.out", lambda raw: b"\x7f" + raw[1:])
+    else:  # final_norm, a Float32 vector, as one E4M3 byte a value
+        index = json.loads((broken / INDEX).read_text())
+        path = broken / index["weight_map"]["final_norm"]
+        header, data = checkpoint_files.split_file(path)
+        rebuilt, offset = bytearray(), 0
+        for name in sorted((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"][0]):
+            begin, end = header[name]["data_offsets"]
+            raw = data[begin:end]
+            if name == "final_norm":
+                header[name]["dtype"], raw = "F8_E4M3", bytes(len(raw) // 4)
+            header[name]["data_offsets"] = [offset, offset + len(raw)]
+            rebuilt += raw
+            offset += len(raw)
+        checkpoint_files.join_file(path, header, bytes(rebuilt))
+    run = uform(cli, "encode", "--model", broken, stdin=LINES)
+    assert run.returncode != 0 and words in run.stderr and "Traceback" not in run.stderr, run.stderr
+    assert ".safetensors" in run.stderr or INDEX in run.stderr, run.stderr
+
+
+def test_e4m3_storage_through_the_c_abi(library, tmp_path):
+    """uform_model_save_sharded_as: E4M3 shards reopen; an unknown storage is refused."""
+    config = library.config_from_tier("64x2")
+    with library.init(config, 2) as model:
+        library.call("uform_model_save_sharded_as", model.handle, str(tmp_path / "e4m3").encode(), 1 << 20, 1)
+        with library.open(tmp_path / "e4m3") as opened:
+            assert opened.has_head("pool")
+        with pytest.raises(UFormError, match="storage 7"):
+            library.call("uform_model_save_sharded_as", model.handle, str(tmp_path / "seven").encode(), 1 << 20, 7)

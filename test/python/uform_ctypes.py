@@ -238,6 +238,7 @@ class Library:
             "uform_model_open": [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p)],
             "uform_model_save": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p],
             "uform_model_save_sharded": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
+            "uform_model_save_sharded_as": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int],
             "uform_model_config": [ctypes.c_void_p, ctypes.POINTER(Config)],
             "uform_model_set_threads": [ctypes.c_void_p, ctypes.c_size_t],
             "uform_model_set_precision": [ctypes.c_void_p, ctypes.c_int],
