@@ -44,6 +44,14 @@ def profile(peer, tier, rows, columns, segment, top):
 
     for _ in range(3):
         step()
+    result = kernel_table(step, f"peer {tier} {rows}x{columns} segment {segment}", top)
+    torch.cuda.empty_cache()
+    return dict(tier=tier, rows=rows, columns=columns, segment=segment, **result)
+
+
+def kernel_table(step, label, top):
+    """One call of step() under torch.profiler: its CUDA kernels' times summed by name, printed best first
+    as `label`, and returned as {total_ms, kernels}."""
     torch.cuda.synchronize()
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiler:
         step()
@@ -56,13 +64,11 @@ def profile(peer, tier, rows, columns, segment, top):
             entry[0] += event.device_time_total if hasattr(event, "device_time_total") else event.cuda_time_total
             entry[1] += 1
     whole = sum(v[0] for v in totals.values())
-    print(f"\npeer {tier} {rows}x{columns} segment {segment}: {whole / 1e3:.2f} ms over {sum(v[1] for v in totals.values())} kernels")
+    print(f"\n{label}: {whole / 1e3:.2f} ms over {sum(v[1] for v in totals.values())} kernels")
     ranked = sorted(totals.items(), key=lambda item: -item[1][0])
     for name, (micro, count) in ranked[:top]:
         print(f"{micro / 1e3:9.3f} ms {100 * micro / whole:5.1f}% {count:5d}  {name}")
-    torch.cuda.empty_cache()
-    return dict(tier=tier, rows=rows, columns=columns, segment=segment, total_ms=whole / 1e3,
-                kernels=[dict(name=n, ms=v[0] / 1e3, count=v[1]) for n, v in ranked])
+    return dict(total_ms=whole / 1e3, kernels=[dict(name=n, ms=v[0] / 1e3, count=v[1]) for n, v in ranked])
 
 
 def main():

@@ -11,6 +11,7 @@ JSON line per plan item with pairs/s and writes $OUT/torch_image.json.
 
     python3 bench/torch_image_step.py [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute ...]
     python3 bench/torch_image_step.py --check    # a small model, two steps: finite loss, M-RoPE as SPEC.md
+    python3 bench/torch_image_step.py --profile [ITEM]  # one step's kernels by name, $OUT/torch_image_profile.json
 """
 import json
 import os
@@ -126,7 +127,10 @@ def parse(item):
     return tier, int(pairs), rows, columns, int(caption), bool(int(recompute))
 
 
-def run(tier, pairs, rows, columns, caption, recompute, steps=10, warmup=3, device="cuda", shape=None, compile=True):
+def run(tier, pairs, rows, columns, caption, recompute, steps=10, warmup=3, device="cuda", shape=None, compile=True,
+        profile=0):
+    """Times `steps` steps after `warmup`; with `profile` N, instead one step's kernels under torch.profiler
+    (profile_peer.kernel_table, the top N printed), beside which `gpu.sh images-profile` puts ncu's of ours."""
     width, depth, widths = shape or TIERS[tier]
     patches = rows * columns
     torch.manual_seed(0)
@@ -157,6 +161,11 @@ def run(tier, pairs, rows, columns, caption, recompute, steps=10, warmup=3, devi
 
     for index in range(warmup):
         step(index)
+    if profile:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from profile_peer import kernel_table
+        table = kernel_table(lambda: step(warmup), f"peer {tier} {pairs} pairs, {rows}x{columns} patches, {caption}-byte captions", profile)
+        return dict(peer="torch-image", tier=tier, pairs=pairs, grid=f"{rows}x{columns}", caption_bytes=caption, **table)
     if device != "cuda":
         for index in range(steps):
             step(index)
@@ -211,6 +220,11 @@ def main():
     arguments = sys.argv[1:]
     if arguments == ["--check"]:
         check()
+        return
+    if arguments[:1] == ["--profile"]:  # --profile ITEM: one step's kernels (bench/profile_peer.py's table)
+        result = run(*parse(arguments[1] if len(arguments) > 1 else PLAN[0]), profile=30)
+        with open(os.path.join(os.environ.get("OUT", "/tmp"), "torch_image_profile.json"), "w") as file:
+            json.dump(result, file, indent=1)
         return
     plan = [parse(item) for item in (arguments or PLAN)]
     print("torch", torch.__version__, torch.cuda.get_device_name(), flush=True)

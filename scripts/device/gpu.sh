@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|images-profile|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -26,6 +26,8 @@
 # `images-bench [train_images.py flags]` builds there too and runs, in one call, bench/train_images.py
 # (our contrastive step on image-caption pairs beside bench/torch_image_step.py, the PyTorch peer of this
 # repository) and bench/encode_images.py (uform_encode_images on a CPU and a CUDA context, images/s).
+# `images-profile [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute]` profiles one image-caption step:
+# ours under ncu (kernel_times.py: ours-images.txt) beside the peer's under torch.profiler (peer-images.txt).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
 # (where a NaN begins), each tensor's largest gradient after step 1, the first step's loss per run
 # (runs that disagree there went wrong in it) and cuBLASLt's chosen algorithms, tuning cuBLASLt's
@@ -78,7 +80,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = images-profile ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -159,6 +161,20 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
       --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     exit "$status"
+  fi
+  if [ "$what" = images-profile ]; then  # the image-caption step's kernels: ours (ncu) beside the peer's (torch.profiler)
+    item="${1:-tiny:512:22x23:64:0}"  # tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute, as bench/train_images.py's plan
+    IFS=: read -r tier pairs grid caption recompute <<< "$item"
+    shape=$(python3 -c "import sys; sys.path.insert(0, 'bench'); from train_cuda import TIERS; print(*TIERS['$tier'])")
+    cmake --build build-parity -j 16 --target uform_bench_train_cuda > "$out/build-images-profile.log" 2>&1 ||
+      { tail -40 "$out/build-images-profile.log"; exit 1; }
+    ncu --csv --clock-control none --metrics gpu__time_duration.sum --profile-from-start off ./build-parity/uform_bench_train_cuda \
+      --width "${shape% *}" --depth "${shape#* }" --rows 0 --columns 1024 --segment "$caption" --recompute "$recompute" --steps 1 \
+      --pairs "$pairs" --text "$caption" --image "$grid" --pack-pairs 0 --cudnn 1 --profile > "$out/ncu-images.csv" 2> "$out/ncu-images.err"
+    echo "ours $item (first fit):"
+    python3 scripts/device/kernel_times.py "$out/ncu-images.csv" | tee "$out/ours-images.txt"
+    python3 bench/torch_image_step.py --profile "$item" 2>&1 | tee "$out/peer-images.txt"
+    exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = loader ]; then  # the loader's rate on this host's cores: MIXTURE [ROWS] [SECONDS] (its data carried)
     cmake --build build-parity -j 16 --target uform_bench_loader > "$out/build-loader.log" 2>&1 || { tail -40 "$out/build-loader.log"; exit 1; }
