@@ -439,7 +439,7 @@ def test_text_corpus(tmp_path):
 
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
          "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys, "cldr": pair_keys,
-         "gnome-help": pair_keys}
+         "gnome-help": pair_keys, "handbook": pair_keys, "handbook-sections": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))
@@ -462,7 +462,8 @@ def test_mixtures_name_built_corpora():
                 "embedder_no_negatives.json": "contrastive", "embedder_definitions.json": "contrastive",
                 "embedder_definitions_negatives.json": "contrastive",
                 "embedder_definitions_negatives_scarce.json": "contrastive", "embedder_definitions_scarce.json": "contrastive",
-                "embedder_cldr.json": "contrastive", "embedder_cldr_help.json": "contrastive"}
+                "embedder_cldr.json": "contrastive", "embedder_cldr_help.json": "contrastive",
+                "embedder_handbook.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
         assert set(mixture) <= allowed and mixture["objective"] == objective

@@ -1,0 +1,137 @@
+# test_corpora_handbook.py: scripts/data/handbook_pairs.py on handbook pages written here (no
+# network): headings and paragraphs pair by order with section numbers cut, inline markup flattened
+# and program listings left out; a page whose blocks differ from the English page's is left out
+# whole in that language (a control: the same page aligned is paired); untranslated paragraphs are
+# dropped; the sections corpus pairs each English title with its paragraphs, a sidebar's category
+# cut from its title; a page keeps one split in both corpora, with no text across splits (a planted
+# leak caught); held-out English of other corpora stays out of train.
+
+import json
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts" / "data"))
+sys.path.insert(0, str(ROOT / "test" / "python"))
+import handbook_pairs  # noqa: E402
+from test_corpora import SPLITS, check_manifest, leaks, pair_keys, read_splits  # noqa: E402
+
+LONG = "Every package of the archive is built from a source package, and the tools described here keep them apart."
+
+
+def html(blocks):
+    """A Publican-style page: ("h2", text) headings with numbers, ("p", text) paragraphs, ("side", category,
+    title) sidebar titles, ("pre", text) listings."""
+    body = []
+    for block in blocks:
+        if block[0] == "p":
+            body.append(f'<div class="para">\n\t\t\t\t{block[1]}\n\t\t\t</div>')
+        elif block[0] == "pre":
+            body.append(f'<pre class="screen">{block[1]}</pre>')
+        elif block[0] == "side":
+            body.append(f'<div class="sidebar"><div class="titlepage"><div><div><p class="title"><strong><span class="emphasis">'
+                        f'<em>{block[1]}</em></span> {block[2]}</strong></p></div></div></div>')
+        else:
+            body.append(f'<div class="titlepage"><h2 class="title"><a id="x"></a>{block[1]}</h2></div>')
+    return ('<html><head><title>x</title></head><body><div id="banner"><span class="text">Download the ebook</span></div>'
+            f'<div class="section">{"".join(body)}</div></body></html>')
+
+
+ENGLISH = {
+    "sect.apt": [("h2", "6.2. The <code>apt</code> Command"), ("p", f"Use <code>apt install</code> to install a package. {LONG}"),
+                 ("pre", "# apt install foo"), ("p", "It resolves dependencies for you.")],
+    "sect.selinux": [("h2", "14.5. SELinux"), ("p", f"SELinux applies mandatory access control. {LONG}"),
+                     ("side", "DOCUMENTATION", "Explanations about the <em>reference policy</em>"),
+                     ("p", f"The reference policy evolves like any free software project. {LONG}")],
+    "sect.network": [("h2", "B.4.5. Network Configuration"), ("p", f"Interfaces are configured in one file. {LONG}")],
+}
+FRENCH = {
+    "sect.apt": [("h2", "6.2. La commande <code>apt</code>"), ("p", f"Utilisez <code>apt install</code> pour installer un paquet. "
+                                                                   "Chaque paquet est construit à partir d'un paquet source."),
+                 ("pre", "# apt install foo"), ("p", "It resolves dependencies for you.")],  # left untranslated
+    "sect.selinux": [("h2", "14.5. SELinux et sécurité"), ("p", "SELinux applique un contrôle d'accès obligatoire."),
+                     ("side", "DOCUMENTATION", "Explications sur la <em>politique de référence</em>"),
+                     ("p", "La politique de référence évolue comme tout projet libre.")],
+    "sect.network": [("h2", "B.4.5. Configuration du réseau"), ("p", "Les interfaces sont configurées dans un fichier.")],
+}
+
+
+def write_book(root, misaligned=True):
+    base = root / handbook_pairs.BOOK
+    for locale, pages in (("en-US", ENGLISH), ("fr-FR", FRENCH), ("ja-JP", FRENCH)):
+        folder = base / locale
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, blocks in pages.items():
+            if misaligned and locale != "en-US" and name == "sect.network":
+                blocks = blocks + [("p", "Seulement en français.")]
+            (folder / f"{name}.html").write_text(html(blocks), encoding="utf-8")
+    return root
+
+
+def run(tmp_path, output, root, held="", seed=0, test_fraction=0.0):
+    handbook_pairs.main(["--book-root", str(root), "--languages", "fr,ja", "--output", str(output), "--sections-output",
+                         str(output) + "-sections", "--held-out-text", held, "--seed", str(seed), "--dev-fraction", "0.0",
+                         "--test-fraction", str(test_fraction)])
+    return read_splits(output), read_splits(pathlib.Path(str(output) + "-sections"))
+
+
+def pairs_of(splits):
+    return {(r["query"], r["positives"][0], r["lang"]) for split in SPLITS for r in splits[split]}
+
+
+def test_pairs_by_order(tmp_path):
+    translations, sections = run(tmp_path, tmp_path / "out", write_book(tmp_path / "book"))
+    pairs = pairs_of(translations)
+    assert ("The apt Command", "La commande apt", "fr") in pairs and ("The apt Command", "La commande apt", "ja") in pairs
+    assert any(english.startswith("Use apt install to install") and french.startswith("Utilisez apt install")
+               for english, french, _ in pairs)
+    assert ("Explanations about the reference policy", "Explications sur la politique de référence", "fr") in pairs
+    assert not any("It resolves dependencies" in english for english, _, _ in pairs)  # untranslated
+    assert not any("# apt install foo" in side for pair in pairs for side in pair[:2])  # the listing
+    assert not any("Network" in english for english, _, _ in pairs)  # the misaligned page, whole
+    manifest = check_manifest(tmp_path / "out")
+    assert manifest["dropped_pairs"]["a page whose headings and paragraphs differ from the English page's"] == 2  # fr and ja
+    check_manifest(tmp_path / "out-sections")
+    # the control: the same page aligned is paired, its appendix number cut
+    aligned, _ = run(tmp_path, tmp_path / "aligned", write_book(tmp_path / "book2", misaligned=False))
+    assert ("Network Configuration", "Configuration du réseau", "fr") in pairs_of(aligned)
+
+
+def test_sections_pair_titles_with_their_text(tmp_path):
+    _, sections = run(tmp_path, tmp_path / "out", write_book(tmp_path / "book"))
+    found = {(r["query"], r["positives"][0]) for split in SPLITS for r in sections[split]}
+    assert all(r["lang"] == "en" for split in SPLITS for r in sections[split])
+    assert (("The apt Command", f"Use apt install to install a package. {LONG}\n\nIt resolves dependencies for you.") in found)
+    assert ("Explanations about the reference policy", f"The reference policy evolves like any free software project. {LONG}") in found
+    assert ("SELinux", f"SELinux applies mandatory access control. {LONG}") in found
+    assert not any(title.startswith("DOCUMENTATION") for title, _ in found)
+
+
+def test_pages_whole_and_no_text_across_splits(tmp_path):
+    root = write_book(tmp_path / "book", misaligned=False)
+    seen_test = False
+    for seed in range(6):
+        translations, sections = run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)
+        assert not leaks(translations, pair_keys) and not leaks(sections, pair_keys)
+        where = {}
+        for splits in (translations, sections):
+            for split in SPLITS:
+                for record in splits[split]:
+                    where.setdefault(record["page"], set()).add(split)
+        assert all(len(places) == 1 for places in where.values()), where  # one split a page, in both corpora
+        seen_test = seen_test or bool(translations["test"])
+    assert seen_test
+    planted = read_splits(tmp_path / "out0")
+    source = "test" if planted["test"] else "train"
+    planted["dev"].append(dict(planted[source][0]))
+    assert leaks(planted, pair_keys)  # the control
+
+
+def test_held_out_english_stays_out_of_train(tmp_path):
+    held = tmp_path / "gettext"
+    held.mkdir()
+    (held / "test.jsonl").write_text(json.dumps({"query": "selinux", "positives": ["SELinux"]}) + "\n")
+    translations, _ = run(tmp_path, tmp_path / "out", write_book(tmp_path / "book"), held=str(held))
+    pairs = pairs_of(translations)
+    assert not any(english == "SELinux" for english, _, _ in pairs)
+    assert ("The apt Command", "La commande apt", "fr") in pairs
