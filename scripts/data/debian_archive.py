@@ -264,6 +264,24 @@ def held_out_queries(folders):
     return {sides[0].casefold() for sides in held_out_sides(folders) if isinstance(sides[0], str)}
 
 
+def add_held_out_text(parser):
+    """--held-out-text: the corpora whose dev and test English strings a translation corpus keeps out of its train."""
+    data = pathlib.Path(default_output(""))
+    parser.add_argument("--held-out-text", default=f"{data / 'gettext'},{data / 'libreoffice'}",
+                        help="corpus folders whose dev and test English strings must not be in train (comma-separated)")
+
+
+def drop_held_out_english(records, held_out_text, removed):
+    """In place: train's records whose query is an English string of --held-out-text's corpora's dev or
+    test, counted in `removed`; returns the names of the corpora checked."""
+    folders = [folder for folder in held_out_text.split(",") if folder]
+    held = held_out_queries(folders)
+    before = len(records["train"])
+    records["train"] = [record for record in records["train"] if record["query"].casefold() not in held]
+    removed["train: an English string of a text corpus's dev or test"] = before - len(records["train"])
+    return [pathlib.Path(folder).name for folder in folders if pathlib.Path(folder).is_dir()]
+
+
 def one_per_language_without_leaks(records, removed):
     """In place on {split: [record]} of translation pairs ("lang" set): the first record of each
     (English, language) within a split, then remove_leaks; the drops counted by reason in `removed`."""

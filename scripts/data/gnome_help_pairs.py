@@ -72,9 +72,7 @@ def main(argv=None):
     parser.add_argument("--packages", default=",".join(PACKAGES), help="comma-separated Debian packages holding help")
     parser.add_argument("--help-root", action="append", default=[],
                         help="a folder holding usr/share/help (repeatable) instead of fetching --packages")
-    data = pathlib.Path(debian_archive.default_output(""))
-    parser.add_argument("--held-out-text", default=f"{data / 'gettext'},{data / 'libreoffice'}",
-                        help="corpus folders whose dev and test English strings must not be in train (comma-separated)")
+    debian_archive.add_held_out_text(parser)
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     languages = set(arguments.languages.split(","))
@@ -125,19 +123,15 @@ def main(argv=None):
 
     split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
     records = debian_archive.split_records(groups, split_of)
-    text_folders = [folder for folder in arguments.held_out_text.split(",") if folder]
-    held_english = debian_archive.held_out_queries(text_folders)
     removed = collections.Counter()
-    before = len(records["train"])
-    records["train"] = [record for record in records["train"] if record["query"].casefold() not in held_english]
-    removed["train: an English string of a text corpus's dev or test"] = before - len(records["train"])
+    checked = debian_archive.drop_held_out_english(records, arguments.held_out_text, removed)
     debian_archive.one_per_language_without_leaks(records, removed)  # a paragraph repeated across pages: the first page's
 
     manifest = debian_archive.write_corpus(
         arguments.output, "gnome-help", "scripts/data/gnome_help_pairs.py", records, arguments.seed,
         {"languages": sorted(languages), "pages_paired_per_language": dict(sorted(pages_per_language.items())),
          "groups_per_split": {split: sum(1 for s in split_of.values() if s == split) for split in debian_archive.SPLITS},
-         "held_out_corpora_checked": [pathlib.Path(folder).name for folder in text_folders if pathlib.Path(folder).is_dir()],
+         "held_out_corpora_checked": checked,
          "removed_as_leaks": dict(sorted(removed.items())), "dropped_pairs": dict(sorted(dropped.items())),
          "source": {"packages": packages, "local": [str(root) for root in arguments.help_root]}})
     debian_archive.print_summary("gnome_help_pairs", manifest, started, arguments.output)

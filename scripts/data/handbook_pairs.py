@@ -142,9 +142,7 @@ def main(argv=None):
     parser.add_argument("--sections-output", default=debian_archive.default_output("handbook-sections"),
                         help="where the English title -> section text corpus goes")
     parser.add_argument("--book-root", help="a folder holding usr/share/doc/debian-handbook instead of fetching the package")
-    data = pathlib.Path(debian_archive.default_output(""))
-    parser.add_argument("--held-out-text", default=f"{data / 'gettext'},{data / 'libreoffice'}",
-                        help="corpus folders whose dev and test English strings must not be in train (comma-separated)")
+    debian_archive.add_held_out_text(parser)
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     languages = set(arguments.languages.split(","))
@@ -191,22 +189,18 @@ def main(argv=None):
     # One assignment of pages for both corpora, so that no page's English is in one's train and the other's test.
     every = {page: groups.get(page, []) + section_groups.get(page, []) for page in set(groups) | set(section_groups)}
     split_of = debian_archive.split_groups(every, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
-    text_folders = [folder for folder in arguments.held_out_text.split(",") if folder]
-    held_english = debian_archive.held_out_queries(text_folders)
     source = {"packages": packages, "local": [str(root)] if arguments.book_root else []}
 
     records = debian_archive.split_records(groups, split_of)
     removed = collections.Counter()
-    before = len(records["train"])
-    records["train"] = [record for record in records["train"] if record["query"].casefold() not in held_english]
-    removed["train: an English string of a text corpus's dev or test"] = before - len(records["train"])
+    checked = debian_archive.drop_held_out_english(records, arguments.held_out_text, removed)
     debian_archive.one_per_language_without_leaks(records, removed)
     manifest = debian_archive.write_corpus(
         arguments.output, "handbook", "scripts/data/handbook_pairs.py", records, arguments.seed,
         {"languages": sorted(languages), "locales": {language: folder.name for language, (_, folder) in sorted(chosen.items())},
          "pages_paired_per_language": dict(sorted(pages_per_language.items())),
          "groups_per_split": {split: sum(1 for s in split_of.values() if s == split) for split in debian_archive.SPLITS},
-         "held_out_corpora_checked": [pathlib.Path(folder).name for folder in text_folders if pathlib.Path(folder).is_dir()],
+         "held_out_corpora_checked": checked,
          "removed_as_leaks": dict(sorted(removed.items())), "dropped_pairs": dict(sorted(dropped.items())), "source": source})
     debian_archive.print_summary("handbook_pairs", manifest, started, arguments.output)
 

@@ -29,6 +29,14 @@ def read_splits(folder):
             for split in SPLITS}
 
 
+def planted_leak_caught(folder, keys):
+    """The control of a corpus's no-leak check: a record of test (or train) copied into dev must show as a leak."""
+    planted = read_splits(folder)
+    source = "test" if planted["test"] else "train"
+    planted["dev"].append(dict(planted[source][0]))
+    return bool(leaks(planted, keys))
+
+
 def leaks(splits, keys):
     """Keys (case-folded texts) that occur in more than one split."""
     owner, found = {}, set()
