@@ -56,7 +56,9 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   "totem-common": "GPL-2+ with exception, LGPL (its copyright file)",
                   "evolution-common": "LGPL-2, GPL-2+ (its copyright file)",
                   **{package: "GPL-2+ (its copyright file)" for package in ("eog", "gedit-common", "seahorse", "rhythmbox-data")},
-                  **{package: "GPL-3+ (its copyright file)" for package in ("nautilus-data", "vinagre")}}
+                  **{package: "GPL-3+ (its copyright file)" for package in ("nautilus-data", "vinagre")},
+                  # manual_pairs.py's manuals
+                  "installation-guide-amd64": "GPL-2 (its copyright file)"}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 

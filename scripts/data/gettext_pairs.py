@@ -161,6 +161,19 @@ def kept_pairs(raw, cleaner, dropped):
     return kept
 
 
+def aligned_pairs(english, translated, dropped, unaligned):
+    """[(english, translation)] of one translated document's blocks, [(kind, text)] each, paired by order
+    and kept by `keep`; [] (counted as `unaligned`) where the two sequences of kinds differ, or where a
+    side could not be read (None)."""
+    if english is None or translated is None:
+        dropped["a page that does not read"] += 1
+        return []
+    if [kind for kind, _ in english] != [kind for kind, _ in translated]:
+        dropped[unaligned] += 1
+        return []
+    return kept_pairs([(source, text) for (_, source), (_, text) in zip(english, translated)], lambda text, other: text, dropped)
+
+
 def catalogue_group(path):
     """What a split keeps together: one catalogue (domain) in every language, its version dropped
     so that "psql-15" and a later "psql-16" stay one catalogue."""

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
-from gettext_pairs import DEFAULT_LANGUAGES, kept_pairs, locale_language, locale_rank  # noqa: E402
+from gettext_pairs import DEFAULT_LANGUAGES, aligned_pairs, locale_language, locale_rank  # noqa: E402
 
 MALLARD = "{http://projectmallard.org/1.0/}"
 BLOCKS = {MALLARD + "title", MALLARD + "desc", MALLARD + "p"}
@@ -56,14 +56,7 @@ def help_folders(root):
 
 def page_pairs(english_page, translated_page, dropped):
     """[(english, translation)] of one page pair, or [] (counted in dropped) where they do not align."""
-    english, translated = blocks(english_page), blocks(translated_page)
-    if english is None or translated is None:
-        dropped["a page that does not parse"] += 1
-        return []
-    if [tag for tag, _ in english] != [tag for tag, _ in translated]:
-        dropped["a page whose elements differ from the English page's"] += 1
-        return []
-    return kept_pairs([(source, text) for (_, source), (_, text) in zip(english, translated)], lambda text, other: text, dropped)
+    return aligned_pairs(blocks(english_page), blocks(translated_page), dropped, "a page whose elements differ from the English page's")
 
 
 def main(argv=None):

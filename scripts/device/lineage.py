@@ -51,7 +51,7 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_SETS = ("cldr", "gnome-help", "handbook", "handbook-sections")  # rounds 5 and 6's corpora: scored, not selected on
+NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections")  # rounds 5 and 6's corpora: scored, not selected on
 
 
 def plan(args):
@@ -106,8 +106,8 @@ def plan(args):
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
             {"name": "cldr-help-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_cldr_help.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
-            # round 6: The Debian Administrator's Handbook beside round 5's mixture (cldr-help-keep again, the control)
-            {"name": "handbook-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_handbook.json",
+            # round 6: Debian's translated manuals beside round 5's mixture (cldr-help-keep again, the control)
+            {"name": "manuals-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte

@@ -29,6 +29,16 @@ def read_splits(folder):
             for split in SPLITS}
 
 
+def one_split_per_page(*corpora):
+    """Whether every "page" of these corpora's records (each {split: [record]}) lies in one split of all of them."""
+    where = {}
+    for splits in corpora:
+        for split in SPLITS:
+            for record in splits[split]:
+                where.setdefault(record["page"], set()).add(split)
+    return all(len(places) == 1 for places in where.values())
+
+
 def planted_leak_caught(folder, keys):
     """The control of a corpus's no-leak check: a record of test (or train) copied into dev must show as a leak."""
     planted = read_splits(folder)
@@ -447,7 +457,7 @@ def test_text_corpus(tmp_path):
 
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
          "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys, "cldr": pair_keys,
-         "gnome-help": pair_keys, "handbook": pair_keys, "handbook-sections": pair_keys}
+         "gnome-help": pair_keys, "manuals": pair_keys, "manual-sections": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))
@@ -471,7 +481,7 @@ def test_mixtures_name_built_corpora():
                 "embedder_definitions_negatives.json": "contrastive",
                 "embedder_definitions_negatives_scarce.json": "contrastive", "embedder_definitions_scarce.json": "contrastive",
                 "embedder_cldr.json": "contrastive", "embedder_cldr_help.json": "contrastive",
-                "embedder_handbook.json": "contrastive"}
+                "embedder_manuals.json": "contrastive"}
     for name, objective in expected.items():
         mixture = json.loads((ROOT / "mixtures" / name).read_text())
         assert set(mixture) <= allowed and mixture["objective"] == objective

@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import gnome_help_pairs  # noqa: E402
-from test_corpora import SPLITS, check_manifest, leaks, pair_keys, planted_leak_caught, read_splits  # noqa: E402
+from test_corpora import SPLITS, check_manifest, leaks, one_split_per_page, pair_keys, planted_leak_caught, read_splits  # noqa: E402
 
 
 def page(blocks, extra=""):
@@ -81,11 +81,7 @@ def test_pages_whole_and_no_text_across_splits(tmp_path):
     for seed in range(6):
         splits = run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)
         assert not leaks(splits, pair_keys)
-        where = {}
-        for split in SPLITS:
-            for record in splits[split]:
-                where.setdefault(record["page"], set()).add(split)
-        assert all(len(places) == 1 for places in where.values())
+        assert one_split_per_page(splits)
         seen_test = seen_test or bool(splits["test"])
     assert seen_test
     assert planted_leak_caught(tmp_path / "out0", pair_keys)  # the control

@@ -1,5 +1,5 @@
-# test_corpora_handbook.py: scripts/data/handbook_pairs.py on handbook pages written here (no
-# network): headings and paragraphs pair by order with section numbers cut, inline markup flattened
+# test_corpora_manuals.py: scripts/data/manual_pairs.py on manual pages written here (no network),
+# the handbook's Publican layout, the Installation Guide's DocBook <p> and the Reference's suffixed files: headings and paragraphs pair by order with section numbers cut, inline markup flattened
 # and program listings left out; a page whose blocks differ from the English page's is left out
 # whole in that language (a control: the same page aligned is paired); untranslated paragraphs are
 # dropped; the sections corpus pairs each English title with its paragraphs, a sidebar's category
@@ -13,18 +13,20 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
-import handbook_pairs  # noqa: E402
-from test_corpora import SPLITS, check_manifest, leaks, pair_keys, planted_leak_caught, read_splits  # noqa: E402
+import manual_pairs  # noqa: E402
+from test_corpora import SPLITS, check_manifest, leaks, one_split_per_page, pair_keys, planted_leak_caught, read_splits  # noqa: E402
 
 LONG = "Every package of the archive is built from a source package, and the tools described here keep them apart."
 
 
-def html(blocks):
-    """A Publican-style page: ("h2", text) headings with numbers, ("p", text) paragraphs, ("side", category,
-    title) sidebar titles, ("pre", text) listings."""
+def html(blocks, docbook=False):
+    """A Publican-style page (docbook: DocBook XSL's, paragraphs as <p>): ("h2", text) headings with numbers,
+    ("p", text) paragraphs, ("side", category, title) sidebar titles, ("pre", text) listings."""
     body = []
     for block in blocks:
-        if block[0] == "p":
+        if block[0] == "p" and docbook:
+            body.append(f'<p>\n\n{block[1]}\n\n</p>')
+        elif block[0] == "p":
             body.append(f'<div class="para">\n\t\t\t\t{block[1]}\n\t\t\t</div>')
         elif block[0] == "pre":
             body.append(f'<pre class="screen">{block[1]}</pre>')
@@ -56,8 +58,16 @@ FRENCH = {
 }
 
 
+INSTALL_EN = [("h2", "2.1. Supported Hardware"), ("p", f"Debian does not impose hardware requirements. {LONG}")]
+INSTALL_FR = [("h2", "2.1. Matériel reconnu"), ("p", "Debian n'impose pas d'exigences matérielles.")]
+REFERENCE_EN = [("h2", "Chapter 7. The X Window System"), ("p", f"The X Window System draws the desktop. {LONG}")]
+REFERENCE_FR = [("h2", "Chapitre 7. Le système X Window"), ("p", "Le système X Window dessine le bureau.")]
+
+
 def write_book(root, misaligned=True):
-    base = root / handbook_pairs.BOOK
+    """The three books' layouts under root: the handbook's locale folders, the Installation Guide's (DocBook <p>,
+    English in en/), the Reference's page.locale.html files (French as fr and as pt-br, which fr does not read)."""
+    base = root / manual_pairs.BOOKS["handbook"][1]
     for locale, pages in (("en-US", ENGLISH), ("fr-FR", FRENCH), ("ja-JP", FRENCH)):
         folder = base / locale
         folder.mkdir(parents=True, exist_ok=True)
@@ -65,13 +75,21 @@ def write_book(root, misaligned=True):
             if misaligned and locale != "en-US" and name == "sect.network":
                 blocks = blocks + [("p", "Seulement en français.")]
             (folder / f"{name}.html").write_text(html(blocks), encoding="utf-8")
+    guide = root / manual_pairs.BOOKS["installation-guide"][1]
+    for locale, blocks in (("en", INSTALL_EN), ("fr", INSTALL_FR), ("fr_CA", [(k, t + " (CA)") for k, t in INSTALL_FR])):
+        (guide / locale).mkdir(parents=True, exist_ok=True)
+        (guide / locale / "ch02s01.html").write_text(html(blocks, docbook=True), encoding="utf-8")
+    reference = root / manual_pairs.BOOKS["reference"][1]
+    reference.mkdir(parents=True, exist_ok=True)
+    for locale, blocks in (("en", REFERENCE_EN), ("fr", REFERENCE_FR)):
+        (reference / f"ch07.{locale}.html").write_text(html(blocks, docbook=True), encoding="utf-8")
     return root
 
 
 def run(tmp_path, output, root, held="", seed=0, test_fraction=0.0):
-    handbook_pairs.main(["--book-root", str(root), "--languages", "fr,ja", "--output", str(output), "--sections-output",
-                         str(output) + "-sections", "--held-out-text", held, "--seed", str(seed), "--dev-fraction", "0.0",
-                         "--test-fraction", str(test_fraction)])
+    manual_pairs.main(["--manuals-root", str(root), "--languages", "fr,ja", "--output", str(output), "--sections-output",
+                       str(output) + "-sections", "--held-out-text", held, "--seed", str(seed), "--dev-fraction", "0.0",
+                       "--test-fraction", str(test_fraction)])
     return read_splits(output), read_splits(pathlib.Path(str(output) + "-sections"))
 
 
@@ -91,6 +109,12 @@ def test_pairs_by_order(tmp_path):
     assert not any("Network" in english for english, _, _ in pairs)  # the misaligned page, whole
     manifest = check_manifest(tmp_path / "out")
     assert manifest["dropped_pairs"]["a page whose headings and paragraphs differ from the English page's"] == 2  # fr and ja
+    assert manifest["locales"] == {"handbook": {"fr": "fr-FR", "ja": "ja-JP"}, "installation-guide": {"fr": "fr"},
+                                   "reference": {"fr": "fr"}}
+    # the DocBook books: paragraphs as <p>, the chapter's word and number cut, a language's own locale preferred
+    assert ("Supported Hardware", "Matériel reconnu", "fr") in pairs and not any("(CA)" in pair[1] for pair in pairs)
+    assert ("Debian does not impose hardware requirements. " + LONG, "Debian n'impose pas d'exigences matérielles.", "fr") in pairs
+    assert ("The X Window System", "Le système X Window", "fr") in pairs
     check_manifest(tmp_path / "out-sections")
     # the control: the same page aligned is paired, its appendix number cut
     aligned, _ = run(tmp_path, tmp_path / "aligned", write_book(tmp_path / "book2", misaligned=False))
@@ -104,6 +128,8 @@ def test_sections_pair_titles_with_their_text(tmp_path):
     assert (("The apt Command", f"Use apt install to install a package. {LONG}\n\nIt resolves dependencies for you.") in found)
     assert ("Explanations about the reference policy", f"The reference policy evolves like any free software project. {LONG}") in found
     assert ("SELinux", f"SELinux applies mandatory access control. {LONG}") in found
+    assert ("Supported Hardware", f"Debian does not impose hardware requirements. {LONG}") in found
+    assert ("The X Window System", f"The X Window System draws the desktop. {LONG}") in found
     assert not any(title.startswith("DOCUMENTATION") for title, _ in found)
 
 
@@ -113,12 +139,7 @@ def test_pages_whole_and_no_text_across_splits(tmp_path):
     for seed in range(6):
         translations, sections = run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)
         assert not leaks(translations, pair_keys) and not leaks(sections, pair_keys)
-        where = {}
-        for splits in (translations, sections):
-            for split in SPLITS:
-                for record in splits[split]:
-                    where.setdefault(record["page"], set()).add(split)
-        assert all(len(places) == 1 for places in where.values()), where  # one split a page, in both corpora
+        assert one_split_per_page(translations, sections)  # in both corpora
         seen_test = seen_test or bool(translations["test"])
     assert seen_test
     assert planted_leak_caught(tmp_path / "out0", pair_keys)  # the control
