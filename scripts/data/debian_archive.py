@@ -58,7 +58,9 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   **{package: "GPL-2+ (its copyright file)" for package in ("eog", "gedit-common", "seahorse", "rhythmbox-data")},
                   **{package: "GPL-3+ (its copyright file)" for package in ("nautilus-data", "vinagre")},
                   # manual_pairs.py's manuals
-                  "installation-guide-amd64": "GPL-2 (its copyright file)"}
+                  "installation-guide-amd64": "GPL-2 (its copyright file)",
+                  **{package: "verbatim and modified copies permitted with the notice (SPI; its copyright file)"
+                     for package in ["debian-faq"] + [f"debian-faq-{code}" for code in "de fr it ja ko pt ru zh-cn".split()]}}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """manual_pairs.py: pairs from Debian's translated manuals, DocBook rendered to HTML (BOOKS: The
-Debian Administrator's Handbook, the Installation Guide, the Debian Reference). Two corpora:
+Debian Administrator's Handbook, the Installation Guide, the Debian Reference, the New Maintainers'
+Guide, the Debian FAQ). Two corpora:
 
 - data/manuals: English -> translation pairs of the manuals' headings and paragraphs. Translators
   rebuild each page from the English DocBook element by element (po4a), so a page's headings and
@@ -28,13 +29,17 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
 from gettext_pairs import DEFAULT_LANGUAGES, MAX_BYTES, aligned_pairs, locale_language, locale_rank  # noqa: E402
 
-# book: (packages, folder in each package, layout, the English locale). "folders": FOLDER/<locale>/<page>.html;
-# "suffix": FOLDER/<page>.<locale>.html. A language with several locales reads its preferred one.
+# book: (packages, the folders in each package (a glob), layout, the English locale). "folders":
+# FOLDER/<locale>/<page>.html; "suffix": FOLDER/<page>.<locale>.html. A language with several locales reads its preferred one.
 BOOKS = {
     "handbook": (("debian-handbook",), "usr/share/doc/debian-handbook/html", "folders", "en-US"),
     "installation-guide": (("installation-guide-amd64",), "usr/share/doc/installation-guide-amd64", "folders", "en"),
     "reference": (tuple(f"debian-reference-{code}" for code in "en de es fr id it ja pt zh-cn".split()),
                   "usr/share/debian-reference", "suffix", "en"),
+    "maint-guide": (("maint-guide",) + tuple(f"maint-guide-{code}" for code in "de es fr it ja ru vi zh-cn".split()),
+                    "usr/share/doc/maint-guide*/html", "suffix", "en"),
+    "faq": (("debian-faq",) + tuple(f"debian-faq-{code}" for code in "de fr it ja ko pt ru zh-cn".split()),
+            "usr/share/doc/debian/FAQ*", "suffix", "en"),
 }
 NUMBERING = re.compile(r"^(?:[^\d\s]+\s)?(?:\d+|[A-Z])(?:\.\d+)*\.\s+")  # "12.3. ", "B.4.5. ", "Chapter 1. ", "Exemple 12.2. "
 SECTION_MIN_BYTES = 80  # a section's text: at least a sentence
@@ -131,14 +136,14 @@ def book_pages(roots, folder, layout):
     """{locale: {page: path}} of one book over the unpacked package roots that hold it."""
     pages = collections.defaultdict(dict)
     for root in roots:
-        base = pathlib.Path(root) / folder
-        if layout == "folders":
-            for path in sorted(base.glob("*/*.html")):
-                pages[path.parent.name][path.stem] = path
-        else:
-            for path in sorted(base.glob("*.*.html")):
-                page, _, locale = path.name[: -len(".html")].rpartition(".")
-                pages[locale][page] = path
+        for base in sorted(pathlib.Path(root).glob(folder)):
+            if layout == "folders":
+                for path in sorted(base.glob("*/*.html")):
+                    pages[path.parent.name][path.stem] = path
+            else:  # the translations may sit in a folder of their own below (the FAQ's fr/)
+                for path in sorted(list(base.glob("*.*.html")) + list(base.glob("*/*.*.html"))):
+                    page, _, locale = path.name[: -len(".html")].rpartition(".")
+                    pages[locale][page] = path
     return pages
 
 

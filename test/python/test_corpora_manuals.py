@@ -64,9 +64,16 @@ REFERENCE_EN = [("h2", "Chapter 7. The X Window System"), ("p", f"The X Window S
 REFERENCE_FR = [("h2", "Chapitre 7. Le système X Window"), ("p", "Le système X Window dessine le bureau.")]
 
 
+GUIDE_EN = [("h2", "Chapter 1. Getting started The Right Way"), ("p", f"This document describes building a Debian package. {LONG}")]
+GUIDE_FR = [("h2", "Chapitre 1. Partir du bon pied"), ("p", "Ce document décrit la construction d'un paquet Debian.")]
+FAQ_EN = [("h2", "1.1. What is Debian?"), ("p", f"Debian is a free operating system. {LONG}")]
+FAQ_FR = [("h2", "1.1. Qu'est-ce que Debian ?"), ("p", "Debian est un système d'exploitation libre.")]
+
+
 def write_book(root, misaligned=True):
-    """The three books' layouts under root: the handbook's locale folders, the Installation Guide's (DocBook <p>,
-    English in en/), the Reference's page.locale.html files (French as fr and as pt-br, which fr does not read)."""
+    """The five books' layouts under root: the handbook's locale folders, the Installation Guide's (DocBook <p>,
+    English in en/, French also as fr_CA), the Reference's page.locale.html files, the Maintainers' Guide's
+    folder a package, the FAQ's translations in a folder below the English."""
     base = root / manual_pairs.BOOKS["handbook"][1]
     for locale, pages in (("en-US", ENGLISH), ("fr-FR", FRENCH), ("ja-JP", FRENCH)):
         folder = base / locale
@@ -83,6 +90,13 @@ def write_book(root, misaligned=True):
     reference.mkdir(parents=True, exist_ok=True)
     for locale, blocks in (("en", REFERENCE_EN), ("fr", REFERENCE_FR)):
         (reference / f"ch07.{locale}.html").write_text(html(blocks, docbook=True), encoding="utf-8")
+    for folder, locale, blocks in (("maint-guide", "en", GUIDE_EN), ("maint-guide-fr", "fr", GUIDE_FR)):  # a package a language
+        (root / "usr/share/doc" / folder / "html").mkdir(parents=True, exist_ok=True)
+        (root / "usr/share/doc" / folder / "html" / f"first.{locale}.html").write_text(html(blocks, docbook=True), encoding="utf-8")
+    faq = root / "usr/share/doc/debian/FAQ"
+    (faq / "fr").mkdir(parents=True, exist_ok=True)
+    for path, blocks in ((faq / "basic-defs.html", FAQ_EN), (faq / "basic-defs.en.html", FAQ_EN), (faq / "fr" / "basic-defs.fr.html", FAQ_FR)):
+        path.write_text(html(blocks, docbook=True), encoding="utf-8")  # the English twice, as the package has it
     return root
 
 
@@ -110,7 +124,8 @@ def test_pairs_by_order(tmp_path):
     manifest = check_manifest(tmp_path / "out")
     assert manifest["dropped_pairs"]["a page whose headings and paragraphs differ from the English page's"] == 2  # fr and ja
     assert manifest["locales"] == {"handbook": {"fr": "fr-FR", "ja": "ja-JP"}, "installation-guide": {"fr": "fr"},
-                                   "reference": {"fr": "fr"}}
+                                   "reference": {"fr": "fr"}, "maint-guide": {"fr": "fr"}, "faq": {"fr": "fr"}}
+    assert ("Getting started The Right Way", "Partir du bon pied", "fr") in pairs and ("What is Debian?", "Qu'est-ce que Debian ?", "fr") in pairs
     # the DocBook books: paragraphs as <p>, the chapter's word and number cut, a language's own locale preferred
     assert ("Supported Hardware", "Matériel reconnu", "fr") in pairs and not any("(CA)" in pair[1] for pair in pairs)
     assert ("Debian does not impose hardware requirements. " + LONG, "Debian n'impose pas d'exigences matérielles.", "fr") in pairs
