@@ -1015,11 +1015,16 @@ int main(int argc, char **argv) {
         printf("\nRecall@1 per language (query->positive / positive->query; all %zu pairs are candidates%s):\n\n| lang "
                "| pairs |",
                count, model ? ", model at its widest width" : "");
-        size_t shown[sizeof(rows) / sizeof(rows[0])], shown_count = 0;
-        for (size_t entry = 1; entry < rows_count; ++entry)
-            if (rows[entry].direction == 0 &&
-                (!rows[entry].width || rows[entry].width == config.embedding_widths[widths_count - 1]))
-                shown[shown_count++] = entry, printf(" %s |", rows[entry].method);
+        size_t shown[sizeof(rows) / sizeof(rows[0])], backward[sizeof(rows) / sizeof(rows[0])], shown_count = 0;
+        for (size_t entry = 1; entry < rows_count; ++entry) {
+            if (rows[entry].direction != 0 || (rows[entry].width && rows[entry].width != config.embedding_widths[widths_count - 1]))
+                continue;
+            size_t partner = 0; /* the same method (its name carries the output precision) and width, positive->query */
+            for (size_t other = 1; other < rows_count && !partner; ++other)
+                if (rows[other].direction == 1 && rows[other].width == rows[entry].width && !strcmp(rows[other].method, rows[entry].method))
+                    partner = other;
+            if (partner) shown[shown_count] = entry, backward[shown_count++] = partner, printf(" %s |", rows[entry].method);
+        }
         printf("\n|---|---|");
         for (size_t shown_index = 0; shown_index < shown_count; ++shown_index) printf("---|");
         printf("\n");
@@ -1027,9 +1032,9 @@ int main(int argc, char **argv) {
             printf("| %.*s | %zu |", languages[language].length ? (int)languages[language].length : 1,
                    languages[language].length ? (char const *)uform_corpus_data(&corpus, languages[language]) : "-",
                    pairs_per_language[language]);
-            for (size_t shown_index = 0; shown_index < shown_count; ++shown_index) /* direction 1 is the next row */
+            for (size_t shown_index = 0; shown_index < shown_count; ++shown_index)
                 printf(" %.4f / %.4f |", means[shown[shown_index] * groups_of_means + 1 + language].recall_at_1,
-                       means[(shown[shown_index] + 1) * groups_of_means + 1 + language].recall_at_1);
+                       means[backward[shown_index] * groups_of_means + 1 + language].recall_at_1);
             printf("\n");
         }
     }

@@ -215,6 +215,32 @@ def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_pa
     assert result.returncode == 2 and "--fuse needs --rerank" in result.stderr
 
 
+def test_per_language_table_matches_the_json(evaluator, init_model, tmp_path):
+    """The printed Recall@1 per language, each column both directions, is the JSON's rows of that method at
+    the widest width; with --rerank and --fuse, whose rows do not follow each other by direction, too."""
+    records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index % 5}"], "lang": ("de", "fr")[index % 2]}
+               for index, topic in enumerate(TOPICS * 2)]
+    pairs = write_pairs(tmp_path / "pairs.jsonl", records)
+    result = run(evaluator, init_model, "--pairs", pairs, "--rerank", 4, "--fuse", "0.3,0.7", "--json", tmp_path / "r.json", "--quiet")
+    report = json.loads((tmp_path / "r.json").read_text())
+    widest = max(entry["width"] for entry in report["widths"])
+    lines = result.stdout[result.stdout.index("Recall@1 per language"):].splitlines()
+    header = next(line for line in lines if line.startswith("| lang |"))
+    methods = [cell.strip() for cell in header.strip("|").split("|")][2:]
+    assert {"model+maxsim@4", "model+fuse0.3@4", "model+fuse0.7@4", "tfidf", "model"} <= set(methods), methods
+    checked = 0
+    for line in lines:
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if cells[0] not in ("de", "fr"):
+            continue
+        for method, cell in zip(methods, cells[2:]):
+            width = None if method == "tfidf" else widest
+            wanted = [row(report, method, direction, width, cells[0])["recall@1"] for direction in ("query->positive", "positive->query")]
+            assert [float(value) for value in cell.split(" / ")] == pytest.approx(wanted, abs=1e-4), (cells[0], method)
+            checked += 1
+    assert checked == 2 * len(methods)
+
+
 def test_progress_and_table(evaluator, init_model, tmp_path):
     pairs = write_pairs(tmp_path / "pairs.jsonl", [{"query": topic, "positives": [topic[::-1]], "lang": "en"} for topic in TOPICS])
     result = run(evaluator, init_model, "--pairs", pairs, "--rerank", 2)
