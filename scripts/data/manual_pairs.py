@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""manual_pairs.py: pairs from Debian's translated manuals, DocBook rendered to HTML (BOOKS: The
-Debian Administrator's Handbook, the Installation Guide, the Debian Reference, the New Maintainers'
-Guide, the Debian FAQ). Two corpora:
+"""manual_pairs.py: pairs from Debian's translated manuals, DocBook (or reStructuredText) rendered to
+HTML (BOOKS: The Debian Administrator's Handbook, the Installation Guide, the Debian Reference, the
+New Maintainers' Guide, the Debian FAQ, the Developer's Reference). Two corpora:
 
 - data/manuals: English -> translation pairs of the manuals' headings and paragraphs. Translators
   rebuild each page from the English DocBook element by element (po4a), so a page's headings and
@@ -30,7 +30,8 @@ import debian_archive  # noqa: E402
 from gettext_pairs import DEFAULT_LANGUAGES, MAX_BYTES, aligned_pairs, locale_language, locale_rank  # noqa: E402
 
 # book: (packages, the folders in each package (a glob), layout, the English locale). "folders":
-# FOLDER/<locale>/<page>.html; "suffix": FOLDER/<page>.<locale>.html. A language with several locales reads its preferred one.
+# FOLDER/<locale>/<page>.html; "suffix": FOLDER/<page>.<locale>.html; "sphinx": Sphinx's HTML, the
+# English in FOLDER, a translation in FOLDER/<locale>/. A language with several locales reads its preferred one.
 BOOKS = {
     "handbook": (("debian-handbook",), "usr/share/doc/debian-handbook/html", "folders", "en-US"),
     "installation-guide": (("installation-guide-amd64",), "usr/share/doc/installation-guide-amd64", "folders", "en"),
@@ -40,19 +41,22 @@ BOOKS = {
                     "usr/share/doc/maint-guide*/html", "suffix", "en"),
     "faq": (("debian-faq",) + tuple(f"debian-faq-{code}" for code in "de fr it ja ko pt ru zh-cn".split()),
             "usr/share/doc/debian/FAQ*", "suffix", "en"),
+    "developers-reference": (("developers-reference",) + tuple(f"developers-reference-{code}" for code in "de fr it ja ru".split()),
+                             "usr/share/developers-reference", "sphinx", "en"),
 }
 NUMBERING = re.compile(r"^(?:[^\d\s]+\s)?(?:\d+|[A-Z])(?:\.\d+)*\.\s+")  # "12.3. ", "B.4.5. ", "Chapter 1. ", "Exemple 12.2. "
 SECTION_MIN_BYTES = 80  # a section's text: at least a sentence
 
 
 class Blocks(html.parser.HTMLParser):
-    """A page's headings ("h": h1..h6 and the sidebars' and examples' titles) and paragraphs ("p":
-    Publican's <div class="para"> and DocBook XSL's <p>) in document order, as [(kind, text)]; the
-    text inside <pre> and a sidebar title's category (the <em> it opens with: "GOING FURTHER") is
-    skipped."""
+    """A page's headings ("h": h1..h6 with class "title", any with `sphinx`, and the sidebars' and
+    examples' titles) and paragraphs ("p": Publican's <div class="para"> and DocBook XSL's and Sphinx's
+    <p>) in document order, as [(kind, text)]; the text inside <pre>, a sidebar title's category (the
+    <em> it opens with: "GOING FURTHER") and Sphinx's heading links (the pilcrow) is skipped."""
 
-    def __init__(self):
+    def __init__(self, sphinx=False):
         super().__init__(convert_charrefs=True)
+        self.sphinx = sphinx
         self.blocks, self.open, self.depth, self.text = [], None, 0, []
         self.skipping = 0  # nested <pre> or category <em> inside the open block
 
@@ -60,10 +64,11 @@ class Blocks(html.parser.HTMLParser):
         classes = (dict(attributes).get("class") or "").split()
         if self.open:
             self.depth += tag == "div"
-            if tag == "pre" or (self.open == "title" and tag == "em" and not "".join(self.text).strip()):
+            if tag == "pre" or (self.open == "title" and tag == "em" and not "".join(self.text).strip()) or \
+                    (tag == "a" and "headerlink" in classes):
                 self.skipping += 1
             return
-        if re.fullmatch(r"h[1-6]", tag) and "title" in classes:
+        if re.fullmatch(r"h[1-6]", tag) and ("title" in classes or self.sphinx):
             self.open = "heading"
         elif tag == "p":
             self.open = "title" if "title" in classes else "p"
@@ -74,7 +79,7 @@ class Blocks(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if not self.open:
             return
-        if self.skipping and (tag == "pre" or (self.open == "title" and tag == "em")):
+        if self.skipping and (tag in ("pre", "a") or (self.open == "title" and tag == "em")):
             self.skipping -= 1
             return
         if self.open == "para" and tag == "div" and self.depth > 0:
@@ -92,11 +97,16 @@ class Blocks(html.parser.HTMLParser):
             self.text.append(data)
 
 
-def page_blocks(path):
-    """[(kind, text)] of one HTML page, or None where it cannot be read."""
+def page_blocks(path, sphinx=False):
+    """[(kind, text)] of one HTML page (with `sphinx`, its main body only: not the navigation and
+    sidebar around it), or None where it cannot be read."""
     try:
-        parser = Blocks()
-        parser.feed(pathlib.Path(path).read_text(encoding="utf-8"))
+        text = pathlib.Path(path).read_text(encoding="utf-8")
+        if sphinx:
+            start, end = text.find('role="main"'), text.find('class="sphinxsidebar"')
+            text = text[text.find(">", start) + 1: end if end > start else len(text)] if start >= 0 else ""
+        parser = Blocks(sphinx)
+        parser.feed(text)
         parser.close()
     except (OSError, UnicodeDecodeError):
         return None
@@ -137,9 +147,11 @@ def book_pages(roots, folder, layout):
     pages = collections.defaultdict(dict)
     for root in roots:
         for base in sorted(pathlib.Path(root).glob(folder)):
-            if layout == "folders":
+            if layout in ("folders", "sphinx"):
                 for path in sorted(base.glob("*/*.html")):
                     pages[path.parent.name][path.stem] = path
+                for path in sorted(base.glob("*.html")) if layout == "sphinx" else ():  # the English, at the top
+                    pages["en"][path.stem] = path
             else:  # the translations may sit in a folder of their own below (the FAQ's fr/)
                 for path in sorted(list(base.glob("*.*.html")) + list(base.glob("*/*.*.html"))):
                     page, _, locale = path.name[: -len(".html")].rpartition(".")
@@ -198,13 +210,13 @@ def main(argv=None):
         counts = pages_per_language[book] = collections.Counter()
         for page, english_page in sorted(pages[english_locale].items()):
             group = f"{book}/{page}"
-            english = page_blocks(english_page)
+            english = page_blocks(english_page, layout == "sphinx")
             for title, text in sections(english or [], section_dropped):
                 section_groups[group].append({"query": title, "positives": [text], "lang": "en", "page": group})
             for language, locale in locales[book].items():
                 if page not in pages[locale]:
                     continue
-                pairs = aligned_pairs(english, page_blocks(pages[locale][page]), dropped,
+                pairs = aligned_pairs(english, page_blocks(pages[locale][page], layout == "sphinx"), dropped,
                                       "a page whose headings and paragraphs differ from the English page's")
                 counts[language] += bool(pairs)
                 seen = set()

@@ -64,6 +64,13 @@ REFERENCE_EN = [("h2", "Chapter 7. The X Window System"), ("p", f"The X Window S
 REFERENCE_FR = [("h2", "Chapitre 7. Le système X Window"), ("p", "Le système X Window dessine le bureau.")]
 
 
+def sphinx(title, paragraph, sidebar):
+    """A Sphinx page: navigation before the main body, a heading with its pilcrow link, a sidebar after."""
+    return (f'<html><body><div class="related"><h3>{sidebar}</h3></div><div class="body" role="main"><section>'
+            f'<h1><span class="section-number">2.1. </span>{title}<a class="headerlink" href="#x">\u00b6</a></h1>'
+            f'<p>{paragraph}</p></section></div><div class="sphinxsidebar"><h3>{sidebar}</h3><p>{sidebar}</p></div></body></html>')
+
+
 GUIDE_EN = [("h2", "Chapter 1. Getting started The Right Way"), ("p", f"This document describes building a Debian package. {LONG}")]
 GUIDE_FR = [("h2", "Chapitre 1. Partir du bon pied"), ("p", "Ce document décrit la construction d'un paquet Debian.")]
 FAQ_EN = [("h2", "1.1. What is Debian?"), ("p", f"Debian is a free operating system. {LONG}")]
@@ -71,9 +78,9 @@ FAQ_FR = [("h2", "1.1. Qu'est-ce que Debian ?"), ("p", "Debian est un système d
 
 
 def write_book(root, misaligned=True):
-    """The five books' layouts under root: the handbook's locale folders, the Installation Guide's (DocBook <p>,
+    """The six books' layouts under root: the handbook's locale folders, the Installation Guide's (DocBook <p>,
     English in en/, French also as fr_CA), the Reference's page.locale.html files, the Maintainers' Guide's
-    folder a package, the FAQ's translations in a folder below the English."""
+    folder a package, the FAQ's translations in a folder below the English, the Developer's Reference's Sphinx pages."""
     base = root / manual_pairs.BOOKS["handbook"][1]
     for locale, pages in (("en-US", ENGLISH), ("fr-FR", FRENCH), ("ja-JP", FRENCH)):
         folder = base / locale
@@ -97,6 +104,12 @@ def write_book(root, misaligned=True):
     (faq / "fr").mkdir(parents=True, exist_ok=True)
     for path, blocks in ((faq / "basic-defs.html", FAQ_EN), (faq / "basic-defs.en.html", FAQ_EN), (faq / "fr" / "basic-defs.fr.html", FAQ_FR)):
         path.write_text(html(blocks, docbook=True), encoding="utf-8")  # the English twice, as the package has it
+    developers = root / "usr/share/developers-reference"
+    (developers / "fr").mkdir(parents=True, exist_ok=True)
+    (developers / "new-maintainer.html").write_text(sphinx("Getting started", f"So, you have read the documentation. {LONG}",
+                                                           "Navigation"), encoding="utf-8")
+    (developers / "fr" / "new-maintainer.html").write_text(sphinx("Pour commencer", "Vous avez lu la documentation.",
+                                                                  "Navigation rapide et recherche"), encoding="utf-8")
     return root
 
 
@@ -124,7 +137,10 @@ def test_pairs_by_order(tmp_path):
     manifest = check_manifest(tmp_path / "out")
     assert manifest["dropped_pairs"]["a page whose headings and paragraphs differ from the English page's"] == 2  # fr and ja
     assert manifest["locales"] == {"handbook": {"fr": "fr-FR", "ja": "ja-JP"}, "installation-guide": {"fr": "fr"},
-                                   "reference": {"fr": "fr"}, "maint-guide": {"fr": "fr"}, "faq": {"fr": "fr"}}
+                                   "reference": {"fr": "fr"}, "maint-guide": {"fr": "fr"}, "faq": {"fr": "fr"},
+                                   "developers-reference": {"fr": "fr"}}
+    # Sphinx: the main body only (the sidebar's own headings differ), the pilcrow and the number cut
+    assert ("Getting started", "Pour commencer", "fr") in pairs and not any("Navigation" in pair[0] for pair in pairs)
     assert ("Getting started The Right Way", "Partir du bon pied", "fr") in pairs and ("What is Debian?", "Qu'est-ce que Debian ?", "fr") in pairs
     # the DocBook books: paragraphs as <p>, the chapter's word and number cut, a language's own locale preferred
     assert ("Supported Hardware", "Matériel reconnu", "fr") in pairs and not any("(CA)" in pair[1] for pair in pairs)
