@@ -391,6 +391,31 @@ uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text
     return uform_ok_k;
 }
 
+uform_status_t uform_context_colbert_many(uform_context_t *context, uform_text_t const *texts, size_t count, float *vectors,
+                                         size_t capacity, size_t *offsets) {
+    if (!context || !texts || !vectors || !offsets || !count)
+        return uform_fail(uform_invalid_argument_k, "uform_colbert_many: model, texts, vectors and offsets are needed, count > 0");
+    uform_model_t *model = context->model;
+    UFORM_TRY(uform_need_head_(model, "rerank", "uform_colbert_many"));
+    UFORM_TRY(uform_check_texts_(texts, count, "uform_colbert_many", "text"));
+    size_t width = model->config.colbert_width;
+    offsets[0] = 0;
+    for (size_t i = 0; i < count; ++i) offsets[i + 1] = offsets[i] + uform_clip_(model, texts[i].length);
+    if (capacity < offsets[count])
+        return uform_fail(uform_shape_k, "uform_colbert_many: the buffer holds %zu cells, the texts need %zu", capacity, offsets[count]);
+    size_t cut = 0, done = 0;
+    while (done < count) {
+        size_t first = done;
+        uform_pass_t pass = uform_pack_texts_(context, texts, count, &done, &cut);
+        pass.colbert = context->workspace.colbert;
+        UFORM_TRY(uform_context_pass(context, &pass));
+        for (size_t i = first; i < done; ++i) /* the pass's segments are its texts, in order */
+            memcpy(vectors + offsets[i] * width, context->workspace.colbert + context->workspace.spans[i - first].start * width,
+                   (offsets[i + 1] - offsets[i]) * width * sizeof(float));
+    }
+    return uform_ok_k;
+}
+
 typedef struct uform_maxsim_context_t {
     uform_context_t const *context;
     float const *query;
@@ -608,6 +633,12 @@ uform_status_t uform_encode_video(uform_model_t *model, uform_video_clip_t const
                                   float *embeddings) {
     UFORM_NEED_MODEL_("uform_encode_video");
     return uform_context_encode_video(model->context, clips, count, width, embeddings);
+}
+
+uform_status_t uform_colbert_many(uform_model_t *model, uform_text_t const *texts, size_t count, float *vectors, size_t capacity,
+                                  size_t *offsets) {
+    UFORM_NEED_MODEL_("uform_colbert_many");
+    return uform_context_colbert_many(model->context, texts, count, vectors, capacity, offsets);
 }
 
 uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity, size_t *cells) {

@@ -437,26 +437,35 @@ static uform_placement_t uform_reranked_(uform_placement_t first_stage, size_t t
     return (uform_placement_t){rivals_count + first_stage.better - above, first_stage.tied - level};
 }
 
-/* Every text's ColBERT vectors from `model`, one after another: text i's `offsets[i + 1] - offsets[i]`
- * cells (at most a row) from `(*vectors)[offsets[i] * width]`. */
+/* Every text's ColBERT vectors from `model`, one after another (uform_colbert_many, a chunk of texts a
+ * call for the progress line): text i's `offsets[i + 1] - offsets[i]` cells (at most a row) from
+ * `(*vectors)[offsets[i] * width]`. */
 static uform_status_t uform_colbert_all_(uform_model_t *model, uform_text_t const *texts, size_t count, size_t columns,
                                          size_t width, float **vectors, size_t **offsets, uform_progress_t *progress,
                                          char const *what) {
+    enum { chunk_k = 256 };
     *offsets = malloc((count + 1) * sizeof(size_t));
-    if (!*offsets) return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu texts' MaxSim vectors", count);
+    size_t *chunk_offsets = malloc((chunk_k + 1) * sizeof(size_t));
+    if (!*offsets || !chunk_offsets) {
+        free(chunk_offsets);
+        return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu texts' MaxSim vectors", count);
+    }
     (*offsets)[0] = 0;
     for (size_t i = 0; i < count; ++i) (*offsets)[i + 1] = (*offsets)[i] + (texts[i].length < columns ? texts[i].length : columns);
     *vectors = malloc((*offsets)[count] * width * sizeof(float));
-    if (!*vectors)
-        return uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu cells of MaxSim vectors", (*offsets)[count]);
+    uform_status_t status = *vectors ? uform_ok_k
+                                     : uform_fail(uform_out_of_memory_k, "uform_eval: out of memory for %zu cells of MaxSim vectors",
+                                                  (*offsets)[count]);
     uform_progress_begin_(progress, what, count);
-    for (size_t i = 0; i < count; ++i) {
-        size_t cells = 0;
-        UFORM_TRY(uform_colbert(model, texts[i], *vectors + (*offsets)[i] * width, (*offsets)[i + 1] - (*offsets)[i], &cells));
-        uform_progress_show_(progress, i + 1, 0);
+    for (size_t first = 0; first < count && status == uform_ok_k; first += chunk_k) {
+        size_t chunk = count - first < chunk_k ? count - first : chunk_k;
+        status = uform_colbert_many(model, texts + first, chunk, *vectors + (*offsets)[first] * width,
+                                    (*offsets)[first + chunk] - (*offsets)[first], chunk_offsets);
+        uform_progress_show_(progress, first + chunk, 0);
     }
-    uform_progress_show_(progress, count, 1);
-    return uform_ok_k;
+    if (status == uform_ok_k) uform_progress_show_(progress, count, 1);
+    free(chunk_offsets);
+    return status;
 }
 
 /* Reranking one direction's rows: each row's top candidates at every width, rescored by MaxSim of

@@ -67,6 +67,12 @@ UFORM_API uform_status_t uform_encode_video(uform_model_t *model, uform_video_cl
 UFORM_API uform_status_t uform_colbert(uform_model_t *model, uform_text_t text, float *vectors, size_t capacity,
                              size_t *cells);
 
+/** Per-byte ColBERT vectors of many texts, packed into passes as uform_encode packs them: text i's
+ *  min(length, columns) cells are `vectors[offsets[i] * colbert_width ...]` up to `offsets[i + 1]`
+ *  (`offsets[count + 1]`, filled here); `capacity` is how many cells `vectors` holds. */
+UFORM_API uform_status_t uform_colbert_many(uform_model_t *model, uform_text_t const *texts, size_t count, float *vectors,
+                                            size_t capacity, size_t *offsets);
+
 /** MaxSim of each document against the query: `scores[count]`, the sum over query bytes of the
  *  best cosine among document bytes. `truncated` counts cut texts, the query included; may be NULL. */
 UFORM_API uform_status_t uform_rerank(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
@@ -122,6 +128,8 @@ UFORM_API uform_status_t uform_context_encode_video(uform_context_t *context, uf
                                                     size_t width, float *embeddings);
 UFORM_API uform_status_t uform_context_colbert(uform_context_t *context, uform_text_t text, float *vectors, size_t capacity,
                                      size_t *cells);
+UFORM_API uform_status_t uform_context_colbert_many(uform_context_t *context, uform_text_t const *texts, size_t count,
+                                                    float *vectors, size_t capacity, size_t *offsets);
 UFORM_API uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                     size_t count, float *scores, size_t *truncated);
 UFORM_API uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query,

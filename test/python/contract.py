@@ -162,6 +162,10 @@ def check_verbs(library, model_directory, precision):
             report.compare(f"colbert text {index}", colbert[index], colbert_f64[index], colbert_bf16[index],
                            precision, width, longest, longest)
             colbert_bounds.append(bounds.bound(precision == "bf16", colbert_f64[index], colbert_bf16[index], width, longest, longest))
+        for index, vectors in enumerate(handle.colbert_many(texts)):  # the same texts packed into shared passes
+            report.require(f"colbert_many text {index} cells", len(vectors) == len(texts[index]), f"{len(vectors)}")
+            report.compare(f"colbert_many text {index}", vectors, colbert_f64[index], colbert_bf16[index],
+                           precision, width, longest, longest)
         # |delta maxsim(q, D)| <= sum_i ||dc_i|| + n_q max_j ||dc_j|| <= n_q B_q + n_q sqrt(n_d) B_d
         # (unit vectors, Cauchy-Schwarz over cells; B the relative Frobenius bounds of the ColBERT cells).
         query = 1

@@ -247,6 +247,8 @@ class Library:
                              ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
             "uform_colbert": [ctypes.c_void_p, Text, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
                               ctypes.POINTER(ctypes.c_size_t)],
+            "uform_colbert_many": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_float),
+                                   ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)],
             "uform_rerank": [ctypes.c_void_p, Text, ctypes.c_void_p, ctypes.c_size_t,
                              ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
             "uform_rerank_symmetric": [ctypes.c_void_p, Text, ctypes.c_void_p, ctypes.c_size_t,
@@ -612,6 +614,17 @@ class ModelHandle(_Handle):
         item, buffers = _text(text)
         self._call("uform_colbert", item, _pointer(vectors, ctypes.c_float), capacity, ctypes.byref(cells))
         return vectors[: cells.value]
+
+    def colbert_many(self, texts, capacity=None):
+        """uform_colbert_many: each text's ColBERT vectors, a list of [cells, colbert_width] arrays."""
+        config = self.config()
+        capacity = sum(min(len(text), config.columns) for text in texts) if capacity is None else capacity
+        vectors = np.zeros((max(capacity, 1), config.colbert_width), dtype=np.float32)
+        offsets = np.zeros(len(texts) + 1, dtype=np.uintp)
+        array, buffers = _texts(texts)
+        self._call("uform_colbert_many", array, len(texts), _pointer(vectors, ctypes.c_float), capacity,
+                   offsets.ctypes.data_as(ctypes.POINTER(ctypes.c_size_t)))
+        return [vectors[offsets[i]: offsets[i + 1]] for i in range(len(texts))]
 
     def rerank(self, query, documents):
         query_item, query_buffers = _text(query)
