@@ -571,31 +571,61 @@ static PyObject *uform_model_colbert_(uform_model_object_t *self, PyObject *args
     PyObject *given;
     if (!PyArg_ParseTuple(args, "O:colbert", &given)) return NULL;
     if (!uform_check_open_(self)) return NULL;
-    if (!PyUnicode_Check(given)) return PyErr_Format(PyExc_TypeError, "text is a str, not %s", Py_TYPE(given)->tp_name);
-    Py_ssize_t length = 0;
-    char const *data = PyUnicode_AsUTF8AndSize(given, &length);
-    if (!data) return NULL;
-    if (!length) return PyErr_SetString(PyExc_ValueError, "the text is empty"), NULL;
-    size_t cells = (size_t)length < self->config.columns ? (size_t)length : self->config.columns;
-    npy_intp shape[2] = {(npy_intp)cells, (npy_intp)self->config.colbert_width};
-    PyArrayObject *vectors = (PyArrayObject *)PyArray_SimpleNew(2, shape, NPY_FLOAT32);
-    if (!vectors) return NULL;
-    uform_context_t *context = uform_borrow_(self);
-    if (!context) return Py_DECREF(vectors), NULL;
-    uform_failure_t failure = {0};
-    uform_text_t text = {(uint8_t const *)data, (size_t)length};
-    float *out = PyArray_DATA(vectors);
-    size_t filled = 0;
-    Py_BEGIN_ALLOW_THREADS
-    uform_note_(&failure, uform_context_colbert(context, text, out, cells, &filled));
-    Py_END_ALLOW_THREADS
-    uform_give_back_(self, context);
-    if (failure.status != uform_ok_k) return Py_DECREF(vectors), uform_raise_(failure.status, failure.message), NULL;
-    if ((size_t)length > cells &&
-        PyErr_WarnFormat(PyExc_UserWarning, 1, "uform colbert: the text (%zd bytes) was longer than a row (%zu bytes) "
-                                               "and was cut", length, self->config.columns) < 0)
-        return Py_DECREF(vectors), NULL;
-    return (PyObject *)vectors;
+    int single = PyUnicode_Check(given);
+    if (!single && !PyList_Check(given) && !PyTuple_Check(given))
+        return PyErr_Format(PyExc_TypeError, "text is a str or a list or tuple of str, not %s", Py_TYPE(given)->tp_name);
+    PyObject *tuple = single ? PyTuple_Pack(1, given) : PySequence_Tuple(given); /* keeps the texts alive */
+    if (!tuple) return NULL;
+    Py_ssize_t count = PyTuple_GET_SIZE(tuple);
+    uform_text_t *texts = count ? malloc((size_t)count * sizeof(uform_text_t)) : NULL;
+    size_t *offsets = malloc(((size_t)count + 1) * sizeof(size_t)), total = 0, cut = 0;
+    PyObject *result = NULL;
+    PyArrayObject *vectors = NULL;
+    int good = offsets && (texts || !count);
+    if (!good) PyErr_NoMemory();
+    for (Py_ssize_t i = 0; good && i < count; ++i) {
+        PyObject *item = PyTuple_GET_ITEM(tuple, i);
+        Py_ssize_t length = 0;
+        char const *data = PyUnicode_Check(item) ? PyUnicode_AsUTF8AndSize(item, &length) : NULL;
+        if (!PyUnicode_Check(item)) PyErr_Format(PyExc_TypeError, "text %zd is %s; texts are str", i, Py_TYPE(item)->tp_name);
+        else if (data && !length) PyErr_Format(PyExc_ValueError, single ? "the text is empty" : "text %zd is empty", i);
+        good = data && length;
+        if (good) texts[i] = (uform_text_t){(uint8_t const *)data, (size_t)length};
+        if (good) total += (size_t)length < self->config.columns ? (size_t)length : self->config.columns;
+        if (good) cut += (size_t)length > self->config.columns;
+    }
+    if (good) {
+        npy_intp shape[2] = {(npy_intp)total, (npy_intp)self->config.colbert_width};
+        good = (vectors = (PyArrayObject *)PyArray_SimpleNew(2, shape, NPY_FLOAT32)) != NULL;
+    }
+    uform_context_t *context = good && count ? uform_borrow_(self) : NULL;
+    if (context) {
+        uform_failure_t failure = {0};
+        float *out = PyArray_DATA(vectors);
+        Py_BEGIN_ALLOW_THREADS
+        uform_note_(&failure, uform_context_colbert_many(context, texts, (size_t)count, out, total, offsets));
+        Py_END_ALLOW_THREADS
+        uform_give_back_(self, context);
+        if (failure.status != uform_ok_k) good = 0, uform_raise_(failure.status, failure.message);
+    } else if (good && count) good = 0; /* uform_borrow_ raised */
+    if (good && cut &&
+        PyErr_WarnFormat(PyExc_UserWarning, 1, "uform colbert: %zu texts were longer than a row (%zu bytes) and were cut", cut,
+                         self->config.columns) < 0)
+        good = 0;
+    if (good && single) result = (PyObject *)vectors, vectors = NULL;
+    else if (good) { /* a view of the one array a text */
+        result = PyList_New(count);
+        for (Py_ssize_t i = 0; result && i < count; ++i) {
+            PyObject *slice = PySlice_New(PyLong_FromSize_t(offsets[i]), PyLong_FromSize_t(offsets[i + 1]), NULL);
+            PyObject *view = slice ? PyObject_GetItem((PyObject *)vectors, slice) : NULL;
+            Py_XDECREF(slice);
+            if (!view) Py_CLEAR(result);
+            else PyList_SET_ITEM(result, i, view);
+        }
+    }
+    Py_XDECREF(vectors), Py_DECREF(tuple);
+    free(texts), free(offsets);
+    return result;
 }
 
 typedef struct {
@@ -747,7 +777,8 @@ PyDoc_STRVAR(uform_maxsim_doc_, "maxsim(query, documents, *, symmetric=False)\n-
 PyDoc_STRVAR(uform_colbert_doc_, "colbert(text)\n--\n\n"
                                  "The text's per-byte ColBERT vectors from the rerank head: a float32 array [cells,\n"
                                  "colbert_width], each row L2-normalized, one row a byte (at most a row of the model's\n"
-                                 "columns; longer texts are cut, with a warning). Store them and score pairs later with\n"
+                                 "columns; longer texts are cut, with a warning); for a list of texts, a list of such arrays\n"
+                                 "(one pass over many, uform_colbert_many). Store them and score pairs later with\n"
                                  "uform.maxsim_vectors, so a document scored against many queries is encoded once.");
 
 PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None, *, fuse=None)\n--\n\n"

@@ -1,6 +1,6 @@
 # __init__.pyi: the types of the uform package (its extension, _uform, is C).
 import os
-from typing import Any, Literal, Mapping, Sequence, TypedDict, Union
+from typing import Any, Literal, Mapping, Sequence, TypedDict, Union, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -51,8 +51,12 @@ class Model:
         """A 2D array, one row per input: float32 (count, width), int8/uint8 (count, width), or
         binary/ubinary int8/uint8 (count, (width + 7) // 8)."""
     def maxsim(self, query: str, documents: Sequence[str], *, symmetric: bool = False) -> npt.NDArray[np.float32]: ...
-    def colbert(self, text: str) -> npt.NDArray[np.float32]:
-        """Per-byte ColBERT vectors, float32 (cells, colbert_width), rows L2-normalized."""
+    @overload
+    def colbert(self, text: str) -> npt.NDArray[np.float32]: ...
+    @overload
+    def colbert(self, text: Sequence[str]) -> list[npt.NDArray[np.float32]]: ...
+    def colbert(self, text: Union[str, Sequence[str]]) -> Any:
+        """Per-byte ColBERT vectors, float32 (cells, colbert_width), rows L2-normalized; a list of them for a list."""
     def rerank(self, query: str, documents: Sequence[str], top_k: Union[int, None] = None, *,
                fuse: Union[float, None] = None) -> list[RerankResult]: ...
     @property

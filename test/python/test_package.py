@@ -228,6 +228,14 @@ def test_stored_colbert_vectors_score_as_maxsim(uform, checkpoint):
             wanted = model.maxsim(query, DOCUMENTS, symmetric=symmetric)
             got = [uform.maxsim_vectors(vectors, model.colbert(document), symmetric=symmetric) for document in DOCUMENTS]
             assert np.allclose(got, wanted, rtol=1e-5, atol=1e-6), (symmetric, got, wanted)
+        many = model.colbert(DOCUMENTS)  # one call for a collection: each text's vectors as alone
+        assert len(many) == len(DOCUMENTS) and model.colbert([]) == []
+        for document, vectors in zip(DOCUMENTS, many):
+            np.testing.assert_allclose(vectors, model.colbert(document), rtol=1e-5, atol=1e-6)
+        with pytest.raises(ValueError, match="text 1 is empty"):
+            model.colbert(["fine", ""])
+        with pytest.raises(TypeError, match="text 1 is int"):
+            model.colbert(["fine", 3])
         shuffled = model.colbert(DOCUMENTS[0])[::-1]  # the control: MaxSim does not see order, so change the values
         assert uform.maxsim_vectors(vectors, -shuffled) != pytest.approx(float(model.maxsim(query, DOCUMENTS[:1])[0]))
         with pytest.raises(ValueError, match="wide"):
