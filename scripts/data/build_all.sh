@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 python3 scripts/data/gettext_pairs.py
 for script in code_pairs wordnet_pairs description_pairs text_corpus libreoffice_pairs \
-              gcide_pairs manpage_pairs foldoc_pairs emoji_pairs flag_pairs cldr_pairs gnome_help_pairs manual_pairs fashion_pairs clipart_pairs \
+              gcide_pairs manpage_pairs foldoc_pairs emoji_pairs flag_pairs cldr_pairs gnome_help_pairs manual_pairs manpage_translations fashion_pairs clipart_pairs \
               speech_pairs espeak_pairs video_pairs; do
   if [ -f "scripts/data/$script.py" ]; then
     echo "build_all: $script"

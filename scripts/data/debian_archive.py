@@ -60,7 +60,10 @@ KNOWN_LICENCES = {"libpython3.11-stdlib": "PSF-2.0", "libpython3.11-minimal": "P
                   # manual_pairs.py's manuals
                   "installation-guide-amd64": "GPL-2 (its copyright file)",
                   **{package: "verbatim and modified copies permitted with the notice (SPI; its copyright file)"
-                     for package in ["debian-faq"] + [f"debian-faq-{code}" for code in "de fr it ja ko pt ru zh-cn".split()]}}
+                     for package in ["debian-faq"] + [f"debian-faq-{code}" for code in "de fr it ja ko pt ru zh-cn".split()]},
+                  # manpage_translations.py's translations
+                  "manpages-ja": "the original pages' licences (its copyright file)",
+                  "manpages-tr": "the original pages' licences, else GPL (its copyright file)"}
 # Packages whose first DEP-5 License is not that of the files the scripts read.
 READ_FILES_LICENCES = {"fonts-noto-color-emoji": "SIL-1.1 (OFL, its fonts/*, the font read; the rest Apache-2.0)"}
 

@@ -51,7 +51,7 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections")  # rounds 5 and 6's corpora: scored, not selected on
+NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations")  # rounds 5 and 6's corpora: scored, not selected on
 
 
 def plan(args):

@@ -29,6 +29,11 @@ def read_splits(folder):
             for split in SPLITS}
 
 
+def translation_pairs(splits):
+    """{(English, translation, language)} of a translation corpus's records, every split."""
+    return {(r["query"], r["positives"][0], r["lang"]) for split in SPLITS for r in splits[split]}
+
+
 def one_split_per_page(*corpora):
     """Whether every "page" of these corpora's records (each {split: [record]}) lies in one split of all of them."""
     where = {}
@@ -37,6 +42,17 @@ def one_split_per_page(*corpora):
             for record in splits[split]:
                 where.setdefault(record["page"], set()).add(split)
     return all(len(places) == 1 for places in where.values())
+
+
+def seeded_splits_hold(run_seed, seeds=range(6)):
+    """run_seed(seed) -> [{split: [record]}] of one or more corpora built together: for every seed no corpus
+    leaks and every page keeps one split across all of them, and some seed fills the first one's test."""
+    seen_test = False
+    for seed in seeds:
+        corpora = run_seed(seed)
+        assert not any(leaks(splits, pair_keys) for splits in corpora) and one_split_per_page(*corpora), seed
+        seen_test = seen_test or bool(corpora[0]["test"])
+    assert seen_test
 
 
 def planted_leak_caught(folder, keys):
@@ -457,7 +473,8 @@ def test_text_corpus(tmp_path):
 
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
          "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys, "cldr": pair_keys,
-         "gnome-help": pair_keys, "manuals": pair_keys, "manual-sections": pair_keys}
+         "gnome-help": pair_keys, "manuals": pair_keys, "manual-sections": pair_keys,
+         "manpage-translations": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))

@@ -15,7 +15,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import gnome_help_pairs  # noqa: E402
-from test_corpora import SPLITS, check_manifest, leaks, one_split_per_page, pair_keys, planted_leak_caught, read_splits  # noqa: E402
+from test_corpora import (SPLITS, check_manifest, pair_keys, planted_leak_caught, read_splits, seeded_splits_hold,  # noqa: E402
+                          translation_pairs)
 
 
 def page(blocks, extra=""):
@@ -57,12 +58,8 @@ def run(tmp_path, output, root, held="", seed=0, test_fraction=0.0):
     return read_splits(output)
 
 
-def pairs_of(splits):
-    return {(r["query"], r["positives"][0], r["lang"]) for split in SPLITS for r in splits[split]}
-
-
 def test_pairs_by_order(tmp_path):
-    pairs = pairs_of(run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg")))
+    pairs = translation_pairs(run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg")))
     assert ("Press Print to print the whole document.", "Klicken Sie auf Drucken, um das ganze Dokument zu drucken.", "de") in pairs
     assert ("Sound volume", "Lautstärke", "de") in pairs and ("Sound volume", "Lautstärke", "zh") in pairs
     assert not any("(CH)" in pair[1] for pair in pairs)  # de's own folder is preferred over de_CH
@@ -71,19 +68,13 @@ def test_pairs_by_order(tmp_path):
     manifest = check_manifest(tmp_path / "out")
     assert manifest["dropped_pairs"]["a page whose elements differ from the English page's"] == 2  # de and zh
     # the control: the same page aligned is paired
-    aligned = pairs_of(run(tmp_path, tmp_path / "aligned", write_help(tmp_path / "pkg2", misaligned=False)))
+    aligned = translation_pairs(run(tmp_path, tmp_path / "aligned", write_help(tmp_path / "pkg2", misaligned=False)))
     assert ("Wireless networks", "Funknetzwerke", "de") in aligned
 
 
 def test_pages_whole_and_no_text_across_splits(tmp_path):
     root = write_help(tmp_path / "pkg", misaligned=False)
-    seen_test = False
-    for seed in range(6):
-        splits = run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)
-        assert not leaks(splits, pair_keys)
-        assert one_split_per_page(splits)
-        seen_test = seen_test or bool(splits["test"])
-    assert seen_test
+    seeded_splits_hold(lambda seed: [run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)])
     assert planted_leak_caught(tmp_path / "out0", pair_keys)  # the control
 
 
@@ -91,7 +82,7 @@ def test_held_out_english_stays_out_of_train(tmp_path):
     held = tmp_path / "gettext"
     held.mkdir()
     (held / "test.jsonl").write_text(json.dumps({"query": "sound volume", "positives": ["Lautstärke"]}) + "\n")
-    pairs = pairs_of(run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg"), held=str(held)))
+    pairs = translation_pairs(run(tmp_path, tmp_path / "out", write_help(tmp_path / "pkg"), held=str(held)))
     assert not any(pair[0] == "Sound volume" for pair in pairs)
     assert ("Drag the slider to the right.", "Ziehen Sie den Regler nach rechts.", "de") in pairs
 

@@ -14,7 +14,8 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import manual_pairs  # noqa: E402
-from test_corpora import SPLITS, check_manifest, leaks, one_split_per_page, pair_keys, planted_leak_caught, read_splits  # noqa: E402
+from test_corpora import (SPLITS, check_manifest, pair_keys, planted_leak_caught, read_splits, seeded_splits_hold,  # noqa: E402
+                          translation_pairs)
 
 LONG = "Every package of the archive is built from a source package, and the tools described here keep them apart."
 
@@ -120,13 +121,9 @@ def run(tmp_path, output, root, held="", seed=0, test_fraction=0.0):
     return read_splits(output), read_splits(pathlib.Path(str(output) + "-sections"))
 
 
-def pairs_of(splits):
-    return {(r["query"], r["positives"][0], r["lang"]) for split in SPLITS for r in splits[split]}
-
-
 def test_pairs_by_order(tmp_path):
     translations, sections = run(tmp_path, tmp_path / "out", write_book(tmp_path / "book"))
-    pairs = pairs_of(translations)
+    pairs = translation_pairs(translations)
     assert ("The apt Command", "La commande apt", "fr") in pairs and ("The apt Command", "La commande apt", "ja") in pairs
     assert any(english.startswith("Use apt install to install") and french.startswith("Utilisez apt install")
                for english, french, _ in pairs)
@@ -149,7 +146,7 @@ def test_pairs_by_order(tmp_path):
     check_manifest(tmp_path / "out-sections")
     # the control: the same page aligned is paired, its appendix number cut
     aligned, _ = run(tmp_path, tmp_path / "aligned", write_book(tmp_path / "book2", misaligned=False))
-    assert ("Network Configuration", "Configuration du réseau", "fr") in pairs_of(aligned)
+    assert ("Network Configuration", "Configuration du réseau", "fr") in translation_pairs(aligned)
 
 
 def test_sections_pair_titles_with_their_text(tmp_path):
@@ -166,13 +163,7 @@ def test_sections_pair_titles_with_their_text(tmp_path):
 
 def test_pages_whole_and_no_text_across_splits(tmp_path):
     root = write_book(tmp_path / "book", misaligned=False)
-    seen_test = False
-    for seed in range(6):
-        translations, sections = run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)
-        assert not leaks(translations, pair_keys) and not leaks(sections, pair_keys)
-        assert one_split_per_page(translations, sections)  # in both corpora
-        seen_test = seen_test or bool(translations["test"])
-    assert seen_test
+    seeded_splits_hold(lambda seed: list(run(tmp_path, tmp_path / f"out{seed}", root, seed=seed, test_fraction=0.4)))  # both corpora
     assert planted_leak_caught(tmp_path / "out0", pair_keys)  # the control
 
 
@@ -181,6 +172,6 @@ def test_held_out_english_stays_out_of_train(tmp_path):
     held.mkdir()
     (held / "test.jsonl").write_text(json.dumps({"query": "selinux", "positives": ["SELinux"]}) + "\n")
     translations, _ = run(tmp_path, tmp_path / "out", write_book(tmp_path / "book"), held=str(held))
-    pairs = pairs_of(translations)
+    pairs = translation_pairs(translations)
     assert not any(english == "SELinux" for english, _, _ in pairs)
     assert ("The apt Command", "La commande apt", "fr") in pairs
