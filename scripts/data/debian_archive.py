@@ -245,10 +245,9 @@ def remove_leaks(records, keys=pair_keys):
     return removed
 
 
-def held_out_sides(folders):
-    """[query, *positives] of each pair record in the dev and test splits of the corpus folders where
-    they exist (a side is a text or a media object); a line that is not a pair record ends the script
-    with its file and line."""
+def held_out_records(folders):
+    """Each pair record of the dev and test splits of the corpus folders where they exist; a line that
+    is not a pair record ends the script with its file and line."""
     for folder in folders:
         for split in ("dev", "test"):
             path = pathlib.Path(folder) / f"{split}.jsonl"
@@ -260,10 +259,27 @@ def held_out_sides(folders):
                         continue
                     try:
                         record = json.loads(line)
-                        sides = [record["query"], *record["positives"]]
+                        _ = (record["query"], *record["positives"])  # a pair record: a query and its positives
                     except (json.JSONDecodeError, KeyError, TypeError) as error:
                         sys.exit(f"{path}:{number}: not a pair record: {error}")
-                    yield sides
+                    yield record
+
+
+def held_out_sides(folders):
+    """[query, *positives] of each pair record of held_out_records (a side is a text or a media object)."""
+    for record in held_out_records(folders):
+        yield [record["query"], *record["positives"]]
+
+
+def append_page_pairs(groups, page, pairs, language):
+    """Appends one page's (English, translation) pairs in `language` to groups[page] as pair records, a
+    repeated English string of the page once (a page without pairs adds no group); returns whether it gave any."""
+    seen = set()
+    for source, text in pairs:
+        if source.casefold() not in seen:
+            seen.add(source.casefold())
+            groups.setdefault(page, []).append({"query": source, "positives": [text], "lang": language, "page": page})
+    return bool(pairs)
 
 
 def held_out_queries(folders):

@@ -106,13 +106,8 @@ def main(argv=None):
                     if not translated_page.is_file():
                         continue
                     pairs = page_pairs(english_page, translated_page, dropped)
-                    pages_per_language[language] += bool(pairs)
-                    seen = set()
-                    for source, text in pairs:
-                        if source.casefold() not in seen:  # a repeated paragraph of a page once
-                            seen.add(source.casefold())
-                            groups[f"{app}/{english_page.stem}"].append(
-                                {"query": source, "positives": [text], "lang": language, "page": f"{app}/{english_page.stem}"})
+                    page = f"{app}/{english_page.stem}"
+                    pages_per_language[language] += debian_archive.append_page_pairs(groups, page, pairs, language)
 
     split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
     records = debian_archive.split_records(groups, split_of)

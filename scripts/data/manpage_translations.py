@@ -17,7 +17,6 @@ Standard library only; deterministic for a seed. See docs/data.md.
 """
 
 import collections
-import json
 import pathlib
 import sys
 import time
@@ -121,17 +120,12 @@ def main(argv=None):
             match = manpage_pairs.PAGE.match(name)
             page = f"{match.group('name')}({match.group('section')})" if match else name
             pairs = page_pairs(page_sections(english[name]), page_sections(path), dropped)
-            counts[language] += bool(pairs)
-            seen = set()
-            for source, text in pairs:
-                if source.casefold() not in seen:  # a paragraph repeated in a page once
-                    seen.add(source.casefold())
-                    groups[page].append({"query": source, "positives": [text], "lang": language, "page": page})
+            counts[language] += debian_archive.append_page_pairs(groups, page, pairs, language)
 
     split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
     records = debian_archive.split_records(groups, split_of)
     removed = collections.Counter()
-    held_pages = {record["page"] for split in ("dev", "test") for record in read_split(arguments.manpages, split)}
+    held_pages = {record.get("page") for record in debian_archive.held_out_records([arguments.manpages])}
     before = len(records["train"])
     records["train"] = [record for record in records["train"] if record["page"] not in held_pages]
     removed["train: a page of data/manpages' dev or test"] = before - len(records["train"])
@@ -145,21 +139,6 @@ def main(argv=None):
          "removed_as_leaks": dict(sorted(removed.items())), "dropped_pairs": dict(sorted(dropped.items())),
          "source": {"packages": packages, "local": [str(root) for root in arguments.english_root + arguments.l10n_root]}})
     debian_archive.print_summary("manpage_translations", manifest, started, arguments.output)
-
-
-def read_split(folder, split):
-    """The records of one split of a pair corpus, [] where it is not built; a malformed line ends the run naming it."""
-    path = pathlib.Path(folder) / f"{split}.jsonl"
-    if not path.is_file():
-        return []
-    records = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if line.strip():
-            try:
-                records.append(json.loads(line))
-            except json.JSONDecodeError as error:
-                sys.exit(f"manpage_translations: {path}:{number}: not a JSON record: {error}")
-    return records
 
 
 if __name__ == "__main__":

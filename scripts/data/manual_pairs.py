@@ -218,12 +218,7 @@ def main(argv=None):
                     continue
                 pairs = aligned_pairs(english, page_blocks(pages[locale][page], layout == "sphinx"), dropped,
                                       "a page whose headings and paragraphs differ from the English page's")
-                counts[language] += bool(pairs)
-                seen = set()
-                for source, text in pairs:
-                    if source.casefold() not in seen:  # a repeated heading of a page once
-                        seen.add(source.casefold())
-                        groups[group].append({"query": source, "positives": [text], "lang": language, "page": group})
+                counts[language] += debian_archive.append_page_pairs(groups, group, pairs, language)
 
     # One assignment of pages for both corpora, so that no page's English is in one's train and the other's test.
     every = {group: groups.get(group, []) + section_groups.get(group, []) for group in set(groups) | set(section_groups)}
