@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|images-profile|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|images-profile|gemm|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -26,6 +26,8 @@
 # `images-bench [train_images.py flags]` builds there too and runs, in one call, bench/train_images.py
 # (our contrastive step on image-caption pairs beside bench/torch_image_step.py, the PyTorch peer of this
 # repository) and bench/encode_images.py (uform_encode_images on a CPU and a CUDA context, images/s).
+# `gemm [flags]`: the block products' TFLOP/s under each E4M3 scaling scheme beside BF16 (bench/gemm_cuda.c), tiny and
+# small (GEMM_TIERS), gemm.txt and gemm-TIER.jsonl.
 # `images-profile [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute]` profiles one image-caption step:
 # ours under ncu (kernel_times.py: ours-images.txt) beside the peer's under torch.profiler (peer-images.txt).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
@@ -80,7 +82,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = images-profile ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = images-profile ] || [ "$what" = gemm ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -160,6 +162,15 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     python3 bench/encode_images.py --devices cpu,cuda --build build-parity --seconds 2 \
       --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    exit "$status"
+  fi
+  if [ "$what" = gemm ]; then  # the E4M3 scaling schemes' product rates beside BF16, at one pass's rows
+    cmake --build build-parity -j 16 --target uform_bench_gemm_cuda > "$out/build-gemm.log" 2>&1 || { tail -40 "$out/build-gemm.log"; exit 1; }
+    status=0
+    for tier in ${GEMM_TIERS:-tiny small}; do
+      ./build-parity/uform_bench_gemm_cuda --tier "$tier" --json "$out/gemm-$tier.jsonl" "$@" 2>&1 | tee -a "$out/gemm.txt"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    done
     exit "$status"
   fi
   if [ "$what" = images-profile ]; then  # the image-caption step's kernels: ours (ncu) beside the peer's (torch.profiler)
