@@ -16,6 +16,9 @@
 #include "cpu/frontend.h"
 #include "model/context.h"
 #include "model/grid.h"
+#if defined(UFORM_HAVE_CUDA)
+#include "cuda/forward.h"
+#endif
 
 static size_t uform_widest_(uform_model_t const *model) {
     return model->config.embedding_widths[model->config.embedding_widths_count - 1];
@@ -255,6 +258,7 @@ typedef struct uform_decoded_t {
     float *vectors;
     int32_t *positions;
     size_t cells;
+    int on_gpu; /* a JPEG left to the GPU's decoder: nothing decoded here */
     uform_status_t status;
     char message[512];
 } uform_decoded_t;
@@ -264,8 +268,22 @@ typedef struct uform_decode_job_t {
     void const *items;
     char const *const *names; /* each item's `name` field, or NULL */
     size_t first, most;
+    int gpu_jpeg; /* JPEG bytes go to the GPU's decoder */
     uform_decoded_t *decoded;
 } uform_decode_job_t;
+
+/* An item's name for messages: its own, else its kind and index. */
+static char const *uform_item_label_(char const *name, char const *noun, size_t item, char *buffer, size_t size) {
+    if (name) return name;
+    snprintf(buffer, size, "%s %zu", noun, item);
+    return buffer;
+}
+
+/* Encoded image bytes that start as a JPEG does. */
+static int uform_is_jpeg_(uform_image_t const *image) {
+    unsigned char const *bytes = image->data;
+    return !image->pixels.rgba && bytes && image->size >= 3 && bytes[0] == 0xff && bytes[1] == 0xd8 && bytes[2] == 0xff;
+}
 
 static void uform_decode_task_(void *job_pointer, size_t index, size_t thread) {
     (void)thread;
@@ -273,10 +291,61 @@ static void uform_decode_task_(void *job_pointer, size_t index, size_t thread) {
     uform_decoded_t *d = &job->decoded[index];
     size_t item = job->first + index;
     char name[64];
-    snprintf(name, sizeof(name), "%s %zu", job->encoder->noun, item);
-    char const *label = job->names[index] ? job->names[index] : name;
-    d->status = job->encoder->cells(job->items, item, label, job->most, d->vectors, d->positions, &d->cells);
+    char const *label = uform_item_label_(job->names[index], job->encoder->noun, item, name, sizeof(name));
+    d->on_gpu = job->gpu_jpeg && uform_is_jpeg_((uform_image_t const *)job->items + item);
+    d->status = d->on_gpu ? uform_ok_k : job->encoder->cells(job->items, item, label, job->most, d->vectors, d->positions, &d->cells);
     if (d->status != uform_ok_k) snprintf(d->message, sizeof(d->message), "%s", uform_last_error());
+}
+
+/* Whether a CUDA context decodes the JPEGs among its images on the GPU: a build with nvJPEG and NPP,
+ * unless UFORM_CUDA_DECODE=host pins the host's decoder (docs/images.md, "GPU decoding"). */
+static uform_status_t uform_gpu_jpeg_(uform_context_t const *context, uform_cell_kind_t kind, int *gpu_jpeg) {
+    *gpu_jpeg = 0;
+#if defined(UFORM_HAVE_CUDA)
+    if (context->device != uform_device_cuda_k || kind != uform_cell_image_k) return uform_ok_k;
+    char const *pinned = getenv("UFORM_CUDA_DECODE");
+    if (pinned && strcmp(pinned, "host") && strcmp(pinned, "gpu"))
+        return uform_fail(uform_invalid_argument_k, "UFORM_CUDA_DECODE is host or gpu, not %s", pinned);
+    if (pinned && !strcmp(pinned, "host")) return uform_ok_k;
+    if (!uform_cuda_forward_decodes_jpeg()) {
+        if (pinned) return uform_fail(uform_unsupported_k, "UFORM_CUDA_DECODE=gpu, but this build has no nvJPEG and NPP");
+        return uform_ok_k;
+    }
+    *gpu_jpeg = 1;
+#else
+    (void)context, (void)kind;
+#endif
+    return uform_ok_k;
+}
+
+/* Puts decoded item `d` (label `label`, item `item`) into the CUDA context's decoded patches from patch
+ * `first`: a JPEG left to the GPU is decoded there (the host's decoder takes what the GPU's refuses as
+ * unsupported), patches decoded here go up. */
+static uform_status_t uform_gpu_patches_(uform_context_t *context, uform_media_encoder_t const *encoder, void const *items,
+                                         size_t item, char const *label, size_t first, size_t most, uform_decoded_t *d) {
+#if defined(UFORM_HAVE_CUDA)
+    char error[512] = "";
+    uform_status_t status = uform_ok_k;
+    if (d->on_gpu) {
+        uform_image_t const *image = (uform_image_t const *)items + item;
+        size_t rows = 0, columns = 0;
+        status = uform_cuda_forward_decode_image(context->cuda, image->data, image->size, label, first, most, &rows, &columns,
+                                                 error, sizeof(error));
+        if (status == uform_ok_k) {
+            for (size_t i = 0; i < rows * columns; ++i)
+                d->positions[i * 3] = 0, d->positions[i * 3 + 1] = (int32_t)(i / columns), d->positions[i * 3 + 2] = (int32_t)(i % columns);
+            d->cells = rows * columns;
+            return uform_ok_k;
+        }
+        if (status != uform_unsupported_k) return uform_fail(status, "%s", error);
+        UFORM_TRY(encoder->cells(items, item, label, most, d->vectors, d->positions, &d->cells));
+    }
+    status = uform_cuda_forward_stage_patches(context->cuda, d->vectors, first, d->cells, error, sizeof(error));
+    return status == uform_ok_k ? status : uform_fail(status, "%s: %s", encoder->verb, error);
+#else
+    (void)context, (void)encoder, (void)items, (void)item, (void)label, (void)first, (void)most, (void)d;
+    return uform_fail(uform_unsupported_k, "GPU decoding without the CUDA backend");
+#endif
 }
 
 /* Each item's name field, for a chunk: the three item types keep `name` at different offsets. */
@@ -311,16 +380,19 @@ static uform_status_t uform_encode_media_(uform_context_t *context, uform_cell_k
     size_t most = model->config.columns < encoder->most ? model->config.columns : encoder->most;
     if (context->workspace.cells < model->config.columns) UFORM_TRY(uform_workspace_reserve(context, model->config.columns));
     size_t capacity = context->workspace.cells, values = uform_media_info(kind)->values;
-    /* Decoding runs on the pool, two items a thread at a time; packing and the passes keep the items' order. */
+    int gpu_jpeg = 0;
+    UFORM_TRY(uform_gpu_jpeg_(context, kind, &gpu_jpeg));
+    /* Decoding runs on the pool, two items a thread at a time; packing and the passes keep the items' order.
+     * With the GPU's decoder a pass's patches gather in the context's device memory instead of `vectors`. */
     size_t chunk = 2 * uform_pool_threads(context->pool);
     chunk = chunk < count ? chunk : count;
-    float *vectors = malloc(capacity * values * sizeof(float));
+    float *vectors = gpu_jpeg ? NULL : malloc(capacity * values * sizeof(float));
     uform_decoded_t *decoded = calloc(chunk, sizeof(*decoded));
     float *buffers = malloc(chunk * most * values * sizeof(float));
     int32_t *coordinates = malloc(chunk * most * 3 * sizeof(int32_t));
     char const **names = calloc(chunk, sizeof(char const *));
     uform_status_t status = uform_ok_k;
-    if (!vectors || !decoded || !buffers || !coordinates || !names)
+    if ((!vectors && !gpu_jpeg) || !decoded || !buffers || !coordinates || !names)
         status = uform_fail(uform_out_of_memory_k, "%s: cannot hold %zu cells and %zu decoded items", verb, capacity, chunk);
     for (size_t i = 0; status == uform_ok_k && i < chunk; ++i)
         decoded[i].vectors = buffers + i * most * values, decoded[i].positions = coordinates + i * most * 3;
@@ -333,23 +405,34 @@ static uform_status_t uform_encode_media_(uform_context_t *context, uform_cell_k
             if (done == chunk_first + chunk_count) {
                 chunk_first = done, chunk_count = count - done < chunk ? count - done : chunk;
                 for (size_t i = 0; i < chunk_count; ++i) names[i] = uform_item_name_(kind, items, chunk_first + i);
-                uform_decode_job_t job = {encoder, items, names, chunk_first, most, decoded};
+                uform_decode_job_t job = {encoder, items, names, chunk_first, most, gpu_jpeg, decoded};
                 uform_pool_for(context->pool, chunk_count, uform_decode_task_, &job);
             }
-            uform_decoded_t const *d = &decoded[done - chunk_first];
+            uform_decoded_t *d = &decoded[done - chunk_first];
             if ((status = d->status) != uform_ok_k) {
                 status = uform_fail(status, "%s", d->message);
                 break;
             }
-            memcpy(vectors + packer.cells * values, d->vectors, d->cells * values * sizeof(float));
+            if (gpu_jpeg) {
+                char name[64];
+                char const *label = uform_item_label_(names[done - chunk_first], encoder->noun, done, name, sizeof(name));
+                if ((status = uform_gpu_patches_(context, encoder, items, done, label, packer.cells, most, d)) != uform_ok_k) break;
+            } else {
+                memcpy(vectors + packer.cells * values, d->vectors, d->cells * values * sizeof(float));
+            }
             uform_packer_add_media_(&packer, kind, packer.cells, d->cells, d->positions);
             done++;
         }
         if (status != uform_ok_k) break;
         uform_media_t media[uform_media_kinds_k] = {{0}};
-        media[kind - uform_cell_image_k] = (uform_media_t){.data = vectors, .count = packer.cells, .dtype = uform_media_f32_k};
+        void const *rows = vectors;
+#if defined(UFORM_HAVE_CUDA)
+        if (gpu_jpeg) rows = uform_cuda_forward_decoded(context->cuda);
+#endif
+        media[kind - uform_cell_image_k] = (uform_media_t){.data = rows, .count = packer.cells, .dtype = uform_media_f32_k};
         uform_pass_t pass = uform_packer_pass_(&packer);
         pass.media = media;
+        pass.media_on_device = gpu_jpeg;
         pass.pooled = context->workspace.embeddings;
         status = uform_context_pass(context, &pass);
         if (status == uform_ok_k) uform_write_embeddings_(context, done - first, width, embeddings + first * width);

@@ -11,6 +11,7 @@ typedef struct uform_pass_t {
     uint8_t const *kinds;          /* [cells] uform_cell_kind_t: bytes or media (no padding) */
     uint32_t const *values;        /* [cells] byte ids 0..257, or media rows */
     uform_media_t const *media;    /* [uform_media_kinds_k] the media rows index, or NULL for bytes alone */
+    int media_on_device;           /* media's data is the CUDA context's device memory (its decoded patches) */
     int32_t const *positions;      /* [cells * 3] (t, h, w) */
     uform_span_t const *segments;  /* [segments_count], ordered, covering every cell once */
     size_t segments_count;

@@ -17,6 +17,9 @@
 #include "cuda/cuda.h"
 #include "cuda/encoder.h"
 #include "cuda/error.h"
+#if defined(UFORM_HAVE_NVJPEG)
+#include "cuda/image_decode.h"
+#endif
 
 enum {
     vocabulary_k = 258,
@@ -89,6 +92,10 @@ struct uform_cuda_forward_t {
     unsigned long long passes;
     uint32_t *plan_spans;
     size_t plan_spans_capacity;
+    /* Image patches decoded on this GPU (or staged from the host) for the next pass, grown as needed. */
+    float *decoded;
+    size_t decoded_capacity;
+    void *decoder; /* uform_cuda_decoder_t, made at the first JPEG */
 };
 
 /* A kernel entry point's failure (cuda.h): its status, the pass's step `what`, then its noted message. */
@@ -291,6 +298,10 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     for (size_t k = 0; k < uform_media_kinds_k; ++k) cudaFree(context->media[k].memory), free(context->media[k].staging);
     cudaFree(context->weights);
     cudaFree(context->plan_spans);
+    cudaFree(context->decoded);
+#if defined(UFORM_HAVE_NVJPEG)
+    uform_cuda_decoder_free(context->decoder);
+#endif
     plans_destroy_(context);
     uform_cuda_gemm_destroy(context->gemm);
     if (context->stream) cudaStreamDestroy(context->stream);
@@ -299,6 +310,67 @@ void uform_cuda_forward_destroy(uform_cuda_forward_t *context) {
     free(context->staging);
     free(context);
 }
+
+int uform_cuda_forward_decodes_jpeg(void) {
+#if defined(UFORM_HAVE_NVJPEG)
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* Makes the decoded patches hold `cells`, keeping those already there (a pass's images arrive one by one). */
+static uform_status_t reserve_decoded_(uform_cuda_forward_t *context, size_t cells, char *error, size_t error_size) {
+    if (cells <= context->decoded_capacity) return uform_ok_k;
+    size_t grown = context->decoded_capacity * 2 > cells ? context->decoded_capacity * 2 : cells;
+    grown = (grown + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
+    float *decoded = NULL;
+    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
+    CHECK_CUDA(cudaMalloc((void **)&decoded, grown * uform_patch_values_k * sizeof(float)), "holding decoded patches");
+    if (context->decoded) {
+        cudaError_t code = cudaMemcpyAsync(decoded, context->decoded, context->decoded_capacity * uform_patch_values_k * 4,
+                                           cudaMemcpyDeviceToDevice, context->stream);
+        if (code == cudaSuccess) code = cudaStreamSynchronize(context->stream);
+        if (code != cudaSuccess) cudaFree(decoded);
+        CHECK_CUDA(code, "keeping decoded patches");
+        cudaFree(context->decoded);
+    }
+    context->decoded = decoded, context->decoded_capacity = grown;
+    return uform_ok_k;
+}
+
+uform_status_t uform_cuda_forward_decode_image(uform_cuda_forward_t *context, void const *data, size_t size, char const *name,
+                                               size_t first, size_t most, size_t *rows, size_t *columns, char *error,
+                                               size_t error_size) {
+#if defined(UFORM_HAVE_NVJPEG)
+    uform_status_t status = reserve_decoded_(context, first + most, error, error_size);
+    if (status != uform_ok_k) return status;
+    if (!context->decoder) {
+        uform_cuda_decoder_t *decoder = NULL;
+        CHECK(uform_cuda_decoder_create(context->stream, &decoder), "creating the JPEG decoder");
+        context->decoder = decoder;
+    }
+    status = uform_cuda_decode_patches(context->decoder, data, size, name, most,
+                                       context->decoded + first * uform_patch_values_k, most, rows, columns);
+    return status == uform_ok_k ? status : uform_cuda_fail(error, error_size, status, "%s", uform_cuda_noted());
+#else
+    (void)context, (void)data, (void)size, (void)first, (void)most, (void)rows, (void)columns;
+    return uform_cuda_fail(error, error_size, uform_unsupported_k, "%s: this build decodes JPEGs on the host only", name);
+#endif
+}
+
+uform_status_t uform_cuda_forward_stage_patches(uform_cuda_forward_t *context, float const *patches, size_t first, size_t count,
+                                                char *error, size_t error_size) {
+    uform_status_t status = reserve_decoded_(context, first + count, error, error_size);
+    if (status != uform_ok_k) return status;
+    /* pageable memory: the call returns once the source is read, so the caller may reuse it */
+    CHECK_CUDA(cudaMemcpyAsync(context->decoded + first * uform_patch_values_k, patches,
+                               count * uform_patch_values_k * sizeof(float), cudaMemcpyHostToDevice, context->stream),
+               "uploading patches decoded on the host");
+    return uform_ok_k;
+}
+
+float const *uform_cuda_forward_decoded(uform_cuda_forward_t const *context) { return context->decoded; }
 
 uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_model_t const *model, char *error,
                                          size_t error_size) {
@@ -475,18 +547,28 @@ static uform_status_t upload_cells_(uform_cuda_forward_t *context, uform_pass_t 
         size_t row_bytes = info->values * (buffer->dtype == uform_media_bf16_k ? 2 : 4), next = 0;
         uint32_t *cells = m->staging;
         unsigned char *rows = (unsigned char *)(cells + m->capacity);
+        uint32_t *sources = (uint32_t *)rows; /* rows already on the device: which row each cell reads */
         for (size_t c = 0; c < n; ++c) {
             if (pass->kinds[c] != (uint8_t)kind) continue;
             if (pass->values[c] >= buffer->count)
                 return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s cell %zu names row %u of %zu", name, c,
                                        pass->values[c], buffer->count);
             cells[next] = (uint32_t)c;
-            memcpy(rows + next++ * row_bytes, (unsigned char const *)buffer->data + (size_t)pass->values[c] * row_bytes, row_bytes);
+            if (pass->media_on_device) sources[next++] = pass->values[c];
+            else memcpy(rows + next++ * row_bytes, (unsigned char const *)buffer->data + (size_t)pass->values[c] * row_bytes, row_bytes);
         }
         uint32_t live[2] = {(uint32_t)counts[k], (uint32_t)buffer->dtype};
         CHECK_CUDA(cudaMemcpyAsync(m->counts, live, sizeof(live), up, s), "uploading a media count");
         CHECK_CUDA(cudaMemcpyAsync(m->cells, cells, counts[k] * 4, up, s), "uploading media cells");
-        CHECK_CUDA(cudaMemcpyAsync(m->rows, rows, counts[k] * row_bytes, up, s), "uploading media vectors");
+        if (!pass->media_on_device)
+            CHECK_CUDA(cudaMemcpyAsync(m->rows, rows, counts[k] * row_bytes, up, s), "uploading media vectors");
+        for (size_t i = 0, run; pass->media_on_device && i < next; i += run) { /* one copy a run of consecutive rows */
+            for (run = 1; i + run < next && sources[i + run] == sources[i] + run;) ++run;
+            CHECK_CUDA(cudaMemcpyAsync((unsigned char *)m->rows + i * row_bytes,
+                                       (unsigned char const *)buffer->data + (size_t)sources[i] * row_bytes, run * row_bytes,
+                                       cudaMemcpyDeviceToDevice, s),
+                       "gathering decoded media vectors");
+        }
         size_t capacity = (counts[k] + media_quantum_k - 1) / media_quantum_k * media_quantum_k;
         media[k] = (uform_cuda_media_t){.capacity = capacity, .counts = m->counts, .cells = m->cells, .rows = m->rows,
                                         .vectors = m->vectors, .product = m->product};

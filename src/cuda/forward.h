@@ -26,6 +26,21 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
  *  Synchronous: the outputs are written when it returns. */
 uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_t const *pass, char *error,
                                       size_t error_size);
+/** Whether this build decodes JPEGs on the GPU (nvJPEG and NPP found: image_decode.h). */
+int uform_cuda_forward_decodes_jpeg(void);
+/** Decodes the JPEG `data[size]` (`name` names it in messages) on this context's GPU into its decoded
+ *  patches from patch `first` on, at most `most` of them; `rows` and `columns` receive the grid
+ *  (uform_image_grid's). Corrupt data fails with uform_format_k; uform_unsupported_k (CMYK, a layout
+ *  nvJPEG does not name, a build without GPU decoding) leaves the image to the host's decoder. */
+uform_status_t uform_cuda_forward_decode_image(uform_cuda_forward_t *context, void const *data, size_t size, char const *name,
+                                               size_t first, size_t most, size_t *rows, size_t *columns, char *error,
+                                               size_t error_size);
+/** Copies `count` patches decoded on the host into the decoded patches from patch `first` on. */
+uform_status_t uform_cuda_forward_stage_patches(uform_cuda_forward_t *context, float const *patches, size_t first, size_t count,
+                                                char *error, size_t error_size);
+/** The decoded patches (device memory, Float32 [*, 1024]): a pass's image media with
+ *  `media_on_device` set reads them. Valid until the next decode or stage grows them. */
+float const *uform_cuda_forward_decoded(uform_cuda_forward_t const *context);
 /** The calling thread's current GPU's name; uform_unsupported_k, with why in `error`, where none is usable. */
 uform_status_t uform_cuda_device_name(char *name, size_t capacity, char *error, size_t error_size);
 /** Frees the device copies and buffers. NULL is allowed. */

@@ -62,7 +62,7 @@ import reference
 from conftest import COLUMNS
 from contract import reference_forward
 from grids import GridBuilder, image_positions, longest_segment
-from uform_ctypes import PRECISION_F32
+from uform_ctypes import PRECISION_F32, UFormError
 
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 STATUS_INVALID, STATUS_UNSUPPORTED = 1, 7
@@ -776,6 +776,109 @@ def test_gpu_encode_images_matches_the_cpu(library, vision_model, needs_gpu):
     check = check_images(directory, cut, value, control)
     assert all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("image ")), (
         f"the control (images mirrored) was not rejected for every image:\n{check}")
+
+
+def smooth_photos():
+    """RGB photos of smooth gradients with a disc (two colour, one greyscale), the content on which the
+    GPU's JPEG decoder and the host's agree within 0.01 levels at 4:4:4 (docs/images.md, "GPU decoding")."""
+    out = []
+    for height, width, grey in ((70, 90, False), (40, 40, True), (25, 130, False)):
+        y, x = np.mgrid[0:height, 0:width].astype(np.float64)
+        disc = ((y - height / 2) ** 2 + (x - width / 3) ** 2 < (min(height, width) / 3) ** 2) * 60.0
+        rgb = np.stack([40 + 150 * x / width + disc, 60 + 120 * y / height, 200 - 100 * x / width + disc / 2], axis=-1)
+        if grey:
+            rgb = np.repeat(rgb.mean(axis=-1, keepdims=True), 3, axis=-1)
+        out.append(np.clip(np.rint(rgb), 0, 255).astype(np.uint8))
+    return out
+
+
+def jpeg_bytes(rgb, grey=False):
+    """`rgb` as a JPEG at quality 95 without chroma subsampling (greyscale: one component)."""
+    import io
+    from PIL import Image as PILImage
+    picture = PILImage.fromarray(rgb).convert("L") if grey else PILImage.fromarray(rgb)
+    buffer = io.BytesIO()
+    picture.save(buffer, format="JPEG", quality=95, subsampling=0)
+    return buffer.getvalue()
+
+
+def png_bytes(rgb):
+    import io
+    from PIL import Image as PILImage
+    buffer = io.BytesIO()
+    PILImage.fromarray(rgb).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def decoded_rgba(encoded):
+    """The host's reading of encoded bytes (Pillow, libjpeg-turbo as the library's host path): RGBA."""
+    import io
+    from PIL import Image as PILImage
+    return np.asarray(PILImage.open(io.BytesIO(encoded)).convert("RGBA"))
+
+
+def test_gpu_encode_of_jpegs_decoded_on_the_gpu_matches_the_cpu(library, vision_model, needs_gpu, monkeypatch):
+    """uform_encode_images on a CUDA context with JPEG bytes decodes them on the GPU (nvJPEG and NPP,
+    UFORM_CUDA_DECODE=gpu pins it) into the pass's patches; a PNG between them is decoded on the
+    host and goes up beside them. Against the CPU context's encode of the same bytes (the host's
+    decoders) with check_images' bound: the two JPEG decoders agree within 0.01 levels on such
+    images, under the BF16 rounding of the patch values (2^-9 relative) that the bound counts.
+    The same bytes with the pictures mirrored, encoded on the CPU, must be rejected for every image."""
+    directory = str(vision_model)
+    pictures = smooth_photos()
+    encoded = [jpeg_bytes(pictures[0]), png_bytes(pictures[1]), jpeg_bytes(pictures[2]), jpeg_bytes(pictures[1], grey=True)]
+    mirror = [jpeg_bytes(pictures[0][:, ::-1].copy()), png_bytes(pictures[1][:, ::-1].copy()),
+              jpeg_bytes(pictures[2][:, ::-1].copy()), jpeg_bytes(pictures[1][:, ::-1].copy(), grey=True)]
+    cut = image_patches_of(library, [decoded_rgba(item) for item in encoded])
+    monkeypatch.setenv("UFORM_CUDA_DECODE", "gpu")
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        expected = cpu.encode_images(encoded)
+        try:
+            value = gpu_handle.encode_images(encoded)
+        except UFormError as error:
+            if "has no nvJPEG" in error.message:
+                pytest.skip("this build decodes JPEGs on the host only")
+            raise
+        check = check_images(directory, cut, value, expected)
+        assert check.ok, str(check)
+        alone = np.concatenate([gpu_handle.encode_images([item]) for item in encoded])
+        check = check_images(directory, cut, alone, expected)
+        assert check.ok, str(check)
+        monkeypatch.setenv("UFORM_CUDA_DECODE", "host")
+        check = check_images(directory, cut, gpu_handle.encode_images(encoded), expected)
+        assert check.ok, str(check)
+        control = cpu.encode_images(mirror)
+    check = check_images(directory, cut, value, control)
+    assert all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("image ")), (
+        f"the control (images mirrored) was not rejected for every image:\n{check}")
+
+
+def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkeypatch):
+    """A truncated JPEG among good ones fails the call with the GPU decoder's message naming it (the
+    host's decoder names it too when pinned); an unknown UFORM_CUDA_DECODE is refused; the context
+    encodes again afterwards."""
+    good = jpeg_bytes(smooth_photos()[0])
+    cut = good[: len(good) // 2]
+    with library.open(str(vision_model)) as handle:
+        on_gpu(handle)
+        monkeypatch.setenv("UFORM_CUDA_DECODE", "gpu")
+        with pytest.raises(UFormError) as raised:
+            handle.encode_images([good, cut, good])
+        if "has no nvJPEG" in raised.value.message:
+            pytest.skip("this build decodes JPEGs on the host only")
+        assert raised.value.status == 3 and "image 1" in raised.value.message, raised.value
+        assert "end-of-image marker" in raised.value.message, raised.value
+        monkeypatch.setenv("UFORM_CUDA_DECODE", "host")
+        with pytest.raises(UFormError) as raised:
+            handle.encode_images([good, cut])
+        assert "image 1" in raised.value.message and "end-of-image marker" not in raised.value.message, raised.value
+        monkeypatch.setenv("UFORM_CUDA_DECODE", "fast")
+        with pytest.raises(UFormError) as raised:
+            handle.encode_images([good])
+        assert "UFORM_CUDA_DECODE is host or gpu, not fast" in raised.value.message, raised.value
+        monkeypatch.delenv("UFORM_CUDA_DECODE")
+        assert np.isfinite(handle.encode_images([good, good])).all()
 
 
 def image_pairs_batch(seed):
