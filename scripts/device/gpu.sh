@@ -2,7 +2,7 @@
 # Runs on the GPU machine (the `device` tool): builds the CUDA backend alone (the image has no
 # Jansson, so the CPU library is left out), runs the kernel contract suite, then the training-step
 # benchmark beside the PyTorch peer when its copy is present (third_party/peers, carried). Reports
-# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|images-profile|gemm|imagerun|avrun|loader|ab|trace|profile] [flags...]
+# and JSON go to $OUT.  Usage there: bash scripts/device/gpu.sh [contract|bench|all|check|parity|tests|cpu|recall|decode|encode|encode-profile|contexts|images-bench|images-profile|gemm|encode-images|imagerun|avrun|loader|ab|trace|profile] [flags...]
 # `parity` builds the CPU library too (build-parity) against Jansson and snappy from
 # third_party/device-libs (carried: Debian's libjansson4, libjansson-dev, libsnappy1v5, libsnappy-dev,
 # the image codecs' libraries and headers, and pkgconf-bin, libpkgconf3 for a machine without
@@ -26,6 +26,8 @@
 # `images-bench [train_images.py flags]` builds there too and runs, in one call, bench/train_images.py
 # (our contrastive step on image-caption pairs beside bench/torch_image_step.py, the PyTorch peer of this
 # repository) and bench/encode_images.py (uform_encode_images on a CPU and a CUDA context, images/s).
+# `encode-images [encode_images.py flags]`: images/s of uform_encode_images on a CPU and a CUDA context, the CUDA one with
+# JPEGs decoded on the host (cuda-host) and on the GPU (cuda).
 # `gemm [flags]`: the block products' TFLOP/s under each E4M3 scaling scheme beside BF16 (bench/gemm_cuda.c), tiny and
 # small (GEMM_TIERS), gemm.txt and gemm-TIER.jsonl.
 # `images-profile [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute]` profiles one image-caption step:
@@ -82,7 +84,7 @@ if [ "$what" = check ]; then  # every check in one call, each mode's files in on
   exit "$status"
 fi
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = images-profile ] || [ "$what" = gemm ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
+if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$what" = encode ] || [ "$what" = encode-profile ] || [ "$what" = images-bench ] || [ "$what" = images-profile ] || [ "$what" = gemm ] || [ "$what" = encode-images ] || [ "$what" = contexts ] || [ "$what" = cpu ] || [ "$what" = recall ] ||
    [ "$what" = ab ] || [ "$what" = loader ] || [ "$what" = imagerun ] || [ "$what" = lineage ] || [ "$what" = avrun ]; then
   usr="$PWD/third_party/device-libs/usr"
   lib="$usr/lib/x86_64-linux-gnu"
@@ -159,10 +161,17 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     python3 bench/train_images.py --build build-parity --out "$out" "$@" 2>&1 | tee -a "$out/train_images.txt"
     status=${PIPESTATUS[0]}
     [ "$check" -eq 0 ] || status=1
-    python3 bench/encode_images.py --devices cpu,cuda --build build-parity --seconds 2 \
+    python3 bench/encode_images.py --devices cpu,cuda-host,cuda --build build-parity --seconds 2 \
       --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     exit "$status"
+  fi
+  if [ "$what" = encode-images ]; then  # image encode on a CPU and a CUDA context, JPEGs decoded on the host and on the GPU
+    cmake --build build-parity -j 16 --target uform_cli uform_bench_encode_images > "$out/build-encode-images.log" 2>&1 ||
+      { tail -40 "$out/build-encode-images.log"; exit 1; }
+    python3 bench/encode_images.py --devices cpu,cuda-host,cuda --build build-parity --seconds 2 \
+      --output "$out/encode_images.json" "$@" 2>&1 | tee "$out/encode_images.txt"
+    exit "${PIPESTATUS[0]}"
   fi
   if [ "$what" = gemm ]; then  # the E4M3 scaling schemes' product rates beside BF16, at one pass's rows
     cmake --build build-parity -j 16 --target uform_bench_gemm_cuda > "$out/build-gemm.log" 2>&1 || { tail -40 "$out/build-gemm.log"; exit 1; }
