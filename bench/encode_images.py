@@ -2,8 +2,8 @@
 """Image-encode throughput of `uform_encode_images` on a CPU context and a CUDA context: one
 synthetic photo (default 640x480) as JPEG bytes, PNG bytes, decoded pixels, and pixels already at
 its patch grid's size (the resize then keeps the size), a batch of copies a call. Prints a table of images/s and writes JSON (default bench/out/encode_images.json).
-Device `cuda-host` is a CUDA context with UFORM_CUDA_DECODE=host (JPEGs decoded on the host's threads,
-not by nvJPEG), beside `cuda`'s GPU decoding where the build has it.
+Devices `cuda-host` and `cuda-gpu` are a CUDA context with UFORM_CUDA_DECODE=host (JPEGs decoded on the
+host's threads) and =gpu (by nvJPEG and NPP); `cuda` takes the library's default.
 
     python3 bench/encode_images.py [--devices cpu,cuda] [--tier tiny] [--build build] [--threads N]
                                    [--batch N] [--seconds 3] [--height 480] [--width 640] [--output FILE]
@@ -25,7 +25,7 @@ INPUTS = ["jpeg", "png", "pixels", "sized"]  # sized: pixels already at the patc
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--devices", default="cpu,cuda", help="contexts to time, comma-separated (cpu, cuda, cuda-host)")
+    parser.add_argument("--devices", default="cpu,cuda", help="contexts to time, comma-separated (cpu, cuda, cuda-host, cuda-gpu)")
     parser.add_argument("--tier", default="tiny")
     parser.add_argument("--build", default=str(ROOT / "build"))
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -43,7 +43,7 @@ def main():
     lines, errors = [], {}
     for device in args.devices.split(","):
         print(f"uform: {args.tier} image encode on {device}, {args.threads} threads ...", file=sys.stderr)
-        env = dict(os.environ, UFORM_CUDA_DECODE="host") if device == "cuda-host" else None
+        env = dict(os.environ, UFORM_CUDA_DECODE=device.split("-")[1]) if "-" in device else None
         try:
             for line in run_lines([build / "uform_bench_encode_images", "--model", checkpoint, "--device", device.split("-")[0],
                                    "--threads", str(args.threads), "--batch", str(args.batch or (8 if device == "cpu" else 64)), "--seconds",

@@ -27,7 +27,7 @@
 # (our contrastive step on image-caption pairs beside bench/torch_image_step.py, the PyTorch peer of this
 # repository) and bench/encode_images.py (uform_encode_images on a CPU and a CUDA context, images/s).
 # `encode-images [encode_images.py flags]`: images/s of uform_encode_images on a CPU and a CUDA context, the CUDA one with
-# JPEGs decoded on the host (cuda-host) and on the GPU (cuda).
+# JPEGs decoded on the host (cuda-host) and on the GPU (cuda-gpu).
 # `gemm [flags]`: the block products' TFLOP/s under each E4M3 scaling scheme beside BF16 (bench/gemm_cuda.c), tiny and
 # small (GEMM_TIERS), gemm.txt and gemm-TIER.jsonl.
 # `images-profile [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute]` profiles one image-caption step:
@@ -161,7 +161,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     python3 bench/train_images.py --build build-parity --out "$out" "$@" 2>&1 | tee -a "$out/train_images.txt"
     status=${PIPESTATUS[0]}
     [ "$check" -eq 0 ] || status=1
-    python3 bench/encode_images.py --devices cpu,cuda-host,cuda --build build-parity --seconds 2 \
+    python3 bench/encode_images.py --devices cpu,cuda-host,cuda-gpu --build build-parity --seconds 2 \
       --output "$out/encode_images.json" 2>&1 | tee "$out/encode_images.txt"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
     exit "$status"
@@ -169,7 +169,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
   if [ "$what" = encode-images ]; then  # image encode on a CPU and a CUDA context, JPEGs decoded on the host and on the GPU
     cmake --build build-parity -j 16 --target uform_cli uform_bench_encode_images > "$out/build-encode-images.log" 2>&1 ||
       { tail -40 "$out/build-encode-images.log"; exit 1; }
-    python3 bench/encode_images.py --devices cpu,cuda-host,cuda --build build-parity --seconds 2 \
+    python3 bench/encode_images.py --devices cpu,cuda-host,cuda-gpu --build build-parity --seconds 2 \
       --output "$out/encode_images.json" "$@" 2>&1 | tee "$out/encode_images.txt"
     exit "${PIPESTATUS[0]}"
   fi

@@ -92,7 +92,7 @@ def test_kill_during_save_leaves_a_whole_checkpoint(build_dir, cli, corpus, tmp_
 def test_signal_stops_with_a_checkpoint_that_resumes_exactly(build_dir, corpus, tmp_path):
     """SIGTERM mid-run: the step in flight ends, a checkpoint is saved, the exit status is 128 + 15,
     and a resume to the planned end equals a run never stopped, bit for bit."""
-    stopped, straight, steps = tmp_path / "stopped", tmp_path / "straight", 400
+    stopped, straight, steps = tmp_path / "stopped", tmp_path / "straight", 60
     arguments = [*common(corpus), "--tier", "256x2", "--rows", "4", "--steps", str(steps)]
     process = subprocess.Popen([str(build_dir / "uform_base"), "--quiet", *map(str, arguments), "--output", stopped],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
