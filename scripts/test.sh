@@ -22,7 +22,7 @@ mkdir -p build build-sanitize
 
 run "release build" build build
 run "C unit tests" ctest --test-dir build --output-on-failure
-run "Python suites (default kernels)" env UFORM_BUILD=build python3 -m pytest -q test/python
+run "Python suites (default kernels)" env UFORM_BUILD=build python3 -m pytest -q --durations=12 test/python
 run "Python suites (generic kernels)" env UFORM_BUILD=build UFORM_CPU=generic \
   python3 -m pytest -q test/python/test_reference.py test/python/test_packing.py
 run "AArch64 kernels (cross-compiled, under qemu)" bash scripts/cross_aarch64.sh
@@ -33,7 +33,7 @@ ubsan="$(gcc -print-file-name=libubsan.so)"
 sanitizer_env=(env UFORM_BUILD=build-sanitize LD_PRELOAD="$asan $ubsan"
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1)
 run "C unit tests (sanitizers)" env ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-sanitize --output-on-failure
-run "Python suites (sanitizers)" "${sanitizer_env[@]}" python3 -m pytest -q -p no:cacheprovider test/python
+run "Python suites (sanitizers)" "${sanitizer_env[@]}" python3 -m pytest -q -p no:cacheprovider --durations=12 test/python
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
