@@ -22,6 +22,7 @@
 #include "cpu/forward.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
+#include "listed.h"
 #include "numkong_e4m3.h"
 
 static double uform_now_(void) {
@@ -32,15 +33,6 @@ static double uform_now_(void) {
 
 enum { uform_tables_most_k = 8, uform_columns_most_k = 24, uform_widths_most_k = 8 };
 enum { uform_shapes_most_k = 4 * uform_widths_most_k };
-
-/* Whether `name` is in the comma-separated `list` (every name where `list` is NULL). */
-static int uform_listed_(char const *list, char const *name) {
-    if (!list) return 1;
-    size_t length = strlen(name);
-    for (char const *found = strstr(list, name); found; found = strstr(found + 1, name))
-        if ((found == list || found[-1] == ',') && (found[length] == ',' || !found[length])) return 1;
-    return 0;
-}
 
 /* One timed column on one shape: what its call runs and on what. */
 typedef struct uform_job_t {
@@ -148,14 +140,14 @@ int main(int argc, char **argv) {
     uform_kernels_t const *tables[uform_tables_most_k];
     size_t count = 0;
     for (size_t i = 0; uform_kernels_all[i] && count < uform_tables_most_k; ++i)
-        if (uform_listed_(only, uform_kernels_all[i]->name) && uform_kernels_runs(uform_kernels_all[i]->name))
+        if (uform_listed(only, uform_kernels_all[i]->name) && uform_kernels_runs(uform_kernels_all[i]->name))
             tables[count++] = uform_kernels_all[i];
     char class[256];
     uform_cpu_class(class, sizeof(class));
     printf("CPU class: %s; default kernels: %s; single thread, %zu-row tiles\n", class, uform_kernels()->name, rows);
     double best_bf16[uform_shapes_most_k] = {0}, best_e4m3[uform_shapes_most_k] = {0}; /* our best table's, by shape */
 
-    if (uform_listed_(precisions, "bf16")) {
+    if (uform_listed(precisions, "bf16")) {
         printf("\nBF16 products (inputs rounded to BF16, Float32 accumulation):\n\n| product | width x depth |");
         for (size_t t = 0; t < count; ++t) printf(" %s GFLOP/s |", tables[t]->name);
         printf(" OpenBLAS F32 GFLOP/s |\n|---|---|");
@@ -195,9 +187,9 @@ int main(int argc, char **argv) {
         }
     }
 
-    if (uform_listed_(precisions, "e4m3")) uform_bench_e4m3_(tables, count, only, class, widths, widths_count, rows,
+    if (uform_listed(precisions, "e4m3")) uform_bench_e4m3_(tables, count, only, class, widths, widths_count, rows,
                                                              seconds, best_e4m3);
-    if (uform_listed_(precisions, "int8")) uform_bench_int8_(tables, count, class, widths, widths_count, rows, seconds,
+    if (uform_listed(precisions, "int8")) uform_bench_int8_(tables, count, class, widths, widths_count, rows, seconds,
                                                              best_bf16, best_e4m3);
     return 0;
 }
@@ -211,7 +203,7 @@ static void uform_bench_e4m3_(uform_kernels_t const *const *tables, size_t count
     size_t backends_count = 0;
     for (size_t i = 0; i < uform_numkong_e4m3_count_k && backends_count < uform_columns_most_k; ++i) {
         uform_numkong_e4m3_t const *backend = &uform_numkong_e4m3_all[i];
-        int asked = only ? uform_listed_(only, backend->name) : !strstr(backend->name, "serial");
+        int asked = only ? uform_listed(only, backend->name) : !strstr(backend->name, "serial");
         if (asked && uform_numkong_runs(backend)) backends[backends_count++] = backend;
     }
 #else

@@ -20,6 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "listed.h"
+
 enum { candidates_most_k = 8, repeats_k = 3 };
 
 typedef struct scheme_t {
@@ -43,14 +45,6 @@ typedef struct product_t {
 } product_t;
 
 static product_t const products_k[] = {{"qkv", 3, 1, 0}, {"out", 1, 1, 1}, {"gate_up", 8, 1, 0}, {"down", 1, 4, 1}};
-
-static int listed_(char const *list, char const *name) {
-    if (!list) return 1;
-    size_t length = strlen(name);
-    for (char const *found = strstr(list, name); found; found = strstr(found + 1, name))
-        if ((found == list || found[-1] == ',') && (found[length] == ',' || !found[length])) return 1;
-    return 0;
-}
 
 #define CUDA_OR_DIE(call)                                                                                      \
     do {                                                                                                       \
@@ -213,10 +207,10 @@ int main(int argc, char **argv) {
            "(the heuristic's first in parentheses)\n\n", properties.name, cublas_version, tier, d, rows, candidates_most_k);
     printf("| product | n x k |");
     for (size_t s = 0; s < schemes_count_k; ++s)
-        if (listed_(only, schemes_k[s].name)) printf(" %s |", schemes_k[s].name);
+        if (uform_listed(only, schemes_k[s].name)) printf(" %s |", schemes_k[s].name);
     printf("\n|---|---|");
     for (size_t s = 0; s < schemes_count_k; ++s)
-        if (listed_(only, schemes_k[s].name)) printf("---|");
+        if (uform_listed(only, schemes_k[s].name)) printf("---|");
     printf("\n");
     double total_ms[schemes_count_k] = {0};
     int complete[schemes_count_k];
@@ -228,7 +222,7 @@ int main(int argc, char **argv) {
         printf("| %s | %zu x %zu |", product->name, n, k);
         for (size_t s = 0; s < schemes_count_k; ++s) {
             scheme_t const *scheme = &schemes_k[s];
-            if (!listed_(only, scheme->name)) continue;
+            if (!uform_listed(only, scheme->name)) continue;
             fill_(weights, n * k * (scheme->e4m3 ? 1 : 2), scheme->e4m3);
             fill_(inputs, rows * k * (scheme->e4m3 ? 1 : 2), scheme->e4m3);
             CUDA_OR_DIE(cudaMemset(output, 0, rows * n * (product->residual ? 4 : 2)));
@@ -252,10 +246,10 @@ int main(int argc, char **argv) {
     }
     printf("| four products, ms | |");
     for (size_t s = 0; s < schemes_count_k; ++s)
-        if (listed_(only, schemes_k[s].name)) complete[s] ? printf(" %.3f |", total_ms[s]) : printf(" - |");
+        if (uform_listed(only, schemes_k[s].name)) complete[s] ? printf(" %.3f |", total_ms[s]) : printf(" - |");
     printf("\n| against bf16 | |");
     for (size_t s = 0; s < schemes_count_k; ++s)
-        if (listed_(only, schemes_k[s].name))
+        if (uform_listed(only, schemes_k[s].name))
             complete[s] && complete[0] && total_ms[0] > 0 ? printf(" %.2fx |", total_ms[0] / total_ms[s]) : printf(" - |");
     printf("\n");
     if (json) fclose(json);

@@ -1,7 +1,8 @@
 # Which of the library's files a planted control changes (CMakeLists.txt, UFORM_PLANTS): a source
 # changes when it names UFORM_PLANT_NAME or includes, directly or through other headers, a header
 # that names it. Includes are read as written ("dir/file.h" from src/ or include/, else beside the
-# file); system headers never name a plant.
+# file); system headers never name a plant. Read at configure time: after putting a plant in a file
+# that named none, run cmake again (CI configures afresh).
 
 # The project headers `file` includes, as absolute paths.
 function(uform_includes_ file out)
