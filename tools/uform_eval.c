@@ -25,7 +25,7 @@
 static char const *const uform_eval_usage_ =
     "usage: uform_eval [CHECKPOINT] --pairs FILE [--limit N] [--rerank K [--reranker DIR] [--fuse LIST]] [--no-tfidf]\n"
     "                  [--json FILE] [--threads N] [--device cpu|cuda] [--precision bf16|e4m3|int8|f32]\n"
-    "                  [--output-precision LIST] [--fps N]\n"
+    "                  [--output-precision LIST] [--fps N] [--placements]\n"
     "                  [--quiet]\n"
     "\n"
     "Ranks every pair's first positive for each query (query->positive) and every query for each\n"
@@ -54,6 +54,9 @@ static char const *const uform_eval_usage_ =
     "                   weight W in (0, 1] of the comma-separated LIST (at most 4); rows model+fuseW@K\n"
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
+    "  --placements     with --json: each row over all pairs also lists every query's placement, in\n"
+    "                   pair order, as [better, tied] (candidates scored above the gold, and tied with\n"
+    "                   it), so scripts/compare_evals.py can test two runs' difference query by query\n"
     "  --threads N      worker threads (default: all cores)\n"
     "  --device D       where the checkpoint embeds: cpu (default) or cuda (the GPU, BF16 activations,\n"
     "                   as uform encode --device cuda); scoring and reranking's MaxSim stay on the CPU\n"
@@ -582,7 +585,7 @@ int main(int argc, char **argv) {
     size_t precisions_count = 1;
     size_t limit = 0, threads = 0, top = 0, fuses_count = 0;
     double fuses[uform_fuse_max_k];
-    int quiet = 0, use_tfidf = 1;
+    int quiet = 0, use_tfidf = 1, with_placements = 0;
     for (int i = 1; i < argc; ++i) {
         char const *value = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
@@ -590,6 +593,8 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--quiet"))
             quiet = 1;
+        else if (!strcmp(argv[i], "--placements"))
+            with_placements = 1;
         else if (!strcmp(argv[i], "--no-tfidf"))
             use_tfidf = 0;
         else if (value && !strcmp(argv[i], "--pairs"))
@@ -657,6 +662,10 @@ int main(int argc, char **argv) {
     }
     if (fuses_count && !top) {
         fprintf(stderr, "uform_eval: --fuse needs --rerank K\n");
+        return 2;
+    }
+    if (with_placements && !json_path) {
+        fprintf(stderr, "uform_eval: --placements needs --json FILE\n");
         return 2;
     }
     if (reranker_checkpoint && !top) {
@@ -1075,7 +1084,15 @@ int main(int argc, char **argv) {
         }
         json_object_set_new(root, "languages", languages_json);
         for (size_t entry = 0; entry < rows_count; ++entry) {
-            json_array_append_new(rows_json, uform_row_json_(&rows[entry], "all", &means[entry * groups_of_means]));
+            json_t *row_json = uform_row_json_(&rows[entry], "all", &means[entry * groups_of_means]);
+            if (with_placements && rows[entry].placements) {
+                json_t *placements_json = json_array();
+                for (size_t pair = 0; pair < count; ++pair)
+                    json_array_append_new(placements_json, json_pack("[I, I]", (json_int_t)rows[entry].placements[pair].better,
+                                                                     (json_int_t)rows[entry].placements[pair].tied));
+                json_object_set_new(row_json, "placements", placements_json);
+            }
+            json_array_append_new(rows_json, row_json);
             if (!strcmp(rows[entry].method, "model")) { /* the rows earlier versions wrote, for their readers */
                 json_t *legacy = json_object();
                 json_object_set_new(legacy, "width", json_integer((json_int_t)rows[entry].width));

@@ -45,6 +45,8 @@ import sys
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+import compare_evals  # noqa: E402  (the paired comparison of two runs' gettext recall)
 RUNS = {"images": ("mixtures/images.json", 1.0), "text-half": ("mixtures/images_text_control.json", 0.5),
         "text-all": ("mixtures/images_text_control.json", 1.0)}  # name: (mixture, share of --rows)
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
@@ -295,9 +297,10 @@ def main():
                 table.append({"set": corpus, "pairs": result["count"], "direction": direction, "run": name,
                               "r1": row["r1"], "r10": row["r10"], "baseline": "chance", "baseline_r1": chance,
                               "times_baseline": row["r1"] / chance if chance else None})
+    gettext = {}  # run -> its gettext report, placements included
     for name in runs:
-        extra = ("--limit", str(args.gettext_limit)) + (("--no-tfidf",) if name != runs[0] else ())
-        result = evaluate(build, folder / folder_of(name), "data/gettext/test.jsonl", args, evals, extra)
+        extra = ("--limit", str(args.gettext_limit), "--placements") + (("--no-tfidf",) if name != runs[0] else ())
+        result = gettext[name] = evaluate(build, folder / folder_of(name), "data/gettext/test.jsonl", args, evals, extra)
         report[f"{name}_checkpoint"] = result["checkpoint"]
         model, tfidf = rows_of(result, "model"), rows_of(result, "tfidf")
         for direction, row in model.items():
@@ -335,7 +338,38 @@ def main():
         print("\ngettext R@1, each kind of run at its best learning rate (mean over seeds):")
         for (kind, direction), (r1, rate, count) in sorted(best.items(), key=lambda item: (item[0][1], item[0][0])):
             print(f"  {direction:16} {kind:11} {r1:.4f} (rate {rate}, {count} seed{'s' if count > 1 else ''})")
+    report["text_cost"] = text_cost(runs, gettext, args.seed)
+    if report["text_cost"]:
+        print("\ngettext R@1 of each image run against text-half of its seed, query by query (B - A, paired bootstrap 95%):")
+        for entry in report["text_cost"]:
+            low, high = entry["interval"]
+            print(f"  {entry['run']:24} - {entry['control']:20} {entry['direction']:16} {entry['difference']:+.4f} "
+                  f"[{low:+.4f}, {high:+.4f}] sign test p {entry['p']:.2g}: {entry['reading']}")
     (out / "image_run.json").write_text(json.dumps(report, indent=1))
+
+
+def text_cost(runs, gettext, seed):
+    """Each image run's gettext R@1 against every text-half run of the same seed, query by query."""
+    costs = []
+    for name in runs:
+        kind, _, run_seed = parse_run(name, seed)
+        if kind != "images":
+            continue
+        for control in runs:
+            control_kind, _, control_seed = parse_run(control, seed)
+            if control_kind != "text-half" or control_seed != run_seed:
+                continue
+            rows = [{r["direction"]: r for r in gettext[run]["rows"] if r["method"] == "model" and r["language"] == "all"
+                     and r["width"] == max(x["width"] or 0 for x in gettext[run]["rows"])} for run in (control, name)]
+            for direction in ("query->positive", "positive->query"):
+                a = compare_evals.per_query(rows[0][direction]["placements"], "recall@1")
+                b = compare_evals.per_query(rows[1][direction]["placements"], "recall@1")
+                low, high = compare_evals.paired_interval(a, b)
+                _, _, p = compare_evals.sign_test(a, b)
+                costs.append({"run": name, "control": control, "direction": direction, "difference": float(b.mean() - a.mean()),
+                              "interval": [low, high], "p": p,
+                              "reading": "above" if low > 0 else "below" if high < 0 else "within noise"})
+    return costs
 
 
 if __name__ == "__main__":

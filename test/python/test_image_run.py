@@ -103,3 +103,10 @@ def test_end_to_end_on_the_cpu_scores_the_tail(build_dir, tmp_path):
     checkpoint = pathlib.Path(report["images^0.5+0.5_checkpoint"])
     assert checkpoint.parent.name == "images-t0.5-m0.5" and checkpoint.name == "step-00000002", checkpoint
     assert {row["run"] for row in report["table"] if row["set"] == "gettext"} == {"images^0.5", "images^0.5+0.5", "text-half"}
+    costs = report["text_cost"]  # each image run against text-half, query by query, both directions
+    assert {(entry["run"], entry["direction"]) for entry in costs} == {
+        (run, direction) for run in ("images^0.5", "images^0.5+0.5") for direction in ("query->positive", "positive->query")}
+    for entry in costs:
+        r1 = {row["run"]: row["r1"] for row in report["table"] if row["set"] == "gettext" and row["direction"] == entry["direction"]}
+        assert abs(entry["difference"] - (r1[entry["run"]] - r1["text-half"])) < 1e-5
+        assert entry["interval"][0] <= entry["difference"] <= entry["interval"][1]
