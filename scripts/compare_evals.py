@@ -76,11 +76,13 @@ def load(path):
         report = json.loads(pathlib.Path(path).read_text())
     except (OSError, ValueError) as error:
         sys.exit(f"compare_evals: {path}: cannot read a uform_eval report: {error}")
-    if not isinstance(report, dict) or "rows" not in report:
-        sys.exit(f"compare_evals: {path}: not a uform_eval --json report (no rows)")
+    if not isinstance(report, dict) or not isinstance(report.get("rows"), list) or not isinstance(report.get("count"), int):
+        sys.exit(f"compare_evals: {path}: not a uform_eval --json report (no rows or count)")
     rows = {}
     for row in report["rows"]:
-        if row.get("language") != "all" or row.get("direction") == "both":
+        if not isinstance(row, dict) or not isinstance(row.get("method"), str) or not isinstance(row.get("direction"), str):
+            sys.exit(f"compare_evals: {path}: a row without a method and direction: {str(row)[:80]}")
+        if row.get("language") != "all" or row["direction"] == "both":
             continue
         rows[(row["method"], row.get("output_precision"), row.get("width"), row["direction"])] = row
     return report, rows
@@ -89,9 +91,15 @@ def load(path):
 def placements_of(path, row, count):
     if "placements" not in row:
         sys.exit(f"compare_evals: {path}: row {row['method']} has no placements: run uform_eval with --placements")
-    if len(row["placements"]) != count:
-        sys.exit(f"compare_evals: {path}: row {row['method']} has {len(row['placements'])} placements for {count} pairs")
-    return row["placements"]
+    placements = row["placements"]
+    if not isinstance(placements, list) or len(placements) != count:
+        sys.exit(f"compare_evals: {path}: row {row['method']} has {len(placements) if isinstance(placements, list) else 'no list of'} "
+                 f"placements for {count} pairs")
+    for placement in placements:
+        if (not isinstance(placement, list) or len(placement) != 2 or
+                not all(isinstance(value, int) and value >= 0 for value in placement)):
+            sys.exit(f"compare_evals: {path}: row {row['method']}: a placement is not [better, tied] counts: {placement}")
+    return placements
 
 
 def main():

@@ -161,6 +161,12 @@ def test_compare_reads_two_reports_and_refuses_bad_ones(tmp_path):
     result = subprocess.run([sys.executable, str(SCRIPT), str(broken), str(first)], capture_output=True, text=True)
     assert result.returncode != 0 and "broken.json" in result.stderr
 
+    report = json.loads(first.read_text())
+    next(row for row in report["rows"] if "placements" in row)["placements"][3] = [-1, 0]
+    (tmp_path / "negative.json").write_text(json.dumps(report))
+    result = subprocess.run([sys.executable, str(SCRIPT), str(first), str(tmp_path / "negative.json")], capture_output=True, text=True)
+    assert result.returncode != 0 and "not [better, tied]" in result.stderr and "negative.json" in result.stderr
+
     result = subprocess.run([sys.executable, str(SCRIPT), str(first), str(first), "--a", "model@384"],
                             capture_output=True, text=True)
     assert result.returncode != 0 and "no model@384 row" in result.stderr
