@@ -11,6 +11,7 @@
 /** uform_ok_k, else out_of_memory (cudaErrorMemoryAllocation) or device, noting "where: call failed: cudaErrorName (text)". */
 static inline uform_status_t uform_cuda_check(cudaError_t code, char const *where, char const *call) {
     if (code == cudaSuccess) return uform_ok_k;
+    if (code == cudaErrorMemoryAllocation) cudaGetLastError(); /* not sticky: the next launch's check must not report it */
     return uform_cuda_note(code == cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k,
                            "%s: %s failed: %s (%s)", where, call, cudaGetErrorName(code), cudaGetErrorString(code));
 }

@@ -325,7 +325,6 @@ static uform_status_t reserve_decoded_(uform_cuda_forward_t *context, size_t cel
     size_t grown = context->decoded_capacity * 2 > cells ? context->decoded_capacity * 2 : cells;
     grown = (grown + capacity_quantum_k - 1) / capacity_quantum_k * capacity_quantum_k;
     float *decoded = NULL;
-    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
     CHECK_CUDA(cudaMalloc((void **)&decoded, grown * uform_patch_values_k * sizeof(float)), "holding decoded patches");
     if (context->decoded) {
         cudaError_t code = cudaMemcpyAsync(decoded, context->decoded, context->decoded_capacity * uform_patch_values_k * 4,
@@ -343,6 +342,7 @@ uform_status_t uform_cuda_forward_decode_image(uform_cuda_forward_t *context, vo
                                                size_t first, size_t most, size_t *rows, size_t *columns, char *error,
                                                size_t error_size) {
 #if defined(UFORM_HAVE_NVJPEG)
+    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice"); /* another context may have run on this thread */
     uform_status_t status = reserve_decoded_(context, first + most, error, error_size);
     if (status != uform_ok_k) return status;
     if (!context->decoder) {
@@ -361,6 +361,7 @@ uform_status_t uform_cuda_forward_decode_image(uform_cuda_forward_t *context, vo
 
 uform_status_t uform_cuda_forward_stage_patches(uform_cuda_forward_t *context, float const *patches, size_t first, size_t count,
                                                 char *error, size_t error_size) {
+    CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
     uform_status_t status = reserve_decoded_(context, first + count, error, error_size);
     if (status != uform_ok_k) return status;
     /* pageable memory: the call returns once the source is read, so the caller may reuse it */

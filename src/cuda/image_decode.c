@@ -128,10 +128,12 @@ static uform_status_t uform_scratch_(uform_cuda_decoder_t *decoder, size_t sourc
         cudaFree(decoder->scratch); /* waits for the work still reading it */
         decoder->scratch = NULL, decoder->scratch_bytes = 0;
         cudaError_t code = cudaMalloc((void **)&decoder->scratch, bytes);
-        if (code != cudaSuccess)
+        if (code != cudaSuccess) {
+            cudaGetLastError(); /* not sticky: the next launch's check must not report it */
             return uform_cuda_note(code == cudaErrorMemoryAllocation ? uform_out_of_memory_k : uform_device_k,
                                    "%s: cannot hold %zux%zu pixels on the device for the resize: cudaMalloc of %zu bytes failed: %s", name,
                                    width, height, bytes, cudaGetErrorName(code));
+        }
         decoder->scratch_bytes = bytes;
     }
     scratch->source = decoder->scratch;

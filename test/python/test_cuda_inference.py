@@ -778,11 +778,11 @@ def test_gpu_encode_images_matches_the_cpu(library, vision_model, needs_gpu):
         f"the control (images mirrored) was not rejected for every image:\n{check}")
 
 
-def smooth_photos():
+def smooth_photos(sizes=((70, 90, False), (40, 40, True), (25, 130, False))):
     """RGB photos of smooth gradients with a disc (two colour, one greyscale), the content on which the
     GPU's JPEG decoder and the host's agree within 0.01 levels at 4:4:4 (docs/images.md, "GPU decoding")."""
     out = []
-    for height, width, grey in ((70, 90, False), (40, 40, True), (25, 130, False)):
+    for height, width, grey in sizes:
         y, x = np.mgrid[0:height, 0:width].astype(np.float64)
         disc = ((y - height / 2) ** 2 + (x - width / 3) ** 2 < (min(height, width) / 3) ** 2) * 60.0
         rgb = np.stack([40 + 150 * x / width + disc, 60 + 120 * y / height, 200 - 100 * x / width + disc / 2], axis=-1)
@@ -817,6 +817,16 @@ def decoded_rgba(encoded):
     return np.asarray(PILImage.open(io.BytesIO(encoded)).convert("RGBA"))
 
 
+def gpu_decoded(handle, encoded):
+    """handle.encode_images(encoded) with UFORM_CUDA_DECODE=gpu set; skips in a build without nvJPEG."""
+    try:
+        return handle.encode_images(encoded)
+    except UFormError as error:
+        if "has no nvJPEG" in error.message:
+            pytest.skip("this build decodes JPEGs on the host only")
+        raise
+
+
 def test_gpu_encode_of_jpegs_decoded_on_the_gpu_matches_the_cpu(library, vision_model, needs_gpu, monkeypatch):
     """uform_encode_images on a CUDA context with JPEG bytes decodes them on the GPU (nvJPEG and NPP,
     UFORM_CUDA_DECODE=gpu pins it) into the pass's patches; a PNG between them is decoded on the
@@ -826,20 +836,15 @@ def test_gpu_encode_of_jpegs_decoded_on_the_gpu_matches_the_cpu(library, vision_
     The same bytes with the pictures mirrored, encoded on the CPU, must be rejected for every image."""
     directory = str(vision_model)
     pictures = smooth_photos()
-    encoded = [jpeg_bytes(pictures[0]), png_bytes(pictures[1]), jpeg_bytes(pictures[2]), jpeg_bytes(pictures[1], grey=True)]
+    encoded = [jpeg_bytes(pictures[0]), png_bytes(pictures[1]), jpeg_bytes(pictures[2]), jpeg_bytes(pictures[2], grey=True)]
     mirror = [jpeg_bytes(pictures[0][:, ::-1].copy()), png_bytes(pictures[1][:, ::-1].copy()),
-              jpeg_bytes(pictures[2][:, ::-1].copy()), jpeg_bytes(pictures[1][:, ::-1].copy(), grey=True)]
+              jpeg_bytes(pictures[2][:, ::-1].copy()), jpeg_bytes(pictures[2][:, ::-1].copy(), grey=True)]
     cut = image_patches_of(library, [decoded_rgba(item) for item in encoded])
     monkeypatch.setenv("UFORM_CUDA_DECODE", "gpu")
     with library.open(directory) as cpu, library.open(directory) as gpu_handle:
         on_gpu(gpu_handle)
         expected = cpu.encode_images(encoded)
-        try:
-            value = gpu_handle.encode_images(encoded)
-        except UFormError as error:
-            if "has no nvJPEG" in error.message:
-                pytest.skip("this build decodes JPEGs on the host only")
-            raise
+        value = gpu_decoded(gpu_handle, encoded)
         check = check_images(directory, cut, value, expected)
         assert check.ok, str(check)
         alone = np.concatenate([gpu_handle.encode_images([item]) for item in encoded])
@@ -852,6 +857,26 @@ def test_gpu_encode_of_jpegs_decoded_on_the_gpu_matches_the_cpu(library, vision_
     check = check_images(directory, cut, value, control)
     assert all(not ratio <= 1 for name, ratio in check.ratios.items() if name.startswith("image ")), (
         f"the control (images mirrored) was not rejected for every image:\n{check}")
+
+
+def test_gpu_jpeg_patches_grow_past_a_row_and_keep_their_order(library, vision_model, needs_gpu, monkeypatch):
+    """Large JPEGs (hundreds of patches each) with PNGs between them: the GPU's decoded patches grow
+    past the first pass's buffer while earlier images' patches stay, the pass's rows keep item order,
+    and a second call reuses the buffer; against the CPU context's encode with check_images' bound."""
+    directory = str(vision_model)
+    pictures = smooth_photos(((300, 400, False), (256, 256, True), (200, 500, False), (330, 330, False), (120, 480, True)))
+    encoded = [png_bytes(picture) if i % 3 == 1 else jpeg_bytes(picture, grey=i == 4) for i, picture in enumerate(pictures)]
+    encoded += [jpeg_bytes(picture[::-1].copy()) for picture in pictures] * 2  # 15 images of 80-90 patches
+    encoded += [jpeg_bytes(pictures[2][:, ::-1].copy())]
+    cut = image_patches_of(library, [decoded_rgba(item) for item in encoded])
+    monkeypatch.setenv("UFORM_CUDA_DECODE", "gpu")
+    with library.open(directory) as cpu, library.open(directory) as gpu_handle:
+        on_gpu(gpu_handle)
+        gpu_handle.reserve(4096)  # one pass holds every image: past the decoded patches' first 1024 cells
+        expected = cpu.encode_images(encoded)
+        for value in (gpu_decoded(gpu_handle, encoded), gpu_handle.encode_images(encoded[::-1])[::-1]):
+            check = check_images(directory, cut, value, expected)
+            assert check.ok, str(check)
 
 
 def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkeypatch):
@@ -877,7 +902,10 @@ def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkey
         with pytest.raises(UFormError) as raised:
             handle.encode_images([good])
         assert "UFORM_CUDA_DECODE is host or gpu, not fast" in raised.value.message, raised.value
+        monkeypatch.setenv("UFORM_CUDA_DECODE", "gpu")  # the GPU's decoder again after its failure
+        again = handle.encode_images([good, good])
         monkeypatch.delenv("UFORM_CUDA_DECODE")
+        assert np.isfinite(again).all() and np.allclose(again[0], again[1], atol=1e-6)
         assert np.isfinite(handle.encode_images([good, good])).all()
 
 
