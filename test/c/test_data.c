@@ -1,6 +1,7 @@
 /*  test_data.c: the data layer against facts that can be checked exactly or bounded in advance:
  *  JSONL parsing (escapes, \u0000, malformed lines), mixture validation, batch determinism and
- *  resume, packing invariants and fill, masking ratio and span lengths, pair labels. Prints
+ *  resume, packing invariants and fill, masking ratio and span lengths, pair labels, the JPEG colour
+ *  markers the GPU decoder reads (against libjpeg-turbo's reading). Prints
  *  "N passed, M failed" and exits non-zero on any failure.
  *
  *  Build and run from the repository root (no model, no BLAS):
@@ -16,10 +17,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <jpeglib.h>
+
 #include "core/numeric.h"
 #include "data/batcher.h"
 #include "data/jsonl.h"
 #include "data/mixture.h"
+#include "media/jpeg_markers.h"
 #include "uform/av.h"
 #include "uform/image.h"
 #include "check.h"
@@ -1133,9 +1137,91 @@ static void test_image_cache(void) {
     uform_mixture_close(&mixture);
 }
 
+/* A 16x16 colour JPEG written by libjpeg-turbo with `space` as its components (JCS_YCbCr or JCS_RGB),
+ * and its JFIF and Adobe markers on or off; malloc'd (free it). */
+static unsigned char *jpeg_written_(J_COLOR_SPACE space, int jfif, int adobe, size_t *size) {
+    struct jpeg_compress_struct info;
+    struct jpeg_error_mgr error;
+    info.err = jpeg_std_error(&error);
+    jpeg_create_compress(&info);
+    unsigned char *out = NULL;
+    unsigned long written = 0;
+    jpeg_mem_dest(&info, &out, &written);
+    info.image_width = 16, info.image_height = 16, info.input_components = 3, info.in_color_space = JCS_RGB;
+    jpeg_set_defaults(&info);
+    jpeg_set_colorspace(&info, space);
+    info.write_JFIF_header = (boolean)jfif, info.write_Adobe_marker = (boolean)adobe;
+    jpeg_start_compress(&info, TRUE);
+    unsigned char row[16 * 3];
+    for (int y = 0; y < 16; ++y) {
+        for (int x = 0; x < 16 * 3; ++x) row[x] = (unsigned char)(x * 5 + y * 9);
+        JSAMPROW rows[1] = {row};
+        jpeg_write_scanlines(&info, rows, 1);
+    }
+    jpeg_finish_compress(&info);
+    jpeg_destroy_compress(&info);
+    *size = written;
+    return out;
+}
+
+/* libjpeg-turbo's own reading of a header: whether it takes the components as untransformed RGB. */
+static int jpeg_read_as_rgb_(unsigned char const *bytes, size_t size) {
+    struct jpeg_decompress_struct info;
+    struct jpeg_error_mgr error;
+    info.err = jpeg_std_error(&error);
+    jpeg_create_decompress(&info);
+    jpeg_mem_src(&info, bytes, (unsigned long)size);
+    jpeg_read_header(&info, TRUE);
+    int rgb = info.jpeg_color_space == JCS_RGB;
+    jpeg_destroy_decompress(&info);
+    return rgb;
+}
+
+/* uform_jpeg_stores_rgb (the GPU decoder's test for JPEGs it must leave to the host) agrees with
+ * libjpeg-turbo's reading on every marker combination libjpeg writes, and on copies with the Adobe
+ * transform byte flipped; it reads no byte past any prefix of the file. */
+static void test_jpeg_colour_markers(void) {
+    struct {
+        J_COLOR_SPACE space;
+        int jfif, adobe, rgb;
+    } const cases[] = {
+        {JCS_YCbCr, 1, 0, 0}, /* the usual JFIF file */
+        {JCS_YCbCr, 0, 0, 0}, /* no markers, component ids 1, 2, 3 */
+        {JCS_YCbCr, 0, 1, 0}, /* Adobe, transform 1 */
+        {JCS_RGB, 0, 1, 1},   /* Adobe, transform 0 (what jpeg_set_colorspace writes for RGB) */
+        {JCS_RGB, 0, 0, 1},   /* no markers, component ids 'R', 'G', 'B' */
+        {JCS_RGB, 1, 1, 0},   /* a JFIF marker says YCbCr whatever else does */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); ++i) {
+        size_t size = 0;
+        unsigned char *bytes = jpeg_written_(cases[i].space, cases[i].jfif, cases[i].adobe, &size);
+        CHECK(jpeg_read_as_rgb_(bytes, size) == cases[i].rgb);
+        CHECK(uform_jpeg_stores_rgb(bytes, size) == cases[i].rgb);
+        if (cases[i].adobe) { /* the transform byte flipped 0 <-> 1: both readings follow it */
+            for (size_t at = 2; at + 16 < size; ++at)
+                if (bytes[at] == 0xff && bytes[at + 1] == 0xee && !memcmp(bytes + at + 4, "Adobe", 5)) {
+                    bytes[at + 15] ^= 1;
+                    CHECK(jpeg_read_as_rgb_(bytes, size) == !cases[i].rgb || cases[i].jfif);
+                    CHECK(uform_jpeg_stores_rgb(bytes, size) == jpeg_read_as_rgb_(bytes, size));
+                    bytes[at + 15] ^= 1;
+                    break;
+                }
+        }
+        for (size_t cut = 0; cut < size; ++cut) { /* each prefix in a buffer of its own size, for the sanitizers */
+            unsigned char *prefix = malloc(cut ? cut : 1);
+            memcpy(prefix, bytes, cut);
+            int rgb = uform_jpeg_stores_rgb(prefix, cut);
+            CHECK(rgb == 0 || rgb == cases[i].rgb);
+            free(prefix);
+        }
+        free(bytes);
+    }
+}
+
 int main(void) {
     if (!scratch_open("uform_test_data")) return 2;
     test_image_records();
+    test_jpeg_colour_markers();
     test_av_records();
     test_av_masking();
     test_image_cache();
