@@ -881,7 +881,7 @@ def test_gpu_jpeg_patches_grow_past_a_row_and_keep_their_order(library, vision_m
 
 def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkeypatch):
     """A truncated JPEG among good ones fails the call with the GPU decoder's message naming it (the
-    host's decoder names it too when pinned); an unknown UFORM_CUDA_DECODE is refused; the context
+    host's decoder names it too when pinned), and so does a complete one with a bogus Huffman table; an unknown UFORM_CUDA_DECODE is refused; the context
     encodes again afterwards."""
     good = jpeg_bytes(smooth_photos()[0])
     cut = good[: len(good) // 2]
@@ -894,6 +894,12 @@ def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkey
             pytest.skip("this build decodes JPEGs on the host only")
         assert raised.value.status == 3 and "image 1" in raised.value.message, raised.value
         assert "end-of-image marker" in raised.value.message, raised.value
+        bogus = bytearray(good)  # complete, but its first Huffman table counts 4,080 codes: nvJPEG's own refusal
+        at = bogus.index(b"\xff\xc4")
+        bogus[at + 5:at + 21] = b"\xff" * 16
+        with pytest.raises(UFormError) as raised:
+            handle.encode_images([good, bytes(bogus)])
+        assert raised.value.status == 3 and "image 1" in raised.value.message, raised.value
         monkeypatch.setenv("UFORM_CUDA_DECODE", "host")
         with pytest.raises(UFormError) as raised:
             handle.encode_images([good, cut])
