@@ -220,7 +220,8 @@ def rows_of(report, method, width=None):
     if method == "model":
         width = width or max(r["width"] for r in rows)
         rows = [r for r in rows if r["width"] == width]
-    return {r["direction"]: {"r1": r["recall@1"], "r10": r["recall@10"], "mrr": r["mrr"]} for r in rows}
+    return {r["direction"]: {"r1": r["recall@1"], "r10": r["recall@10"], "mrr": r["mrr"], "placements": r.get("placements")}
+            for r in rows}
 
 
 def main():
@@ -359,8 +360,7 @@ def text_cost(runs, gettext, seed):
             control_kind, _, control_seed = parse_run(control, seed)
             if control_kind != "text-half" or control_seed != run_seed:
                 continue
-            rows = [{r["direction"]: r for r in gettext[run]["rows"] if r["method"] == "model" and r["language"] == "all"
-                     and r["width"] == max(x["width"] or 0 for x in gettext[run]["rows"])} for run in (control, name)]
+            rows = [rows_of(gettext[run], "model") for run in (control, name)]
             for direction in ("query->positive", "positive->query"):
                 a = compare_evals.per_query(rows[0][direction]["placements"], "recall@1")
                 b = compare_evals.per_query(rows[1][direction]["placements"], "recall@1")
