@@ -226,7 +226,7 @@ uform_status_t uform_cuda_decode_patches(uform_cuda_decoder_t *decoder, void con
     if (components == 4)
         return uform_cuda_note(uform_unsupported_k, "%s: a CMYK JPEG; only greyscale and colour (YCbCr, RGB) JPEGs are read", name);
     if (components == 3 && uform_jpeg_stores_rgb(bytes, size))
-        return uform_cuda_note(uform_unsupported_k, "%s: a JPEG of untransformed RGB components, which nvJPEG would read as YCbCr", name);
+        return uform_cuda_note(uform_unsupported_k, "%s: a JPEG of untransformed RGB components, which nvJPEG may read as YCbCr", name);
     if ((components != 1 && components != 3) || subsampling == NVJPEG_CSS_UNKNOWN)
         return uform_cuda_note(uform_unsupported_k, "%s: a JPEG of %d components in a layout nvJPEG does not name", name, components);
     size_t height = (size_t)heights[0], width = (size_t)widths[0];

@@ -1,6 +1,6 @@
 /*  jpeg_markers.h: what a JPEG's header says of its colour components, read by libjpeg-turbo's rule
- *  (jdapimin.c, default_decompress_parms), for a decoder that may not look (nvJPEG treats three
- *  components as YCbCr): a JPEG of untransformed R, G, B then goes to the host's libjpeg-turbo. */
+ *  (jdapimin.c, default_decompress_parms), for a decoder that may not look (nvJPEG's documentation
+ *  does not say it reads the Adobe marker): a JPEG of untransformed R, G, B goes to the host's libjpeg-turbo. */
 #ifndef UFORM_MEDIA_JPEG_MARKERS_H
 #define UFORM_MEDIA_JPEG_MARKERS_H
 
