@@ -63,6 +63,15 @@ def sign_test(a, b):
     return higher, lower, min(1.0, 2.0 * tail / 2 ** trials)
 
 
+def compared(placements_a, placements_b, metric="recall@1", resamples=10000, seed=0):
+    """Two rows' placements of the same queries compared: the means, B - A, its paired interval and the sign test."""
+    a, b = per_query(placements_a, metric), per_query(placements_b, metric)
+    low, high = paired_interval(a, b, resamples, seed)
+    higher, lower, p = sign_test(a, b)
+    return {"metric": metric, "a": float(a.mean()), "b": float(b.mean()), "difference": float(b.mean() - a.mean()),
+            "interval": [low, high], "b_higher": higher, "a_higher": lower, "p": p}
+
+
 def parse_row(text):
     """'model@384' -> ('model', 384); 'tfidf' -> ('tfidf', None); the width is the last @ part if numeric."""
     method, _, width = text.rpartition("@")
@@ -156,14 +165,11 @@ def main():
           f"sign test over the queries that differ")
     print(f"{'row':32} {'direction':16} {'A':>7} {'B':>7} {'B - A':>8} {'95% interval':>18} {'B>A':>5} {'A>B':>5} {'p':>8}  reading")
     for label, row_a, row_b in pairs:
-        a = per_query(placements_of(args.a, row_a, count), args.metric)
-        b = per_query(placements_of(args.b, row_b, count), args.metric)
-        low, high = paired_interval(a, b, args.resamples, args.seed)
-        higher, lower, p = sign_test(a, b)
-        reading = "B higher" if low > 0 else "B lower" if high < 0 else "within noise"
-        result = {"row": label, "direction": row_a["direction"], "metric": args.metric, "a": float(a.mean()),
-                  "b": float(b.mean()), "difference": float(b.mean() - a.mean()), "interval": [low, high],
-                  "b_higher": higher, "a_higher": lower, "p": p, "reading": reading}
+        result = {"row": label, "direction": row_a["direction"],
+                  **compared(placements_of(args.a, row_a, count), placements_of(args.b, row_b, count), args.metric,
+                             args.resamples, args.seed)}
+        (low, high), higher, lower, p = result["interval"], result["b_higher"], result["a_higher"], result["p"]
+        reading = result["reading"] = "B higher" if low > 0 else "B lower" if high < 0 else "within noise"
         results.append(result)
         print(f"{label:32} {row_a['direction']:16} {result['a']:7.4f} {result['b']:7.4f} {result['difference']:+8.4f} "
               f"[{low:+.4f}, {high:+.4f}] {higher:5} {lower:5} {p:8.2g}  {reading}")

@@ -362,12 +362,10 @@ def text_cost(runs, gettext, seed):
                 continue
             rows = [rows_of(gettext[run], "model") for run in (control, name)]
             for direction in ("query->positive", "positive->query"):
-                a = compare_evals.per_query(rows[0][direction]["placements"], "recall@1")
-                b = compare_evals.per_query(rows[1][direction]["placements"], "recall@1")
-                low, high = compare_evals.paired_interval(a, b)
-                _, _, p = compare_evals.sign_test(a, b)
-                costs.append({"run": name, "control": control, "direction": direction, "difference": float(b.mean() - a.mean()),
-                              "interval": [low, high], "p": p,
+                result = compare_evals.compared(rows[0][direction]["placements"], rows[1][direction]["placements"])
+                low, high = result["interval"]
+                costs.append({"run": name, "control": control, "direction": direction, "difference": result["difference"],
+                              "interval": [low, high], "p": result["p"],
                               "reading": "above" if low > 0 else "below" if high < 0 else "within noise"})
     return costs
 

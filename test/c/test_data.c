@@ -1201,7 +1201,7 @@ static void test_jpeg_colour_markers(void) {
             for (size_t at = 2; at + 16 < size; ++at)
                 if (bytes[at] == 0xff && bytes[at + 1] == 0xee && !memcmp(bytes + at + 4, "Adobe", 5)) {
                     bytes[at + 15] ^= 1;
-                    CHECK(jpeg_read_as_rgb_(bytes, size) == !cases[i].rgb || cases[i].jfif);
+                    CHECK(jpeg_read_as_rgb_(bytes, size) == (cases[i].jfif ? 0 : !cases[i].rgb)); /* JFIF: YCbCr still */
                     CHECK(uform_jpeg_stores_rgb(bytes, size) == jpeg_read_as_rgb_(bytes, size));
                     bytes[at + 15] ^= 1;
                     break;
