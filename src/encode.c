@@ -297,8 +297,8 @@ static void uform_decode_task_(void *job_pointer, size_t index, size_t thread) {
     if (d->status != uform_ok_k) snprintf(d->message, sizeof(d->message), "%s", uform_last_error());
 }
 
-/* Whether a CUDA context decodes the JPEGs among its images on the GPU: UFORM_CUDA_DECODE=gpu in a
- * build with nvJPEG and NPP; the host's decoders otherwise (docs/images.md, "GPU decoding"). */
+/* Whether a CUDA context decodes the JPEGs among its images on the GPU: by default where the build has
+ * nvJPEG and NPP, UFORM_CUDA_DECODE=gpu requiring them, =host never (docs/images.md, "GPU decoding"). */
 static uform_status_t uform_gpu_jpeg_(uform_context_t const *context, uform_cell_kind_t kind, int *gpu_jpeg) {
     *gpu_jpeg = 0;
 #if defined(UFORM_HAVE_CUDA)
@@ -306,9 +306,11 @@ static uform_status_t uform_gpu_jpeg_(uform_context_t const *context, uform_cell
     char const *pinned = getenv("UFORM_CUDA_DECODE");
     if (pinned && strcmp(pinned, "host") && strcmp(pinned, "gpu"))
         return uform_fail(uform_invalid_argument_k, "UFORM_CUDA_DECODE is host or gpu, not %s", pinned);
-    if (!pinned || !strcmp(pinned, "host")) return uform_ok_k;
-    if (!uform_cuda_forward_decodes_jpeg())
-        return uform_fail(uform_unsupported_k, "UFORM_CUDA_DECODE=gpu, but this build has no nvJPEG and NPP");
+    if (pinned && !strcmp(pinned, "host")) return uform_ok_k;
+    if (!uform_cuda_forward_decodes_jpeg()) {
+        if (pinned) return uform_fail(uform_unsupported_k, "UFORM_CUDA_DECODE=gpu, but this build has no nvJPEG and NPP");
+        return uform_ok_k;
+    }
     *gpu_jpeg = 1;
 #else
     (void)context, (void)kind;

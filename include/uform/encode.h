@@ -28,8 +28,8 @@ UFORM_API uform_status_t uform_encode(uform_model_t *model, uform_text_t const *
  *  row L2-normalized. Each image is encoded bytes (PNG, JPEG, WebP) or decoded pixels (image.h),
  *  resized to at most 512 patches (or a row, if the model's rows are shorter). The model needs the
  *  vision frontend; a broken image fails the call, naming it. CPU and CUDA contexts alike; a CUDA
- *  context decodes JPEGs on the GPU with UFORM_CUDA_DECODE=gpu where the build has nvJPEG (the
- *  host's decoders by default; docs/images.md, "GPU decoding"). */
+ *  context decodes JPEGs on the GPU where the build has nvJPEG, on the host with
+ *  UFORM_CUDA_DECODE=host (docs/images.md, "GPU decoding"). */
 UFORM_API uform_status_t uform_encode_images(uform_model_t *model, uform_image_t const *images, size_t count, size_t width,
                                              float *embeddings);
 

@@ -183,7 +183,12 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     exit "$status"
   fi
   if [ "$what" = images-profile ]; then  # the image-caption step's kernels: ours (ncu) beside the peer's (torch.profiler)
-    item="${1:-tiny:512:22x23:64:0}"  # tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute, as bench/train_images.py's plan
+    # tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute, as bench/train_images.py's plan; 512 pairs take about 85 GiB:
+    # on an 80 GB card (H100) the default is 256
+    memory=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -1)
+    pairs_default=512
+    [ "${memory:-0}" -lt 100000 ] && pairs_default=256
+    item="${1:-tiny:$pairs_default:22x23:64:0}"
     IFS=: read -r tier pairs grid caption recompute <<< "$item"
     shape=$(python3 -c "import sys; sys.path.insert(0, 'bench'); from train_cuda import TIERS; print(*TIERS['$tier'])")
     cmake --build build-parity -j 16 --target uform_bench_train_cuda > "$out/build-images-profile.log" 2>&1 ||
