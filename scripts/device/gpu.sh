@@ -219,7 +219,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     pack="${1:-data/pack/images.tar}"; shift || true
     [ -f "$pack" ] || { echo "gpu.sh imagerun: $pack is missing: python3 scripts/data/device_pack.py, and carry data/pack"; exit 1; }
     unpack_pack imagerun "$pack"
-    cmake --build build-parity -j 16 --target uform_base uform_eval > "$out/build-imagerun.log" 2>&1 ||
+    cmake --build build-parity -j 16 --target uform_base uform_eval uform_bench_loader > "$out/build-imagerun.log" 2>&1 ||
       { tail -40 "$out/build-imagerun.log"; exit 1; }
     python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
     exit "${PIPESTATUS[0]}"

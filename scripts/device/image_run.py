@@ -30,6 +30,11 @@ it trains on the image run's own mixture with the image sources' sampling weight
 a tenth of the cells pictures instead of half), so that a text tail does not wipe out what the
 pictures learned.
 
+Before training, the loader alone (uform_bench_loader on mixtures/images.json at the image run's rows
+and image cache, --loader-seconds each way) gives the headroom the issue asks of it: the prefetcher's
+batches/s times each image run's step seconds (the loader's rate when nothing else runs, against
+the step's while the runs share the card and the host).
+
 The corpora must be in data/ (gpu.sh imagerun unpacks scripts/data/device_pack.py's archive there).
 """
 
@@ -242,6 +247,8 @@ def main():
                              "(default all three at the tier's rate)")
     parser.add_argument("--weighted", default=",".join(IMAGE_SETS),
                         help=f"the image sources an images~W run weighs by W (default all: {','.join(IMAGE_SETS)})")
+    parser.add_argument("--loader-seconds", type=float, default=5.0,
+                        help="seconds of uform_bench_loader's each mode before training, for the loader's headroom (0: none)")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/uform-out"))
     args = parser.parse_args()
     runs = args.runs.split(",")
@@ -264,6 +271,10 @@ def main():
         parser.error(f"--weighted names image sources of {', '.join(IMAGE_SETS)}, not {args.weighted}")
     report = {"weighted": args.weighted, "rows": args.rows, "columns": 1024, "tier": args.tier, "device": args.device, "seed": args.seed, "runs": runs, "wall": {}}
 
+    if args.loader_seconds > 0:
+        report["loader"] = loader_rate(build, args)
+        print(f"image_run: the loader alone, {args.rows} rows of mixtures/images.json: "
+              f"{report['loader']['batches_per_s']:.1f} batches/s through the prefetcher", flush=True)
     started = time.time()
     steps = args.steps
     if not steps:
@@ -339,6 +350,13 @@ def main():
         print("\ngettext R@1, each kind of run at its best learning rate (mean over seeds):")
         for (kind, direction), (r1, rate, count) in sorted(best.items(), key=lambda item: (item[0][1], item[0][0])):
             print(f"  {direction:16} {kind:11} {r1:.4f} (rate {rate}, {count} seed{'s' if count > 1 else ''})")
+    if "loader" in report:
+        report["loader"]["headroom"] = {name: report["loader"]["batches_per_s"] * report[f"{name}_step_seconds"]
+                                        for name in runs if parse_run(name)[0] == "images"}
+        print("\nthe loader's headroom over each image run's step (prefetcher batches/s x step seconds):")
+        for name, headroom in report["loader"]["headroom"].items():
+            print(f"  {name:24} {headroom:.1f}x ({report['loader']['batches_per_s']:.1f} batches/s, "
+                  f"{report[name + '_step_seconds'] * 1e3:.1f} ms a step)")
     report["text_cost"] = text_cost(runs, gettext, args.seed)
     if report["text_cost"]:
         print("\ngettext R@1 of each image run against text-half of its seed, query by query (B - A, paired bootstrap 95%):")
@@ -347,6 +365,18 @@ def main():
             print(f"  {entry['run']:24} - {entry['control']:20} {entry['direction']:16} {entry['difference']:+.4f} "
                   f"[{low:+.4f}, {high:+.4f}] sign test p {entry['p']:.2g}: {entry['reading']}")
     (out / "image_run.json").write_text(json.dumps(report, indent=1))
+
+
+def loader_rate(build, args):
+    """uform_bench_loader's prefetch line on the image run's mixture, rows and image cache."""
+    command = [str(build / "uform_bench_loader"), RUNS["images"][0], str(args.rows), str(args.loader_seconds), str(args.seed),
+               str(args.image_cache_mb)]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    prefetch = [line for line in lines if line.get("mode") == "prefetch"]
+    if result.returncode or not prefetch:
+        raise SystemExit(f"image_run: {shlex.join(command)} failed: {result.stderr.strip()[-600:]}")
+    return prefetch[0]
 
 
 def text_cost(runs, gettext, seed):

@@ -94,7 +94,7 @@ def test_end_to_end_on_the_cpu_scores_the_tail(build_dir, tmp_path):
     out = tmp_path / "out"
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "device" / "image_run.py"), "--build", str(build_dir),
                              "--device", "cpu", "--tier", "64x2", "--rows", "2", "--steps", "4", "--runs", "images^0.5,images^0.5+0.5,text-half",
-                             "--gettext-limit", "50", "--image-cache-mb", "64", "--out", str(out)],
+                             "--gettext-limit", "50", "--image-cache-mb", "64", "--loader-seconds", "0.5", "--out", str(out)],
                             cwd=ROOT, capture_output=True, text=True, timeout=900)
     assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
     report = json.loads((out / "image_run.json").read_text())
@@ -103,6 +103,11 @@ def test_end_to_end_on_the_cpu_scores_the_tail(build_dir, tmp_path):
     checkpoint = pathlib.Path(report["images^0.5+0.5_checkpoint"])
     assert checkpoint.parent.name == "images-t0.5-m0.5" and checkpoint.name == "step-00000002", checkpoint
     assert {row["run"] for row in report["table"] if row["set"] == "gettext"} == {"images^0.5", "images^0.5+0.5", "text-half"}
+    loader = report["loader"]  # the prefetcher's rate on the image run's mixture and rows, then its headroom per image run
+    assert loader["mode"] == "prefetch" and loader["rows"] == 2 and loader["batches_per_s"] > 0 and loader["images_per_s"] > 0
+    assert set(loader["headroom"]) == {"images^0.5", "images^0.5+0.5"}
+    for name, headroom in loader["headroom"].items():
+        assert abs(headroom - loader["batches_per_s"] * report[name + "_step_seconds"]) < 1e-9 * headroom
     costs = report["text_cost"]  # each image run against text-half, query by query, both directions
     assert {(entry["run"], entry["direction"]) for entry in costs} == {
         (run, direction) for run in ("images^0.5", "images^0.5+0.5") for direction in ("query->positive", "positive->query")}
