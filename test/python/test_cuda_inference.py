@@ -882,7 +882,7 @@ def test_gpu_jpeg_patches_grow_past_a_row_and_keep_their_order(library, vision_m
 def test_gpu_jpeg_errors_name_the_image(library, vision_model, needs_gpu, monkeypatch):
     """A truncated JPEG among good ones fails the call with the GPU decoder's message naming it (the
     host's decoder names it too when pinned), and so does a complete one with a bogus Huffman table; an unknown UFORM_CUDA_DECODE is refused; the context
-    encodes again afterwards."""
+    encodes again afterwards, within check_images' bound of the CPU's encode."""
     directory = str(vision_model)
     good = jpeg_bytes(smooth_photos()[0])
     cut = good[: len(good) // 2]
