@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""E4M3 with per-tensor scales bounded from the weights, against today's row scales, in the float64
+reference (test/python/reference.py) on a checkpoint and held-out pairs: each scheme's embeddings
+against the Float64 ones (|e - e_f64| of unit vectors) and their query -> positive and back R@1.
+Prints a table and writes JSON (default bench/out/e4m3_scales.json). docs/precision.md, "The
+scaling scheme, by measurement", derives the bounds:
+
+- qkv's and gate_up's inputs (after a norm of gain g): sqrt(d) max|g|;
+- out's input (the attention's output): sqrt(d) max|g| max_k ||W_v,k||;
+- down's input (silu(a) b): max(a's bound, 0.28) times b's, each as v's with gate's and up's rows;
+- each input's scale its bound / 448, each matrix's max|W| / 448 (`tensor`), or the weights' row
+  scales kept (`tensor-input`).
+
+    python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--output FILE]
+"""
+import argparse
+import json
+import pathlib
+import sys
+import time
+
+import numpy as np
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "test" / "python"))
+import reference as R  # noqa: E402
+
+SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "row", "e4m3 tensor": "tensor", "e4m3 tensor-input": "tensor-input"}
+
+
+def load(directory):
+    """A checkpoint, one file or the sharded layout, as reference.Model."""
+    directory = pathlib.Path(directory)
+    if (directory / "model.safetensors").exists():
+        return R.load_model(str(directory))
+    index = json.loads((directory / "model.safetensors.index.json").read_text())
+    tensors, config = {}, None
+    for shard in sorted(set(index["weight_map"].values())):
+        found, metadata, _ = R.read_safetensors(str(directory / shard))
+        tensors.update(found)
+        config = config or (json.loads(metadata["config"]) if "config" in metadata else None)
+    return R.Model(config=config or json.loads(index["metadata"]["config"]), tensors=tensors)
+
+
+class Products:
+    """The blocks' four products under one scheme, keyed by the weight array's identity."""
+
+    def __init__(self, model, scheme):
+        self.scheme, self.codes, self.bounds, self.seen = scheme, {}, {}, {}
+        d, tensors = model.width, model.tensors
+        for block in range(model.depth):
+            prefix = f"blocks.{block}."
+            g1, g2 = (float(np.max(np.abs(tensors[prefix + name]))) for name in ("attn_norm", "mlp_norm"))
+            rows = lambda w: float(np.max(np.linalg.norm(w, axis=1)))  # noqa: E731
+            qkv, gate_up = tensors[prefix + "qkv"], tensors[prefix + "gate_up"]
+            gate = np.sqrt(d) * g2 * rows(gate_up[: 4 * d])
+            bounds = {"qkv": np.sqrt(d) * g1, "out": np.sqrt(d) * g1 * rows(qkv[2 * d : 3 * d]), "gate_up": np.sqrt(d) * g2,
+                      "down": max(gate, 0.28) * np.sqrt(d) * g2 * rows(gate_up[4 * d :])}
+            for name, bound in bounds.items():
+                self.bounds[id(tensors[prefix + name])] = (float(bound), name)
+
+    def weight(self, weight):
+        """(codes, scales per output row) of a matrix under the scheme."""
+        if id(weight) not in self.codes:
+            if self.scheme == "tensor":
+                w = np.asarray(weight, dtype=np.float32)
+                scale = np.float32(np.max(np.abs(w))) / np.float32(R.E4M3_LARGEST)
+                self.codes[id(weight)] = (R.round_e4m3((w / scale).astype(np.float32)), np.full(w.shape[0], float(scale)))
+            else:
+                self.codes[id(weight)] = R.e4m3_weight(weight)
+        return self.codes[id(weight)]
+
+    def __call__(self, x, weight):
+        x = np.asarray(x, dtype=np.float64)
+        codes, weight_scales = self.weight(weight)
+        if self.scheme == "row":
+            largest = np.max(np.abs(x), axis=1)
+            scale = np.where(largest > 0, largest / R.E4M3_LARGEST, 1.0)[:, None]
+        else:
+            bound, name = self.bounds[id(weight)]
+            self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
+            scale = bound / R.E4M3_LARGEST
+        return (R.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
+
+
+def embed(model, text, rounding):
+    values = np.frombuffer(text.encode()[:1000], dtype=np.uint8).astype(np.int64)
+    h = R.encode_segment(model, values, R.text_positions(len(values)), rounding)
+    e = R.matryoshka(R.pool_segment(model, h, rounding), model.embedding_widths[-1])
+    return e / np.linalg.norm(e)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default=str(ROOT / "models" / "default"))
+    parser.add_argument("--pairs", nargs="+", default=[str(ROOT / "data/gettext/test.jsonl") + ":400",
+                                                       str(ROOT / "data/manpages/test.jsonl") + ":253"],
+                        help="PATH:COUNT, the first COUNT text pairs of each file")
+    parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "e4m3_scales.json"))
+    args = parser.parse_args()
+    model = load(args.model)
+    original = R._Rounding.__init__
+    rows, largest = [], {}
+    for spec in args.pairs:
+        path, _, count = spec.rpartition(":")
+        records = [json.loads(line) for line in open(path, encoding="utf-8")][: int(count)]
+        pairs = [(r["query"], r["positives"][0]) for r in records if isinstance(r["query"], str) and isinstance(r["positives"][0], str)]
+        reference = None
+        for label, scheme in SCHEMES.items():
+            products = Products(model, scheme) if isinstance(scheme, str) else None
+
+            def init(self, bf16_inputs, products=products):
+                original(self, bool(bf16_inputs))
+                if products:
+                    self.narrow = products
+
+            R._Rounding.__init__ = init
+            began = time.time()
+            flag = scheme if isinstance(scheme, bool) else True
+            q = np.array([embed(model, a, flag) for a, _ in pairs])
+            p = np.array([embed(model, b, flag) for _, b in pairs])
+            R._Rounding.__init__ = original
+            reference = reference if reference is not None else (q, p)
+            error = np.linalg.norm(np.concatenate([q - reference[0], p - reference[1]]), axis=1)
+            row = {"pairs": pathlib.Path(path).parent.name, "count": len(pairs), "scheme": label,
+                   "r1_query_positive": float(np.mean(np.argmax(q @ p.T, axis=1) == np.arange(len(pairs)))),
+                   "r1_positive_query": float(np.mean(np.argmax(p @ q.T, axis=1) == np.arange(len(pairs)))),
+                   "error_median": float(np.median(error)), "error_max": float(np.max(error)), "seconds": round(time.time() - began, 1)}
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
+            if products:
+                for name, share in products.seen.items():
+                    largest[name] = max(largest.get(name, 0.0), share)
+    print("\n| pairs | scheme | R@1 q -> p | R@1 p -> q | |e - e_f64| median | max |")
+    print("|---|---|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['pairs']} ({row['count']}) | {row['scheme']} | {row['r1_query_positive']:.4f} | {row['r1_positive_query']:.4f} "
+              f"| {row['error_median']:.4f} | {row['error_max']:.4f} |")
+    print("\nlargest |input| / its bound, per product:", ", ".join(f"{k} {v:.3f}" for k, v in largest.items()))
+    pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.output).write_text(json.dumps({"model": args.model, "rows": rows, "largest_share_of_bound": largest}, indent=1))
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
