@@ -28,20 +28,6 @@ import reference as R  # noqa: E402
 SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "row", "e4m3 tensor": "tensor", "e4m3 tensor-input": "tensor-input"}
 
 
-def load(directory):
-    """A checkpoint, one file or the sharded layout, as reference.Model."""
-    directory = pathlib.Path(directory)
-    if (directory / "model.safetensors").exists():
-        return R.load_model(str(directory))
-    index = json.loads((directory / "model.safetensors.index.json").read_text())
-    tensors, config = {}, None
-    for shard in sorted(set(index["weight_map"].values())):
-        found, metadata, _ = R.read_safetensors(str(directory / shard))
-        tensors.update(found)
-        config = config or (json.loads(metadata["config"]) if "config" in metadata else None)
-    return R.Model(config=config or json.loads(index["metadata"]["config"]), tensors=tensors)
-
-
 class Products:
     """The blocks' four products under one scheme, keyed by the weight array's identity."""
 
@@ -98,7 +84,7 @@ def main():
                         help="PATH:COUNT, the first COUNT text pairs of each file")
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "e4m3_scales.json"))
     args = parser.parse_args()
-    model = load(args.model)
+    model = R.load_model(args.model)
     original = R._Rounding.__init__
     rows, largest = [], {}
     for spec in args.pairs:

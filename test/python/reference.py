@@ -84,9 +84,19 @@ class Model:
 
 
 def load_model(directory):
-    """Opens a checkpoint directory holding model.safetensors."""
-    tensors, metadata, _ = read_safetensors(os.path.join(directory, "model.safetensors"))
-    config = json.loads(metadata["config"])
+    """Opens a checkpoint directory holding model.safetensors, or the sharded layout
+    (model.safetensors.index.json naming its files; every file carries the config)."""
+    index = os.path.join(directory, "model.safetensors.index.json")
+    if os.path.exists(os.path.join(directory, "model.safetensors")) or not os.path.exists(index):
+        files = ["model.safetensors"]
+    else:
+        with open(index, encoding="utf-8") as file:
+            files = sorted(set(json.load(file)["weight_map"].values()))
+    tensors, config = {}, None
+    for name in files:
+        found, metadata, _ = read_safetensors(os.path.join(directory, name))
+        tensors.update(found)
+        config = config or json.loads(metadata["config"])
     return Model(config=config, tensors=tensors)
 
 
