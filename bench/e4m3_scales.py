@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""E4M3 with per-tensor scales bounded from the weights, against today's row scales, in the float64
-reference (test/python/reference.py) on a checkpoint and held-out pairs: each scheme's embeddings
-against the Float64 ones (|e - e_f64| of unit vectors) and their query -> positive and back R@1.
+"""E4M3 with per-tensor scales bounded from the weights (reference.E4m3Bounded, the GPU's
+UFORM_CUDA_E4M3=tensor), against row scales, in the float64 reference (test/python/reference.py) on
+a checkpoint and held-out pairs: each scheme's embeddings against the Float64 ones (|e - e_f64| of unit vectors) and their query -> positive and back R@1.
 Prints a table and writes JSON (default bench/out/e4m3_scales.json). docs/precision.md, "The
 scaling scheme, by measurement", derives the bounds:
 
@@ -25,48 +25,8 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "test" / "python"))
 import reference as R  # noqa: E402
 
-SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "row", "e4m3 tensor": "tensor", "e4m3 tensor-input": "tensor-input"}
-
-
-class Products:
-    """The blocks' four products under one scheme, keyed by the weight array's identity."""
-
-    def __init__(self, model, scheme):
-        self.scheme, self.codes, self.bounds, self.seen = scheme, {}, {}, {}
-        d, tensors = model.width, model.tensors
-        for block in range(model.depth):
-            prefix = f"blocks.{block}."
-            g1, g2 = (float(np.max(np.abs(tensors[prefix + name]))) for name in ("attn_norm", "mlp_norm"))
-            rows = lambda w: float(np.max(np.linalg.norm(w, axis=1)))  # noqa: E731
-            qkv, gate_up = tensors[prefix + "qkv"], tensors[prefix + "gate_up"]
-            gate = np.sqrt(d) * g2 * rows(gate_up[: 4 * d])
-            bounds = {"qkv": np.sqrt(d) * g1, "out": np.sqrt(d) * g1 * rows(qkv[2 * d : 3 * d]), "gate_up": np.sqrt(d) * g2,
-                      "down": max(gate, 0.28) * np.sqrt(d) * g2 * rows(gate_up[4 * d :])}
-            for name, bound in bounds.items():
-                self.bounds[id(tensors[prefix + name])] = (float(bound), name)
-
-    def weight(self, weight):
-        """(codes, scales per output row) of a matrix under the scheme."""
-        if id(weight) not in self.codes:
-            if self.scheme == "tensor":
-                w = np.asarray(weight, dtype=np.float32)
-                scale = np.float32(np.max(np.abs(w))) / np.float32(R.E4M3_LARGEST)
-                self.codes[id(weight)] = (R.round_e4m3((w / scale).astype(np.float32)), np.full(w.shape[0], float(scale)))
-            else:
-                self.codes[id(weight)] = R.e4m3_weight(weight)
-        return self.codes[id(weight)]
-
-    def __call__(self, x, weight):
-        x = np.asarray(x, dtype=np.float64)
-        codes, weight_scales = self.weight(weight)
-        if self.scheme == "row":
-            largest = np.max(np.abs(x), axis=1)
-            scale = np.where(largest > 0, largest / R.E4M3_LARGEST, 1.0)[:, None]
-        else:
-            bound, name = self.bounds[id(weight)]
-            self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
-            scale = bound / R.E4M3_LARGEST
-        return (R.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
+# label: the reference's bf16_inputs, or the weights' scaling of reference.E4m3Bounded
+SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "e4m3", "e4m3 tensor": "tensor", "e4m3 tensor-input": "row"}
 
 
 def embed(model, text, rounding):
@@ -85,7 +45,6 @@ def main():
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "e4m3_scales.json"))
     args = parser.parse_args()
     model = R.load_model(args.model)
-    original = R._Rounding.__init__
     rows, largest = [], {}
     for spec in args.pairs:
         path, _, count = spec.rpartition(":")
@@ -93,19 +52,11 @@ def main():
         pairs = [(r["query"], r["positives"][0]) for r in records if isinstance(r["query"], str) and isinstance(r["positives"][0], str)]
         reference = None
         for label, scheme in SCHEMES.items():
-            products = Products(model, scheme) if isinstance(scheme, str) else None
-
-            def init(self, bf16_inputs, products=products):
-                original(self, bool(bf16_inputs))
-                if products:
-                    self.narrow = products
-
-            R._Rounding.__init__ = init
+            products = R.E4m3Bounded(model, scheme) if scheme in ("tensor", "row") else None
+            rounding = products or scheme
             began = time.time()
-            flag = scheme if isinstance(scheme, bool) else True
-            q = np.array([embed(model, a, flag) for a, _ in pairs])
-            p = np.array([embed(model, b, flag) for _, b in pairs])
-            R._Rounding.__init__ = original
+            q = np.array([embed(model, a, rounding) for a, _ in pairs])
+            p = np.array([embed(model, b, rounding) for _, b in pairs])
             reference = reference if reference is not None else (q, p)
             error = np.linalg.norm(np.concatenate([q - reference[0], p - reference[1]]), axis=1)
             row = {"pairs": pathlib.Path(path).parent.name, "count": len(pairs), "scheme": label,

@@ -5,8 +5,9 @@
 # and BFloat16, eager and compiled; on the GPU in BFloat16, eager and compiled; the ratio is taken
 # against its best. On the CPU ours runs once per BF16 kernel table asked for (--kernels, each pinned
 # by UFORM_CPU; a table this CPU cannot run is left out, saying so), and the ratio is our best table's.
-# --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md); with E4M3
-# or int8 beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row).
+# --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md; on the GPU
+# also e4m3-tensor, E4M3 with bounded per-tensor scales, UFORM_CUDA_E4M3=tensor); with a narrow one
+# beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row).
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
@@ -115,11 +116,15 @@ def main():
         for precision in args.precisions.split(","):
             for kernels in (args.kernels.split(",") if not gpu else [None]):
                 env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}))
+                if precision == "e4m3-tensor":
+                    env["UFORM_CUDA_E4M3"] = "tensor"
+                else:
+                    env.pop("UFORM_CUDA_E4M3", None)
                 print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
                       file=sys.stderr)
                 lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
                                    "--seconds", str(args.seconds), "--threads", str(args.threads), "--device", args.device,
-                                   "--batch-bytes", str(batch_bytes), "--precision", precision], env=env)
+                                   "--batch-bytes", str(batch_bytes), "--precision", precision.split("-")[0]], env=env)
                 ran = lines[0]["kernels"] if lines else None
                 if kernels and ran != kernels:
                     print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
@@ -154,7 +159,11 @@ def main():
 
     systems = ours + [f"torch {c}" for c in args.peer_configs.split(",")]
     asked = args.precisions.split(",")
-    narrows = [p for p in ("e4m3", "int8") if p in asked and "bf16" in asked]
+    narrows = [p for p in ("e4m3", "e4m3-tensor", "int8") if p in asked and "bf16" in asked]
+
+    def of(system, precision):
+        """Whether one of our systems ran at `precision` (any kernel table)."""
+        return system == f"uform {precision}" or system.startswith(f"uform {precision} ")
     header = ["text bytes"] + systems + ["best peer", "best uform / best peer"] + [f"{p} / bf16" for p in narrows]
 
     def within(values):
@@ -174,9 +183,9 @@ def main():
         ratios = [within(r[length]) for r in repeats if length in r and within(r[length]) is not None]
         ratio = statistics.median(ratios) if ratios else None
         row = [length] + [values.get(s) for s in systems] + [best, ratio]
-        wide = max((values.get(s, 0) for s in ours if s.startswith("uform bf16")), default=0)
+        wide = max((values.get(s, 0) for s in ours if of(s, "bf16")), default=0)
         for precision in narrows:
-            narrow = max((values.get(s, 0) for s in ours if s.startswith(f"uform {precision}")), default=0)
+            narrow = max((values.get(s, 0) for s in ours if of(s, precision)), default=0)
             row.append(narrow / wide if wide else None)
         table.append(row)
 

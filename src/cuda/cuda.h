@@ -75,9 +75,10 @@ uform_status_t uform_cuda_mae_scatter_add(float const *d_gathered, uint32_t cons
 uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                           float *scales, void *stream);
 /** The same, and y's rows quantized for an E4M3 product as uform_cuda_quantize_e4m3 quantizes them
- *  (codes [cells, width], code_scales [cells]), in the one pass; a NULL `y` stores the codes alone. */
+ *  (codes [cells, width], code_scales [cells]; `fixed` as there), in the one pass; a NULL `y` stores
+ *  the codes alone. */
 uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                                               float *scales, uint8_t *codes, float *code_scales, void *stream);
+                                               float *scales, uint8_t *codes, float *code_scales, float fixed, void *stream);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
  *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
  *  partial gain gradients go to `gain_partials` (uform_cuda_rmsnorm_partials floats), then
@@ -102,18 +103,19 @@ uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, 
 uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                                          void *stream);
 /** The down product's E4M3 input in one pass: uform_cuda_quantize_e4m3 of what uform_cuda_swiglu_forward
- *  would write (codes [cells, 4w], scales [cells]), the BF16 hidden values not stored. */
+ *  would write (codes [cells, 4w], scales [cells]; `fixed` as there), the BF16 hidden values not stored. */
 uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
-                                      float *scales, void *stream);
+                                      float *scales, float fixed, void *stream);
 /** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
 uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream);
 
 /** An E4M3 product's input (docs/precision.md): per row of x [cells, width] (BF16), scales [row] =
  *  max |x| / 448 (1 for a zero row) and codes [row] = E4M3(x * (1 / scale)), nearest even, saturated
- *  (cuda_fp8.h's conversion). */
+ *  (cuda_fp8.h's conversion). With `fixed` > 0 every row's scale is `fixed` (an input bound / 448,
+ *  known ahead: no reduction) and `scales` is not written (may be NULL). */
 uform_status_t uform_cuda_quantize_e4m3(uint16_t const *x, size_t cells, size_t width, uint8_t *codes, float *scales,
-                                        void *stream);
+                                        float fixed, void *stream);
 /** y [count] (BF16) = x [count] (Float32) rounded to nearest even: a gradient entering a product. */
 uform_status_t uform_cuda_round_bf16(float const *x, size_t count, uint16_t *y, void *stream);
 /** result[0] = sum(x [count]) times *scale (device; NULL for 1), in a fixed order (one block). */
@@ -260,10 +262,11 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
 
 /** D [m, n] = (A [m, k] W [n, k]^T) scales_a [m] scales_w [n] (+ C), A and W E4M3 codes row-major, each
  *  with a Float32 scale per row (cuBLASLt's outer-vector scaling on sm_90), Float32 accumulation; C
- *  and D Float32 (`d_is_f32`) or BF16, C read when not NULL. */
+ *  and D Float32 (`d_is_f32`) or BF16, C read when not NULL. With `scalar`, one scale an operand:
+ *  scales_a [0] and scales_w [0] (cuBLASLt's per-tensor scaling, more kernels to choose from). */
 uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
                                     float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
-                                    void *d, int d_is_f32, void *stream);
+                                    void *d, int d_is_f32, int scalar, void *stream);
 
 #ifdef __cplusplus
 }

@@ -64,12 +64,17 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_
 
 /** One block's weights on the device: BF16 matrices, Float32 norm gains; in the E4M3 precision
  *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
- *  (uform_e4m3_rows), which the products then use; NULL otherwise. */
+ *  (uform_e4m3_rows), which the products then use; NULL otherwise. With bounded per-tensor scales
+ *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [4] (device)
+ *  holds each product's input scale, its bound / 448, in the order qkv, out, gate_up, down, and
+ *  `input_scale` the same on the host; with row scales `input_scales` is NULL. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;
     uint16_t const *qkv, *out, *gate_up, *down;
     uint8_t const *qkv8, *out8, *gate_up8, *down8;
     float const *qkv_scales, *out_scales, *gate_up_scales, *down_scales;
+    float const *input_scales;
+    float input_scale[4];
 } uform_cuda_block_weights_t;
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both

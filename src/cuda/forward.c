@@ -8,10 +8,12 @@
 #include "cuda/forward.h"
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/numeric.h"
 #include "cpu/kernels.h"
 #include "cuda/check.h"
 #include "cuda/cuda.h"
@@ -60,10 +62,12 @@ struct uform_cuda_forward_t {
     /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
     size_t width, depth, widest, colbert_width;
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
+    int bounded; /* E4M3 with per-tensor scales bounded from the weights (UFORM_CUDA_E4M3=tensor), else row scales */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
     float **code_scales; /* and their scale per row */
+    float *bounded_scales; /* bounded: [depth, 4] each block product's input scale */
     uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
     float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
@@ -140,6 +144,8 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         context->codes[i] = coded ? take_(layout, info->rows * info->columns) : NULL;
         context->code_scales[i] = coded ? take_(layout, info->rows * 4) : NULL;
     }
+    int bounded = context->bounded && model->precision == uform_precision_e4m3_k;
+    context->bounded_scales = bounded ? take_(layout, context->depth * 4 * sizeof(float)) : NULL;
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
     context->embed = AT_(uform_tensor_embed_bytes_k, 0);
@@ -154,6 +160,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->out8 = CODES_(uform_tensor_out_k), block->out_scales = SCALES_(uform_tensor_out_k);
         block->gate_up8 = CODES_(uform_tensor_gate_up_k), block->gate_up_scales = SCALES_(uform_tensor_gate_up_k);
         block->down8 = CODES_(uform_tensor_down_k), block->down_scales = SCALES_(uform_tensor_down_k);
+        block->input_scales = context->bounded_scales ? context->bounded_scales + 4 * i : NULL;
 #undef CODES_
 #undef SCALES_
     }
@@ -212,6 +219,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (tune && strcmp(tune, "0") && strcmp(tune, "1"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_TUNE is 0 or 1, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, !tune || !strcmp(tune, "1"));
+    char const *scheme = getenv("UFORM_CUDA_E4M3");
+    if (scheme && strcmp(scheme, "row") && strcmp(scheme, "tensor"))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row or tensor, not %s", scheme);
+    context->bounded = scheme && !strcmp(scheme, "tensor");
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
@@ -373,6 +384,50 @@ uform_status_t uform_cuda_forward_stage_patches(uform_cuda_forward_t *context, f
 
 float const *uform_cuda_forward_decoded(uform_cuda_forward_t const *context) { return context->decoded; }
 
+/* A matrix's E4M3 codes at one scale, max |w| / 448 (1 for a zero matrix), repeated in scales [rows]. */
+static void e4m3_matrix_(uint16_t const *w, size_t count, size_t rows, float *scales, uint8_t *codes) {
+    float largest = 0;
+    for (size_t i = 0; i < count; ++i) largest = fmaxf(largest, fabsf(uform_bf16_to_f32(w[i])));
+    float scale = largest > 0 ? largest / UFORM_E4M3_LARGEST : 1.0f;
+    for (size_t i = 0; i < count; ++i) codes[i] = uform_f32_to_e4m3(uform_bf16_to_f32(w[i]) / scale);
+    for (size_t r = 0; r < rows; ++r) scales[r] = scale;
+}
+
+/* The largest Euclidean norm of rows [first, last) of a BF16 matrix `columns` wide. */
+static double largest_row_norm_(uint16_t const *w, size_t first, size_t last, size_t columns) {
+    double largest = 0;
+    for (size_t r = first; r < last; ++r) {
+        double squares = 0;
+        for (size_t j = 0; j < columns; ++j) squares += (double)uform_bf16_to_f32(w[r * columns + j]) * uform_bf16_to_f32(w[r * columns + j]);
+        largest = fmax(largest, sqrt(squares));
+    }
+    return largest;
+}
+
+static double largest_magnitude_(float const *x, size_t count) {
+    double largest = 0;
+    for (size_t i = 0; i < count; ++i) largest = fmax(largest, fabs((double)x[i]));
+    return largest;
+}
+
+/* A block's bounded input scales (docs/precision.md, "The scaling scheme, by measurement"), each a
+ * bound on its product's input from the weights alone, over 448: after a norm of gain g, sqrt(d) max|g|;
+ * the attention's output, a convex combination of value rows, that times max ||W_v row||; SwiGLU's
+ * |silu(a) b| <= max(|a|, 0.28) |b|, a and b bounded as v is. */
+static void e4m3_input_scales_(uform_model_t const *model, size_t block, float scales[4]) {
+    uform_config_t const *config = &model->config;
+    size_t d = config->width;
+    double root = sqrt((double)d);
+    double attn = root * largest_magnitude_(model->weights[uform_tensor_index(config, uform_tensor_attn_norm_k, block)].f32, d);
+    double mlp = root * largest_magnitude_(model->weights[uform_tensor_index(config, uform_tensor_mlp_norm_k, block)].f32, d);
+    uint16_t const *qkv = model->weights[uform_tensor_index(config, uform_tensor_qkv_k, block)].bf16;
+    uint16_t const *gate_up = model->weights[uform_tensor_index(config, uform_tensor_gate_up_k, block)].bf16;
+    double gate = mlp * largest_row_norm_(gate_up, 0, 4 * d, d), up = mlp * largest_row_norm_(gate_up, 4 * d, 8 * d, d);
+    double bounds[4] = {attn, attn * largest_row_norm_(qkv, 2 * d, 3 * d, d), mlp, fmax(gate, 0.28) * up};
+    for (int i = 0; i < 4; ++i)
+        scales[i] = bounds[i] > 0 && isfinite(bounds[i]) ? (float)(bounds[i] / UFORM_E4M3_LARGEST) : 1.0f;
+}
+
 uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_model_t const *model, char *error,
                                          size_t error_size) {
     CHECK_CUDA(cudaSetDevice(context->device), "cudaSetDevice");
@@ -431,12 +486,23 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
             free(codes), free(scales);
             return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot quantize %s to E4M3", info->name);
         }
-        uform_e4m3_rows(model->weights[i].bf16, info->rows, info->columns, scales, codes);
+        if (context->bounded) e4m3_matrix_(model->weights[i].bf16, info->rows * info->columns, info->rows, scales, codes);
+        else uform_e4m3_rows(model->weights[i].bf16, info->rows, info->columns, scales, codes);
         cudaError_t copied = cudaMemcpy(context->codes[i], codes, info->rows * info->columns, up);
         if (copied == cudaSuccess) copied = cudaMemcpy(context->code_scales[i], scales, info->rows * sizeof(float), up);
         free(codes), free(scales);
         CHECK_CUDA(copied, "uploading E4M3 codes");
     }
+    if (!context->bounded_scales) return uform_ok_k;
+    float *scales = malloc(context->depth * 4 * sizeof(float));
+    if (!scales) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot hold the E4M3 input scales");
+    for (size_t i = 0; i < context->depth; ++i) {
+        e4m3_input_scales_(model, i, scales + 4 * i);
+        memcpy(context->blocks[i].input_scale, scales + 4 * i, 4 * sizeof(float));
+    }
+    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 4 * sizeof(float), up);
+    free(scales);
+    CHECK_CUDA(copied, "uploading the E4M3 input scales");
     return uform_ok_k;
 }
 

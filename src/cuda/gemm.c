@@ -192,11 +192,11 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
  * TN, with K a multiple of 16. */
 uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
                                     float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
-                                    void *d, int d_is_f32, void *stream) {
+                                    void *d, int d_is_f32, int scalar, void *stream) {
     if (k % 16 || n % 16)
         return uform_cuda_note(uform_invalid_argument_k, "gemm_e4m3 %zux%zux%zu: n and k must be multiples of 16", m, n, k);
     cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
-    cublasLtMatmulMatrixScale_t outer = CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+    cublasLtMatmulMatrixScale_t mode = scalar ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
     cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
     /* planted: D accumulated, not overwritten */
     uform_gemm_call_t call = {.first = w, .second = a, .c = c ? c : d, .d = d, .alpha = 1.0f,
@@ -207,18 +207,19 @@ uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n,
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain));
     int8_t fast = 1; /* Hopper's FP8 accumulation without cuBLASLt's periodic promotion: within the contract's bound */
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof(fast));
-    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &outer, sizeof(outer));
-    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &outer, sizeof(outer));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &mode, sizeof(mode));
+    if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales_w, sizeof(scales_w));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales_a, sizeof(scales_a));
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_first, CUDA_R_8F_E4M3, k, n, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_second, CUDA_R_8F_E4M3, k, m, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_d, d_type, n, m, n);
     uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the E4M3 product", code) : uform_ok_k;
-    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (call.beta != 0 ? 2 : 0) | 4};
+    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (call.beta != 0 ? 2 : 0) | 4 | (scalar ? 8 : 0)};
     cublasLtMatmulAlgo_t algo;
     if (status == uform_ok_k)
-        status = uform_gemm_choose_(gemm, key, &call, m, n, k, "E4M3 with outer-vector scales", &algo, stream);
+        status = uform_gemm_choose_(gemm, key, &call, m, n, k, scalar ? "E4M3 with per-tensor scales" : "E4M3 with outer-vector scales",
+                                    &algo, stream);
     if (status == uform_ok_k) {
         code = uform_gemm_run_(gemm, &call, &algo, stream);
         if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul (E4M3)", code);

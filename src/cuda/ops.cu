@@ -94,10 +94,10 @@ __device__ __forceinline__ uint8_t e4m3_code(float value) {
 }
 
 /* With `codes`, also the row's BF16 output quantized as uform_cuda_quantize_e4m3 does (the E4M3
- * product's input, without a pass of its own). */
+ * product's input, without a pass of its own), at the row's scale or, when `fixed` > 0, at that one. */
 template <int Chunks>
 __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                                       float *scales, uint8_t *codes, float *code_scales, int plant) {
+                                       float *scales, uint8_t *codes, float *code_scales, float fixed, int plant) {
     unsigned lane = threadIdx.x % 32;
     size_t cell = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
     if (cell >= cells) return;
@@ -126,7 +126,7 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
     }
     if (lane == 0) scales[cell] = scale;
     if (!codes) return;
-    float code_scale = e4m3_scale(warp_largest(largest)), inverse = 1.0f / code_scale;
+    float code_scale = fixed > 0 ? fixed : e4m3_scale(warp_largest(largest)), inverse = 1.0f / code_scale;
     uint16_t *coded = reinterpret_cast<uint16_t *>(codes + cell * width);
 #pragma unroll
     for (int j = 0; j < Chunks; ++j) {
@@ -134,7 +134,7 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
         coded[lane + 32 * j] = (uint16_t)(e4m3_code(uform_bf16_to_f32((uint16_t)pairs[j]) * inverse) |
                                           e4m3_code(uform_bf16_to_f32((uint16_t)(pairs[j] >> 16)) * inverse) << 8);
     }
-    if (lane == 0) code_scales[cell] = code_scale;
+    if (lane == 0 && code_scales) code_scales[cell] = code_scale;
 }
 
 /* Each warp runs norm_rows_per_warp rows and leaves their gain partial sums, in row order, as one
@@ -239,14 +239,25 @@ __global__ void rope_kernel(uint16_t *qkv, float2 const *table, size_t cells, si
     *reinterpret_cast<uint4 *>(vector + slot) = low, *reinterpret_cast<uint4 *>(vector + slot + 32) = high;
 }
 
+/* A thread's eight hidden columns of gate_up [cells, 2 hidden_width]: false past the last. The output's
+ * offset goes to `at` (cell * hidden_width + the first column). */
+__device__ __forceinline__ bool gate_up_group(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint4 *gate,
+                                              uint4 *up, size_t *at) {
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
+    if (index >= cells * groups) return false;
+    size_t cell = index / groups, i = index % groups * 8;
+    *gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
+    *up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
+    *at = cell * hidden_width + i;
+    return true;
+}
+
 /* Eight hidden columns per thread, through 16-byte loads and stores (hidden_width % 8 == 0). */
 __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
                                       int plant) {
-    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 8;
-    if (index >= cells * groups) return;
-    size_t cell = index / groups, i = index % groups * 8;
-    uint4 gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
-    uint4 up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
+    uint4 gate, up;
+    size_t at;
+    if (!gate_up_group(gate_up, cells, hidden_width, &gate, &up, &at)) return;
     uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
     uint4 result;
     uint16_t *r8 = reinterpret_cast<uint16_t *>(&result);
@@ -257,7 +268,7 @@ __global__ void swiglu_forward_kernel(uint16_t const *gate_up, size_t cells, siz
         float silu = UFORM_PLANTED(1) ? sigmoid : g * sigmoid; /* planted: sigmoid in place of silu */
         r8[e] = uform_f32_to_bf16(silu * u);
     }
-    *reinterpret_cast<uint4 *>(hidden + cell * hidden_width + i) = result;
+    *reinterpret_cast<uint4 *>(hidden + at) = result;
 }
 
 /* SwiGLU into E4M3 codes for the down product, a warp a row: the BF16 hidden values as
@@ -294,6 +305,22 @@ __global__ void swiglu_e4m3_kernel(uint16_t const *gate_up, size_t cells, size_t
         output[g] = coded;
     }
     if (lane == 0) scales[cell] = scale;
+}
+
+/* The same at a fixed scale (an input bound known ahead, docs/precision.md): no row's largest value to
+ * find, so eight hidden columns a thread as swiglu_forward_kernel runs them, gate_up read once. */
+__global__ void swiglu_e4m3_fixed_kernel(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
+                                         float fixed, int plant) {
+    uint4 gate, up;
+    size_t at;
+    if (!gate_up_group(gate_up, cells, hidden_width, &gate, &up, &at)) return;
+    uint16_t const *g8 = reinterpret_cast<uint16_t const *>(&gate), *u8 = reinterpret_cast<uint16_t const *>(&up);
+    float inverse = 1.0f / fixed;
+    uint2 coded;
+    uint8_t *bytes = reinterpret_cast<uint8_t *>(&coded);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(swiglu_value(g8[e], UFORM_PLANTED(1) ? g8[e] : u8[e]) * inverse); /* planted: gate for up */
+    *reinterpret_cast<uint2 *>(codes + at) = coded;
 }
 
 /* The same, a block of swiglu_threads a row, each thread keeping its Groups groups of 8 hidden values
@@ -447,18 +474,20 @@ extern "C" uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const
     if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(cells, norm_warps);
     UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, (uint8_t *)NULL,
-                        (float *)NULL, uform_cuda_planted("rmsnorm_forward"))
+                        (float *)NULL, 0.0f, uform_cuda_planted("rmsnorm_forward"))
     return uform_cuda_launched("rmsnorm_forward");
 }
 
 extern "C" uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width,
                                                           uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
-                                                          void *stream) {
+                                                          float fixed, void *stream) {
     int chunks = norm_chunks(width);
     if (!chunks) return norm_width_refused("rmsnorm_forward_e4m3", width);
     if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(cells, norm_warps);
-    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, codes, code_scales,
+    if (!(fixed >= 0) || (fixed == 0 && !code_scales))
+        return uform_cuda_note(uform_invalid_argument_k, "rmsnorm_forward_e4m3: row scales need somewhere to go, a fixed scale must be positive");
+    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, codes, code_scales, fixed,
                         uform_cuda_planted("rmsnorm_forward_e4m3"))
     return uform_cuda_launched("rmsnorm_forward_e4m3");
 }
@@ -513,12 +542,19 @@ extern "C" uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, siz
 }
 
 extern "C" uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width,
-                                                 uint8_t *codes, float *scales, void *stream) {
+                                                 uint8_t *codes, float *scales, float fixed, void *stream) {
     if (!cells) return uform_ok_k;
     if (hidden_width % 8) return hidden_width_refused("swiglu_e4m3", hidden_width);
+    if (!(fixed >= 0) || (fixed == 0 && !scales))
+        return uform_cuda_note(uform_invalid_argument_k, "swiglu_e4m3: row scales need somewhere to go, a fixed scale must be positive");
     size_t per_thread = (hidden_width / 8 + swiglu_threads - 1) / swiglu_threads;
     int plant = uform_cuda_planted("swiglu_e4m3");
     cudaStream_t s = (cudaStream_t)stream;
+    if (fixed > 0) {
+        swiglu_e4m3_fixed_kernel<<<blocks_for(cells * hidden_width / 8, 256), 256, 0, s>>>(gate_up, cells, hidden_width, codes,
+                                                                                          fixed, plant);
+        return uform_cuda_launched("swiglu_e4m3");
+    }
     unsigned rows = (unsigned)cells;
     if (per_thread == 1) swiglu_e4m3_row_kernel<1><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
     else if (per_thread == 2) swiglu_e4m3_row_kernel<2><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
@@ -539,6 +575,20 @@ extern "C" uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, ui
 }
 
 namespace {
+
+/* At a fixed scale: 8 BF16 a thread, no reduction. */
+__global__ void quantize_e4m3_fixed_kernel(uint16_t const *x, size_t count, uint8_t *codes, float fixed, int plant) {
+    size_t group = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (group >= count / 8) return;
+    uint4 values = reinterpret_cast<uint4 const *>(x)[group];
+    uint16_t const *v8 = reinterpret_cast<uint16_t const *>(&values);
+    float inverse = UFORM_PLANTED(1) ? 1.0f : 1.0f / fixed; /* planted: the scale dropped */
+    uint2 coded;
+    uint8_t *bytes = reinterpret_cast<uint8_t *>(&coded);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(uform_bf16_to_f32(v8[e]) * inverse);
+    reinterpret_cast<uint2 *>(codes)[group] = coded;
+}
 
 /* A warp a row, 8 BF16 a load: the largest magnitude, then the codes (8 a store). */
 __global__ void quantize_e4m3_kernel(uint16_t const *x, size_t cells, size_t width, uint8_t *codes, float *scales,
@@ -572,9 +622,16 @@ __global__ void quantize_e4m3_kernel(uint16_t const *x, size_t cells, size_t wid
 } // namespace
 
 extern "C" uform_status_t uform_cuda_quantize_e4m3(uint16_t const *x, size_t cells, size_t width, uint8_t *codes,
-                                                   float *scales, void *stream) {
+                                                   float *scales, float fixed, void *stream) {
     if (!cells) return uform_ok_k;
     if (width % 8) return uform_cuda_note(uform_invalid_argument_k, "quantize_e4m3: width %zu is not a multiple of 8", width);
+    if (!(fixed >= 0) || (fixed == 0 && !scales))
+        return uform_cuda_note(uform_invalid_argument_k, "quantize_e4m3: row scales need somewhere to go, a fixed scale must be positive");
+    if (fixed > 0) {
+        quantize_e4m3_fixed_kernel<<<blocks_for(cells * width / 8, 256), 256, 0, (cudaStream_t)stream>>>(
+            x, cells * width, codes, fixed, uform_cuda_planted("quantize_e4m3"));
+        return uform_cuda_launched("quantize_e4m3");
+    }
     quantize_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, (cudaStream_t)stream>>>(x, cells, width, codes, scales,
                                                                                uform_cuda_planted("quantize_e4m3"));
     return uform_cuda_launched("quantize_e4m3");

@@ -747,9 +747,12 @@ static void check_gemm_(int plant) {
 
 /* --- E4M3 (docs/precision.md), against e4m3_reference.h's definition and nearest value. */
 /* Rows of BF16 (one zero row, magnitudes from 2^-12 to 2^3): each scale exactly max |x| / 448 in
- * Float32, each code's value the nearest to x * (1 / scale) (bound 0). The norm's fused codes must be
+ * Float32, each code's value the nearest to x * (1 / scale) (bound 0); at a fixed scale (bounded
+ * per-tensor scales) the same with that scale, the largest values saturated and the smallest
+ * subnormal. The norm's fused codes must be
  * the separate kernel's of the norm's own output, bit for bit, and SwiGLU's fused codes those of
- * swiglu_forward's output. The E4M3 product against the float64
+ * swiglu_forward's output, at row scales and at a fixed one. The E4M3 product, with outer-vector
+ * and with per-tensor scales, against the float64
  * sum of the codes' products times both scales: E4M3 x E4M3 is exact in Float32, and Hopper's FP8
  * tensor cores accumulate with fewer bits than Float32 between promotions (the bound's unit 2^-14
  * per term, not 2^-24), plus the two scalings and a BF16 or Float32 output. */
@@ -776,8 +779,9 @@ static void check_e4m3_(int plant) {
     upload_(g_x, x, rows * width * 2), upload_(g_xf, xf, rows * width * 4), upload_(g_gain, gain, width * 4);
     upload_(g_w, w, n * width), upload_(g_w_scales, w_scales, n * 4), upload_(g_d, noise, rows * n * 4);
     double worst = 0;
+    float const fixed = 0.05f; /* a bounded per-tensor scale: x / 0.05 saturates past 22.4, is subnormal under 7.8e-4 */
     if (plant == 0 || plant == 1) {
-        PLANTED_OK("quantize_e4m3", plant == 1, uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, NULL));
+        PLANTED_OK("quantize_e4m3", plant == 1, uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, 0, NULL));
         download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
         for (size_t r = 0; r < rows; ++r) {
             float largest = 0;
@@ -788,57 +792,82 @@ static void check_e4m3_(int plant) {
                 compare_(&worst, e4m3_definition(codes[r * width + j]), e4m3_nearest((double)(bf16_to_f32_(x[r * width + j]) * inverse)), 0);
         }
         record_("quantize_e4m3", worst, plant == 1);
+        worst = 0;
+        PLANTED_OK("quantize_e4m3", plant == 1, uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, NULL, fixed, NULL));
+        download_(codes, g_codes, rows * width);
+        for (size_t i = 0; i < rows * width; ++i)
+            compare_(&worst, e4m3_definition(codes[i]), e4m3_nearest((double)(bf16_to_f32_(x[i]) * (1.0f / fixed))), 0);
+        record_("quantize_e4m3 (fixed scale)", worst, plant == 1);
     }
     if (plant == 0 || plant == 2) { /* the norm's fused codes against the separate kernel over its output */
         worst = 0;
         KERNEL_OK(uform_cuda_rmsnorm_forward(g_xf, g_gain, rows, width, g_y, g_norm, NULL));
-        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, width, g_codes, g_scales, NULL));
+        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, width, g_codes, g_scales, 0, NULL));
         PLANTED_OK("rmsnorm_forward_e4m3", plant == 2,
-                   uform_cuda_rmsnorm_forward_e4m3(g_xf, g_gain, rows, width, NULL, g_norm, g_fused, g_fused_scales, NULL)); /* y unstored, as inference runs it */
+                   uform_cuda_rmsnorm_forward_e4m3(g_xf, g_gain, rows, width, NULL, g_norm, g_fused, g_fused_scales, 0, NULL)); /* y unstored, as inference runs it */
         download_(codes, g_codes, rows * width), download_(fused, g_fused, rows * width);
         download_(scales, g_scales, rows * 4), download_(fused_scales, g_fused_scales, rows * 4);
         for (size_t i = 0; i < rows * width; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
         for (size_t r = 0; r < rows; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
         record_("rmsnorm_forward_e4m3 (codes)", worst, plant == 2);
+        worst = 0; /* the norm's outputs reach a few units: a scale of 0.005 saturates the largest */
+        KERNEL_OK(uform_cuda_quantize_e4m3(g_y, rows, width, g_codes, NULL, fixed / 10, NULL));
+        PLANTED_OK("rmsnorm_forward_e4m3", plant == 2,
+                   uform_cuda_rmsnorm_forward_e4m3(g_xf, g_gain, rows, width, NULL, g_norm, g_fused, NULL, fixed / 10, NULL));
+        download_(codes, g_codes, rows * width), download_(fused, g_fused, rows * width);
+        for (size_t i = 0; i < rows * width; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
+        record_("rmsnorm_forward_e4m3 (codes, fixed scale)", worst, plant == 2);
     }
     if (plant == 0 || plant == 4) { /* SwiGLU's fused codes against the separate kernels over its output */
-        worst = 0;
         /* x's values as gate_up rows of four shapes: one, several and a partial group a thread, and a row
-         * past the register-kept width (the two-pass kernel) */
+         * past the register-kept width (the two-pass kernel); at row scales, then at a fixed 1 (SwiGLU of
+         * values up to 64 reaches about 4096: the largest saturate) */
         size_t const shapes[4][2] = {{96, 256}, {12, 2040}, {4, 6136}, {2, 12288}};
-        for (size_t t = 0; t < 4; ++t) {
-            size_t cells = shapes[t][0], hidden = shapes[t][1];
-            KERNEL_OK(uform_cuda_swiglu_forward(g_x, cells, hidden, g_y, NULL));
-            KERNEL_OK(uform_cuda_quantize_e4m3(g_y, cells, hidden, g_codes, g_scales, NULL));
-            PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, cells, hidden, g_fused, g_fused_scales, NULL));
-            download_(codes, g_codes, cells * hidden), download_(fused, g_fused, cells * hidden);
-            download_(scales, g_scales, cells * 4), download_(fused_scales, g_fused_scales, cells * 4);
-            for (size_t i = 0; i < cells * hidden; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
-            for (size_t r = 0; r < cells; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+        for (int at_fixed = 0; at_fixed < 2; ++at_fixed) {
+            float scale = at_fixed ? 1.0f : 0.0f;
+            float *rows_scales = at_fixed ? NULL : g_scales, *fused_rows_scales = at_fixed ? NULL : g_fused_scales;
+            worst = 0;
+            for (size_t t = 0; t < 4; ++t) {
+                size_t cells = shapes[t][0], hidden = shapes[t][1];
+                KERNEL_OK(uform_cuda_swiglu_forward(g_x, cells, hidden, g_y, NULL));
+                KERNEL_OK(uform_cuda_quantize_e4m3(g_y, cells, hidden, g_codes, rows_scales, scale, NULL));
+                PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3(g_x, cells, hidden, g_fused, fused_rows_scales, scale, NULL));
+                download_(codes, g_codes, cells * hidden), download_(fused, g_fused, cells * hidden);
+                for (size_t i = 0; i < cells * hidden; ++i) compare_(&worst, e4m3_definition(fused[i]), e4m3_definition(codes[i]), 0);
+                if (at_fixed) continue;
+                download_(scales, g_scales, cells * 4), download_(fused_scales, g_fused_scales, cells * 4);
+                for (size_t r = 0; r < cells; ++r) compare_(&worst, fused_scales[r], scales[r], 0);
+            }
+            record_(at_fixed ? "swiglu_e4m3 (codes, fixed scale)" : "swiglu_e4m3 (codes)", worst, plant == 4);
         }
-        record_("swiglu_e4m3 (codes)", worst, plant == 4);
     }
     if (plant == 0 || plant == 3) { /* the E4M3 product, Float32 out, over the codes just checked */
         worst = 0;
         uform_cuda_gemm_t *gemm;
         KERNEL_OK(uform_cuda_gemm_create(&gemm, 32u << 20));
-        KERNEL_OK(uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, NULL));
-        PLANTED_OK("gemm_e4m3", plant == 3 ? 1 : 0,
-                   uform_cuda_gemm_e4m3(gemm, rows, n, width, g_codes, g_scales, g_w, g_w_scales, NULL, g_d, 1, NULL));
-        download_(d, g_d, rows * n * 4), download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
-        for (size_t r = 0; r < rows; ++r)
-            for (size_t j = 0; j < n; ++j) {
-                double sum = 0, magnitude = 0;
-                for (size_t l = 0; l < width; ++l) {
-                    double term = e4m3_definition(codes[r * width + l]) * e4m3_definition(w[j * width + l]);
-                    sum += term, magnitude += fabs(term);
+        for (int scalar = 0; scalar < 2; ++scalar) { /* outer-vector scales, then one an operand (w_scales[0]) */
+            worst = 0;
+            upload_(g_d, noise, rows * n * 4);
+            if (scalar) upload_(g_scales, &fixed, 4);
+            KERNEL_OK(uform_cuda_quantize_e4m3(g_x, rows, width, g_codes, g_scales, scalar ? fixed : 0, NULL));
+            PLANTED_OK("gemm_e4m3", plant == 3 ? 1 : 0,
+                       uform_cuda_gemm_e4m3(gemm, rows, n, width, g_codes, g_scales, g_w, g_w_scales, NULL, g_d, 1, scalar, NULL));
+            download_(d, g_d, rows * n * 4), download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
+            for (size_t r = 0; r < rows; ++r)
+                for (size_t j = 0; j < n; ++j) {
+                    double sum = 0, magnitude = 0;
+                    for (size_t l = 0; l < width; ++l) {
+                        double term = e4m3_definition(codes[r * width + l]) * e4m3_definition(w[j * width + l]);
+                        sum += term, magnitude += fabs(term);
+                    }
+                    double scale = scalar ? (double)fixed * w_scales[0] : (double)scales[r] * w_scales[j];
+                    double bound = ((double)width * ldexp(1.0, -14) * magnitude + 3 * unit_ * fabs(sum)) * scale;
+                    compare_(&worst, d[r * n + j], sum * scale, bound + 1e-300);
                 }
-                double scale = (double)scales[r] * w_scales[j];
-                double bound = ((double)width * ldexp(1.0, -14) * magnitude + 3 * unit_ * fabs(sum)) * scale;
-                compare_(&worst, d[r * n + j], sum * scale, bound + 1e-300);
-            }
+            record_(scalar ? "gemm_e4m3 (cuBLASLt FP8, per-tensor scales)" : "gemm_e4m3 (cuBLASLt FP8, outer-vector scales)", worst,
+                    plant == 3);
+        }
         uform_cuda_gemm_destroy(gemm);
-        record_("gemm_e4m3 (cuBLASLt FP8, outer-vector scales)", worst, plant == 3);
     }
     free(x), free(codes), free(fused), free(w), free(scales), free(fused_scales), free(w_scales), free(xf);
     free(gain), free(norm_scales), free(d), free(noise);

@@ -2,7 +2,8 @@
 # alone, for checking the C library. It reads a checkpoint (model.safetensors parsed by hand, so
 # that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
 # head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does;
-# `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `bf16_inputs="int8"`
+# `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `"e4m3-tensor"` in
+# E4M3 with per-tensor scales bounded from the weights (the GPU's UFORM_CUDA_E4M3=tensor), `bf16_inputs="int8"`
 # in int8 with row scales and attention's scores in int8 with a scale per cell and head (docs/precision.md).
 
 import json
@@ -142,6 +143,51 @@ def e4m3_product(x, weight):
     return (round_e4m3(x / scale[:, None]) @ codes.T) * scale[:, None] * weight_scale[None, :]
 
 
+def e4m3_input_bounds(model):
+    """Each block product's input bound from the weights alone (docs/precision.md, "The scaling scheme,
+    by measurement"), {id(weight): (bound, name)}: after a norm of gain g, sqrt(d) max |g|; the
+    attention's output, a convex combination of value rows, that times the largest row norm of W_v;
+    SwiGLU's |silu(a) b| <= max(|a|, 0.28) |b|, a and b bounded as v is."""
+    d, tensors, bounds = model.width, model.tensors, {}
+    rows = lambda w: float(np.max(np.linalg.norm(np.asarray(w, dtype=np.float64), axis=1)))  # noqa: E731
+    for block in range(model.depth):
+        prefix = f"blocks.{block}."
+        attn, mlp = (np.sqrt(d) * float(np.max(np.abs(tensors[prefix + name]))) for name in ("attn_norm", "mlp_norm"))
+        qkv, gate_up = tensors[prefix + "qkv"], tensors[prefix + "gate_up"]
+        gate, up = mlp * rows(gate_up[: 4 * d]), mlp * rows(gate_up[4 * d :])
+        for name, bound in {"qkv": attn, "out": attn * rows(qkv[2 * d : 3 * d]), "gate_up": mlp, "down": max(gate, 0.28) * up}.items():
+            bounds[id(tensors[prefix + name])] = (float(bound), name)
+    return bounds
+
+
+class E4m3Bounded:
+    """A block's products in E4M3 with each input at its bound / 448 (e4m3_input_bounds), the weights
+    at one scale a matrix, max |W| / 448 (`weights="tensor"`, the GPU's UFORM_CUDA_E4M3=tensor) or a
+    scale a row (`"row"`, as e4m3_weight); `seen` keeps each product kind's largest |input| / bound."""
+
+    def __init__(self, model, weights="tensor"):
+        self.weights, self.codes, self.bounds, self.seen = weights, {}, e4m3_input_bounds(model), {}
+
+    def weight(self, weight):
+        if id(weight) not in self.codes:
+            if self.weights == "tensor":
+                w = np.asarray(weight, dtype=np.float32)
+                largest = np.float32(np.max(np.abs(w)))
+                scale = largest / np.float32(E4M3_LARGEST) if largest > 0 else np.float32(1.0)
+                self.codes[id(weight)] = (round_e4m3((w / scale).astype(np.float32)), np.full(w.shape[0], float(scale)))
+            else:
+                self.codes[id(weight)] = e4m3_weight(weight)
+        return self.codes[id(weight)]
+
+    def __call__(self, x, weight):
+        x = np.asarray(x, dtype=np.float64)
+        codes, weight_scales = self.weight(weight)
+        bound, name = self.bounds[id(weight)]
+        self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
+        scale = bound / E4M3_LARGEST if bound > 0 else 1.0
+        return (round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
+
+
 INT8_LARGEST = 127.0
 
 
@@ -220,11 +266,19 @@ def mrope(x, angles):
 
 
 class _Rounding:
-    """Where the C fast path rounds a product's input to BF16; identity in Float64 mode."""
+    """Where the C fast path rounds a product's input to BF16; identity in Float64 mode. The blocks'
+    products follow a narrow precision's name, or `bf16_inputs` itself where it is a callable
+    (x, weight) -> x W^T; "e4m3-tensor" needs the model, whose bounds it keeps."""
 
-    def __init__(self, bf16_inputs):
+    def __init__(self, bf16_inputs, model=None):
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
         self.narrow = {"e4m3": e4m3_product, "int8": int8_product}.get(bf16_inputs) if isinstance(bf16_inputs, str) else None
+        if callable(bf16_inputs):
+            self.narrow = bf16_inputs
+        elif bf16_inputs == "e4m3-tensor" and model is not None:
+            if "_e4m3_bounded" not in model.__dict__:
+                model.__dict__["_e4m3_bounded"] = E4m3Bounded(model)
+            self.narrow = model.__dict__["_e4m3_bounded"]
 
     def block(self, x, weight):
         """One of a block's four products, x W^T: E4M3 or int8 in those modes, else with x a product input."""
@@ -295,7 +349,7 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
     """Final-normed states h [cells, d] of one segment (byte cells unless `kinds` says otherwise;
     `media` maps a media kind to its rows)."""
     tensors, width, heads = model.tensors, model.width, model.heads
-    rounding = _Rounding(bf16_inputs)
+    rounding = _Rounding(bf16_inputs, model)
     to_input = rounding.apply
     cells = len(values)
     if kinds is None:
