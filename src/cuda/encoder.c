@@ -71,7 +71,7 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_weights_t 
     if (!w8) return uform_cuda_gemm(g, 0, 1, n, width, k, input, k, w16, k, c, d, width, d_is_f32, s);
     int tensor = w->input_scales != NULL;
     if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, tensor ? w->input_scale[which] : 0, s));
-    return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? w->input_scales + which : a->row_scales, w8, w_scales, c,
+    return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? w->input_scales + 4 * which : a->row_scales, w8, w_scales, c,
                                 d, d_is_f32, tensor, s);
 }
 

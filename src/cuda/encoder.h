@@ -65,8 +65,9 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_
 /** One block's weights on the device: BF16 matrices, Float32 norm gains; in the E4M3 precision
  *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
  *  (uform_e4m3_rows), which the products then use; NULL otherwise. With bounded per-tensor scales
- *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [4] (device)
- *  holds each product's input scale, its bound / 448, in the order qkv, out, gate_up, down, and
+ *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [4, 4] (device)
+ *  holds each product's input scale, its bound / 448, in the order qkv, out, gate_up, down, each first
+ *  in a 16-byte slot (cuBLASLt refuses scale pointers less aligned), and
  *  `input_scale` the same on the host; with row scales `input_scales` is NULL. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;

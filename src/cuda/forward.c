@@ -67,7 +67,7 @@ struct uform_cuda_forward_t {
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
     float **code_scales; /* and their scale per row */
-    float *bounded_scales; /* bounded: [depth, 4] each block product's input scale */
+    float *bounded_scales; /* bounded: [depth, 4, 4] each block product's input scale, one a 16-byte slot (cuBLASLt's alignment) */
     uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
     float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
@@ -145,7 +145,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         context->code_scales[i] = coded ? take_(layout, info->rows * 4) : NULL;
     }
     int bounded = context->bounded && model->precision == uform_precision_e4m3_k;
-    context->bounded_scales = bounded ? take_(layout, context->depth * 4 * sizeof(float)) : NULL;
+    context->bounded_scales = bounded ? take_(layout, context->depth * 16 * sizeof(float)) : NULL;
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
     context->embed = AT_(uform_tensor_embed_bytes_k, 0);
@@ -160,7 +160,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->out8 = CODES_(uform_tensor_out_k), block->out_scales = SCALES_(uform_tensor_out_k);
         block->gate_up8 = CODES_(uform_tensor_gate_up_k), block->gate_up_scales = SCALES_(uform_tensor_gate_up_k);
         block->down8 = CODES_(uform_tensor_down_k), block->down_scales = SCALES_(uform_tensor_down_k);
-        block->input_scales = context->bounded_scales ? context->bounded_scales + 4 * i : NULL;
+        block->input_scales = context->bounded_scales ? context->bounded_scales + 16 * i : NULL;
 #undef CODES_
 #undef SCALES_
     }
@@ -494,13 +494,13 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         CHECK_CUDA(copied, "uploading E4M3 codes");
     }
     if (!context->bounded_scales) return uform_ok_k;
-    float *scales = malloc(context->depth * 4 * sizeof(float));
+    float *scales = calloc(context->depth * 16, sizeof(float));
     if (!scales) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot hold the E4M3 input scales");
     for (size_t i = 0; i < context->depth; ++i) {
-        e4m3_input_scales_(model, i, scales + 4 * i);
-        memcpy(context->blocks[i].input_scale, scales + 4 * i, 4 * sizeof(float));
+        e4m3_input_scales_(model, i, context->blocks[i].input_scale);
+        for (size_t j = 0; j < 4; ++j) scales[16 * i + 4 * j] = context->blocks[i].input_scale[j];
     }
-    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 4 * sizeof(float), up);
+    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 16 * sizeof(float), up);
     free(scales);
     CHECK_CUDA(copied, "uploading the E4M3 input scales");
     return uform_ok_k;

@@ -68,11 +68,17 @@ __global__ void embed_reduce_kernel(float const *partials, uint32_t const *piece
 constexpr unsigned norm_warps = 8;
 constexpr size_t norm_rows_per_warp = 32; /* the backward's gain partials: one row of them per warp */
 
+/* values [i] += values [i + Half] for i < Half, then the same at Half / 2, down to 1: a template, so
+ * that every index is known when compiled and the array stays in registers (a loop over the halves
+ * left the widest rows' arrays in local memory). */
+template <int Half, int Count> __device__ __forceinline__ void fold_halves(float (&values)[Count]) {
+#pragma unroll
+    for (int i = 0; i < Half; ++i) values[i] = values[i] + values[i + Half];
+    if constexpr (Half > 1) fold_halves<Half / 2>(values);
+}
+
 template <int Chunks> __device__ __forceinline__ float lane_tree_sum(float (&values)[2 * Chunks]) {
-#pragma unroll
-    for (int half = Chunks; half >= 1; half /= 2)
-#pragma unroll
-        for (int i = 0; i < half; ++i) values[i] = values[i] + values[i + half];
+    fold_halves<Chunks>(values);
     float sum = values[0];
 #pragma unroll
     for (int offset = 16; offset >= 1; offset /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, offset);
@@ -96,17 +102,22 @@ __device__ __forceinline__ uint8_t e4m3_code(float value) {
 /* With `codes`, also the row's BF16 output quantized as uform_cuda_quantize_e4m3 does (the E4M3
  * product's input, without a pass of its own), at the row's scale or, when `fixed` > 0, at that one. */
 template <int Chunks>
-__global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
-                                       float *scales, uint8_t *codes, float *code_scales, float fixed, int plant) {
+__global__ void rmsnorm_forward_kernel(float const *__restrict__ x, float const *__restrict__ gain, size_t cells,
+                                       size_t width, uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
+                                       float fixed, int plant) {
     unsigned lane = threadIdx.x % 32;
     size_t cell = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
     if (cell >= cells) return;
     float2 const *row = reinterpret_cast<float2 const *>(x + cell * width);
-    float2 values[Chunks];
+    float2 values[Chunks], gains[Chunks]; /* the gains loaded beside x: their latency off the reduction's path */
     float squares[2 * Chunks];
 #pragma unroll
     for (int j = 0; j < Chunks; ++j) {
+        size_t column = 2 * lane + 64 * j;
         values[j] = j < (int)chunks ? row[lane + 32 * j] : make_float2(0, 0);
+        gains[j] = j >= (int)chunks ? make_float2(0, 0)
+                   : UFORM_PLANTED(1) ? make_float2(gain[(column + 1) % width], gain[(column + 2) % width]) /* planted: one column off */
+                                      : reinterpret_cast<float2 const *>(gain)[lane + 32 * j];
         squares[j] = values[j].x * values[j].x, squares[j + Chunks] = values[j].y * values[j].y;
     }
     float scale = rsqrtf(lane_tree_sum<Chunks>(squares) / (float)width + 1e-6f);
@@ -116,11 +127,8 @@ __global__ void rmsnorm_forward_kernel(float const *x, float const *gain, size_t
 #pragma unroll
     for (int j = 0; j < Chunks; ++j) {
         if (j >= (int)chunks) break;
-        size_t column = 2 * lane + 64 * j;
-        float g0 = gain[UFORM_PLANTED(1) ? (column + 1) % width : column]; /* planted: the gain read one column off */
-        float g1 = gain[UFORM_PLANTED(1) ? (column + 2) % width : column + 1];
-        pairs[j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * g0) |
-                   (uint32_t)uform_f32_to_bf16(values[j].y * scale * g1) << 16;
+        pairs[j] = (uint32_t)uform_f32_to_bf16(values[j].x * scale * gains[j].x) |
+                   (uint32_t)uform_f32_to_bf16(values[j].y * scale * gains[j].y) << 16;
         if (y) out[lane + 32 * j] = pairs[j];
         largest = fmaxf(largest, fmaxf(fabsf(uform_bf16_to_f32((uint16_t)pairs[j])), fabsf(uform_bf16_to_f32((uint16_t)(pairs[j] >> 16)))));
     }
