@@ -4,10 +4,11 @@
 # set has beside it (TF-IDF for text, chance for media). Prints a table and writes JSON.
 #
 #   python3 bench/precision_recall.py [--model models/default] [--precisions bf16,e4m3]
-#                                     [--width 0] [--threads N] [--build build]
+#                                     [--width 0] [--threads N] [--build build] [--device cpu|cuda]
 #                                     [--output bench/out/precision_recall.json] PAIRS.jsonl...
 #
-# --width 0 is the model's widest embedding. The sets are the files given, e.g. the 2000-pair test
+# --width 0 is the model's widest embedding. On the GPU (--device cuda) `e4m3-tensor` is E4M3 with the
+# bounded per-tensor scales (UFORM_CUDA_E4M3=tensor; docs/precision.md). The sets are the files given, e.g. the 2000-pair test
 # spreads of lineage.eval_sets and each corpus's test.jsonl (docs/precision.md, "Recall").
 import argparse
 import json
@@ -21,15 +22,16 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def evaluate(build, model, pairs, precision, threads, baseline):
+def evaluate(build, model, pairs, precision, threads, baseline, device="cpu"):
     """uform_eval's JSON for one pair file at one precision (with the TF-IDF baseline when asked)."""
     with tempfile.TemporaryDirectory() as folder:
         output = pathlib.Path(folder) / "eval.json"
-        command = [str(build / "uform_eval"), str(model), "--pairs", str(pairs), "--precision", precision, "--json",
-                   str(output), "--threads", str(threads), "--quiet"]
+        command = [str(build / "uform_eval"), str(model), "--pairs", str(pairs), "--precision", precision.split("-")[0],
+                   "--json", str(output), "--threads", str(threads), "--device", device, "--quiet"]
         if not baseline:
             command.append("--no-tfidf")
-        run = subprocess.run(command, capture_output=True, text=True)
+        env = dict(os.environ, UFORM_CUDA_E4M3="tensor" if precision == "e4m3-tensor" else "row")
+        run = subprocess.run(command, capture_output=True, text=True, env=env)
         if run.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed:\n{run.stderr[-2000:]}")
         return json.loads(output.read_text())
@@ -52,11 +54,14 @@ def main():
     parser.add_argument("--width", type=int, default=0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--build", default=str(ROOT / "build"))
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "precision_recall.json"))
     args = parser.parse_args()
     precisions = args.precisions.split(",")
     if precisions[0] != "bf16":
         parser.error("--precisions starts with bf16, the precision the others are compared with")
+    if "e4m3-tensor" in precisions and args.device != "cuda":
+        parser.error("e4m3-tensor (bounded per-tensor scales) runs on the GPU only: --device cuda")
     build = pathlib.Path(args.build)
 
     results, table = [], []
@@ -65,7 +70,7 @@ def main():
         reports = {}
         for precision in precisions:
             print(f"{name}: {precision} ...", file=sys.stderr, flush=True)
-            reports[precision] = evaluate(build, args.model, pairs, precision, args.threads, precision == "bf16")
+            reports[precision] = evaluate(build, args.model, pairs, precision, args.threads, precision == "bf16", args.device)
         width = args.width or max(row["width"] for row in reports["bf16"]["rows"] if row["method"] == "model")
         baseline = "tfidf" if any(r["method"] == "tfidf" for r in reports["bf16"]["rows"]) else "chance"
         for direction in ("query->positive", "positive->query"):
@@ -99,7 +104,8 @@ def main():
     output = pathlib.Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({"benchmark": "precision_recall", "date": time.strftime("%Y-%m-%d"),
-                                  "model": args.model, "precisions": precisions, "rows": results}, indent=2) + "\n")
+                                  "model": args.model, "device": args.device, "precisions": precisions, "rows": results},
+                                 indent=2) + "\n")
     print(f"wrote {output}", file=sys.stderr)
 
 

@@ -16,7 +16,8 @@
 # and int8 products (CPU_KERNELS, default amx,avx512vnni,avx512f), and bench/encode.py at BF16 and int8 beside the
 # PyTorch peer at 2 and 16 threads (CPU_THREADS, CPU_ENCODE_KERNELS default amx; the peer's copy in third_party/peers).
 # `recall [precision_recall.py flags] PAIRS...`: held-out recall of a checkpoint at each precision, on this host's 16 cores
-# (carry the pair files and their pictures in an ignored folder, e.g. runs/recall).
+# or with `--device cuda` on the GPU (`--precisions bf16,e4m3,e4m3-tensor`); carry the pair files and their pictures
+# in an ignored folder, e.g. runs/recall.
 # `encode-profile`: one encode call's kernels (ncu) and wall time beside the compiled peer's (bench/profile_encode.py).
 # `contexts [contexts.py flags]`: encode throughput against the number of contexts sharing one model, on the GPU
 # and this host's CPU (bench/contexts.py).
@@ -270,7 +271,7 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     done
     exit "$status"
   fi
-  if [ "$what" = recall ]; then  # held-out recall at each CPU precision on this host's cores (bench/precision_recall.py)
+  if [ "$what" = recall ]; then  # held-out recall at each precision on this host's cores or the GPU (bench/precision_recall.py)
     cmake --build build-parity -j 16 --target uform_eval > "$out/build-recall.log" 2>&1 || { tail -40 "$out/build-recall.log"; exit 1; }
     python3 bench/precision_recall.py --build build-parity --threads 16 --output "$out/precision_recall.json" "$@" 2>&1 |
       tee "$out/precision_recall.txt"
