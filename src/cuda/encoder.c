@@ -61,6 +61,9 @@ uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *g, uform_cuda_mae_t const 
     return uform_cuda_mae_scatter_add(mae->d_gathered, mae->cells, mae->counts, m, d, d_h, s);
 }
 
+/* A block product's fixed E4M3 input scale (`which`: qkv, out, gate_up, down), 0 for row scales. */
+static float fixed_(uform_cuda_block_weights_t const *w, int which) { return w->input_scales ? w->input_scale[which] : 0; }
+
 /* D [n, width] = A [n, k] W^T (+ C): BF16 through cuBLASLt, or, where the block has E4M3 codes for W,
  * A's E4M3 codes (quantized here unless `quantized`, the norm or SwiGLU having made them) and the E4M3
  * product, with row scales or the block's bounded per-tensor ones (`which` of them). */
@@ -70,18 +73,17 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_weights_t 
                                void const *c, void *d, int d_is_f32, void *s) {
     if (!w8) return uform_cuda_gemm(g, 0, 1, n, width, k, input, k, w16, k, c, d, width, d_is_f32, s);
     int tensor = w->input_scales != NULL;
-    if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, tensor ? w->input_scale[which] : 0, s));
+    if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, fixed_(w, which), s));
     return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? w->input_scales + 4 * which : a->row_scales, w8, w_scales, c,
                                 d, d_is_f32, tensor, s);
 }
 
-/* The norm before a product, making its E4M3 codes instead of its BF16 output where the product is E4M3. */
+/* The norm before a product (`which`: qkv or gate_up), making its E4M3 codes instead of its BF16 output
+ * where the product is E4M3. */
 static uform_status_t norm_(float const *x, float const *gain, uform_cuda_block_weights_t const *w, int which,
-                            uint8_t const *w8, uform_cuda_block_buffers_t const *a, size_t n, size_t d, uint16_t *y,
-                            float *scales, void *s) {
-    if (!w8) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
-    float fixed = w->input_scales ? w->input_scale[which] : 0;
-    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, NULL, scales, a->codes, a->row_scales, fixed, s); /* y unread */
+                            uform_cuda_block_buffers_t const *a, size_t n, size_t d, uint16_t *y, float *scales, void *s) {
+    if (!(which == 0 ? w->qkv8 : w->gate_up8)) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
+    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, NULL, scales, a->codes, a->row_scales, fixed_(w, which), s); /* y unread */
 }
 
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,
@@ -89,7 +91,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
                                         float const *x, float const *rotations, uint32_t const *spans,
                                         uint32_t const *segment_of, size_t n, size_t d, int keep_attention,
                                         float *x_next, void *s) {
-    TRY(norm_(x, w->attn_norm, w, 0, w->qkv8, a, n, d, a->normed1, a->scales1, s));
+    TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
     TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
     if (!keep_attention) {
@@ -97,10 +99,10 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
         else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
     }
     TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, 1, s));
-    TRY(norm_(a->middle, w->mlp_norm, w, 2, w->gate_up8, a, n, d, a->normed2, a->scales2, s));
+    TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
     TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
     if (w->down8) /* hidden not kept */
-        TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, w->input_scales ? w->input_scale[3] : 0, s));
+        TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, 3), s));
     else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
     if (x_next)
         TRY(product_(g, w, 3, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, 1, s));

@@ -477,7 +477,7 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         CHECK_CUDA(cudaMemcpyAsync(context->tensors[i], host, bytes, up, s), what);
     }
     CHECK_CUDA(cudaStreamSynchronize(s), "uploading the weights");
-    for (size_t i = 0; i < model->tensors_count; ++i) { /* E4M3 codes, made on the host as the CPU makes them */
+    for (size_t i = 0; i < model->tensors_count; ++i) { /* E4M3 codes, made on the host: row scales as the CPU makes them, or one scale a matrix */
         uform_tensor_info_t const *info = &model->tensors[i];
         if (!context->codes[i]) continue;
         uint8_t *codes = malloc(info->rows * info->columns);
