@@ -79,6 +79,11 @@ uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, siz
  *  the codes alone. */
 uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
                                                float *scales, uint8_t *codes, float *code_scales, float fixed, void *stream);
+/** uform_cuda_rmsnorm_forward_e4m3 over a BF16 x (inference's residual stream), each value widened
+ *  exactly: the same sums in the same order, so the same outputs as the Float32 entries over x widened.
+ *  `codes` NULL: y alone, as uform_cuda_rmsnorm_forward writes it. */
+uform_status_t uform_cuda_rmsnorm_forward_bf16(uint16_t const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
+                                               float *scales, uint8_t *codes, float *code_scales, float fixed, void *stream);
 /** dx [cells, width] += the gradient through the norm of dy [cells, width] (Float32), and when
  *  `dx_rounded` is not NULL the new dx rounded to BF16 there too (the next product's operand);
  *  partial gain gradients go to `gain_partials` (uform_cuda_rmsnorm_partials floats), then

@@ -78,19 +78,24 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_weights_t 
                                 d, d_is_f32, tensor, s);
 }
 
-/* The norm before a product (`which`: qkv or gate_up), making its E4M3 codes instead of its BF16 output
- * where the product is E4M3. */
-static uform_status_t norm_(float const *x, float const *gain, uform_cuda_block_weights_t const *w, int which,
+/* The norm before a product (`which`: qkv or gate_up) over the residual stream's x, making its E4M3
+ * codes instead of its BF16 output where the product is E4M3 (y then unread). */
+static uform_status_t norm_(void const *x, float const *gain, uform_cuda_block_weights_t const *w, int which,
                             uform_cuda_block_buffers_t const *a, size_t n, size_t d, uint16_t *y, float *scales, void *s) {
-    if (!(which == 0 ? w->qkv8 : w->gate_up8)) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
-    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, NULL, scales, a->codes, a->row_scales, fixed_(w, which), s); /* y unread */
+    int narrow = (which == 0 ? w->qkv8 : w->gate_up8) != NULL;
+    if (a->bf16_residual)
+        return uform_cuda_rmsnorm_forward_bf16(x, gain, n, d, narrow ? NULL : y, scales, narrow ? a->codes : NULL,
+                                               a->row_scales, fixed_(w, which), s);
+    if (!narrow) return uform_cuda_rmsnorm_forward(x, gain, n, d, y, scales, s);
+    return uform_cuda_rmsnorm_forward_e4m3(x, gain, n, d, NULL, scales, a->codes, a->row_scales, fixed_(w, which), s);
 }
 
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attention_t *cudnn,
                                         uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
-                                        float const *x, float const *rotations, uint32_t const *spans,
+                                        void const *x, float const *rotations, uint32_t const *spans,
                                         uint32_t const *segment_of, size_t n, size_t d, int keep_attention,
-                                        float *x_next, void *s) {
+                                        void *x_next, void *s) {
+    int wide = !a->bf16_residual; /* the out and down products' C and D: the residual stream's type */
     TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
     TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
@@ -98,13 +103,13 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
         if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
         else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
     }
-    TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, 1, s));
+    TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
     TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
     if (w->down8) /* hidden not kept */
         TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, 3), s));
     else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
     if (x_next)
-        TRY(product_(g, w, 3, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, 1, s));
+        TRY(product_(g, w, 3, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, wide, s));
     return uform_ok_k;
 }

@@ -79,12 +79,16 @@ typedef struct uform_cuda_block_weights_t {
 } uform_cuda_block_weights_t;
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both
- *  norms' outputs and one for both scales. */
+ *  norms' outputs and one for both scales. The residual stream (x, middle, x_next) is Float32, or
+ *  BF16 where `bf16_residual` is set (inference: the out and down products add into it in BF16). */
 typedef struct uform_cuda_block_buffers_t {
     uint16_t *normed1, *qkv, *attended, *normed2, *gate_up, *hidden; /* BF16 */
-    float *scales1, *log_sums, *middle, *scales2;                    /* Float32 */
+    float *scales1, *log_sums;                                       /* Float32 */
+    void *middle;                                                    /* the residual stream's type */
+    float *scales2;
     uint8_t *codes;     /* E4M3 weights only: a product's input as E4M3 codes [cells, 4 width] */
     float *row_scales;  /* and their scales [cells] */
+    int bf16_residual;
 } uform_cuda_block_buffers_t;
 
 /** A masked modelling head on the device (docs/images.md, "Masked image modelling";
@@ -115,14 +119,15 @@ typedef struct uform_cuda_mae_t {
 uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *gemm, uform_cuda_mae_t const *mae, uint16_t const *h, size_t width,
                                    float *loss, float *d_h, void *stream);
 
-/** The block: x -> middle = x + attention, then (when `x_next` is not NULL) x_next = middle + MLP.
+/** The block: x -> middle = x + attention, then (when `x_next` is not NULL) x_next = middle + MLP
+ *  (x, middle and x_next in the residual stream's type, buffers' `bf16_residual`).
  *  Attention runs cuDNN's plan when `cudnn` is not NULL, else attention.cu's kernels over `spans`
  *  and `segment_of`, and not at all when `keep_attention` (the buffers hold its output already). */
 uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *gemm, uform_cudnn_attention_t *cudnn,
                                         uform_cuda_block_weights_t const *w, uform_cuda_block_buffers_t const *a,
-                                        float const *x, float const *rotations, uint32_t const *spans,
+                                        void const *x, float const *rotations, uint32_t const *spans,
                                         uint32_t const *segment_of, size_t cells, size_t width, int keep_attention,
-                                        float *x_next, void *stream);
+                                        void *x_next, void *stream);
 
 #ifdef __cplusplus
 }

@@ -2,8 +2,10 @@
  *  (step.c, block_forward_) kernel for kernel, over the CPU's compacted cells: no padding, each
  *  segment a contiguous run. Attention is cuDNN's fused forward for passes of long segments where
  *  the build has it (a plan per bucket of segment count and longest segment, cuDNN's ragged layout
- *  reading the runs in place), else attention.cu's kernels (any number of segments of any length). Activations: Float32 residual stream, BF16 product operands (in the E4M3 precision the blocks' four products quantize theirs per row); the heads' outputs in
- *  Float32. Device memory: one allocation for the weights (replaced on upload), one for the
+ *  reading the runs in place), else attention.cu's kernels (any number of segments of any length).
+ *  Activations: a BF16 residual stream (Float32 with UFORM_CUDA_RESIDUAL=f32, as the step keeps it),
+ *  BF16 product operands (in the E4M3 precision the blocks' four products quantize theirs); the heads'
+ *  outputs in Float32. Device memory: one allocation for the weights (replaced on upload), one for the
  *  activations (grown when a larger pass arrives), nothing for training. */
 #include "cuda/forward.h"
 
@@ -63,6 +65,7 @@ struct uform_cuda_forward_t {
     size_t width, depth, widest, colbert_width;
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
     int bounded; /* E4M3 with per-tensor scales bounded from the weights (UFORM_CUDA_E4M3=tensor), else row scales */
+    int wide_residual; /* UFORM_CUDA_RESIDUAL=f32: the residual stream in Float32, else BF16 (in `middle`'s room) */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
@@ -223,6 +226,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (scheme && strcmp(scheme, "row") && strcmp(scheme, "tensor"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row or tensor, not %s", scheme);
     context->bounded = scheme && !strcmp(scheme, "tensor");
+    char const *residual = getenv("UFORM_CUDA_RESIDUAL");
+    if (residual && strcmp(residual, "bf16") && strcmp(residual, "f32"))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_RESIDUAL is bf16 or f32, not %s", residual);
+    context->wide_residual = residual && !strcmp(residual, "f32");
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
@@ -643,15 +650,25 @@ static uform_status_t upload_cells_(uform_cuda_forward_t *context, uform_pass_t 
     return uform_ok_k;
 }
 
+/* The residual stream: x itself (Float32), or in BF16 the first half of `middle`'s room, the block's
+ * middle the second half. */
+static void *stream_(uform_cuda_forward_t const *context) { return context->wide_residual ? (void *)context->x : context->middle; }
+static void *middle_(uform_cuda_forward_t const *context, size_t n) {
+    return context->wide_residual ? (void *)context->middle : (uint16_t *)context->middle + n * context->width;
+}
+
 /* One block, as the step runs it (encoder.h): x -> middle -> x; nothing kept, so one buffer serves both norms. */
 static uform_status_t block_forward_(uform_cuda_forward_t *context, uform_cudnn_attention_t *plan, size_t l, size_t n,
                                      char *error, size_t error_size) {
-    uform_cuda_block_buffers_t const buffers = {context->normed,   context->qkv,    context->attended, context->normed,
-                                                context->gate_up,  context->hidden, context->scales,   context->log_sums,
-                                                context->middle,   context->scales,   context->input_codes,
-                                                context->input_scales};
-    CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, context->x, context->rotations, context->spans,
-                                   context->segment_of, n, context->width, 0, context->x, context->stream),
+    uform_cuda_block_buffers_t const buffers = {.normed1 = context->normed, .qkv = context->qkv, .attended = context->attended,
+                                                .normed2 = context->normed, .gate_up = context->gate_up, .hidden = context->hidden,
+                                                .scales1 = context->scales, .log_sums = context->log_sums,
+                                                .middle = middle_(context, n), .scales2 = context->scales,
+                                                .codes = context->input_codes, .row_scales = context->input_scales,
+                                                .bf16_residual = !context->wide_residual};
+    void *x = stream_(context);
+    CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, x, context->rotations, context->spans,
+                                   context->segment_of, n, context->width, 0, x, context->stream),
           "a block's forward");
     return uform_ok_k;
 }
@@ -719,6 +736,7 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         frontend.weights[k] = context->media_weights[k], frontend.biases[k] = context->media_biases[k];
     CHECK(uform_cuda_frontend_forward(context->gemm, &frontend, media, context->values, n, d, context->x, s),
           "the frontend stage");
+    if (!context->wide_residual) CHECK(uform_cuda_round_bf16(context->x, n * d, stream_(context), s), "the residual stream in BF16");
     uform_cudnn_attention_t *plan = NULL;
     if ((status = attention_plan_(context, segments, longest, &plan, error, error_size)) != uform_ok_k) return status;
     for (size_t l = 0; l < context->depth; ++l) {
@@ -726,7 +744,10 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
         if (status != uform_ok_k) return status;
     }
     uint16_t *h = context->normed; /* h = rmsnorm(x, final_norm), BF16: the heads' operand */
-    CHECK(uform_cuda_rmsnorm_forward(context->x, context->final_norm, n, d, h, context->scales, s), "rmsnorm (final_norm)");
+    CHECK(context->wide_residual ? uform_cuda_rmsnorm_forward(context->x, context->final_norm, n, d, h, context->scales, s)
+                                 : uform_cuda_rmsnorm_forward_bf16(stream_(context), context->final_norm, n, d, h, context->scales,
+                                                                   NULL, NULL, 0, s),
+          "rmsnorm (final_norm)");
     if (pass->colbert) {
         CHECK(uform_cuda_gemm(context->gemm, 0, 1, n, cw, d, h, d, context->rerank_proj, d, NULL, context->colbert_raw, cw, 1, s),
               "the rerank.proj product");

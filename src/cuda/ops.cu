@@ -99,22 +99,30 @@ __device__ __forceinline__ uint8_t e4m3_code(float value) {
     return (uint8_t)__nv_cvt_float_to_fp8(value, __NV_SATFINITE, __NV_E4M3);
 }
 
-/* With `codes`, also the row's BF16 output quantized as uform_cuda_quantize_e4m3 does (the E4M3
- * product's input, without a pass of its own), at the row's scale or, when `fixed` > 0, at that one. */
-template <int Chunks>
-__global__ void rmsnorm_forward_kernel(float const *__restrict__ x, float const *__restrict__ gain, size_t cells,
+/* Two adjacent values of a row, Float32 or BF16 (widened exactly), as one access. */
+__device__ __forceinline__ float2 load_pair(float const *row, size_t pair) { return reinterpret_cast<float2 const *>(row)[pair]; }
+__device__ __forceinline__ float2 load_pair(uint16_t const *row, size_t pair) {
+    uint32_t bits = reinterpret_cast<uint32_t const *>(row)[pair];
+    return make_float2(uform_bf16_to_f32((uint16_t)bits), uform_bf16_to_f32((uint16_t)(bits >> 16)));
+}
+
+/* x Float32 (the training step's residual stream) or BF16 (inference's). With `codes`, also the row's
+ * BF16 output quantized as uform_cuda_quantize_e4m3 does (the E4M3 product's input, without a pass of
+ * its own), at the row's scale or, when `fixed` > 0, at that one. */
+template <int Chunks, typename In>
+__global__ void rmsnorm_forward_kernel(In const *__restrict__ x, float const *__restrict__ gain, size_t cells,
                                        size_t width, uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
                                        float fixed, int plant) {
     unsigned lane = threadIdx.x % 32;
     size_t cell = (size_t)blockIdx.x * norm_warps + threadIdx.x / 32, chunks = width / 64;
     if (cell >= cells) return;
-    float2 const *row = reinterpret_cast<float2 const *>(x + cell * width);
+    In const *row = x + cell * width;
     float2 values[Chunks], gains[Chunks]; /* the gains loaded beside x: their latency off the reduction's path */
     float squares[2 * Chunks];
 #pragma unroll
     for (int j = 0; j < Chunks; ++j) {
         size_t column = 2 * lane + 64 * j;
-        values[j] = j < (int)chunks ? row[lane + 32 * j] : make_float2(0, 0);
+        values[j] = j < (int)chunks ? load_pair(row, lane + 32 * j) : make_float2(0, 0);
         gains[j] = j >= (int)chunks ? make_float2(0, 0)
                    : UFORM_PLANTED(1) ? make_float2(gain[(column + 1) % width], gain[(column + 2) % width]) /* planted: one column off */
                                       : reinterpret_cast<float2 const *>(gain)[lane + 32 * j];
@@ -467,6 +475,16 @@ static int norm_chunks(size_t width) {
     default: kernel<32><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;                      \
     }
 
+#define UFORM_NORM_FORWARD_DISPATCH(chunks, In, grid, ...)                                                           \
+    switch (chunks) {                                                                                                 \
+    case 1: rmsnorm_forward_kernel<1, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;    \
+    case 2: rmsnorm_forward_kernel<2, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;    \
+    case 4: rmsnorm_forward_kernel<4, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;    \
+    case 8: rmsnorm_forward_kernel<8, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;    \
+    case 16: rmsnorm_forward_kernel<16, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;  \
+    default: rmsnorm_forward_kernel<32, In><<<grid, norm_warps * 32, 0, (cudaStream_t)stream>>>(__VA_ARGS__); break;  \
+    }
+
 static uform_status_t norm_width_refused(char const *entry, size_t width) {
     return uform_cuda_note(uform_invalid_argument_k, "%s: width %zu is not a multiple of 64 up to 2048", entry, width);
 }
@@ -475,29 +493,35 @@ extern "C" size_t uform_cuda_rmsnorm_partials(size_t cells, size_t width) {
     return (cells + norm_rows_per_warp - 1) / norm_rows_per_warp * width;
 }
 
-extern "C" uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width,
-                                                     uint16_t *y, float *scales, void *stream) {
+/* The three forward entries: `entry` names the failure and the plant. */
+template <typename In>
+static uform_status_t norm_forward_(char const *entry, In const *x, float const *gain, size_t cells, size_t width, uint16_t *y,
+                                    float *scales, uint8_t *codes, float *code_scales, float fixed, void *stream) {
     int chunks = norm_chunks(width);
-    if (!chunks) return norm_width_refused("rmsnorm_forward", width);
+    if (!chunks) return norm_width_refused(entry, width);
+    if (!(fixed >= 0) || (codes && fixed == 0 && !code_scales) || (!codes && !y))
+        return uform_cuda_note(uform_invalid_argument_k, "%s: nothing to write, row scales with nowhere to go, or a negative scale", entry);
     if (!cells) return uform_ok_k;
     unsigned grid = blocks_for(cells, norm_warps);
-    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, (uint8_t *)NULL,
-                        (float *)NULL, 0.0f, uform_cuda_planted("rmsnorm_forward"))
-    return uform_cuda_launched("rmsnorm_forward");
+    UFORM_NORM_FORWARD_DISPATCH(chunks, In, grid, x, gain, cells, width, y, scales, codes, code_scales, fixed, uform_cuda_planted(entry))
+    return uform_cuda_launched(entry);
+}
+
+extern "C" uform_status_t uform_cuda_rmsnorm_forward(float const *x, float const *gain, size_t cells, size_t width,
+                                                     uint16_t *y, float *scales, void *stream) {
+    return norm_forward_("rmsnorm_forward", x, gain, cells, width, y, scales, NULL, NULL, 0.0f, stream);
 }
 
 extern "C" uform_status_t uform_cuda_rmsnorm_forward_e4m3(float const *x, float const *gain, size_t cells, size_t width,
                                                           uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
                                                           float fixed, void *stream) {
-    int chunks = norm_chunks(width);
-    if (!chunks) return norm_width_refused("rmsnorm_forward_e4m3", width);
-    if (!cells) return uform_ok_k;
-    unsigned grid = blocks_for(cells, norm_warps);
-    if (!(fixed >= 0) || (fixed == 0 && !code_scales))
-        return uform_cuda_note(uform_invalid_argument_k, "rmsnorm_forward_e4m3: row scales need somewhere to go, a fixed scale must be positive");
-    UFORM_NORM_DISPATCH(chunks, rmsnorm_forward_kernel, grid, x, gain, cells, width, y, scales, codes, code_scales, fixed,
-                        uform_cuda_planted("rmsnorm_forward_e4m3"))
-    return uform_cuda_launched("rmsnorm_forward_e4m3");
+    return norm_forward_("rmsnorm_forward_e4m3", x, gain, cells, width, y, scales, codes, code_scales, fixed, stream);
+}
+
+extern "C" uform_status_t uform_cuda_rmsnorm_forward_bf16(uint16_t const *x, float const *gain, size_t cells, size_t width,
+                                                          uint16_t *y, float *scales, uint8_t *codes, float *code_scales,
+                                                          float fixed, void *stream) {
+    return norm_forward_("rmsnorm_forward_bf16", x, gain, cells, width, y, scales, codes, code_scales, fixed, stream);
 }
 
 extern "C" uform_status_t uform_cuda_rmsnorm_backward(float const *x, float const *gain, float const *scales,

@@ -177,6 +177,47 @@ static void check_rmsnorm_(int plant) {
     if (plant != 1) record_("rmsnorm_backward", worst_backward, plant);
 }
 
+/* --- RMSNorm over a BF16 x (inference's residual stream): each value widens exactly, so its outputs
+ *     must equal, bit for bit, the Float32 entries' over x widened (themselves held to float64 above):
+ *     y and the scales, and the E4M3 codes at row scales and at a fixed one. */
+static void check_rmsnorm_bf16_(int plant) {
+    double worst = 0;
+    for (size_t t = 0; t < 2; ++t) {
+        size_t cells = 700, width = t ? 192 : 1024, count = cells * width;
+        float *x = malloc(count * 4), *gain = malloc(width * 4), *scales = malloc(cells * 4), *expected_scales = malloc(cells * 4);
+        float *code_scales = malloc(cells * 4), *expected_code_scales = malloc(cells * 4);
+        uint16_t *x16 = malloc(count * 2), *y = malloc(count * 2), *expected = malloc(count * 2);
+        uint8_t *codes = malloc(count), *expected_codes = malloc(count);
+        fill_f32_(x, count, 3.0), fill_f32_(gain, width, 1.5);
+        for (size_t i = 0; i < count; ++i) x16[i] = f32_to_bf16_(x[i]), x[i] = bf16_to_f32_(x16[i]);
+        float *g_x = device_(count * 4), *g_gain = device_(width * 4), *g_scales = device_(cells * 4), *g_code_scales = device_(cells * 4);
+        uint16_t *g_x16 = device_(count * 2), *g_y = device_(count * 2);
+        uint8_t *g_codes = device_(count);
+        upload_(g_x, x, count * 4), upload_(g_x16, x16, count * 2), upload_(g_gain, gain, width * 4);
+        for (int fixed = -1; fixed < 2; ++fixed) { /* -1: y alone; 0: codes at row scales; 1: codes at a fixed scale */
+            float scale = fixed == 1 ? 0.01f : 0;
+            if (fixed < 0) KERNEL_OK(uform_cuda_rmsnorm_forward(g_x, g_gain, cells, width, g_y, g_scales, NULL));
+            else KERNEL_OK(uform_cuda_rmsnorm_forward_e4m3(g_x, g_gain, cells, width, NULL, g_scales, g_codes, g_code_scales, scale, NULL));
+            download_(expected, g_y, count * 2), download_(expected_scales, g_scales, cells * 4);
+            download_(expected_codes, g_codes, count), download_(expected_code_scales, g_code_scales, cells * 4);
+            PLANTED_OK("rmsnorm_forward_bf16", plant,
+                       uform_cuda_rmsnorm_forward_bf16(g_x16, g_gain, cells, width, fixed < 0 ? g_y : NULL, g_scales,
+                                                       fixed < 0 ? NULL : g_codes, g_code_scales, scale, NULL));
+            download_(y, g_y, count * 2), download_(scales, g_scales, cells * 4);
+            download_(codes, g_codes, count), download_(code_scales, g_code_scales, cells * 4);
+            for (size_t c = 0; c < cells; ++c) compare_(&worst, scales[c], expected_scales[c], 0);
+            for (size_t i = 0; fixed < 0 && i < count; ++i) compare_(&worst, bf16_to_f32_(y[i]), bf16_to_f32_(expected[i]), 0);
+            for (size_t i = 0; fixed >= 0 && i < count; ++i)
+                compare_(&worst, e4m3_definition(codes[i]), e4m3_definition(expected_codes[i]), 0);
+            for (size_t c = 0; fixed == 0 && c < cells; ++c) compare_(&worst, code_scales[c], expected_code_scales[c], 0);
+        }
+        free(x), free(gain), free(scales), free(expected_scales), free(code_scales), free(expected_code_scales);
+        free(x16), free(y), free(expected), free(codes), free(expected_codes);
+        cudaFree(g_x), cudaFree(g_gain), cudaFree(g_scales), cudaFree(g_code_scales), cudaFree(g_x16), cudaFree(g_y), cudaFree(g_codes);
+    }
+    record_("rmsnorm_forward_bf16", worst, plant);
+}
+
 /* --- M-RoPE on BF16 q and k: cosine and sine from double, rounded once to Float32 (u each); the
  *     rotation a c - b s has two products and a sum (3 u): the Float32 value v is within
  *     4 u (|a| + |b|) of the exact rotation r*, and the BF16 store adds 2^-8 |v|:
@@ -897,6 +938,7 @@ int main(int argc, char **argv) {
         {check_mae_video_, 2, {"the gradient's factor 2 dropped (loss, 1536 values)", "the last masked tube dropped (loss)"}},
         {check_mae_audio_, 2, {"the gradient's factor 2 dropped (loss, 320 values)", "the last masked frame dropped (loss)"}},
         {check_rmsnorm_, 2, {"gain read one column off (forward)", "dropped term (backward)"}},
+        {check_rmsnorm_bf16_, 1, {"gain read one column off (BF16 x)"}},
         {check_rope_, 1, {"rotary slot on the wrong axis"}},
         {check_attention_, 2, {"mask leaking past the segment (forward)", "softmax's shared term dropped (backward)"}},
 #if defined(UFORM_HAVE_CUDNN)
