@@ -47,7 +47,7 @@
 # data/pack/images.tar, from scripts/data/device_pack.py) carried with data/pack and unpacked into data/.
 # `lineage STAGE [flags]` is issue 16's lineage (scripts/device/lineage.py): base, reranker, embedder, refine, eval or all
 # (or unpack: build and unpack what was carried, nothing more),
-# one stage a call on one warm machine (runs/lineage stays between calls); data/pack*/lineage-*.tar (device_pack.py)
+# one stage a call on one warm machine (runs/lineage stays between calls); data/pack*/lineage-*.tar or .tar.gz (device_pack.py)
 # carried and unpacked; after eval the shipped width's embedder and reranker come back as 15 MiB parts.
 # `avrun [flags]` is issue 18's run (scripts/device/av_run.py): tiny on mixtures/audio_video.json, then each
 # clip corpus's test split scored; data/pack*/av-*.tar (device_pack.py) carried and unpacked, and
@@ -225,9 +225,11 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     python3 scripts/device/image_run.py --build build-parity --out "$out" "$@" 2>&1 | tee "$out/image_run.txt"
     exit "${PIPESTATUS[0]}"
   fi
-  if [ "$what" = lineage ]; then  # issue 16's lineage, a stage a call: STAGE [lineage.py flags]; data/pack*/lineage-*.tar carried
+  if [ "$what" = lineage ]; then  # issue 16's lineage, a stage a call: STAGE [lineage.py flags]; data/pack*/lineage-*.tar(.gz) carried
     stage="${1:?gpu.sh lineage: name a stage: base, reranker, embedder, refine, eval, all, or unpack (build and unpack only)}"; shift
-    for pack in data/pack*/lineage-*.tar; do [ -f "$pack" ] && unpack_pack lineage "$pack"; done  # a warm machine keeps the rest
+    for pack in data/pack*/lineage-*.tar data/pack*/lineage-*.tar.gz; do  # tar -x reads either; a warm machine keeps the rest
+      [ -f "$pack" ] && unpack_pack lineage "$pack"
+    done
     cmake --build build-parity -j 16 --target uform uform_cli uform_base uform_eval > "$out/build-lineage.log" 2>&1 ||
       { tail -40 "$out/build-lineage.log"; exit 1; }
     [ "$stage" = unpack ] && { du -sh data/* | tee "$out/unpacked.txt"; exit 0; }  # a first call of a chain: the data that stays

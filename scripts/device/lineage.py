@@ -109,6 +109,9 @@ def plan(args):
             # round 6: Debian's translated manuals beside round 5's mixture (cldr-help-keep again, the control)
             {"name": "manuals-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            # round 7: round 6's mixture with the pictures at twice their weight (manuals-keep again, the control)
+            {"name": "manuals-pictures-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_pictures.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
