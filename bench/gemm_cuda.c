@@ -2,7 +2,8 @@
  *  cuBLASLt offers on sm_90, beside BF16, at one pass's rows: which scheme's kernels are fastest decides
  *  how the E4M3 precision scales its operands (docs/precision.md). Each product is laid out as
  *  uform_cuda_gemm_e4m3 lays it out (TN, the weights cuBLASLt's A), with the encoder's output types: BF16
- *  for qkv and gate_up, Float32 added into the residual stream for out and down. Each scheme is timed
+ *  for qkv and gate_up, added into the residual stream for out and down (BF16 as inference keeps it, or
+ *  Float32 with --residual f32, as the training step does). Each scheme is timed
  *  over every candidate the heuristic offers (up to 8), the best and the heuristic's first reported.
  *  Operands hold valid codes; the values do not matter to the time. Schemes:
  *    bf16         BF16 operands (the BF16 precision)
@@ -11,7 +12,8 @@
  *    tensor+alpha E4M3, one scale per operand and a per-output-column alpha vector (the weight rows' scales)
  *    block        E4M3, 128x128 blocks of the weights and 1x128 blocks of the inputs (Float32 scales)
  *
- *      uform_bench_gemm_cuda [--tier tiny|small] [--rows 262144] [--schemes bf16,outer,tensor] [--json FILE]
+ *      uform_bench_gemm_cuda [--tier tiny|small] [--rows 262144] [--schemes bf16,outer,tensor] [--residual bf16|f32]
+ *                            [--json FILE]
  */
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -23,6 +25,8 @@
 #include "listed.h"
 
 enum { candidates_most_k = 8, repeats_k = 3 };
+
+static int wide_residual_; /* --residual f32: the residual stream in Float32 */
 
 typedef struct scheme_t {
     char const *name;
@@ -41,7 +45,7 @@ enum { schemes_count_k = sizeof(schemes_k) / sizeof(schemes_k[0]) };
 typedef struct product_t {
     char const *name;
     size_t width_per_d, depth_per_d; /* n and k in units of d */
-    int residual;                    /* Float32 output added into (out, down) */
+    int residual;                    /* output added into the residual stream (out, down) */
 } product_t;
 
 static product_t const products_k[] = {{"qkv", 3, 1, 0}, {"out", 1, 1, 1}, {"gate_up", 8, 1, 0}, {"down", 1, 4, 1}};
@@ -83,7 +87,7 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
     timing_t timing = {0, 0, 0, 0};
     size_t n = product->width_per_d * d, k = product->depth_per_d * d, m = rows;
     cudaDataType_t operand = scheme->e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    cudaDataType_t out = product->residual ? CUDA_R_32F : CUDA_R_16BF;
+    cudaDataType_t out = product->residual && wide_residual_ ? CUDA_R_32F : CUDA_R_16BF;
     cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
     cublasLtMatmulDesc_t operation = NULL;
     cublasLtMatrixLayout_t layout_w = NULL, layout_a = NULL, layout_d = NULL;
@@ -163,9 +167,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) rows = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--schemes") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json_path = argv[++i];
+        else if (!strcmp(argv[i], "--residual") && i + 1 < argc && (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "f32")))
+            wide_residual_ = !strcmp(argv[++i], "f32");
         else {
             fprintf(stderr, "usage: uform_bench_gemm_cuda [--tier tiny|small] [--rows 262144] "
-                            "[--schemes bf16,outer,tensor,tensor+alpha,block] [--json FILE]\n");
+                            "[--schemes bf16,outer,tensor,tensor+alpha,block] [--residual bf16|f32] [--json FILE]\n");
             return 2;
         }
     }
@@ -203,8 +209,9 @@ int main(int argc, char **argv) {
     FILE *json = json_path ? fopen(json_path, "w") : NULL;
     if (json_path && !json) return fprintf(stderr, "uform_bench_gemm_cuda: cannot write %s\n", json_path), 1;
     int cublas_version = (int)cublasLtGetVersion();
-    printf("%s, cuBLASLt %d, tier %s (d %zu), %zu rows a product, TFLOP/s of the best of up to %d candidates "
-           "(the heuristic's first in parentheses)\n\n", properties.name, cublas_version, tier, d, rows, candidates_most_k);
+    printf("%s, cuBLASLt %d, tier %s (d %zu), %zu rows a product, residual stream %s, TFLOP/s of the best of up to %d "
+           "candidates (the heuristic's first in parentheses)\n\n", properties.name, cublas_version, tier, d, rows,
+           wide_residual_ ? "Float32" : "BF16", candidates_most_k);
     printf("| product | n x k |");
     for (size_t s = 0; s < schemes_count_k; ++s)
         if (uform_listed(only, schemes_k[s].name)) printf(" %s |", schemes_k[s].name);
@@ -225,7 +232,7 @@ int main(int argc, char **argv) {
             if (!uform_listed(only, scheme->name)) continue;
             fill_(weights, n * k * (scheme->e4m3 ? 1 : 2), scheme->e4m3);
             fill_(inputs, rows * k * (scheme->e4m3 ? 1 : 2), scheme->e4m3);
-            CUDA_OR_DIE(cudaMemset(output, 0, rows * n * (product->residual ? 4 : 2)));
+            CUDA_OR_DIE(cudaMemset(output, 0, rows * n * (product->residual && wide_residual_ ? 4 : 2)));
             timing_t t = time_product_(handle, scheme, product, d, rows, workspace, workspace_bytes, weights, inputs, output,
                                        scales, stream);
             if (!t.found) {
@@ -236,9 +243,9 @@ int main(int argc, char **argv) {
                 total_ms[s] += t.best_ms;
             }
             if (json)
-                fprintf(json, "{\"tier\": \"%s\", \"rows\": %zu, \"product\": \"%s\", \"n\": %zu, \"k\": %zu, \"scheme\": \"%s\", "
+                fprintf(json, "{\"tier\": \"%s\", \"rows\": %zu, \"residual\": \"%s\", \"product\": \"%s\", \"n\": %zu, \"k\": %zu, \"scheme\": \"%s\", "
                               "\"candidates\": %d, \"status\": %d, \"best_ms\": %.4f, \"first_ms\": %.4f, \"best_tflops\": %.1f}\n",
-                        tier, rows, product->name, n, k, scheme->name, t.found, t.status, t.found ? t.best_ms : 0,
+                        tier, rows, wide_residual_ ? "f32" : "bf16", product->name, n, k, scheme->name, t.found, t.status, t.found ? t.best_ms : 0,
                         t.found ? t.first_ms : 0, t.found ? flop / t.best_ms * 1e-9 : 0);
             fflush(stdout);
         }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Where a GPU encode call's time goes, ours beside the PyTorch peer's (issue 15: profile first).
 For each text length: one call of --batch-bytes of random texts on the GPU; ours under Nsight
-Compute (kernel durations summed by name, as scripts/device/kernel_times.py sums them) and timed
+Compute (kernel durations summed by name, as scripts/device/kernel_times.py sums them, and the
+block products by role: qkv, out, gate_up, down) and timed
 alone (wall per call, host work included), the peer (../shared/peers/torch_encode.py, BFloat16,
 compiled) under torch.profiler and timed alone. The GPU-busy share (kernel time over wall time)
 tells a host-bound call from a kernel-bound one. Prints a table and writes JSON.
@@ -26,20 +27,38 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 UNITS = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
 
 
-def ncu_kernels(command, env):
-    """{kernel name: [microseconds, launches]} of every kernel `command` launches, from ncu's CSV."""
+PRODUCTS = ("qkv", "out", "gate_up", "down")
+
+
+def ncu_launches(command, env):
+    """[(kernel name, microseconds)] of every kernel `command` launches, in launch order, from ncu's CSV."""
     result = subprocess.run(["ncu", "--csv", "--clock-control", "none", "--metrics", "gpu__time_duration.sum", *command],
                             capture_output=True, text=True, env=env)
     if result.returncode != 0:
         raise RuntimeError(f"ncu failed:\n{result.stderr[-2000:]}")
-    totals = defaultdict(lambda: [0.0, 0])
     lines = [line for line in result.stdout.splitlines(keepends=True) if line.startswith('"')]
-    for row in csv.DictReader(io.StringIO("".join(lines))):
-        if row.get("Metric Name") == "gpu__time_duration.sum":
-            entry = totals[row["Kernel Name"].split("(")[0][:80]]
-            entry[0] += float(row["Metric Value"].replace(",", "")) * UNITS[row["Metric Unit"]]
-            entry[1] += 1
+    launches = [(int(row["ID"]), row["Kernel Name"].split("(")[0][:80],
+                 float(row["Metric Value"].replace(",", "")) * UNITS[row["Metric Unit"]])
+                for row in csv.DictReader(io.StringIO("".join(lines))) if row.get("Metric Name") == "gpu__time_duration.sum"]
+    return [(name, us) for _, name, us in sorted(launches)]
+
+
+def by_name(launches):
+    """{kernel name: [microseconds, launches]}."""
+    totals = defaultdict(lambda: [0.0, 0])
+    for name, us in launches:
+        totals[name][0] += us
+        totals[name][1] += 1
     return dict(totals)
+
+
+def by_product(launches):
+    """{qkv, out, gate_up, down: milliseconds} of a text encode call: its product launches (cuBLASLt's) are the
+    blocks' four in order, then pool.proj; None where the count does not fit that (media, other heads)."""
+    products = [us for name, us in launches if name.startswith(("nvjet", "sm90_xmma", "cutlass")) or "gemm" in name]
+    if len(products) < 5 or (len(products) - 1) % 4:
+        return None
+    return {product: sum(products[i : len(products) - 1 : 4]) / 1e3 for i, product in enumerate(PRODUCTS)}
 
 
 def ours(build, checkpoint, length, batch_bytes, attention, precision, tune):
@@ -48,10 +67,10 @@ def ours(build, checkpoint, length, batch_bytes, attention, precision, tune):
     env = dict(os.environ, UFORM_CUDA_ATTENTION=attention, UFORM_CUDA_TUNE=tune)
     base = [str(build / "uform_bench_encode"), "--model", str(checkpoint), "--device", "cuda", "--bytes", str(length),
             "--batch-bytes", str(batch_bytes), "--precision", precision]
-    kernels = ncu_kernels([*base, "--seconds", "0"], env)  # the warm-up call alone
+    launches = ncu_launches([*base, "--seconds", "0"], env)  # the warm-up call alone
     timed = subprocess.run([*base, "--seconds", "3"], capture_output=True, text=True, check=True, env=env)
     line = json.loads(next(line for line in timed.stdout.splitlines() if line.startswith("{")))
-    return kernels, 1e3 * line["batch"] * length / line["bytes_per_s"]
+    return by_name(launches), 1e3 * line["batch"] * length / line["bytes_per_s"], by_product(launches)
 
 
 def peer(peers, checkpoint, length, batch_bytes):
@@ -83,7 +102,7 @@ def peer(peers, checkpoint, length, batch_bytes):
             entry = totals[event.name[:80]]
             entry[0] += getattr(event, "device_time_total", None) or event.cuda_time_total
             entry[1] += 1
-    return dict(totals), wall
+    return dict(totals), wall, None
 
 
 def main():
@@ -118,13 +137,14 @@ def main():
         systems = [system for system, _ in measures]
         for system, measure in measures:
             try:
-                kernels, wall = measure()
+                kernels, wall, products = measure()
             except (RuntimeError, subprocess.CalledProcessError, ImportError, FileNotFoundError) as error:
                 print(f"{system} at {length} bytes did not run: {str(error)[-400:]}", file=sys.stderr)
                 continue
             busy = sum(value[0] for value in kernels.values()) / 1e3
             row[system] = {"wall_ms": wall, "kernel_ms": busy, "busy": busy / wall, "launches": sum(v[1] for v in kernels.values()),
-                           "kernels": sorted(([name, v[0] / 1e3, v[1]] for name, v in kernels.items()), key=lambda k: -k[1])}
+                           "kernels": sorted(([name, v[0] / 1e3, v[1]] for name, v in kernels.items()), key=lambda k: -k[1]),
+                           "products": products}
         report["rows"].append(row)
         print(f"\n{args.tier}, {length}-byte texts, {args.batch_bytes} bytes a call:")
         print("| system | wall ms a call | kernel ms | GPU busy | launches |")
@@ -138,6 +158,8 @@ def main():
                 print(f"  {system}'s top kernels:")
                 for name, ms, count in row[system]["kernels"][: args.top]:
                     print(f"    {ms:8.3f} ms {100 * ms / row[system]['kernel_ms']:5.1f}% {count:5d}  {name}")
+                if row[system]["products"]:
+                    print("    the block products, ms: " + ", ".join(f"{k} {v:.3f}" for k, v in row[system]["products"].items()))
     output = pathlib.Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(report, indent=1) + "\n")

@@ -30,7 +30,7 @@
 # `encode-images [encode_images.py flags]`: images/s of uform_encode_images on a CPU and a CUDA context, the CUDA one with
 # JPEGs decoded on the host (cuda-host) and on the GPU (cuda-gpu).
 # `gemm [flags]`: the block products' TFLOP/s under each E4M3 scaling scheme beside BF16 (bench/gemm_cuda.c), tiny and
-# small (GEMM_TIERS), gemm.txt and gemm-TIER.jsonl.
+# small (GEMM_TIERS), gemm.txt and gemm-TIER.jsonl; out and down add into a BF16 residual stream (`--residual f32`: Float32).
 # `images-profile [tier:pairs:ROWSxCOLUMNS:caption_bytes:recompute]` profiles one image-caption step:
 # ours under ncu (kernel_times.py: ours-images.txt) beside the peer's under torch.profiler (peer-images.txt).
 # `trace` runs our step with cuDNN's attention at 4096-cell segments with every step's loss printed
