@@ -8,7 +8,8 @@
 # --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md; on the GPU
 # also e4m3-tensor, E4M3 with bounded per-tensor scales, UFORM_CUDA_E4M3=tensor); with a narrow one
 # beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row). On the GPU
-# --residuals bf16,f32 runs each precision with either residual stream (UFORM_CUDA_RESIDUAL, docs/cuda.md).
+# --residuals bf16,f32 runs each precision with either residual stream (UFORM_CUDA_RESIDUAL, docs/cuda.md),
+# --rotaries separate,fused with rotary as its own pass or in attention.cu's loads (UFORM_CUDA_ROTARY).
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
@@ -89,6 +90,9 @@ def main():
     parser.add_argument("--precisions", default="bf16", help="ours at these product precisions, comma-separated")
     parser.add_argument("--residuals", default="bf16",
                         help="GPU: ours with each residual stream, bf16 (the default) and/or f32 (UFORM_CUDA_RESIDUAL)")
+    parser.add_argument("--rotaries", default="separate",
+                        help="GPU: ours with rotary as its own pass (separate, the default) and/or in attention's loads "
+                             "(fused; UFORM_CUDA_ROTARY)")
     parser.add_argument("--peer-isa", default="native", choices=sorted(PEER_ISAS),
                         help="cap the peer's instruction set to emulate another CPU class on this one (default native)")
     parser.add_argument("--build", default=str(ROOT / "build"))
@@ -116,9 +120,12 @@ def main():
         if args.repeats > 1:
             print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr)
         rows, ours = {}, []
-        for precision, residual in [(p, r) for p in args.precisions.split(",") for r in (args.residuals.split(",") if gpu else ["bf16"])]:
+        variants = [(p, r, t) for p in args.precisions.split(",") for r in (args.residuals.split(",") if gpu else ["bf16"])
+                    for t in (args.rotaries.split(",") if gpu else ["separate"])]
+        for precision, residual, rotary in variants:
             for kernels in (args.kernels.split(",") if not gpu else [None]):
-                env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}), UFORM_CUDA_RESIDUAL=residual)
+                env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}), UFORM_CUDA_RESIDUAL=residual,
+                           UFORM_CUDA_ROTARY=rotary)
                 if precision == "e4m3-tensor":
                     env["UFORM_CUDA_E4M3"] = "tensor"
                 else:
@@ -132,7 +139,8 @@ def main():
                 if kernels and ran != kernels:
                     print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
                     continue
-                system = f"uform {precision} {ran}" if kernels else f"uform {precision}" + (f" {residual}-residual" if residual != "bf16" else "")
+                system = (f"uform {precision} {ran}" if kernels else f"uform {precision}" +
+                          (f" {residual}-residual" if residual != "bf16" else "") + (f" {rotary}-rotary" if rotary != "separate" else ""))
                 ours.append(system)
                 cpu_class = lines[0].get("cpu") if lines else cpu_class
                 for line in lines:

@@ -157,6 +157,19 @@ __device__ __forceinline__ void fetch_keys(tiles_t &s, uint16_t const *qkv, uint
     fetch_segments(s.other_segment[buffer], segment_of, first, cells);
 }
 
+/* q or k rows of a landed tile rotated in place by M-RoPE's table [cells, 32] (cos, sin), as uform_cuda_rope
+ * rotates them (uform_rotate_pair): the tile's row r is cell first + r; rows past the last stay zero.
+ * Planted 3: the sine's sign flipped. */
+__device__ __forceinline__ void rotate_tile(uint16_t *rows, float2 const *rotations, size_t first, size_t cells, int plant) {
+    for (unsigned index = threadIdx.x; index < tile * 32; index += threads) {
+        unsigned row = index / 32, slot = index % 32;
+        if (first + row >= cells) break; /* later indices are later rows */
+        float2 rotation = rotations[(first + row) * 32 + slot];
+        uform_rotate_pair(rows + row * pitch + slot, rows + row * pitch + slot + 32, rotation.x,
+                          UFORM_PLANTED(3) ? -rotation.y : rotation.y);
+    }
+}
+
 /* Waits for tile i while tile i + 1 (when there is one) streams in behind it. */
 __device__ __forceinline__ void await_tile(bool more) {
     if (more) {
@@ -168,10 +181,11 @@ __device__ __forceinline__ void await_tile(bool more) {
     __syncthreads();
 }
 
-__global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t const *qkv, uint32_t const *spans,
-                                                                    uint32_t const *segment_of, size_t cells,
-                                                                    size_t width, uint16_t *attended, float *log_sums,
-                                                                    int plant) {
+/* `rotations` NULL: q and k rotated already (uform_cuda_rope); else rotated here as each tile lands. */
+__global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t const *qkv, float2 const *rotations,
+                                                                    uint32_t const *spans, uint32_t const *segment_of,
+                                                                    size_t cells, size_t width, uint16_t *attended,
+                                                                    float *log_sums, int plant) {
     extern __shared__ __align__(16) unsigned char memory[];
     tiles_t &s = *reinterpret_cast<tiles_t *>(memory);
     unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -194,6 +208,10 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
     copy_commit();
     copy_wait<1>();
     __syncthreads();
+    if (rotations) {
+        rotate_tile(s.rows[0], rotations, first, cells, plant);
+        __syncthreads();
+    }
     uint32_t q[4][4];
     load_rows(s.rows[0], warp, lane, q);
     float output[8][4] = {}, largest[2] = {-INFINITY, -INFINITY}, sum[2] = {0, 0};
@@ -202,6 +220,10 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
         size_t key_first = start + i * tile;
         if (i + 1 < count) fetch_keys(s, qkv, segment_of, cells, width, head, buffer ^ 1, key_first + tile);
         await_tile(i + 1 < count);
+        if (rotations) {
+            rotate_tile(s.other[buffer][0], rotations, key_first, cells, plant);
+            __syncthreads();
+        }
         float score[8][4] = {};
         multiply_transposed(score, q, s.other[buffer][0], lane);
         float tile_largest[2] = {-INFINITY, -INFINITY};
@@ -459,17 +481,33 @@ static uform_status_t width_refused(char const *entry, size_t width) {
     return uform_cuda_note(uform_invalid_argument_k, "%s: width %zu is not a multiple of the head width 64", entry, width);
 }
 
+/* Both forward entries: `entry` names the failure and the plant (the rotating entry's control is the kernel's 3). */
+static uform_status_t forward_(char const *entry, uint16_t const *qkv, float const *rotations, uint32_t const *spans,
+                               uint32_t const *segment_of, size_t cells, size_t width, uint16_t *attended, float *log_sums,
+                               void *stream) {
+    if (!cells) return uform_ok_k;
+    if (width % head_width) return width_refused(entry, width);
+    uform_status_t status = configure((void const *)attention_forward_kernel, &forward_configured, entry);
+    if (status != uform_ok_k) return status;
+    int plant = uform_cuda_planted(entry);
+    dim3 grid((unsigned)((cells + tile - 1) / tile), (unsigned)(width / head_width));
+    attention_forward_kernel<<<grid, threads, sizeof(tiles_t), (cudaStream_t)stream>>>(
+        qkv, (float2 const *)rotations, spans, segment_of, cells, width, attended, log_sums, rotations && plant ? 3 : plant);
+    return uform_cuda_launched(entry);
+}
+
 extern "C" uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans,
                                                        uint32_t const *segment_of, size_t cells, size_t width,
                                                        uint16_t *attended, float *log_sums, void *stream) {
-    if (!cells) return uform_ok_k;
-    if (width % head_width) return width_refused("attention_forward", width);
-    uform_status_t status = configure((void const *)attention_forward_kernel, &forward_configured, "attention_forward");
-    if (status != uform_ok_k) return status;
-    dim3 grid((unsigned)((cells + tile - 1) / tile), (unsigned)(width / head_width));
-    attention_forward_kernel<<<grid, threads, sizeof(tiles_t), (cudaStream_t)stream>>>(
-        qkv, spans, segment_of, cells, width, attended, log_sums, uform_cuda_planted("attention_forward"));
-    return uform_cuda_launched("attention_forward");
+    return forward_("attention_forward", qkv, NULL, spans, segment_of, cells, width, attended, log_sums, stream);
+}
+
+extern "C" uform_status_t uform_cuda_attention_forward_rotating(uint16_t const *qkv, float const *rotations,
+                                                                uint32_t const *spans, uint32_t const *segment_of,
+                                                                size_t cells, size_t width, uint16_t *attended,
+                                                                float *log_sums, void *stream) {
+    if (!rotations) return uform_cuda_note(uform_invalid_argument_k, "attention_forward_rotating: no rotation table");
+    return forward_("attention_forward_rotating", qkv, rotations, spans, segment_of, cells, width, attended, log_sums, stream);
 }
 
 extern "C" uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended,

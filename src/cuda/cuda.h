@@ -141,6 +141,13 @@ uform_status_t uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, i
 uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
                                             size_t cells, size_t width, uint16_t *attended, float *log_sums,
                                             void *stream);
+/** The same over q and k not yet rotated: each tile of them rotated by M-RoPE's table `rotations`
+ *  [cells, 32] (cos, sin; uform_cuda_rope_table) as it loads, with uform_cuda_rope's arithmetic, so
+ *  the outputs are those of uform_cuda_rope (direction 1) then uform_cuda_attention_forward, bit for
+ *  bit; qkv is left as it was (inference: the rotated q and k are never stored). */
+uform_status_t uform_cuda_attention_forward_rotating(uint16_t const *qkv, float const *rotations, uint32_t const *spans,
+                                                     uint32_t const *segment_of, size_t cells, size_t width,
+                                                     uint16_t *attended, float *log_sums, void *stream);
 /** The gradients of q, k and v (BF16, into d_qkv [cells, 3 width]) from d_attended [cells, width]
  *  (BF16), the forward's inputs, its output and log-sum-exps; `deltas` [cells, heads] is scratch
  *  for dO . O. Each output element has one owner that sums in a fixed order: no atomics, results

@@ -98,8 +98,11 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     int wide = !a->bf16_residual; /* the out and down products' C and D: the residual stream's type */
     TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
-    TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
-    if (!keep_attention) {
+    int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
+    if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
+    if (rotating)
+        TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
+    else if (!keep_attention) {
         if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
         else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
     }

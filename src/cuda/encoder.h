@@ -89,6 +89,7 @@ typedef struct uform_cuda_block_buffers_t {
     uint8_t *codes;     /* E4M3 weights only: a product's input as E4M3 codes [cells, 4 width] */
     float *row_scales;  /* and their scales [cells] */
     int bf16_residual;
+    int rotate_in_attention; /* inference: attention.cu rotates q and k as it loads them (no rope pass); not with cuDNN */
 } uform_cuda_block_buffers_t;
 
 /** A masked modelling head on the device (docs/images.md, "Masked image modelling";

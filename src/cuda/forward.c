@@ -66,6 +66,7 @@ struct uform_cuda_forward_t {
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
     int bounded; /* E4M3 with per-tensor scales bounded from the weights (UFORM_CUDA_E4M3=tensor), else row scales */
     int wide_residual; /* UFORM_CUDA_RESIDUAL=f32: the residual stream in Float32, else BF16 (in `middle`'s room) */
+    int rotate_in_attention; /* UFORM_CUDA_ROTARY=fused: attention.cu rotates q and k as it loads them (no rope pass) */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
@@ -230,6 +231,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (residual && strcmp(residual, "bf16") && strcmp(residual, "f32"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_RESIDUAL is bf16 or f32, not %s", residual);
     context->wide_residual = residual && !strcmp(residual, "f32");
+    char const *rotary = getenv("UFORM_CUDA_ROTARY");
+    if (rotary && strcmp(rotary, "separate") && strcmp(rotary, "fused"))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ROTARY is separate or fused, not %s", rotary);
+    context->rotate_in_attention = rotary && !strcmp(rotary, "fused");
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);
@@ -665,7 +670,8 @@ static uform_status_t block_forward_(uform_cuda_forward_t *context, uform_cudnn_
                                                 .scales1 = context->scales, .log_sums = context->log_sums,
                                                 .middle = middle_(context, n), .scales2 = context->scales,
                                                 .codes = context->input_codes, .row_scales = context->input_scales,
-                                                .bf16_residual = !context->wide_residual};
+                                                .bf16_residual = !context->wide_residual,
+                                                .rotate_in_attention = context->rotate_in_attention};
     void *x = stream_(context);
     CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, x, context->rotations, context->spans,
                                    context->segment_of, n, context->width, 0, x, context->stream),

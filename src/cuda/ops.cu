@@ -246,11 +246,7 @@ __global__ void rope_kernel(uint16_t *qkv, float2 const *table, size_t cells, si
         float4 pair = rotations[e / 2]; /* (cos, sin) of slots e and e + 1 */
         float c[2] = {pair.x, pair.z}, s[2] = {pair.y * (float)direction, pair.w * (float)direction};
 #pragma unroll
-        for (int k = 0; k < 2; ++k) {
-            float first = uform_bf16_to_f32(l8[e + k]), second = uform_bf16_to_f32(h8[e + k]);
-            l8[e + k] = uform_f32_to_bf16(first * c[k] - second * s[k]);
-            h8[e + k] = uform_f32_to_bf16(second * c[k] + first * s[k]);
-        }
+        for (int k = 0; k < 2; ++k) uform_rotate_pair(&l8[e + k], &h8[e + k], c[k], s[k]);
     }
     *reinterpret_cast<uint4 *>(vector + slot) = low, *reinterpret_cast<uint4 *>(vector + slot + 32) = high;
 }

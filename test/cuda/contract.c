@@ -363,6 +363,50 @@ static void check_attention_(int plant) { attention_run_(plant, 0); }
 static void check_cudnn_attention_(int plant) { attention_run_(plant, 1); }
 #endif
 
+/* --- Attention rotating q and k as they load (inference's fused rotary): rope (direction 1) then the
+ *     forward, both held to float64 above, must give its outputs bit for bit, O and the log-sum-exps,
+ *     and leave qkv as it was. Segments of 1 to 300 cells, tiles straddling them, a last tile past the
+ *     end, and image-like coordinates (every axis differs). Control: the sine's sign flipped in the load. */
+static void check_attention_rotating_(int plant) {
+    size_t width = 256, heads = 4, stride = 3 * width, lengths[] = {130, 1, 64, 300, 17, 77, 110}, segments = 7, cells = 0;
+    for (size_t i = 0; i < segments; ++i) cells += lengths[i];
+    uint32_t *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
+    for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) {
+        spans[2 * i] = (uint32_t)first, spans[2 * i + 1] = (uint32_t)lengths[i];
+        for (size_t c = first; c < first + lengths[i]; ++c) segment_of[c] = (uint32_t)i;
+    }
+    int32_t *positions = malloc(cells * 3 * 4);
+    for (size_t c = 0; c < cells; ++c)
+        positions[c * 3] = (int32_t)(c % 5), positions[c * 3 + 1] = (int32_t)(c / 19), positions[c * 3 + 2] = (int32_t)(c % 19 + 2);
+    uint16_t *qkv = malloc(cells * stride * 2), *after = malloc(cells * stride * 2), *out = malloc(cells * width * 2);
+    uint16_t *expected = malloc(cells * width * 2);
+    float *lse = malloc(cells * heads * 4), *expected_lse = malloc(cells * heads * 4);
+    fill_bf16_(qkv, cells * stride, 2.0);
+    uint16_t *g_qkv = device_(cells * stride * 2), *g_out = device_(cells * width * 2);
+    uint32_t *g_spans = device_(segments * 8), *g_segment_of = device_(cells * 4);
+    int32_t *g_positions = device_(cells * 3 * 4);
+    float *g_table = device_(cells * 32 * 8), *g_lse = device_(cells * heads * 4);
+    upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4), upload_(g_positions, positions, cells * 3 * 4);
+    KERNEL_OK(uform_cuda_rope_table(g_positions, cells, g_table, NULL));
+    upload_(g_qkv, qkv, cells * stride * 2);
+    KERNEL_OK(uform_cuda_rope(g_qkv, g_table, cells, width, 1, NULL));
+    KERNEL_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL));
+    download_(expected, g_out, cells * width * 2), download_(expected_lse, g_lse, cells * heads * 4);
+    upload_(g_qkv, qkv, cells * stride * 2);
+    CUDA_OK(cudaMemset(g_out, 0xff, cells * width * 2));
+    PLANTED_OK("attention_forward_rotating", plant,
+               uform_cuda_attention_forward_rotating(g_qkv, g_table, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL));
+    download_(out, g_out, cells * width * 2), download_(lse, g_lse, cells * heads * 4), download_(after, g_qkv, cells * stride * 2);
+    double worst = 0;
+    for (size_t i = 0; i < cells * width; ++i) compare_(&worst, bf16_to_f32_(out[i]), bf16_to_f32_(expected[i]), 0);
+    for (size_t i = 0; i < cells * heads; ++i) compare_(&worst, lse[i], expected_lse[i], 0);
+    for (size_t i = 0; i < cells * stride; ++i) compare_(&worst, after[i], qkv[i], 0);
+    record_("attention_forward_rotating", worst, plant);
+    free(spans), free(segment_of), free(positions), free(qkv), free(after), free(out), free(expected), free(lse), free(expected_lse);
+    cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_positions), cudaFree(g_table);
+    cudaFree(g_lse);
+}
+
 /* --- Attention at the benchmark's shape (attention_reference.c says how it is checked). Control:
  *     segment 3 cut to half its length (cuDNN) or split in two (ours), so its rows see other keys
  *     than the reference's. */
@@ -945,6 +989,7 @@ int main(int argc, char **argv) {
         {check_cudnn_attention_, 1, {"a segment one cell too long (the mask leaks)"}},
 #endif
         {check_attention_shape_, 1, {"segment 3 split in two (ours) or cut to half its length (cuDNN)"}},
+        {check_attention_rotating_, 1, {"the sine's sign flipped in the load (fused rotary)"}},
         {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},

@@ -562,6 +562,25 @@ def test_gpu_encode_matches_the_cpu_with_either_attention(cli, any_model, needs_
     assert check.ok, f"{attention}:\n{check}"
 
 
+@pytest.mark.parametrize("precision", [None, "e4m3"])
+def test_rotary_in_attention_gives_the_same_bits(cli, any_model, needs_gpu, precision):
+    """UFORM_CUDA_ROTARY=fused (attention.cu rotating q and k as it loads them) against the rope pass:
+    the same embeddings bit for bit (the contract holds the kernel to that), and within the bound of
+    the CPU. (That the fused path ran shows as speed: bench/encode.py --rotaries separate,fused.)"""
+    directory = str(any_model)
+    results = {rotary: encode(cli, directory, TEXTS, "cuda", env={"UFORM_CUDA_ATTENTION": "ours", "UFORM_CUDA_ROTARY": rotary},
+                              precision=precision) for rotary in ("separate", "fused")}
+    assert np.array_equal(results["fused"], results["separate"]), bounds.relative_error(results["fused"], results["separate"])
+    if precision is None:
+        check = check_embeddings(directory, TEXTS, None, results["fused"], encode(cli, directory, TEXTS, "cpu"), printed=True)
+        assert check.ok, str(check)
+
+
+def test_a_bad_rotary_choice_is_refused(cli, init_model, needs_gpu):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_ROTARY": "inline"})
+    assert run.returncode != 0 and b"UFORM_CUDA_ROTARY is separate or fused, not inline" in run.stderr, run.stderr
+
+
 def test_gpu_encode_across_attention_plan_buckets(library, python_model, needs_gpu, monkeypatch):
     """Passes of ten shapes in one context (segment counts over five buckets, longest segments over two),
     more than the eight cuDNN plans it keeps, so plans are evicted and remade; each pass against the CPU.
