@@ -198,9 +198,10 @@ uform_status_t uform_cuda_adafactor_vector(float *weights, float const *gradient
 typedef struct uform_cuda_gemm_t uform_cuda_gemm_t;
 uform_status_t uform_cuda_gemm_create(uform_cuda_gemm_t **gemm, size_t workspace_bytes);
 /** With tuning on, the first call of each shape outside a graph capture times cuBLASLt's top
- *  candidates on its own operands and keeps the fastest (results then repeat within the process,
- *  not necessarily across processes); off (the default), the heuristic's first choice. */
-void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled);
+ *  `candidates` (1: the default count, 8; at most 64) on its own operands and keeps the fastest
+ *  (results then repeat within the process, not necessarily across processes); 0 (the default),
+ *  the heuristic's first choice. */
+void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int candidates);
 /** Describes every cached plan (transposes, m x n x k, cuBLASLt's algorithm, tile, split-K count and
  *  reduction scheme) into `text`; returns how many split K. */
 size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_t size);

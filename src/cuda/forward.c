@@ -220,9 +220,12 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     CHECK_CUDA(cudaStreamCreateWithFlags(&context->stream, cudaStreamNonBlocking), "cudaStreamCreate");
     CHECK(uform_cuda_gemm_create(&context->gemm, gemm_workspace_k), "creating cuBLASLt");
     char const *tune = getenv("UFORM_CUDA_TUNE");
-    if (tune && strcmp(tune, "0") && strcmp(tune, "1"))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_TUNE is 0 or 1, not %s", tune);
-    uform_cuda_gemm_tune(context->gemm, !tune || !strcmp(tune, "1"));
+    char *end = NULL;
+    long candidates = tune ? strtol(tune, &end, 10) : 1;
+    if (tune && (!*tune || *end || candidates < 0 || candidates > 64))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                               "UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64, not %s", tune);
+    uform_cuda_gemm_tune(context->gemm, (int)candidates);
     char const *scheme = getenv("UFORM_CUDA_E4M3");
     if (scheme && strcmp(scheme, "row") && strcmp(scheme, "tensor"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row or tensor, not %s", scheme);

@@ -11,7 +11,7 @@
 #include "cuda/cuda.h"
 #include "cuda/plant.h"
 
-enum { uform_plans_k = 64, uform_candidates_k = 8 };
+enum { uform_plans_k = 64, uform_candidates_k = 8, uform_candidates_most_k = 64 };
 
 /* A product's shape and the algorithm chosen for it, kept so that later calls (and graph capture)
  * skip the heuristic query and, when tuning, the timing. */
@@ -24,7 +24,7 @@ struct uform_cuda_gemm_t {
     cublasLtHandle_t handle;
     void *workspace;
     size_t workspace_bytes;
-    int tune;
+    int tune; /* candidates timed for a new shape: 0 takes the heuristic's first */
     size_t plans_count;
     uform_gemm_plan_t plans[uform_plans_k];
 };
@@ -35,7 +35,10 @@ static uform_status_t uform_gemm_failed_(size_t m, size_t n, size_t k, char cons
                            "gemm %zux%zux%zu: %s failed: %s", m, n, k, call, cublasLtGetStatusName(code));
 }
 
-void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int enabled) { gemm->tune = enabled; }
+void uform_cuda_gemm_tune(uform_cuda_gemm_t *gemm, int candidates) {
+    gemm->tune = candidates == 1 ? uform_candidates_k : candidates > uform_candidates_most_k ? uform_candidates_most_k
+                                                                                              : candidates > 0 ? candidates : 0;
+}
 
 uform_status_t uform_cuda_gemm_create(uform_cuda_gemm_t **result, size_t workspace_bytes) {
     uform_cuda_gemm_t *gemm = calloc(1, sizeof(*gemm));
@@ -116,14 +119,14 @@ static uform_status_t uform_gemm_choose_(uform_cuda_gemm_t *gemm, size_t const k
         if (preference) cublasLtMatmulPreferenceDestroy(preference);
         return uform_gemm_failed_(m, n, k, "describing the preference", code);
     }
-    cublasLtMatmulHeuristicResult_t candidates[uform_candidates_k];
+    cublasLtMatmulHeuristicResult_t candidates[uform_candidates_most_k];
     int found = 0;
     enum cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     cudaStreamIsCapturing((cudaStream_t)stream, &capturing);
     /* a full table keeps nothing: timing then would repeat at every call */
     int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone && gemm->plans_count < uform_plans_k;
     code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, call->operation, call->layout_first, call->layout_second,
-                                          call->layout_d, call->layout_d, preference, tune ? uform_candidates_k : 1,
+                                          call->layout_d, call->layout_d, preference, tune ? gemm->tune : 1,
                                           candidates, &found);
     cublasLtMatmulPreferenceDestroy(preference);
     if (code) return uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic", code);

@@ -576,6 +576,12 @@ def test_rotary_in_attention_gives_the_same_bits(cli, any_model, needs_gpu, prec
         assert check.ok, str(check)
 
 
+@pytest.mark.parametrize("tune", ["65", "-1", "8x", ""])
+def test_a_bad_tuning_count_is_refused(cli, init_model, needs_gpu, tune):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_TUNE": tune})
+    assert run.returncode != 0 and b"UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64" in run.stderr, run.stderr
+
+
 def test_a_bad_rotary_choice_is_refused(cli, init_model, needs_gpu):
     run = uform(cli, "encode", "--model", init_model, "--device", "cuda", stdin=b"a\n", env={"UFORM_CUDA_ROTARY": "inline"})
     assert run.returncode != 0 and b"UFORM_CUDA_ROTARY is separate or fused, not inline" in run.stderr, run.stderr
