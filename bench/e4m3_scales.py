@@ -9,9 +9,12 @@ scaling scheme, by measurement", derives the bounds:
 - out's input (the attention's output): sqrt(d) max|g| max_k ||W_v,k||;
 - down's input (silu(a) b): max(a's bound, 0.28) times b's, each as v's with gate's and up's rows;
 - each input's scale its bound / 448, each matrix's max|W| / 448 (`tensor`), or the weights' row
-  scales kept (`tensor-input`).
+  scales kept (`tensor-input`);
+- `tensor + fp8 attention`: attention's products in E4M3 too (reference.e4m3_attention_bounds: q and k
+  after rotation, v; the softmax's weights at 448), as an FP8 attention forward would run them.
 
-    python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--output FILE]
+    python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--schemes LABELS]
+                                 [--output FILE]
 """
 import argparse
 import json
@@ -26,7 +29,8 @@ sys.path.insert(0, str(ROOT / "test" / "python"))
 import reference as R  # noqa: E402
 
 # label: the reference's bf16_inputs, or the weights' scaling of reference.E4m3Bounded
-SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "e4m3", "e4m3 tensor": "tensor", "e4m3 tensor-input": "row"}
+SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "e4m3", "e4m3 tensor": "tensor", "e4m3 tensor-input": "row",
+           "e4m3 tensor + fp8 attention": "tensor+attention"}
 
 
 def embed(model, text, rounding):
@@ -42,6 +46,7 @@ def main():
     parser.add_argument("--pairs", nargs="+", default=[str(ROOT / "data/gettext/test.jsonl") + ":400",
                                                        str(ROOT / "data/manpages/test.jsonl") + ":253"],
                         help="PATH:COUNT, the first COUNT text pairs of each file")
+    parser.add_argument("--schemes", default=None, help="labels to run, comma-separated (Float64 always runs: the others' reference)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "e4m3_scales.json"))
     args = parser.parse_args()
     model = R.load_model(args.model)
@@ -52,7 +57,10 @@ def main():
         pairs = [(r["query"], r["positives"][0]) for r in records if isinstance(r["query"], str) and isinstance(r["positives"][0], str)]
         reference = None
         for label, scheme in SCHEMES.items():
-            products = R.E4m3Bounded(model, scheme) if scheme in ("tensor", "row") else None
+            if args.schemes and label not in args.schemes.split(",") and label != "f64":
+                continue
+            products = (R.E4m3Bounded(model, scheme.split("+")[0], attention="+attention" in scheme)
+                        if scheme in ("tensor", "row", "tensor+attention") else None)
             rounding = products or scheme
             began = time.time()
             q = np.array([embed(model, a, rounding) for a, _ in pairs])

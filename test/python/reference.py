@@ -160,13 +160,43 @@ def e4m3_input_bounds(model):
     return bounds
 
 
+def e4m3_attention_bounds(model):
+    """Each block's bounds on q and k after rotation and on v, from the weights alone, [(q, k, v)]: after the
+    attention norm |y|_2 <= sqrt(d) max |g|, so a q column is at most that times its W_q row's norm; a
+    rotation mixes slots i and i + 32, |rotated| <= sqrt(2) times the larger bound of the two; v as
+    e4m3_input_bounds bounds the attention's output."""
+    d, tensors, found = model.width, model.tensors, []
+    for block in range(model.depth):
+        prefix = f"blocks.{block}."
+        attn = np.sqrt(d) * float(np.max(np.abs(tensors[prefix + "attn_norm"])))
+        norms = np.linalg.norm(np.asarray(tensors[prefix + "qkv"], dtype=np.float64), axis=1) * attn
+        found.append((np.sqrt(2) * float(np.max(norms[:d])), np.sqrt(2) * float(np.max(norms[d : 2 * d])), float(np.max(norms[2 * d :]))))
+    return found
+
+
 class E4m3Bounded:
     """A block's products in E4M3 with each input at its bound / 448 (e4m3_input_bounds), the weights
     at one scale a matrix, max |W| / 448 (`weights="tensor"`, the GPU's UFORM_CUDA_E4M3=tensor) or a
-    scale a row (`"row"`, as e4m3_weight); `seen` keeps each product kind's largest |input| / bound."""
+    scale a row (`"row"`, as e4m3_weight); `seen` keeps each product kind's largest |input| / bound.
+    With `attention`, attention's two products in E4M3 too, as an FP8 scaled-dot-product forward runs them
+    (docs/precision.md, "What 1.5x needs"): q, k and v at their bounds / 448 (e4m3_attention_bounds), the
+    weights exp(s - max) in (0, 1] at 448, the row sums from the unrounded weights."""
 
-    def __init__(self, model, weights="tensor"):
+    def __init__(self, model, weights="tensor", attention=False):
         self.weights, self.codes, self.bounds, self.seen = weights, {}, e4m3_input_bounds(model), {}
+        self.attention = e4m3_attention_bounds(model) if attention else None
+
+    def attention_inputs(self, block, q, k, v):
+        """(q, k, v) of one block as E4M3 codes at their bounds' scales, given back as values."""
+        rounded = []
+        for name, x, bound in zip(("q", "k", "v"), (q, k, v), self.attention[block]):
+            self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
+            rounded.append(round_e4m3(x / (bound / E4M3_LARGEST)) * (bound / E4M3_LARGEST))
+        return tuple(rounded)
+
+    @staticmethod
+    def attention_weights(weights):
+        return round_e4m3(weights * E4M3_LARGEST) / E4M3_LARGEST
 
     def weight(self, weight):
         if id(weight) not in self.codes:
@@ -366,6 +396,9 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
         else:
             q, k = to_input(mrope(q, angles)), to_input(mrope(k, angles))
         v = to_input(v)
+        fp8 = getattr(rounding.narrow, "attention", None) is not None  # E4m3Bounded(attention=True)
+        if fp8:
+            q, k, v = rounding.narrow.attention_inputs(block, q, k, v)
         scores = np.einsum("thc,shc->hts", q, k) / 8.0  # [heads, cells, cells], all one segment
         if statistics is not None:
             statistics["max_abs_score"] = max(statistics.get("max_abs_score", 0.0), float(np.max(np.abs(scores))))
@@ -373,7 +406,8 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
         # the product; in Float64 mode this is exactly softmax(scores) @ v.
         weights = np.exp(scores - np.max(scores, axis=-1, keepdims=True))
         sums = np.sum(weights, axis=-1).T[:, :, None]  # [t, heads, 1]
-        attended = (np.einsum("hts,shc->thc", to_input(weights), v) / sums).reshape(cells, width)
+        rounded = rounding.narrow.attention_weights(weights) if fp8 else to_input(weights)
+        attended = (np.einsum("hts,shc->thc", rounded, v) / sums).reshape(cells, width)
         x = x + rounding.block(attended, tensors[prefix + "out"])
         n = rmsnorm(x, tensors[prefix + "mlp_norm"])
         gate_up = rounding.block(n, tensors[prefix + "gate_up"])

@@ -2,6 +2,8 @@
 # UFORM_CUDA_E4M3=tensor; docs/precision.md, "The scaling scheme, by measurement") hold on a model with
 # random norm gains, for random texts and for the inputs that come nearest each norm's bound; a copy
 # of the bounds at a quarter must be exceeded (the check can fail); "e4m3-tensor" runs those products.
+# With attention=True, attention's q, k and v bounds hold the same way (an eighth of them exceeded),
+# and only attention's products round besides.
 import numpy as np
 
 import reference
@@ -61,3 +63,35 @@ def test_the_tensor_mode_runs_bounded_products(python_model):
     assert np.array_equal(tensor, bounded)
     error = lambda h: np.linalg.norm(h - f64) / np.linalg.norm(f64)  # noqa: E731
     assert 0 < error(tensor) < 4 * error(rows) and 0 < error(rows), (error(tensor), error(rows))
+
+
+def test_attention_bounds_hold_and_an_eighth_is_exceeded(python_model):
+    """E4m3Bounded(attention=True): q and k after rotation and v stay within e4m3_attention_bounds over random
+    texts (so their E4M3 codes never saturate); the same bounds at an eighth are exceeded (random texts
+    reach about a sixth of them: the bounds leave two to three binades unused at the top)."""
+    model = reference.load_model(str(python_model))
+    texts = random_texts(12)
+    seen = shares(model, reference.E4m3Bounded(model, attention=True), texts)
+    assert {"q", "k", "v"} <= set(seen) and all(0 < seen[name] <= 1 for name in "qkv"), seen
+    eighth = reference.E4m3Bounded(model, attention=True)
+    eighth.attention = [tuple(bound / 8 for bound in bounds) for bounds in eighth.attention]
+    assert max(shares(model, eighth, texts)[name] for name in "qkv") > 1
+
+
+def test_fp8_attention_rounds_attention_and_nothing_else(python_model):
+    """With attention=True the embeddings move from the bounded products' alone (attention's products now round),
+    by no more than the products' own E4M3 error does; with every attention rounding the identity they
+    are the bounded products' bit for bit."""
+    model = reference.load_model(str(python_model))
+    values = np.frombuffer(random_texts(1, seed=9)[0], dtype=np.uint8).astype(np.int64)
+    positions = reference.text_positions(len(values))
+    f64 = reference.encode_segment(model, values, positions, False)
+    products = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model))
+    fp8 = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model, attention=True))
+    error = lambda h: np.linalg.norm(h - f64) / np.linalg.norm(f64)  # noqa: E731
+    moved = np.linalg.norm(fp8 - products) / np.linalg.norm(f64)
+    assert 0 < moved < 2 * error(products), (moved, error(products))
+    identity = reference.E4m3Bounded(model, attention=True)
+    identity.attention_inputs = lambda block, q, k, v: (q, k, v)
+    identity.attention_weights = reference.round_bf16  # the BF16 weights of the products-only mode
+    assert np.array_equal(reference.encode_segment(model, values, positions, identity), products)
