@@ -205,6 +205,17 @@ static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout,
     context->logits = take_(layout, n * logits_stride_k * 4);
 }
 
+/* An environment switch of two values: *chosen is 1 when it names `second`, 0 when unset or `first`;
+ * anything else refused. */
+static uform_status_t switch_(char const *name, char const *first, char const *second, int *chosen, char *error,
+                              size_t error_size) {
+    char const *value = getenv(name);
+    *chosen = value && !strcmp(value, second);
+    if (value && !*chosen && strcmp(value, first))
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s is %s or %s, not %s", name, first, second, value);
+    return uform_ok_k;
+}
+
 uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *error, size_t error_size) {
     *result = NULL;
     int count = 0, code = (int)cudaGetDeviceCount(&count);
@@ -226,18 +237,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                                "UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, (int)candidates);
-    char const *scheme = getenv("UFORM_CUDA_E4M3");
-    if (scheme && strcmp(scheme, "row") && strcmp(scheme, "tensor"))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row or tensor, not %s", scheme);
-    context->bounded = scheme && !strcmp(scheme, "tensor");
-    char const *residual = getenv("UFORM_CUDA_RESIDUAL");
-    if (residual && strcmp(residual, "bf16") && strcmp(residual, "f32"))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_RESIDUAL is bf16 or f32, not %s", residual);
-    context->wide_residual = residual && !strcmp(residual, "f32");
-    char const *rotary = getenv("UFORM_CUDA_ROTARY");
-    if (rotary && strcmp(rotary, "separate") && strcmp(rotary, "fused"))
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ROTARY is separate or fused, not %s", rotary);
-    context->rotate_in_attention = rotary && !strcmp(rotary, "fused");
+    uform_status_t status = switch_("UFORM_CUDA_E4M3", "row", "tensor", &context->bounded, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", &context->wide_residual, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_ROTARY", "separate", "fused", &context->rotate_in_attention, error, error_size);
+    if (status != uform_ok_k) return status;
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);

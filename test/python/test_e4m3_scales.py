@@ -56,6 +56,11 @@ def test_the_tensor_mode_runs_bounded_products(python_model):
     x = np.random.default_rng(5).standard_normal((7, model.width)) * np.array([1e-3, 1, 30, 1, 1, 1, 1])[:, None]
     row = reference.E4m3Bounded(model, "row")(x, weight)
     assert not np.array_equal(reference.E4m3Bounded(model)(x, weight), row)
+    # rows whose largest value is the bound: their own scale is the bound's, so the row-scaled weights'
+    # products are the reference's E4M3 product (row scales on both sides) exactly
+    bound, _ = reference.e4m3_input_bounds(model)[id(weight)]
+    at_bound = x / np.max(np.abs(x), axis=1, keepdims=True) * bound
+    assert np.array_equal(reference.E4m3Bounded(model, "row")(at_bound, weight), reference.e4m3_product(at_bound, weight))
     values = np.frombuffer(random_texts(1, seed=7)[0], dtype=np.uint8).astype(np.int64)
     positions = reference.text_positions(len(values))
     f64, tensor, rows = (reference.encode_segment(model, values, positions, mode) for mode in (False, "e4m3-tensor", "e4m3"))
