@@ -9,7 +9,9 @@
 # also e4m3-tensor, E4M3 with bounded per-tensor scales, UFORM_CUDA_E4M3=tensor); with a narrow one
 # beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row). On the GPU
 # --residuals bf16,f32 runs each precision with either residual stream (UFORM_CUDA_RESIDUAL, docs/cuda.md),
-# --rotaries separate,fused with rotary as its own pass or in attention.cu's loads (UFORM_CUDA_ROTARY).
+# --rotaries separate,fused with rotary as its own pass or in attention.cu's loads (UFORM_CUDA_ROTARY),
+# --gate-ups bf16,e4m3 with e4m3-tensor's gate_up output in BF16 or E4M3 codes (UFORM_CUDA_GATE_UP),
+# --attentions bf16,e4m3 with e4m3-tensor's attention in BF16 or, where cuDNN's runs, FP8 (UFORM_CUDA_E4M3_ATTENTION).
 #
 #   python3 bench/encode.py [--device cpu|cuda] [--tier tiny] [--bytes 128,2048] [--seconds 5]
 #                           [--threads N] [--batch-bytes B] [--peer-configs float32,bfloat16,...]
@@ -93,6 +95,12 @@ def main():
     parser.add_argument("--rotaries", default="separate",
                         help="GPU: ours with rotary as its own pass (separate, the default) and/or in attention's loads "
                              "(fused; UFORM_CUDA_ROTARY)")
+    parser.add_argument("--gate-ups", default="bf16",
+                        help="GPU: e4m3-tensor with gate_up's output in BF16 (the default) and/or E4M3 codes (e4m3; "
+                             "UFORM_CUDA_GATE_UP); other precisions run bf16 alone")
+    parser.add_argument("--attentions", default="bf16",
+                        help="GPU: e4m3-tensor with attention in BF16 (the default) and/or FP8 where cuDNN's attention runs "
+                             "(e4m3; UFORM_CUDA_E4M3_ATTENTION); other precisions run bf16 alone")
     parser.add_argument("--peer-isa", default="native", choices=sorted(PEER_ISAS),
                         help="cap the peer's instruction set to emulate another CPU class on this one (default native)")
     parser.add_argument("--build", default=str(ROOT / "build"))
@@ -120,12 +128,14 @@ def main():
         if args.repeats > 1:
             print(f"repeat {repeat + 1} of {args.repeats}", file=sys.stderr)
         rows, ours = {}, []
-        variants = [(p, r, t) for p in args.precisions.split(",") for r in (args.residuals.split(",") if gpu else ["bf16"])
-                    for t in (args.rotaries.split(",") if gpu else ["separate"])]
-        for precision, residual, rotary in variants:
+        variants = [(p, r, t, u, a) for p in args.precisions.split(",") for r in (args.residuals.split(",") if gpu else ["bf16"])
+                    for t in (args.rotaries.split(",") if gpu else ["separate"])
+                    for u in (args.gate_ups.split(",") if gpu and p == "e4m3-tensor" else ["bf16"])
+                    for a in (args.attentions.split(",") if gpu and p == "e4m3-tensor" else ["bf16"])]
+        for precision, residual, rotary, gate_up, attention in variants:
             for kernels in (args.kernels.split(",") if not gpu else [None]):
                 env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}), UFORM_CUDA_RESIDUAL=residual,
-                           UFORM_CUDA_ROTARY=rotary)
+                           UFORM_CUDA_ROTARY=rotary, UFORM_CUDA_GATE_UP=gate_up, UFORM_CUDA_E4M3_ATTENTION=attention)
                 if precision == "e4m3-tensor":
                     env["UFORM_CUDA_E4M3"] = "tensor"
                 else:
@@ -140,7 +150,9 @@ def main():
                     print(f"uform: this CPU cannot run the {kernels} kernels (it ran {ran}); left out", file=sys.stderr)
                     continue
                 system = (f"uform {precision} {ran}" if kernels else f"uform {precision}" +
-                          (f" {residual}-residual" if residual != "bf16" else "") + (f" {rotary}-rotary" if rotary != "separate" else ""))
+                          (f" {residual}-residual" if residual != "bf16" else "") + (f" {rotary}-rotary" if rotary != "separate" else "") +
+                          (f" {gate_up}-gate_up" if gate_up != "bf16" else "") +
+                          (f" {attention}-attention" if attention != "bf16" else ""))
                 ours.append(system)
                 cpu_class = lines[0].get("cpu") if lines else cpu_class
                 for line in lines:

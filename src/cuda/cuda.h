@@ -103,6 +103,11 @@ uform_status_t uform_cuda_rope_table(int32_t const *positions, size_t cells, flo
  *  `direction` -1 applies the inverse rotation (the backward pass, on dq and dk). */
 uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
                                void *stream);
+/** FP8 attention's inputs: q and k rotated as uform_cuda_rope rotates them (BF16, qkv itself untouched),
+ *  then they and v coded as E4M3 at scales [3] (q, k, v: value / scale rounded, saturating at 448) into
+ *  codes [cells, 3 width]. */
+uform_status_t uform_cuda_rope_e4m3(uint16_t const *qkv, float const *table, size_t cells, size_t width,
+                                    float const scales[3], uint8_t *codes, void *stream);
 
 /** hidden [cells, 4w] (BF16) = silu(gate) * up from gate_up [cells, 8w] (BF16). */
 uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint16_t *hidden,
@@ -111,6 +116,10 @@ uform_status_t uform_cuda_swiglu_forward(uint16_t const *gate_up, size_t cells, 
  *  would write (codes [cells, 4w], scales [cells]; `fixed` as there), the BF16 hidden values not stored. */
 uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t cells, size_t hidden_width, uint8_t *codes,
                                       float *scales, float fixed, void *stream);
+/** The same from gate_up as E4M3 codes [cells, 8w] at one scale (uform_cuda_gemm_e4m3_codes): codes [cells, 4w]
+ *  of silu(gate) up at `fixed`, computed in Float32 (hidden_width a multiple of 16). */
+uform_status_t uform_cuda_swiglu_e4m3_codes(uint8_t const *gate_up, float scale, size_t cells, size_t hidden_width,
+                                           uint8_t *codes, float fixed, void *stream);
 /** d_gate_up [cells, 8w] (BF16) from d_hidden [cells, 4w] (BF16) and gate_up. */
 uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,
                                           size_t hidden_width, uint16_t *d_gate_up, void *stream);
@@ -280,6 +289,12 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
 uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
                                     float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
                                     void *d, int d_is_f32, int scalar, void *stream);
+
+/** The same with one scale an operand (device pointers) and D as E4M3 codes: D = E4M3(A W^T * scale_a
+ *  * scale_w * inverse_scale_d), saturating at 448 (SwiGLU reads gate_up so, docs/precision.md). */
+uform_status_t uform_cuda_gemm_e4m3_codes(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                          float const *scale_a, uint8_t const *w, float const *scale_w,
+                                          float const *inverse_scale_d, uint8_t *d, void *stream);
 
 #ifdef __cplusplus
 }

@@ -14,13 +14,15 @@
 #include "cuda/check.h"
 #include "cuda/cuda.h"
 #include "cuda/cudnn_attention.h"
+#include "cuda/plant.h"
 
 namespace fe = cudnn_frontend;
 
 namespace {
 
 enum : int64_t { q_uid = 1, k_uid, v_uid, o_uid, stats_uid, d_o_uid, d_q_uid, d_k_uid, d_v_uid, lengths_uid,
-                 rows_offset_uid, qkv_offset_uid, stats_offset_uid };
+                 rows_offset_uid, qkv_offset_uid, stats_offset_uid, descale_q_uid, descale_k_uid, descale_v_uid,
+                 descale_s_uid, scale_s_uid, scale_o_uid, amax_s_uid, amax_o_uid };
 
 } // namespace
 
@@ -38,6 +40,8 @@ struct uform_cudnn_attention_t {
     pass_t forward, backward;
     size_t segments, longest, width;
     bool inference; /* forward only, no log-sum-exps */
+    bool fp8;       /* inference in FP8: q, k, v and the output as E4M3 codes */
+    float *fp8_scalars; /* FP8: the softmax's scale and its inverse (448, 1 / 448), then the two amax outputs */
     int32_t *lengths, *qkv_offsets, *row_offsets;
     void *workspace;
     int64_t workspace_bytes;
@@ -49,7 +53,8 @@ static uform_status_t refused(char const *what, std::string const &message) {
     return uform_cuda_note(uform_unsupported_k, "cudnn_attention_create: %s: %s", what, message.c_str());
 }
 
-/* The tensors both graphs share: q, k, v (or their gradients) in qkv rows, o (or dO) in w rows. */
+/* The tensors both graphs share: q, k, v (or their gradients) in qkv rows, o (or dO) in w rows; BF16, or
+ * E4M3 codes in the FP8 graph (strides and offsets count elements either way). */
 static std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &graph, int64_t uid, char const *name,
                                                             uform_cudnn_attention_t const *a, int64_t row_stride,
                                                             std::shared_ptr<fe::graph::Tensor_attributes> offsets) {
@@ -59,9 +64,19 @@ static std::shared_ptr<fe::graph::Tensor_attributes> tensor(fe::graph::Graph &gr
                               .set_uid(uid)
                               .set_dim({b, h, s, 64})
                               .set_stride({s * row_stride, 64, row_stride, 1})
-                              .set_data_type(fe::DataType_t::BFLOAT16));
+                              .set_data_type(a->fp8 ? fe::DataType_t::FP8_E4M3 : fe::DataType_t::BFLOAT16));
     t->set_ragged_offset(offsets);
     return t;
+}
+
+/* One Float32 scalar the FP8 graph reads from device memory. */
+static std::shared_ptr<fe::graph::Tensor_attributes> scalar(fe::graph::Graph &graph, int64_t uid, char const *name) {
+    return graph.tensor(fe::graph::Tensor_attributes()
+                            .set_name(name)
+                            .set_uid(uid)
+                            .set_dim({1, 1, 1, 1})
+                            .set_stride({1, 1, 1, 1})
+                            .set_data_type(fe::DataType_t::FLOAT));
 }
 
 static std::shared_ptr<fe::graph::Tensor_attributes> integers(fe::graph::Graph &graph, int64_t uid, char const *name,
@@ -148,11 +163,57 @@ static uform_status_t run(uform_cudnn_attention_t *a, pass_t *pass, std::unorder
     return uform_ok_k;
 }
 
+/* A graph of one direction: its types (io BF16, or E4M3 for FP8), lengths and ragged offsets, and q, k, v in qkv rows. */
+struct graph_start_t {
+    std::shared_ptr<fe::graph::Graph> graph;
+    std::shared_ptr<fe::graph::Tensor_attributes> lengths, qkv_offsets, row_offsets, q, k, v;
+};
+
+static graph_start_t start(uform_cudnn_attention_t const *a) {
+    int64_t b = (int64_t)a->segments, w = (int64_t)a->width;
+    graph_start_t g;
+    g.graph = std::make_shared<fe::graph::Graph>();
+    g.graph->set_io_data_type(a->fp8 ? fe::DataType_t::FP8_E4M3 : fe::DataType_t::BFLOAT16)
+        .set_intermediate_data_type(fe::DataType_t::FLOAT)
+        .set_compute_data_type(fe::DataType_t::FLOAT);
+    g.lengths = integers(*g.graph, lengths_uid, "lengths", b);
+    g.qkv_offsets = integers(*g.graph, qkv_offset_uid, "qkv_offsets", b + 1);
+    g.row_offsets = integers(*g.graph, rows_offset_uid, "row_offsets", b + 1);
+    g.q = tensor(*g.graph, q_uid, "q", a, 3 * w, g.qkv_offsets), g.k = tensor(*g.graph, k_uid, "k", a, 3 * w, g.qkv_offsets);
+    g.v = tensor(*g.graph, v_uid, "v", a, 3 * w, g.qkv_offsets);
+    return g;
+}
+
+/* The FP8 forward (inference): S = q k^T at q's and k's scales, the softmax's weights coded at 448, O = P v at
+ * v's scale coded at the output's (scale_o multiplies), as cuDNN's FP8 attention on sm_90 runs it (its
+ * output only in FP8 there). */
+static fe::error_t fp8_forward(uform_cudnn_attention_t *a) {
+    int64_t b = (int64_t)a->segments, h = (int64_t)a->width / 64, s = (int64_t)a->longest, w = (int64_t)a->width;
+    auto [graph, lengths, qkv_offsets, row_offsets, q, k, v] = start(a);
+    auto options = fe::graph::SDPA_fp8_attributes()
+                       .set_name("attention_fp8")
+                       .set_generate_stats(false)
+                       .set_attn_scale(0.125f)
+                       .set_padding_mask(true)
+                       .set_seq_len_q(lengths)
+                       .set_seq_len_kv(lengths);
+    auto [o, stats, amax_s, amax_o] =
+        graph->sdpa_fp8(q, k, v, scalar(*graph, descale_q_uid, "descale_q"), scalar(*graph, descale_k_uid, "descale_k"),
+                        scalar(*graph, descale_v_uid, "descale_v"), scalar(*graph, descale_s_uid, "descale_s"),
+                        scalar(*graph, scale_s_uid, "scale_s"), scalar(*graph, scale_o_uid, "scale_o"), options);
+    (void)stats;
+    o->set_output(true).set_uid(o_uid).set_dim({b, h, s, 64}).set_stride({s * w, 64, w, 1}).set_ragged_offset(row_offsets)
+        .set_data_type(fe::DataType_t::FP8_E4M3);
+    for (auto [amax, uid] : {std::make_pair(amax_s, (int64_t)amax_s_uid), std::make_pair(amax_o, (int64_t)amax_o_uid)})
+        amax->set_output(true).set_uid(uid).set_dim({1, 1, 1, 1}).set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::FLOAT);
+    return build(graph, a->handle, false, &a->forward, &a->workspace_bytes);
+}
+
 static uform_status_t create(uform_cudnn_attention_t **result, size_t segments, size_t longest, size_t width,
-                             int deterministic, int tune, bool inference) {
+                             int deterministic, int tune, bool inference, bool fp8 = false) {
     *result = nullptr;
     auto *a = new uform_cudnn_attention_t{};
-    a->segments = segments, a->longest = longest, a->width = width, a->inference = inference;
+    a->segments = segments, a->longest = longest, a->width = width, a->inference = inference, a->fp8 = fp8;
     cudnnStatus_t code = cudnnCreate(&a->handle);
     if (code != CUDNN_STATUS_SUCCESS) {
         delete a;
@@ -160,16 +221,12 @@ static uform_status_t create(uform_cudnn_attention_t **result, size_t segments, 
     }
     *result = a;
     int64_t b = (int64_t)segments, h = (int64_t)width / 64, s = (int64_t)longest, w = (int64_t)width;
-    for (int pass = 0; pass < (inference ? 1 : 2); ++pass) {
-        auto graph = std::make_shared<fe::graph::Graph>();
-        graph->set_io_data_type(fe::DataType_t::BFLOAT16)
-            .set_intermediate_data_type(fe::DataType_t::FLOAT)
-            .set_compute_data_type(fe::DataType_t::FLOAT);
-        auto lengths = integers(*graph, lengths_uid, "lengths", b);
-        auto qkv_offsets = integers(*graph, qkv_offset_uid, "qkv_offsets", b + 1);
-        auto row_offsets = integers(*graph, rows_offset_uid, "row_offsets", b + 1);
-        auto q = tensor(*graph, q_uid, "q", a, 3 * w, qkv_offsets), k = tensor(*graph, k_uid, "k", a, 3 * w, qkv_offsets);
-        auto v = tensor(*graph, v_uid, "v", a, 3 * w, qkv_offsets);
+    if (fp8) {
+        fe::error_t status = fp8_forward(a);
+        if (status.is_bad()) return refused("FP8 forward", status.get_message());
+    }
+    for (int pass = 0; pass < (fp8 ? 0 : inference ? 1 : 2); ++pass) {
+        auto [graph, lengths, qkv_offsets, row_offsets, q, k, v] = start(a);
         if (pass == 0) {
             auto options = fe::graph::SDPA_attributes()
                                .set_name("attention")
@@ -213,6 +270,13 @@ static uform_status_t create(uform_cudnn_attention_t **result, size_t segments, 
     if (status == uform_ok_k && a->workspace_bytes)
         status = uform_cuda_check(cudaMalloc(&a->workspace, (size_t)a->workspace_bytes), "cudnn_attention_create",
                                   "cudaMalloc");
+    if (status == uform_ok_k && fp8) {
+        float const constants[2] = {1.0f / 448.0f, 448.0f};
+        status = uform_cuda_check(cudaMalloc((void **)&a->fp8_scalars, 4 * sizeof(float)), "cudnn_attention_create", "cudaMalloc");
+        if (status == uform_ok_k)
+            status = uform_cuda_check(cudaMemcpy(a->fp8_scalars, constants, sizeof(constants), cudaMemcpyHostToDevice),
+                                      "cudnn_attention_create", "cudaMemcpy");
+    }
     if (status != uform_ok_k) return status;
     a->qkv_offsets = a->lengths + segments, a->row_offsets = a->qkv_offsets + segments + 1;
     return uform_ok_k;
@@ -228,9 +292,15 @@ extern "C" uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_att
     return create(result, segments, longest, width, 0, 0, true);
 }
 
+extern "C" uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention_t **result, size_t segments, size_t longest,
+                                                           size_t width) {
+    return create(result, segments, longest, width, 0, 0, true, true);
+}
+
 extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
     if (!a) return;
     cudaFree(a->lengths);
+    cudaFree(a->fp8_scalars);
     cudaFree(a->workspace);
     a->forward.graph.reset(), a->backward.graph.reset();
     cudnnDestroy(a->handle);
@@ -250,8 +320,26 @@ extern "C" uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t 
     return uform_cuda_ragged_offsets(spans, a->segments, a->width, a->lengths, a->qkv_offsets, a->row_offsets, stream);
 }
 
+extern "C" uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_attention_t *a, uint8_t const *codes,
+                                                            float const *scales, float const *output_scale,
+                                                            uint8_t *attended, void *stream) {
+    if (!a->fp8) return uform_cuda_note(uform_invalid_argument_k, "cudnn_attention_forward_fp8: a plan made without FP8");
+    uint8_t *base = const_cast<uint8_t *>(codes);
+    float *scale = const_cast<float *>(scales), *inverse = const_cast<float *>(output_scale);
+    std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
+                                                {o_uid, attended}, {lengths_uid, a->lengths},
+                                                {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets},
+                                                {descale_q_uid, scale}, {descale_k_uid, scale + 4},
+                                                {descale_v_uid, scale + (uform_cuda_planted("cudnn_attention_fp8") ? 4 : 8)}, /* planted: k's scale for v's */
+                                                {descale_s_uid, a->fp8_scalars}, {scale_s_uid, a->fp8_scalars + 1},
+                                                {scale_o_uid, inverse}, {amax_s_uid, a->fp8_scalars + 2},
+                                                {amax_o_uid, a->fp8_scalars + 3}};
+    return run(a, &a->forward, pack, (cudaStream_t)stream, "cudnn_attention_forward_fp8");
+}
+
 extern "C" uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *a, uint16_t const *qkv,
                                                         uint16_t *attended, float *stats, void *stream) {
+    if (a->fp8) return uform_cuda_note(uform_invalid_argument_k, "cudnn_attention_forward: a plan made for FP8");
     uint16_t *base = const_cast<uint16_t *>(qkv);
     std::unordered_map<int64_t, void *> pack = {{q_uid, base}, {k_uid, base + a->width}, {v_uid, base + 2 * a->width},
                                                 {o_uid, attended}, {lengths_uid, a->lengths},

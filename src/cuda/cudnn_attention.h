@@ -29,6 +29,10 @@ uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention,
 /** The forward pass alone, without log-sum-exps (inference): `stats` of the forward call is ignored. */
 uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
                                                       size_t width);
+/** The FP8 forward alone (inference, sm_90): q, k and v as E4M3 codes in codes [cells, 3 width], the output as E4M3
+ *  codes [cells, width]; unsupported where cuDNN plans no FP8 attention for the shape. */
+uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
+                                                size_t width);
 /** One line naming the plans in use and their timed milliseconds (after the first calls). */
 char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
@@ -41,6 +45,11 @@ uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *attention,
 uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
                                               uint16_t const *attended, float const *stats, uint16_t const *d_attended,
                                               uint16_t *d_qkv, void *stream);
+/** A plan of uform_cudnn_attention_create_fp8: `scales` (device) holds q's, k's and v's code scales 16 bytes apart
+ *  (scales [0], [4], [8]), `output_scale` (device) what the output is multiplied by before it is coded
+ *  (the inverse of its code scale). */
+uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_attention_t *attention, uint8_t const *codes, float const *scales,
+                                                 float const *output_scale, uint8_t *attended, void *stream);
 
 #else
 /* Without cuDNN no plan is ever made (creation fails), so these stand-ins are never reached. */
@@ -54,6 +63,18 @@ static inline uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_
                                                                     size_t longest, size_t width) {
     (void)segments, (void)longest, (void)width;
     *attention = NULL;
+    return uform_unsupported_k;
+}
+static inline uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention_t **attention, size_t segments,
+                                                              size_t longest, size_t width) {
+    (void)segments, (void)longest, (void)width;
+    *attention = NULL;
+    return uform_unsupported_k;
+}
+static inline uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_attention_t *attention, uint8_t const *codes,
+                                                               float const *scales, float const *output_scale,
+                                                               uint8_t *attended, void *stream) {
+    (void)attention, (void)codes, (void)scales, (void)output_scale, (void)attended, (void)stream;
     return uform_unsupported_k;
 }
 static inline void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention) { (void)attention; }

@@ -98,20 +98,34 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     int wide = !a->bf16_residual; /* the out and down products' C and D: the residual stream's type */
     TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
-    int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
-    if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
-    if (rotating)
-        TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
-    else if (!keep_attention) {
-        if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
-        else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
+    if (a->fp8_attention && cudnn && !keep_attention && w->input_scales && w->out8) { /* q, k, v and the output as codes */
+        uint8_t *attended = (uint8_t *)a->attended;
+        TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + 5, a->codes, s));
+        TRY(uform_cudnn_attention_forward_fp8(cudnn, a->codes, w->input_scales + 20, w->input_scales + 32, attended, s));
+        TRY(uform_cuda_gemm_e4m3(g, n, d, d, attended, w->input_scales + 4, w->out8, w->out_scales, x, a->middle, wide, 1, s));
+    } else {
+        int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
+        if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
+        if (rotating)
+            TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
+        else if (!keep_attention) {
+            if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
+            else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
+        }
+        TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     }
-    TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
-    TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
-    if (w->down8) /* hidden not kept */
-        TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, 3), s));
-    else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
+    if (a->gate_up_codes && w->input_scales && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */
+        uint8_t *codes = (uint8_t *)a->gate_up;
+        TRY(uform_cuda_gemm_e4m3_codes(g, n, 8 * d, d, a->codes, w->input_scales + 8, w->gate_up8, w->gate_up_scales,
+                                       w->input_scales + 16, codes, s));
+        TRY(uform_cuda_swiglu_e4m3_codes(codes, w->input_scale[4], n, 4 * d, a->codes, fixed_(w, 3), s));
+    } else {
+        TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
+        if (w->down8) /* hidden not kept */
+            TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, 3), s));
+        else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
+    }
     if (x_next)
         TRY(product_(g, w, 3, a, a->hidden, w->down8 != NULL, n, 4 * d, w->down, w->down8, w->down_scales, d, a->middle, x_next, wide, s));
     return uform_ok_k;

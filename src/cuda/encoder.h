@@ -65,17 +65,19 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_
 /** One block's weights on the device: BF16 matrices, Float32 norm gains; in the E4M3 precision
  *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
  *  (uform_e4m3_rows), which the products then use; NULL otherwise. With bounded per-tensor scales
- *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [4, 4] (device)
- *  holds each product's input scale, its bound / 448, in the order qkv, out, gate_up, down, each first
- *  in a 16-byte slot (cuBLASLt refuses scale pointers less aligned), and
- *  `input_scale` the same on the host; with row scales `input_scales` is NULL. */
+ *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [16, 4] (device)
+ *  holds, each first in a 16-byte slot (cuBLASLt refuses scale pointers less aligned): each product's
+ *  input scale, its bound / 448, in the order qkv, out, gate_up, down; 448 over gate_up's output bound
+ *  (cuBLASLt's D scale multiplies); q's, k's and v's code scales for FP8 attention; then (slot 8) the
+ *  inverse of out's input scale, at which FP8 attention codes its output. `input_scale` [8] holds the
+ *  same scales on the host (gate_up's output's as bound / 448); with row scales `input_scales` is NULL. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;
     uint16_t const *qkv, *out, *gate_up, *down;
     uint8_t const *qkv8, *out8, *gate_up8, *down8;
     float const *qkv_scales, *out_scales, *gate_up_scales, *down_scales;
     float const *input_scales;
-    float input_scale[4];
+    float input_scale[8];
 } uform_cuda_block_weights_t;
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both
@@ -90,6 +92,9 @@ typedef struct uform_cuda_block_buffers_t {
     float *row_scales;  /* and their scales [cells] */
     int bf16_residual;
     int rotate_in_attention; /* inference: attention.cu rotates q and k as it loads them (no rope pass); not with cuDNN */
+    int gate_up_codes; /* inference at bounded E4M3 scales: gate_up written as E4M3 codes (in gate_up's room), SwiGLU reads them */
+    int fp8_attention; /* inference at bounded E4M3 scales with an FP8 cuDNN plan: q, k, v coded by the rope pass (in codes'
+                        * room), the output coded by cuDNN (in attended's room) for the out product */
 } uform_cuda_block_buffers_t;
 
 /** A masked modelling head on the device (docs/images.md, "Masked image modelling";

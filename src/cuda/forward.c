@@ -40,6 +40,7 @@ enum {
  * of two); `refused` remembers a shape cuDNN builds no plan for, so it is not tried again. */
 typedef struct attention_plan_t {
     size_t segments, longest, width;
+    int fp8; /* the FP8 forward's plan (uform_cudnn_attention_create_fp8) */
     uform_cudnn_attention_t *attention;
     unsigned long long used;
     int refused;
@@ -67,11 +68,14 @@ struct uform_cuda_forward_t {
     int bounded; /* E4M3 with per-tensor scales bounded from the weights (UFORM_CUDA_E4M3=tensor), else row scales */
     int wide_residual; /* UFORM_CUDA_RESIDUAL=f32: the residual stream in Float32, else BF16 (in `middle`'s room) */
     int rotate_in_attention; /* UFORM_CUDA_ROTARY=fused: attention.cu rotates q and k as it loads them (no rope pass) */
+    int gate_up_codes; /* UFORM_CUDA_GATE_UP=e4m3: with bounded scales, gate_up written as E4M3 codes for SwiGLU */
+    int fp8_attention; /* UFORM_CUDA_E4M3_ATTENTION=e4m3: with bounded scales, cuDNN's attention in FP8 where it runs */
     unsigned char *weights;
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
     float **code_scales; /* and their scale per row */
-    float *bounded_scales; /* bounded: [depth, 4, 4] each block product's input scale, one a 16-byte slot (cuBLASLt's alignment) */
+    float *bounded_scales; /* bounded: [depth, 16, 4] as uform_cuda_block_weights_t's input_scales, one value a 16-byte slot
+                            * (cuBLASLt's alignment) */
     uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
     float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
@@ -149,7 +153,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         context->code_scales[i] = coded ? take_(layout, info->rows * 4) : NULL;
     }
     int bounded = context->bounded && model->precision == uform_precision_e4m3_k;
-    context->bounded_scales = bounded ? take_(layout, context->depth * 16 * sizeof(float)) : NULL;
+    context->bounded_scales = bounded ? take_(layout, context->depth * 64 * sizeof(float)) : NULL;
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
     context->embed = AT_(uform_tensor_embed_bytes_k, 0);
@@ -164,7 +168,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->out8 = CODES_(uform_tensor_out_k), block->out_scales = SCALES_(uform_tensor_out_k);
         block->gate_up8 = CODES_(uform_tensor_gate_up_k), block->gate_up_scales = SCALES_(uform_tensor_gate_up_k);
         block->down8 = CODES_(uform_tensor_down_k), block->down_scales = SCALES_(uform_tensor_down_k);
-        block->input_scales = context->bounded_scales ? context->bounded_scales + 16 * i : NULL;
+        block->input_scales = context->bounded_scales ? context->bounded_scales + 64 * i : NULL;
 #undef CODES_
 #undef SCALES_
     }
@@ -240,6 +244,9 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     uform_status_t status = switch_("UFORM_CUDA_E4M3", "row", "tensor", &context->bounded, error, error_size);
     if (status == uform_ok_k) status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", &context->wide_residual, error, error_size);
     if (status == uform_ok_k) status = switch_("UFORM_CUDA_ROTARY", "separate", "fused", &context->rotate_in_attention, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_GATE_UP", "bf16", "e4m3", &context->gate_up_codes, error, error_size);
+    if (status == uform_ok_k)
+        status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", &context->fp8_attention, error, error_size);
     if (status != uform_ok_k) return status;
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
@@ -264,26 +271,38 @@ static size_t bucket_(size_t count) {
     return bucket;
 }
 
+/* FP8 attention runs: asked for, and the model's products in E4M3 at bounded scales (its q, k, v bounds). */
+static int fp8_attention_(uform_cuda_forward_t const *context) { return context->fp8_attention && context->bounded_scales != NULL; }
+
 /* cuDNN's plan for a pass of `segments` segments, the longest `longest` cells, its lengths and offsets
  * prepared from the pass's spans; NULL where the pass runs attention.cu's kernels instead (no cuDNN,
- * pinned, short segments where ours is faster, or a shape cuDNN refused). A new shape takes the least recently used slot. */
+ * pinned, short segments where ours is faster, or a shape cuDNN refused; an FP8 plan refused is an error). A new shape
+ * takes the least recently used slot. */
 static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segments, size_t longest,
                                       uform_cudnn_attention_t **plan, char *error, size_t error_size) {
     *plan = NULL;
     if (!context->cudnn) return uform_ok_k;
     size_t b = bucket_(segments), t = bucket_(longest), slot = 0;
     if (context->cudnn == 1 && t < cudnn_longest_k) return uform_ok_k;
+    int fp8 = fp8_attention_(context);
     attention_plan_t *found = NULL;
     for (size_t i = 0; i < attention_plans_k && !found; ++i) {
         attention_plan_t *entry = &context->plans[i];
-        if (entry->segments == b && entry->longest == t && entry->width == context->width) found = entry;
+        if (entry->segments == b && entry->longest == t && entry->width == context->width && entry->fp8 == fp8) found = entry;
         else if (entry->used < context->plans[slot].used) slot = i;
     }
     if (!found) {
         found = &context->plans[slot];
         uform_cudnn_attention_destroy(found->attention);
-        *found = (attention_plan_t){.segments = b, .longest = t, .width = context->width};
-        if (uform_cudnn_attention_create_inference(&found->attention, b, t, context->width) != uform_ok_k) {
+        *found = (attention_plan_t){.segments = b, .longest = t, .width = context->width, .fp8 = fp8};
+        uform_status_t made = fp8 ? uform_cudnn_attention_create_fp8(&found->attention, b, t, context->width)
+                                  : uform_cudnn_attention_create_inference(&found->attention, b, t, context->width);
+        if (made != uform_ok_k && fp8) { /* asked for: a refusal is an error, not a quiet fall back to BF16 */
+            uform_cudnn_attention_destroy(found->attention);
+            *found = (attention_plan_t){0};
+            CHECK(made, "cuDNN's FP8 attention (UFORM_CUDA_E4M3_ATTENTION=e4m3)");
+        }
+        if (made != uform_ok_k) {
             uform_cudnn_attention_destroy(found->attention);
             found->attention = NULL, found->refused = 1;
             cudaGetLastError(); /* a refused plan leaves nothing for the next call */
@@ -431,8 +450,9 @@ static double largest_magnitude_(float const *x, size_t count) {
 /* A block's bounded input scales (docs/precision.md, "The scaling scheme, by measurement"), each a
  * bound on its product's input from the weights alone, over 448: after a norm of gain g, sqrt(d) max|g|;
  * the attention's output, a convex combination of value rows, that times max ||W_v row||; SwiGLU's
- * |silu(a) b| <= max(|a|, 0.28) |b|, a and b bounded as v is. */
-static void e4m3_input_scales_(uform_model_t const *model, size_t block, float scales[4]) {
+ * |silu(a) b| <= max(|a|, 0.28) |b|, a and b bounded as v is; then gate_up's output, the larger of a's and b's;
+ * then q and k after rotation (sqrt(2) times their largest column bound: a rotation mixes two) and v. */
+static void e4m3_input_scales_(uform_model_t const *model, size_t block, float scales[8]) {
     uform_config_t const *config = &model->config;
     size_t d = config->width;
     double root = sqrt((double)d);
@@ -441,8 +461,10 @@ static void e4m3_input_scales_(uform_model_t const *model, size_t block, float s
     uint16_t const *qkv = model->weights[uform_tensor_index(config, uform_tensor_qkv_k, block)].bf16;
     uint16_t const *gate_up = model->weights[uform_tensor_index(config, uform_tensor_gate_up_k, block)].bf16;
     double gate = mlp * largest_row_norm_(gate_up, 0, 4 * d, d), up = mlp * largest_row_norm_(gate_up, 4 * d, 8 * d, d);
-    double bounds[4] = {attn, attn * largest_row_norm_(qkv, 2 * d, 3 * d, d), mlp, fmax(gate, 0.28) * up};
-    for (int i = 0; i < 4; ++i)
+    double v = attn * largest_row_norm_(qkv, 2 * d, 3 * d, d);
+    double bounds[8] = {attn, v, mlp, fmax(gate, 0.28) * up, fmax(gate, up),
+                        sqrt(2.0) * attn * largest_row_norm_(qkv, 0, d, d), sqrt(2.0) * attn * largest_row_norm_(qkv, d, 2 * d, d), v};
+    for (int i = 0; i < 8; ++i)
         scales[i] = bounds[i] > 0 && isfinite(bounds[i]) ? (float)(bounds[i] / UFORM_E4M3_LARGEST) : 1.0f;
 }
 
@@ -512,13 +534,15 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         CHECK_CUDA(copied, "uploading E4M3 codes");
     }
     if (!context->bounded_scales) return uform_ok_k;
-    float *scales = calloc(context->depth * 16, sizeof(float));
+    float *scales = calloc(context->depth * 64, sizeof(float));
     if (!scales) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot hold the E4M3 input scales");
     for (size_t i = 0; i < context->depth; ++i) {
         e4m3_input_scales_(model, i, context->blocks[i].input_scale);
-        for (size_t j = 0; j < 4; ++j) scales[16 * i + 4 * j] = context->blocks[i].input_scale[j];
+        float const *scale = context->blocks[i].input_scale;
+        for (size_t j = 0; j < 8; ++j) scales[64 * i + 4 * j] = j == 4 ? 1.0f / scale[4] : scale[j]; /* cuBLASLt multiplies D by it */
+        scales[64 * i + 32] = 1.0f / scale[1]; /* FP8 attention's output coded at the out product's input scale */
     }
-    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 16 * sizeof(float), up);
+    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 64 * sizeof(float), up);
     free(scales);
     CHECK_CUDA(copied, "uploading the E4M3 input scales");
     return uform_ok_k;
@@ -677,7 +701,9 @@ static uform_status_t block_forward_(uform_cuda_forward_t *context, uform_cudnn_
                                                 .middle = middle_(context, n), .scales2 = context->scales,
                                                 .codes = context->input_codes, .row_scales = context->input_scales,
                                                 .bf16_residual = !context->wide_residual,
-                                                .rotate_in_attention = context->rotate_in_attention};
+                                                .rotate_in_attention = context->rotate_in_attention,
+                                                .gate_up_codes = context->gate_up_codes,
+                                                .fp8_attention = fp8_attention_(context)};
     void *x = stream_(context);
     CHECK(uform_cuda_block_forward(context->gemm, plan, &context->blocks[l], &buffers, x, context->rotations, context->spans,
                                    context->segment_of, n, context->width, 0, x, context->stream),

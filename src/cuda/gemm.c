@@ -90,7 +90,7 @@ static void uform_gemm_keep_(uform_cuda_gemm_t *gemm, size_t const key[9], cubla
 /* One product's call, as the choice below times it and the caller runs it. */
 typedef struct uform_gemm_call_t {
     cublasLtMatmulDesc_t operation;
-    cublasLtMatrixLayout_t layout_first, layout_second, layout_d;
+    cublasLtMatrixLayout_t layout_first, layout_second, layout_c, layout_d; /* layout_c NULL: D's */
     void const *first, *second, *c;
     void *d;
     float alpha, beta;
@@ -99,7 +99,8 @@ typedef struct uform_gemm_call_t {
 static cublasStatus_t uform_gemm_run_(uform_cuda_gemm_t *gemm, uform_gemm_call_t const *call, cublasLtMatmulAlgo_t const *algo,
                                       void *stream) {
     return cublasLtMatmul(gemm->handle, call->operation, &call->alpha, call->first, call->layout_first, call->second,
-                          call->layout_second, &call->beta, call->c, call->layout_d, call->d, call->layout_d, algo,
+                          call->layout_second, &call->beta, call->c, call->layout_c ? call->layout_c : call->layout_d, call->d,
+                          call->layout_d, algo,
                           gemm->workspace, gemm->workspace_bytes, (cudaStream_t)stream);
 }
 
@@ -126,7 +127,8 @@ static uform_status_t uform_gemm_choose_(uform_cuda_gemm_t *gemm, size_t const k
     /* a full table keeps nothing: timing then would repeat at every call */
     int tune = gemm->tune && capturing == cudaStreamCaptureStatusNone && gemm->plans_count < uform_plans_k;
     code = cublasLtMatmulAlgoGetHeuristic(gemm->handle, call->operation, call->layout_first, call->layout_second,
-                                          call->layout_d, call->layout_d, preference, tune ? gemm->tune : 1,
+                                          call->layout_c ? call->layout_c : call->layout_d, call->layout_d, preference,
+                                          tune ? gemm->tune : 1,
                                           candidates, &found);
     cublasLtMatmulPreferenceDestroy(preference);
     if (code) return uform_gemm_failed_(m, n, k, "cublasLtMatmulAlgoGetHeuristic", code);
@@ -157,6 +159,7 @@ static uform_status_t uform_gemm_choose_(uform_cuda_gemm_t *gemm, size_t const k
 
 static void uform_gemm_release_(uform_gemm_call_t const *call) {
     if (call->layout_d) cublasLtMatrixLayoutDestroy(call->layout_d);
+    if (call->layout_c) cublasLtMatrixLayoutDestroy(call->layout_c);
     if (call->layout_second) cublasLtMatrixLayoutDestroy(call->layout_second);
     if (call->layout_first) cublasLtMatrixLayoutDestroy(call->layout_first);
     if (call->operation) cublasLtMatmulDescDestroy(call->operation);
@@ -192,18 +195,19 @@ uform_status_t uform_cuda_gemm(uform_cuda_gemm_t *gemm, int transpose_a, int tra
 
 /* Row-major D = A W^T is column-major D^T = W A^T: cuBLASLt's A is W (transposed), its B our A, so its
  * outer-vector scales are W's per row (its M) and A's per row (its N). FP8 on sm_90 wants that form,
- * TN, with K a multiple of 16. */
-uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
-                                    float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
-                                    void *d, int d_is_f32, int scalar, void *stream) {
+ * TN, with K a multiple of 16. D is Float32, BF16, or E4M3 codes at `scale_d` (its reciprocal on the
+ * device: cuBLASLt multiplies by it), C then BF16 and unread. */
+static uform_status_t uform_gemm_e4m3_(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                       float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
+                                       void *d, cudaDataType_t d_type, float const *scale_d, int scalar, void *stream) {
     if (k % 16 || n % 16)
         return uform_cuda_note(uform_invalid_argument_k, "gemm_e4m3 %zux%zux%zu: n and k must be multiples of 16", m, n, k);
     cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
     cublasLtMatmulMatrixScale_t mode = scalar ? CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-    cudaDataType_t d_type = d_is_f32 ? CUDA_R_32F : CUDA_R_16BF;
-    /* planted: D accumulated, not overwritten */
-    uform_gemm_call_t call = {.first = w, .second = a, .c = c ? c : d, .d = d, .alpha = 1.0f,
-                              .beta = c || uform_cuda_planted("gemm_e4m3") == 1 ? 1.0f : 0.0f};
+    int plant = uform_cuda_planted("gemm_e4m3");
+    /* C may alias D only with D's layout, which E4M3 codes cannot give (beta 0, C unread); planted: D accumulated */
+    uform_gemm_call_t call = {.first = w, .second = a, .c = c ? c : scale_d ? NULL : d, .d = d, .alpha = 1.0f,
+                              .beta = c || (plant == 1 && !scale_d) ? 1.0f : 0.0f};
     cublasStatus_t code = cublasLtMatmulDescCreate(&call.operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     cublasLtMatmulDesc_t operation = call.operation;
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed));
@@ -214,21 +218,40 @@ uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n,
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode, sizeof(mode));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scales_w, sizeof(scales_w));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scales_a, sizeof(scales_a));
+    if (!code && scale_d && plant != 1) /* planted: D's scale left out (codes of the unscaled product) */
+        code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scale_d, sizeof(scale_d));
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_first, CUDA_R_8F_E4M3, k, n, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_second, CUDA_R_8F_E4M3, k, m, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&call.layout_d, d_type, n, m, n);
+    if (!code && scale_d) code = cublasLtMatrixLayoutCreate(&call.layout_c, CUDA_R_16BF, n, m, n);
     uform_status_t status = code ? uform_gemm_failed_(m, n, k, "describing the E4M3 product", code) : uform_ok_k;
-    size_t key[9] = {2, 2, m, n, k, k, k, n, (size_t)d_is_f32 | (call.beta != 0 ? 2 : 0) | 4 | (scalar ? 8 : 0)};
+    size_t key[9] = {2, 2, m, n, k, k, k, n,
+                     (size_t)(d_type == CUDA_R_32F) | (call.beta != 0 ? 2 : 0) | 4 | (scalar ? 8 : 0) | (scale_d ? 16 : 0)};
     cublasLtMatmulAlgo_t algo;
-    if (status == uform_ok_k)
-        status = uform_gemm_choose_(gemm, key, &call, m, n, k, scalar ? "E4M3 with per-tensor scales" : "E4M3 with outer-vector scales",
-                                    &algo, stream);
+    char const *what = scale_d ? "E4M3 out of E4M3 with per-tensor scales"
+                       : scalar ? "E4M3 with per-tensor scales" : "E4M3 with outer-vector scales";
+    if (status == uform_ok_k) status = uform_gemm_choose_(gemm, key, &call, m, n, k, what, &algo, stream);
     if (status == uform_ok_k) {
         code = uform_gemm_run_(gemm, &call, &algo, stream);
         if (code) status = uform_gemm_failed_(m, n, k, "cublasLtMatmul (E4M3)", code);
     }
     uform_gemm_release_(&call);
     return status;
+}
+
+uform_status_t uform_cuda_gemm_e4m3(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                    float const *scales_a, uint8_t const *w, float const *scales_w, void const *c,
+                                    void *d, int d_is_f32, int scalar, void *stream) {
+    return uform_gemm_e4m3_(gemm, m, n, k, a, scales_a, w, scales_w, c, d, d_is_f32 ? CUDA_R_32F : CUDA_R_16BF, NULL, scalar,
+                            stream);
+}
+
+uform_status_t uform_cuda_gemm_e4m3_codes(uform_cuda_gemm_t *gemm, size_t m, size_t n, size_t k, uint8_t const *a,
+                                          float const *scale_a, uint8_t const *w, float const *scale_w,
+                                          float const *inverse_scale_d, uint8_t *d, void *stream) {
+    if (!inverse_scale_d)
+        return uform_cuda_note(uform_invalid_argument_k, "gemm_e4m3_codes %zux%zux%zu: E4M3 output needs its scale", m, n, k);
+    return uform_gemm_e4m3_(gemm, m, n, k, a, scale_a, w, scale_w, NULL, d, CUDA_R_8F_E4M3, inverse_scale_d, 1, stream);
 }
 
 size_t uform_cuda_gemm_describe(uform_cuda_gemm_t const *gemm, char *text, size_t size) {

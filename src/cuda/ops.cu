@@ -232,6 +232,33 @@ __global__ void rope_table_kernel(int32_t const *positions, size_t cells, float2
     table[index] = make_float2((float)cosine, (float)sine);
 }
 
+/* q and k rotated as rope_kernel rotates them (BF16), then with v coded as E4M3 at their three scales into
+ * codes [cells, 3 width] (FP8 attention's inputs): one thread per (cell, q, k or v, head, eight slots). */
+__global__ void rope_e4m3_kernel(uint16_t const *qkv, float2 const *table, size_t cells, size_t width, float3 inverse,
+                                 uint8_t *codes, int plant) {
+    size_t heads = width / 64, index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (index >= cells * 3 * heads * 4) return;
+    size_t slot = index % 4 * 8, head = index / 4 % heads, part = index / (4 * heads) % 3, cell = index / (12 * heads);
+    size_t at = cell * 3 * width + part * width + head * 64;
+    uint4 low = *reinterpret_cast<uint4 const *>(qkv + at + slot), high = *reinterpret_cast<uint4 const *>(qkv + at + slot + 32);
+    uint16_t *l8 = reinterpret_cast<uint16_t *>(&low), *h8 = reinterpret_cast<uint16_t *>(&high);
+    if (part < 2) {
+        float4 const *rotations = reinterpret_cast<float4 const *>(table + cell * 32 + slot);
+#pragma unroll
+        for (int e = 0; e < 8; e += 2) {
+            float4 pair = rotations[e / 2];
+            uform_rotate_pair(&l8[e], &h8[e], pair.x, pair.y);
+            uform_rotate_pair(&l8[e + 1], &h8[e + 1], pair.z, pair.w);
+        }
+    }
+    float scale = part == 0 ? (UFORM_PLANTED(1) ? inverse.y : inverse.x) : part == 1 ? inverse.y : inverse.z; /* planted: k's scale for q */
+    uint2 coded[2];
+    uint8_t *lo = reinterpret_cast<uint8_t *>(&coded[0]), *hi = reinterpret_cast<uint8_t *>(&coded[1]);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) lo[e] = e4m3_code(uform_bf16_to_f32(l8[e]) * scale), hi[e] = e4m3_code(uform_bf16_to_f32(h8[e]) * scale);
+    *reinterpret_cast<uint2 *>(codes + at + slot) = coded[0], *reinterpret_cast<uint2 *>(codes + at + slot + 32) = coded[1];
+}
+
 /* One thread per (cell, q or k, head, eight slots): 16-byte loads of slots s..s+7 and s+32..s+39. */
 __global__ void rope_kernel(uint16_t *qkv, float2 const *table, size_t cells, size_t width, int direction) {
     size_t heads = width / 64, index = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -333,6 +360,31 @@ __global__ void swiglu_e4m3_fixed_kernel(uint16_t const *gate_up, size_t cells, 
 #pragma unroll
     for (int e = 0; e < 8; ++e) bytes[e] = e4m3_code(swiglu_value(g8[e], UFORM_PLANTED(1) ? g8[e] : u8[e]) * inverse); /* planted: gate for up */
     *reinterpret_cast<uint2 *>(codes + at) = coded;
+}
+
+/* SwiGLU over gate_up as E4M3 codes at one scale (uform_cuda_gemm_e4m3_codes wrote them) into the down
+ * product's codes at `fixed`: sixteen hidden columns a thread, in Float32, nothing rounded between. */
+__device__ __forceinline__ float e4m3_value(uint8_t code) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)code, __NV_E4M3)));
+}
+
+__global__ void swiglu_codes_kernel(uint8_t const *gate_up, size_t cells, size_t hidden_width, float scale, float fixed,
+                                    uint8_t *codes, int plant) {
+    size_t index = blockIdx.x * (size_t)blockDim.x + threadIdx.x, groups = hidden_width / 16;
+    if (index >= cells * groups) return;
+    size_t cell = index / groups, i = index % groups * 16;
+    uint4 gate = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + i);
+    uint4 up = *reinterpret_cast<uint4 const *>(gate_up + cell * 2 * hidden_width + hidden_width + i);
+    uint8_t const *g16 = reinterpret_cast<uint8_t const *>(&gate), *u16 = reinterpret_cast<uint8_t const *>(&up);
+    float inverse = 1.0f / fixed;
+    uint4 result;
+    uint8_t *r16 = reinterpret_cast<uint8_t *>(&result);
+#pragma unroll
+    for (int e = 0; e < 16; ++e) {
+        float g = e4m3_value(g16[e]) * scale, u = e4m3_value(UFORM_PLANTED(1) ? g16[e] : u16[e]) * scale; /* planted: gate for up */
+        r16[e] = e4m3_code(g * (1.0f / (1.0f + expf(-g))) * u * inverse);
+    }
+    *reinterpret_cast<uint4 *>(codes + cell * hidden_width + i) = result;
 }
 
 /* The same, a block of swiglu_threads a row, each thread keeping its Groups groups of 8 hidden values
@@ -547,6 +599,18 @@ extern "C" uform_status_t uform_cuda_rope_table(int32_t const *positions, size_t
     return uform_cuda_launched("rope_table");
 }
 
+extern "C" uform_status_t uform_cuda_rope_e4m3(uint16_t const *qkv, float const *table, size_t cells, size_t width,
+                                               float const scales[3], uint8_t *codes, void *stream) {
+    size_t count = cells * 3 * (width / 64) * 4;
+    if (!count) return uform_ok_k;
+    if (!(scales[0] > 0 && scales[1] > 0 && scales[2] > 0))
+        return uform_cuda_note(uform_invalid_argument_k, "rope_e4m3: q's, k's and v's scales must be positive");
+    float3 inverse = make_float3(1.0f / scales[0], 1.0f / scales[1], 1.0f / scales[2]);
+    rope_e4m3_kernel<<<blocks_for(count, 256), 256, 0, (cudaStream_t)stream>>>(qkv, (float2 const *)table, cells, width, inverse,
+                                                                              codes, uform_cuda_planted("rope_e4m3"));
+    return uform_cuda_launched("rope_e4m3");
+}
+
 extern "C" uform_status_t uform_cuda_rope(uint16_t *qkv, float const *table, size_t cells, size_t width, int direction,
                                           void *stream) {
     size_t count = cells * 2 * (width / 64) * 4;
@@ -590,6 +654,17 @@ extern "C" uform_status_t uform_cuda_swiglu_e4m3(uint16_t const *gate_up, size_t
         swiglu_e4m3_row_kernel<swiglu_groups_most><<<rows, swiglu_threads, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant);
     else swiglu_e4m3_kernel<<<blocks_for(cells, 8), 256, 0, s>>>(gate_up, cells, hidden_width, codes, scales, plant); /* wider rows */
     return uform_cuda_launched("swiglu_e4m3");
+}
+
+extern "C" uform_status_t uform_cuda_swiglu_e4m3_codes(uint8_t const *gate_up, float scale, size_t cells, size_t hidden_width,
+                                                       uint8_t *codes, float fixed, void *stream) {
+    if (!cells) return uform_ok_k;
+    if (hidden_width % 16) return hidden_width_refused("swiglu_e4m3_codes", hidden_width);
+    if (!(scale > 0) || !(fixed > 0))
+        return uform_cuda_note(uform_invalid_argument_k, "swiglu_e4m3_codes: gate_up's scale and the output's must be positive");
+    swiglu_codes_kernel<<<blocks_for(cells * hidden_width / 16, 256), 256, 0, (cudaStream_t)stream>>>(
+        gate_up, cells, hidden_width, scale, fixed, codes, uform_cuda_planted("swiglu_e4m3"));
+    return uform_cuda_launched("swiglu_e4m3_codes");
 }
 
 extern "C" uform_status_t uform_cuda_swiglu_backward(uint16_t const *gate_up, uint16_t const *d_hidden, size_t cells,

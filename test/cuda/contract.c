@@ -407,6 +407,112 @@ static void check_attention_rotating_(int plant) {
     cudaFree(g_lse);
 }
 
+/* sum_l a[l] b[l] of two rows of E4M3 codes in float64 (each product exact), with sum_l |a[l] b[l]| in *magnitude. */
+static double e4m3_dot_(uint8_t const *a, uint8_t const *b, size_t count, double *magnitude) {
+    double sum = 0;
+    *magnitude = 0;
+    for (size_t l = 0; l < count; ++l) {
+        double term = e4m3_definition(a[l]) * e4m3_definition(b[l]);
+        sum += term, *magnitude += fabs(term);
+    }
+    return sum;
+}
+
+/* --- FP8 attention's inputs: rope_e4m3's codes against the rope pass then each value coded on the host at
+ *     its part's scale (bit for bit), qkv left as it was. Control: k's scale used for q. */
+static void check_rope_e4m3_(int plant) {
+    size_t width = 256, stride = 3 * width, cells = 333;
+    int32_t *positions = malloc(cells * 3 * 4);
+    for (size_t c = 0; c < cells; ++c)
+        positions[c * 3] = (int32_t)(c % 5), positions[c * 3 + 1] = (int32_t)(c / 19), positions[c * 3 + 2] = (int32_t)(c % 19 + 2);
+    uint16_t *qkv = malloc(cells * stride * 2), *rotated = malloc(cells * stride * 2), *after = malloc(cells * stride * 2);
+    uint8_t *codes = malloc(cells * stride);
+    fill_bf16_(qkv, cells * stride, 3.0);
+    float const scales[3] = {0.004f, 0.01f, 0.002f}; /* some q and v values saturate, small ones go subnormal */
+    uint16_t *g_qkv = device_(cells * stride * 2);
+    uint8_t *g_codes = device_(cells * stride);
+    int32_t *g_positions = device_(cells * 3 * 4);
+    float *g_table = device_(cells * 32 * 8);
+    upload_(g_positions, positions, cells * 3 * 4), upload_(g_qkv, qkv, cells * stride * 2);
+    KERNEL_OK(uform_cuda_rope_table(g_positions, cells, g_table, NULL));
+    PLANTED_OK("rope_e4m3", plant, uform_cuda_rope_e4m3(g_qkv, g_table, cells, width, scales, g_codes, NULL));
+    download_(codes, g_codes, cells * stride), download_(after, g_qkv, cells * stride * 2);
+    KERNEL_OK(uform_cuda_rope(g_qkv, g_table, cells, width, 1, NULL));
+    download_(rotated, g_qkv, cells * stride * 2);
+    double worst = 0;
+    for (size_t i = 0; i < cells * stride; ++i) {
+        float inverse = 1.0f / scales[i % stride / width];
+        compare_(&worst, e4m3_definition(codes[i]), e4m3_nearest((double)(bf16_to_f32_(rotated[i]) * inverse)), 0);
+        compare_(&worst, after[i], qkv[i], 0);
+    }
+    record_("rope_e4m3 (FP8 attention's codes)", worst, plant);
+    free(positions), free(qkv), free(rotated), free(after), free(codes);
+    cudaFree(g_qkv), cudaFree(g_codes), cudaFree(g_positions), cudaFree(g_table);
+}
+
+#if defined(UFORM_HAVE_CUDNN)
+/* --- cuDNN's FP8 attention forward over ragged segments against float64 from the same codes: o = sum_s p_s v_s /
+ *     sum_s p_s with p = exp(s - max), each output code within its correct rounding's distance plus twice
+ *     what the FP8 path may move it: the softmax's weights coded at 448 (2^-4 relative, 2^-9 / 448 absolute
+ *     under the normal range) in the sum and its weights, the scores' and P v's fast accumulation (2^-14 of
+ *     their magnitude a term, the scores' through exp), and Float32 rounding. Control: v read at k's scale. */
+static void check_cudnn_attention_fp8_(int plant) {
+    size_t width = 128, heads = 2, stride = 3 * width, lengths[] = {37, 128, 5, 90}, segments = 4, longest = 128, cells = 0;
+    for (size_t i = 0; i < segments; ++i) cells += lengths[i];
+    uint32_t *spans = malloc(segments * 8);
+    for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) spans[2 * i] = (uint32_t)first, spans[2 * i + 1] = (uint32_t)lengths[i];
+    uint8_t *codes = malloc(cells * stride), *out = malloc(cells * width);
+    for (size_t i = 0; i < cells * stride; ++i) {
+        codes[i] = (uint8_t)((unsigned)(uniform_() * 1e6) % 256);
+        if ((codes[i] & 0x7f) > 0x70) codes[i] &= 0xbf; /* no NaN, magnitudes up to 15 codes' worth of binades */
+    }
+    float const scale_o = 1.0f / 0.0125f;
+    float host_scales[12] = {0.004f, 0, 0, 0, 0.002f, 0, 0, 0, 0.0005f, 0, 0, 0}; /* q, k, v 16 bytes apart */
+    uint8_t *g_codes = device_(cells * stride), *g_out = device_(cells * width);
+    float *g_scales = device_(sizeof(host_scales)), *g_scale_o = device_(16);
+    uint32_t *g_spans = device_(segments * 8);
+    upload_(g_codes, codes, cells * stride), upload_(g_scales, host_scales, sizeof(host_scales));
+    upload_(g_scale_o, &scale_o, 4), upload_(g_spans, spans, segments * 8);
+    uform_cudnn_attention_t *plan = NULL;
+    KERNEL_OK(uform_cudnn_attention_create_fp8(&plan, segments, longest, width));
+    KERNEL_OK(uform_cudnn_attention_prepare(plan, g_spans, NULL));
+    CUDA_OK(cudaMemset(g_out, 0x7f, cells * width));
+    PLANTED_OK("cudnn_attention_fp8", plant, uform_cudnn_attention_forward_fp8(plan, g_codes, g_scales, g_scale_o, g_out, NULL));
+    download_(out, g_out, cells * width);
+    double worst = 0, *p = malloc(longest * 8);
+    for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i)
+        for (size_t h = 0; h < heads; ++h)
+            for (size_t t = first; t < first + lengths[i]; ++t) {
+                double largest = -INFINITY, score_error = 0;
+                for (size_t u = first; u < first + lengths[i]; ++u) {
+                    double magnitude, dot = e4m3_dot_(codes + t * stride + h * 64, codes + u * stride + width + h * 64, 64, &magnitude);
+                    double product = (double)host_scales[0] * host_scales[4] * 0.125;
+                    p[u - first] = dot * product;
+                    score_error = fmax(score_error, (64 * ldexp(1.0, -14) * magnitude + 4 * unit_ * magnitude) * product);
+                    largest = fmax(largest, p[u - first]);
+                }
+                double sum = 0;
+                for (size_t u = 0; u < lengths[i]; ++u) sum += (p[u] = exp(p[u] - largest));
+                /* a weight's relative error, with P v's fast accumulation over the segment */
+                double moved = ldexp(1.0, -4) + 2 * expm1(2 * score_error) + ldexp(1.0, -14) * lengths[i] + 8 * unit_;
+                for (size_t c = 0; c < 64; ++c) {
+                    double o = 0, spread = 0, floor = 0;
+                    for (size_t u = 0; u < lengths[i]; ++u) {
+                        double v = e4m3_definition(codes[(first + u) * stride + 2 * width + h * 64 + c]) * host_scales[8];
+                        o += p[u] * v, spread += p[u] * fabs(v), floor += fabs(v);
+                    }
+                    double value = o / sum * scale_o;
+                    double allowed = (moved * (spread + fabs(o)) + ldexp(1.0, -9) / 448 * floor) / sum * scale_o + 8 * unit_ * fabs(value);
+                    compare_(&worst, e4m3_definition(out[t * width + h * 64 + c]), value, fabs(e4m3_nearest(value) - value) + 2 * allowed + 1e-300);
+                }
+            }
+    record_("cudnn_attention_forward_fp8 (ragged, E4M3 in and out)", worst, plant);
+    uform_cudnn_attention_destroy(plan);
+    free(spans), free(codes), free(out), free(p);
+    cudaFree(g_codes), cudaFree(g_out), cudaFree(g_scales), cudaFree(g_scale_o), cudaFree(g_spans);
+}
+#endif
+
 /* --- Attention at the benchmark's shape (attention_reference.c says how it is checked). Control:
  *     segment 3 cut to half its length (cuDNN) or split in two (ours), so its rows see other keys
  *     than the reference's. */
@@ -925,6 +1031,29 @@ static void check_e4m3_(int plant) {
             }
             record_(at_fixed ? "swiglu_e4m3 (codes, fixed scale)" : "swiglu_e4m3 (codes)", worst, plant == 4);
         }
+        /* From gate_up as E4M3 codes (any but NaN's) at a scale of 1/100 against Float64: each code within its
+         * correct rounding's distance plus twice a Float32 evaluation's error (distance to the E4M3 grid moves
+         * at most as far as its argument) */
+        size_t const cells = 24, hidden = 1024;
+        float const gate_up_scale = 0.01f;
+        uint8_t *gate_up = malloc(cells * 2 * hidden), *g_gate_up = device_(cells * 2 * hidden);
+        for (size_t i = 0; i < cells * 2 * hidden; ++i) {
+            gate_up[i] = (uint8_t)((unsigned)(uniform_() * 1e6) % 256);
+            if ((gate_up[i] & 0x7f) == 0x7f) gate_up[i] = 0x3c;
+        }
+        upload_(g_gate_up, gate_up, cells * 2 * hidden);
+        worst = 0;
+        PLANTED_OK("swiglu_e4m3", plant == 4, uform_cuda_swiglu_e4m3_codes(g_gate_up, gate_up_scale, cells, hidden, g_fused, fixed, NULL));
+        download_(fused, g_fused, cells * hidden);
+        for (size_t c = 0; c < cells; ++c)
+            for (size_t j = 0; j < hidden; ++j) {
+                double g = e4m3_definition(gate_up[c * 2 * hidden + j]) * (double)gate_up_scale;
+                double u = e4m3_definition(gate_up[c * 2 * hidden + hidden + j]) * (double)gate_up_scale;
+                double v = g / (1.0 + exp(-g)) * u / (double)fixed, evaluation = 16 * unit_ * fabs(v);
+                compare_(&worst, e4m3_definition(fused[c * hidden + j]), v, fabs(e4m3_nearest(v) - v) + 2 * evaluation + 1e-300);
+            }
+        record_("swiglu_e4m3 (from gate_up's E4M3 codes)", worst, plant == 4);
+        free(gate_up), cudaFree(g_gate_up);
     }
     if (plant == 0 || plant == 3) { /* the E4M3 product, Float32 out, over the codes just checked */
         worst = 0;
@@ -940,11 +1069,7 @@ static void check_e4m3_(int plant) {
             download_(d, g_d, rows * n * 4), download_(codes, g_codes, rows * width), download_(scales, g_scales, rows * 4);
             for (size_t r = 0; r < rows; ++r)
                 for (size_t j = 0; j < n; ++j) {
-                    double sum = 0, magnitude = 0;
-                    for (size_t l = 0; l < width; ++l) {
-                        double term = e4m3_definition(codes[r * width + l]) * e4m3_definition(w[j * width + l]);
-                        sum += term, magnitude += fabs(term);
-                    }
+                    double magnitude, sum = e4m3_dot_(codes + r * width, w + j * width, width, &magnitude);
                     double scale = scalar ? (double)fixed * w_scales[0] : (double)scales[r] * w_scales[j];
                     double bound = ((double)width * ldexp(1.0, -14) * magnitude + 3 * unit_ * fabs(sum)) * scale;
                     compare_(&worst, d[r * n + j], sum * scale, bound + 1e-300);
@@ -952,6 +1077,29 @@ static void check_e4m3_(int plant) {
             record_(scalar ? "gemm_e4m3 (cuBLASLt FP8, per-tensor scales)" : "gemm_e4m3 (cuBLASLt FP8, outer-vector scales)", worst,
                     plant == 3);
         }
+        /* E4M3 out at one scale (gate_up's codes for SwiGLU), x's codes at `fixed` as just made: each code
+         * within its correct rounding's distance plus twice the product's bound at that scale */
+        worst = 0;
+        double largest = 0;
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t j = 0; j < n; ++j) largest = fmax(largest, fabs((double)d[r * n + j]));
+        float inverse = (float)(400.0 / largest); /* the largest code near 400, none past 448 */
+        if (inverse > 0.25f && inverse < 4.0f) inverse /= 8; /* far from 1, so that the control (the scale left out) shows */
+        float *g_inverse = device_(16);
+        upload_(g_inverse, &inverse, 4);
+        uint8_t *out = malloc(rows * n), *g_out = device_(rows * n);
+        PLANTED_OK("gemm_e4m3", plant == 3 ? 1 : 0,
+                   uform_cuda_gemm_e4m3_codes(gemm, rows, n, width, g_codes, g_scales, g_w, g_w_scales, g_inverse, g_out, NULL));
+        download_(out, g_out, rows * n);
+        for (size_t r = 0; r < rows; ++r)
+            for (size_t j = 0; j < n; ++j) {
+                double magnitude, sum = e4m3_dot_(codes + r * width, w + j * width, width, &magnitude);
+                double scale = (double)fixed * w_scales[0] * inverse, v = sum * scale;
+                double product = ((double)width * ldexp(1.0, -14) * magnitude + 3 * unit_ * fabs(sum)) * scale + 4 * unit_ * fabs(v);
+                compare_(&worst, e4m3_definition(out[r * n + j]), v, fabs(e4m3_nearest(v) - v) + 2 * product + 1e-300);
+            }
+        record_("gemm_e4m3_codes (cuBLASLt FP8 out, per-tensor scales)", worst, plant == 3);
+        free(out), cudaFree(g_out), cudaFree(g_inverse);
         uform_cuda_gemm_destroy(gemm);
     }
     free(x), free(codes), free(fused), free(w), free(scales), free(fused_scales), free(w_scales), free(xf);
@@ -990,6 +1138,10 @@ int main(int argc, char **argv) {
 #endif
         {check_attention_shape_, 1, {"segment 3 split in two (ours) or cut to half its length (cuDNN)"}},
         {check_attention_rotating_, 1, {"the sine's sign flipped in the load (fused rotary)"}},
+        {check_rope_e4m3_, 1, {"k's scale used for q (FP8 attention's codes)"}},
+#if defined(UFORM_HAVE_CUDNN)
+        {check_cudnn_attention_fp8_, 1, {"v read at k's scale (cuDNN's FP8 attention)"}},
+#endif
         {check_pool_, 2, {"pool running past its segment (forward)", "softmax's shared term dropped (backward)"}},
         {check_swiglu_, 2, {"sigmoid for silu (forward)", "dropped term of the slope (backward)"}},
         {check_cross_entropy_, 2, {"target's -1 dropped", "mask ignored"}},

@@ -3,7 +3,9 @@
 # that BF16 needs no framework), runs the encoder over a grid segment by segment, and gives every
 # head. `bf16_inputs=True` rounds each matrix-product input to BF16 where the C fast path does;
 # `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `"e4m3-tensor"` in
-# E4M3 with per-tensor scales bounded from the weights (the GPU's UFORM_CUDA_E4M3=tensor), `bf16_inputs="int8"`
+# E4M3 with per-tensor scales bounded from the weights (the GPU's UFORM_CUDA_E4M3=tensor; "e4m3-tensor-gate-up"
+# with gate_up's output in E4M3 too, UFORM_CUDA_GATE_UP=e4m3; "e4m3-tensor-attention" with attention in FP8,
+# UFORM_CUDA_E4M3_ATTENTION=e4m3), `bf16_inputs="int8"`
 # in int8 with row scales and attention's scores in int8 with a scale per cell and head (docs/precision.md).
 
 import json
@@ -174,17 +176,39 @@ def e4m3_attention_bounds(model):
     return found
 
 
+def e4m3_gate_up_bounds(model):
+    """Each block's bound on its gate_up product's output from the weights alone, [bound]: after the MLP
+    norm |y|_2 <= sqrt(d) max |g|, so a column is at most that times its row's norm; the largest over
+    gate's and up's rows (one scale for the product's output)."""
+    d, tensors = model.width, model.tensors
+    found = []
+    for block in range(model.depth):
+        prefix = f"blocks.{block}."
+        mlp = np.sqrt(d) * float(np.max(np.abs(tensors[prefix + "mlp_norm"])))
+        found.append(mlp * float(np.max(np.linalg.norm(np.asarray(tensors[prefix + "gate_up"], dtype=np.float64), axis=1))))
+    return found
+
+
 class E4m3Bounded:
     """A block's products in E4M3 with each input at its bound / 448 (e4m3_input_bounds), the weights
     at one scale a matrix, max |W| / 448 (`weights="tensor"`, the GPU's UFORM_CUDA_E4M3=tensor) or a
     scale a row (`"row"`, as e4m3_weight); `seen` keeps each product kind's largest |input| / bound.
     With `attention`, attention's two products in E4M3 too, as an FP8 scaled-dot-product forward runs them
     (docs/precision.md, "What 1.5x needs"): q, k and v at their bounds / 448 (e4m3_attention_bounds), the
-    weights exp(s - max) in (0, 1] at 448, the row sums from the unrounded weights."""
+    weights exp(s - max) in (0, 1] at 448, the row sums from the unrounded weights. With `gate_up`, the
+    gate_up product's output in E4M3 too, as the GPU's UFORM_CUDA_GATE_UP=e4m3 has cuBLASLt write it: one
+    scale a block, the larger of gate's and up's bounds (e4m3_gate_up_bounds) over 448."""
 
-    def __init__(self, model, weights="tensor", attention=False):
+    def __init__(self, model, weights="tensor", attention=False, gate_up=False):
         self.weights, self.codes, self.bounds, self.seen = weights, {}, e4m3_input_bounds(model), {}
         self.attention = e4m3_attention_bounds(model) if attention else None
+        self.gate_up = e4m3_gate_up_bounds(model) if gate_up else None
+
+    def gate_up_output(self, block, gate_up):
+        """One block's gate_up product [cells, 8 d] as E4M3 codes at its bound's scale, given back as values."""
+        bound = self.gate_up[block]
+        self.seen["gate_up output"] = max(self.seen.get("gate_up output", 0.0), float(np.max(np.abs(gate_up))) / bound)
+        return round_e4m3(gate_up / (bound / E4M3_LARGEST)) * (bound / E4M3_LARGEST)
 
     def attention_inputs(self, block, q, k, v):
         """(q, k, v) of one block as E4M3 codes at their bounds' scales, given back as values."""
@@ -298,17 +322,20 @@ def mrope(x, angles):
 class _Rounding:
     """Where the C fast path rounds a product's input to BF16; identity in Float64 mode. The blocks'
     products follow a narrow precision's name, or `bf16_inputs` itself where it is a callable
-    (x, weight) -> x W^T; "e4m3-tensor" needs the model, whose bounds it keeps."""
+    (x, weight) -> x W^T; "e4m3-tensor" (and "e4m3-tensor-gate-up", gate_up's output in E4M3 too, or
+    "e4m3-tensor-attention", attention in FP8 too) needs the model, whose bounds it keeps."""
 
     def __init__(self, bf16_inputs, model=None):
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
         self.narrow = {"e4m3": e4m3_product, "int8": int8_product}.get(bf16_inputs) if isinstance(bf16_inputs, str) else None
         if callable(bf16_inputs):
             self.narrow = bf16_inputs
-        elif bf16_inputs == "e4m3-tensor" and model is not None:
-            if "_e4m3_bounded" not in model.__dict__:
-                model.__dict__["_e4m3_bounded"] = E4m3Bounded(model)
-            self.narrow = model.__dict__["_e4m3_bounded"]
+        elif bf16_inputs in ("e4m3-tensor", "e4m3-tensor-gate-up", "e4m3-tensor-attention") and model is not None:
+            key = "_e4m3_bounded" + bf16_inputs[len("e4m3-tensor"):]
+            if key not in model.__dict__:
+                model.__dict__[key] = E4m3Bounded(model, gate_up=bf16_inputs.endswith("gate-up"),
+                                                  attention=bf16_inputs.endswith("attention"))
+            self.narrow = model.__dict__[key]
 
     def block(self, x, weight):
         """One of a block's four products, x W^T: E4M3 or int8 in those modes, else with x a product input."""
@@ -411,6 +438,8 @@ def encode_segment(model, values, positions, bf16_inputs=False, statistics=None,
         x = x + rounding.block(attended, tensors[prefix + "out"])
         n = rmsnorm(x, tensors[prefix + "mlp_norm"])
         gate_up = rounding.block(n, tensors[prefix + "gate_up"])
+        if getattr(rounding.narrow, "gate_up", None) is not None:  # E4m3Bounded(gate_up=True)
+            gate_up = rounding.narrow.gate_up_output(block, gate_up)
         gate, up = gate_up[:, : 4 * width], gate_up[:, 4 * width :]
         x = x + rounding.block(silu(gate) * up, tensors[prefix + "down"])
     return rmsnorm(x, tensors["final_norm"])

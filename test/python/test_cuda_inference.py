@@ -204,12 +204,14 @@ def e4m3_bound(expected_f64, expected_bf16, expected_e4m3, model, longest, coord
 
 def check_embeddings_e4m3(directory, texts, width, value, expected, scheme="row"):
     """E4M3 embeddings (printed by the CLI) as check_embeddings, against e4m3_bound; `scheme` the GPU's
-    UFORM_CUDA_E4M3 (row scales as the CPU's, or "tensor", bounded per-tensor scales)."""
+    UFORM_CUDA_E4M3 (row scales as the CPU's, or "tensor", bounded per-tensor scales; "tensor+gate_up" with
+    UFORM_CUDA_GATE_UP=e4m3 besides, "tensor+attention" with UFORM_CUDA_E4M3_ATTENTION=e4m3)."""
     model, columns = model_of(directory), COLUMNS
-    modes = (False, True, "e4m3") + (("e4m3-tensor",) if scheme == "tensor" else ())
+    gpu_mode = {"tensor": "e4m3-tensor", "tensor+gate_up": "e4m3-tensor-gate-up", "tensor+attention": "e4m3-tensor-attention"}.get(scheme)
+    modes = (False, True, "e4m3") + ((gpu_mode,) if gpu_mode else ())
     references = {rounding: np.array([reference.matryoshka(text_reference(directory, text, rounding)[1], width) for text in texts])
                   for rounding in modes}
-    gpu = references.get("e4m3-tensor")
+    gpu = references.get(gpu_mode)
     check = Check(f"E4M3 embeddings of width {width} on {directory} (GPU scales: {scheme})")
     check.require("count", len(value) == len(texts) == len(expected), f"{len(value)}, {len(expected)} of {len(texts)}")
     if not check.ok:
@@ -500,7 +502,7 @@ def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu, residual):
             f"the control (one byte changed) was not rejected for every text:\n{check}")
 
 
-@pytest.mark.parametrize("scheme", ["row", "tensor"])
+@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
 def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, scheme):
     """On the CPU: one byte changed moves the E4M3 embeddings of all texts by more than twice
     e4m3_bound, so a GPU within that bound of the CPU cannot pass the control. With the bounded scales'
@@ -515,12 +517,16 @@ def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, sch
         assert reached > 2, f"one byte changed is within twice the E4M3 bound:\n{check}"
 
 
-@pytest.mark.parametrize("scheme", ["row", "tensor"])
+@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
 def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
-    """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products, UFORM_CUDA_E4M3=scheme) against the CPU's E4M3."""
+    """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products, UFORM_CUDA_E4M3=scheme; with "+gate_up",
+    UFORM_CUDA_GATE_UP=e4m3; with "+attention", cuDNN's FP8 attention, UFORM_CUDA_E4M3_ATTENTION=e4m3, cuDNN
+    pinned so that it runs at these lengths) against the CPU's E4M3."""
     directory = str(any_model)
     widest = model_of(directory).embedding_widths[-1]
-    env = {"UFORM_CUDA_E4M3": scheme}
+    env = {"UFORM_CUDA_E4M3": scheme.split("+")[0], "UFORM_CUDA_GATE_UP": "e4m3" if "+gate_up" in scheme else "bf16"}
+    if scheme == "tensor+attention":
+        env.update(UFORM_CUDA_E4M3_ATTENTION="e4m3", UFORM_CUDA_ATTENTION="cudnn")
     cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
     gpu_result = encode(cli, directory, TEXTS, "cuda", widest, env=env, precision="e4m3")
     check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, scheme)
@@ -530,8 +536,23 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     assert not check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, control, scheme).ok
     bf16 = encode(cli, directory, TEXTS, "cuda", widest)
     assert bounds.relative_error(gpu_result, bf16) > 0  # the E4M3 products ran, not the BF16 ones
-    if scheme == "tensor":  # the bounded scales ran, not the row ones
+    if scheme != "row":  # the bounded scales ran, not the row ones
         assert bounds.relative_error(gpu_result, encode(cli, directory, TEXTS, "cuda", widest, precision="e4m3")) > 0
+    if scheme in ("tensor+gate_up", "tensor+attention"):  # gate_up's output, or attention, went through E4M3 codes
+        products = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "tensor"}, precision="e4m3")
+        assert bounds.relative_error(gpu_result, products) > 0
+
+
+def test_a_bad_gate_up_output_is_refused(cli, init_model, needs_gpu):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", "--precision", "e4m3", stdin=b"a\n",
+                env={"UFORM_CUDA_GATE_UP": "fp8"})
+    assert run.returncode != 0 and b"UFORM_CUDA_GATE_UP is bf16 or e4m3, not fp8" in run.stderr, run.stderr
+
+
+def test_a_bad_attention_precision_is_refused(cli, init_model, needs_gpu):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", "--precision", "e4m3", stdin=b"a\n",
+                env={"UFORM_CUDA_E4M3_ATTENTION": "fp8"})
+    assert run.returncode != 0 and b"UFORM_CUDA_E4M3_ATTENTION is bf16 or e4m3, not fp8" in run.stderr, run.stderr
 
 
 def test_a_bad_e4m3_scheme_is_refused(cli, init_model, needs_gpu):

@@ -3,7 +3,8 @@
 # random norm gains, for random texts and for the inputs that come nearest each norm's bound; a copy
 # of the bounds at a quarter must be exceeded (the check can fail); "e4m3-tensor" runs those products.
 # With attention=True, attention's q, k and v bounds hold the same way (an eighth of them exceeded),
-# and only attention's products round besides.
+# and only attention's products round besides. With gate_up=True, gate_up's output bound holds the same
+# way, and only that output rounds besides.
 import numpy as np
 
 import reference
@@ -83,20 +84,51 @@ def test_attention_bounds_hold_and_an_eighth_is_exceeded(python_model):
     assert max(shares(model, eighth, texts)[name] for name in "qkv") > 1
 
 
+def moved_from_products(model, seed, **options):
+    """(moved, the products' own error, (values, positions), the products' h, the scheme's h): one random text's
+    states under E4m3Bounded(**options) against the bounded products' alone, both relative to Float64's norm."""
+    values = np.frombuffer(random_texts(1, seed=seed)[0], dtype=np.uint8).astype(np.int64)
+    positions = reference.text_positions(len(values))
+    f64 = reference.encode_segment(model, values, positions, False)
+    products = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model))
+    rounded = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model, **options))
+    error = np.linalg.norm(products - f64) / np.linalg.norm(f64)
+    return np.linalg.norm(rounded - products) / np.linalg.norm(f64), error, (values, positions), products, rounded
+
+
 def test_fp8_attention_rounds_attention_and_nothing_else(python_model):
     """With attention=True the embeddings move from the bounded products' alone (attention's products now round),
     by no more than the products' own E4M3 error does; with every attention rounding the identity they
     are the bounded products' bit for bit."""
     model = reference.load_model(str(python_model))
-    values = np.frombuffer(random_texts(1, seed=9)[0], dtype=np.uint8).astype(np.int64)
-    positions = reference.text_positions(len(values))
-    f64 = reference.encode_segment(model, values, positions, False)
-    products = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model))
-    fp8 = reference.encode_segment(model, values, positions, reference.E4m3Bounded(model, attention=True))
-    error = lambda h: np.linalg.norm(h - f64) / np.linalg.norm(f64)  # noqa: E731
-    moved = np.linalg.norm(fp8 - products) / np.linalg.norm(f64)
-    assert 0 < moved < 2 * error(products), (moved, error(products))
+    moved, error, text, products, _ = moved_from_products(model, 9, attention=True)
+    assert 0 < moved < 2 * error, (moved, error)
     identity = reference.E4m3Bounded(model, attention=True)
     identity.attention_inputs = lambda block, q, k, v: (q, k, v)
     identity.attention_weights = reference.round_bf16  # the BF16 weights of the products-only mode
-    assert np.array_equal(reference.encode_segment(model, values, positions, identity), products)
+    assert np.array_equal(reference.encode_segment(model, *text, identity), products)
+
+
+def test_gate_up_output_bounds_hold_and_an_eighth_is_exceeded(python_model):
+    """E4m3Bounded(gate_up=True): gate_up's output stays within e4m3_gate_up_bounds over random texts (its
+    E4M3 codes never saturate), and the same bounds at an eighth are exceeded."""
+    model = reference.load_model(str(python_model))
+    texts = random_texts(12)
+    seen = shares(model, reference.E4m3Bounded(model, gate_up=True), texts)
+    assert 0 < seen["gate_up output"] <= 1, seen
+    eighth = reference.E4m3Bounded(model, gate_up=True)
+    eighth.gate_up = [bound / 8 for bound in eighth.gate_up]
+    assert shares(model, eighth, texts)["gate_up output"] > 1
+
+
+def test_e4m3_gate_up_rounds_the_output_and_nothing_else(python_model):
+    """With gate_up=True the embeddings move from the bounded products' alone by no more than their own E4M3
+    error; with the output's rounding the identity they are the bounded products' bit for bit; and the
+    "e4m3-tensor-gate-up" mode is this scheme."""
+    model = reference.load_model(str(python_model))
+    moved, error, text, products, coded = moved_from_products(model, 11, gate_up=True)
+    assert 0 < moved < 2 * error, (moved, error)
+    identity = reference.E4m3Bounded(model, gate_up=True)
+    identity.gate_up_output = lambda block, gate_up: gate_up
+    assert np.array_equal(reference.encode_segment(model, *text, identity), products)
+    assert np.array_equal(reference.encode_segment(model, *text, "e4m3-tensor-gate-up"), coded)
