@@ -7,6 +7,7 @@
  *  atomics: every output has one owner that sums in a fixed order, so results repeat bitwise.
  *  Requirements: head width 64, segments are contiguous runs listed in cell order. */
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include "cuda/check.h"
@@ -181,11 +182,13 @@ __device__ __forceinline__ void await_tile(bool more) {
     __syncthreads();
 }
 
-/* `rotations` NULL: q and k rotated already (uform_cuda_rope); else rotated here as each tile lands. */
+/* `rotations` NULL: q and k rotated already (uform_cuda_rope); else rotated here as each tile lands. With
+ * `codes`, the output is E4M3 codes of its BF16 values times `inverse` instead (log_sums may then be NULL). */
 __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t const *qkv, float2 const *rotations,
                                                                     uint32_t const *spans, uint32_t const *segment_of,
                                                                     size_t cells, size_t width, uint16_t *attended,
-                                                                    float *log_sums, int plant) {
+                                                                    float *log_sums, uint8_t *codes, float inverse,
+                                                                    int plant) {
     extern __shared__ __align__(16) unsigned char memory[];
     tiles_t &s = *reinterpret_cast<tiles_t *>(memory);
     unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -273,10 +276,19 @@ __global__ void __launch_bounds__(threads) attention_forward_kernel(uint16_t con
     for (int r = 0; r < 2; ++r) {
         size_t row = first + warp * 16 + g + 8 * r;
         if (row >= cells) continue;
-        __nv_bfloat162 *target = reinterpret_cast<__nv_bfloat162 *>(attended + row * width + head * head_width);
-        for (int j = 0; j < 8; ++j)
-            target[j * 4 + t] = __floats2bfloat162_rn(output[j][2 * r] / sum[r], output[j][2 * r + 1] / sum[r]);
-        if (t == 0) log_sums[row * heads + head] = largest[r] * ln_2 + logf(sum[r]);
+        if (codes) {
+            uint16_t *target = reinterpret_cast<uint16_t *>(codes + row * width + head * head_width);
+            for (int j = 0; j < 8; ++j) {
+                float2 value = __bfloat1622float2(__floats2bfloat162_rn(output[j][2 * r] / sum[r], output[j][2 * r + 1] / sum[r]));
+                target[j * 4 + t] = (uint16_t)(__nv_cvt_float_to_fp8(value.x * inverse, __NV_SATFINITE, __NV_E4M3) |
+                                               __nv_cvt_float_to_fp8(value.y * inverse, __NV_SATFINITE, __NV_E4M3) << 8);
+            }
+        } else {
+            __nv_bfloat162 *target = reinterpret_cast<__nv_bfloat162 *>(attended + row * width + head * head_width);
+            for (int j = 0; j < 8; ++j)
+                target[j * 4 + t] = __floats2bfloat162_rn(output[j][2 * r] / sum[r], output[j][2 * r + 1] / sum[r]);
+        }
+        if (t == 0 && log_sums) log_sums[row * heads + head] = largest[r] * ln_2 + logf(sum[r]);
     }
 }
 
@@ -484,7 +496,7 @@ static uform_status_t width_refused(char const *entry, size_t width) {
 /* Both forward entries: `entry` names the failure and the plant (the rotating entry's control is the kernel's 3). */
 static uform_status_t forward_(char const *entry, uint16_t const *qkv, float const *rotations, uint32_t const *spans,
                                uint32_t const *segment_of, size_t cells, size_t width, uint16_t *attended, float *log_sums,
-                               void *stream) {
+                               uint8_t *codes, float inverse, void *stream) {
     if (!cells) return uform_ok_k;
     if (width % head_width) return width_refused(entry, width);
     uform_status_t status = configure((void const *)attention_forward_kernel, &forward_configured, entry);
@@ -492,14 +504,22 @@ static uform_status_t forward_(char const *entry, uint16_t const *qkv, float con
     int plant = uform_cuda_planted(entry);
     dim3 grid((unsigned)((cells + tile - 1) / tile), (unsigned)(width / head_width));
     attention_forward_kernel<<<grid, threads, sizeof(tiles_t), (cudaStream_t)stream>>>(
-        qkv, (float2 const *)rotations, spans, segment_of, cells, width, attended, log_sums, rotations && plant ? 3 : plant);
+        qkv, (float2 const *)rotations, spans, segment_of, cells, width, attended, log_sums, codes, inverse,
+        rotations && plant ? 3 : plant);
     return uform_cuda_launched(entry);
 }
 
 extern "C" uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans,
                                                        uint32_t const *segment_of, size_t cells, size_t width,
                                                        uint16_t *attended, float *log_sums, void *stream) {
-    return forward_("attention_forward", qkv, NULL, spans, segment_of, cells, width, attended, log_sums, stream);
+    return forward_("attention_forward", qkv, NULL, spans, segment_of, cells, width, attended, log_sums, NULL, 0, stream);
+}
+
+extern "C" uform_status_t uform_cuda_attention_forward_e4m3(uint16_t const *qkv, uint32_t const *spans,
+                                                            uint32_t const *segment_of, size_t cells, size_t width,
+                                                            uint8_t *codes, float fixed, void *stream) {
+    if (!(fixed > 0)) return uform_cuda_note(uform_invalid_argument_k, "attention_forward_e4m3: the codes' scale must be positive");
+    return forward_("attention_forward_e4m3", qkv, NULL, spans, segment_of, cells, width, NULL, NULL, codes, 1.0f / fixed, stream);
 }
 
 extern "C" uform_status_t uform_cuda_attention_forward_rotating(uint16_t const *qkv, float const *rotations,
@@ -507,7 +527,8 @@ extern "C" uform_status_t uform_cuda_attention_forward_rotating(uint16_t const *
                                                                 size_t cells, size_t width, uint16_t *attended,
                                                                 float *log_sums, void *stream) {
     if (!rotations) return uform_cuda_note(uform_invalid_argument_k, "attention_forward_rotating: no rotation table");
-    return forward_("attention_forward_rotating", qkv, rotations, spans, segment_of, cells, width, attended, log_sums, stream);
+    return forward_("attention_forward_rotating", qkv, rotations, spans, segment_of, cells, width, attended, log_sums, NULL, 0,
+                    stream);
 }
 
 extern "C" uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const *attended,

@@ -150,6 +150,10 @@ uform_status_t uform_cuda_cross_entropy(uint16_t const *logits, size_t stride, i
 uform_status_t uform_cuda_attention_forward(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
                                             size_t cells, size_t width, uint16_t *attended, float *log_sums,
                                             void *stream);
+/** The same writing the out product's E4M3 input instead (inference at a bounded scale): codes [cells, width]
+ *  of the BF16 output as uform_cuda_quantize_e4m3 at `fixed` codes it, bit for bit; no log-sum-exps. */
+uform_status_t uform_cuda_attention_forward_e4m3(uint16_t const *qkv, uint32_t const *spans, uint32_t const *segment_of,
+                                                 size_t cells, size_t width, uint8_t *codes, float fixed, void *stream);
 /** The same over q and k not yet rotated: each tile of them rotated by M-RoPE's table `rotations`
  *  [cells, 32] (cos, sin; uform_cuda_rope_table) as it loads, with uform_cuda_rope's arithmetic, so
  *  the outputs are those of uform_cuda_rope (direction 1) then uform_cuda_attention_forward, bit for

@@ -105,14 +105,16 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
         TRY(uform_cuda_gemm_e4m3(g, n, d, d, attended, w->input_scales + 4, w->out8, w->out_scales, x, a->middle, wide, 1, s));
     } else {
         int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
+        int coded = !rotating && !cudnn && !keep_attention && w->input_scales && w->out8; /* ours codes out's input */
         if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
         if (rotating)
             TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
         else if (!keep_attention) {
             if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
+            else if (coded) TRY(uform_cuda_attention_forward_e4m3(a->qkv, spans, segment_of, n, d, a->codes, fixed_(w, 1), s));
             else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
         }
-        TRY(product_(g, w, 1, a, a->attended, 0, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
+        TRY(product_(g, w, 1, a, a->attended, coded, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     }
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
     if (a->gate_up_codes && w->input_scales && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */

@@ -367,14 +367,23 @@ static void check_cudnn_attention_(int plant) { attention_run_(plant, 1); }
  *     forward, both held to float64 above, must give its outputs bit for bit, O and the log-sum-exps,
  *     and leave qkv as it was. Segments of 1 to 300 cells, tiles straddling them, a last tile past the
  *     end, and image-like coordinates (every axis differs). Control: the sine's sign flipped in the load. */
-static void check_attention_rotating_(int plant) {
-    size_t width = 256, heads = 4, stride = 3 * width, lengths[] = {130, 1, 64, 300, 17, 77, 110}, segments = 7, cells = 0;
+/* Seven segments of 1 to 300 cells in cell order, as spans [2 segments] and segment_of [cells]; returns the cells. */
+static size_t seven_segments_(uint32_t **spans, uint32_t **segment_of) {
+    static size_t const lengths[] = {130, 1, 64, 300, 17, 77, 110};
+    size_t segments = 7, cells = 0;
     for (size_t i = 0; i < segments; ++i) cells += lengths[i];
-    uint32_t *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
+    *spans = malloc(segments * 8), *segment_of = malloc(cells * 4);
     for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) {
-        spans[2 * i] = (uint32_t)first, spans[2 * i + 1] = (uint32_t)lengths[i];
-        for (size_t c = first; c < first + lengths[i]; ++c) segment_of[c] = (uint32_t)i;
+        (*spans)[2 * i] = (uint32_t)first, (*spans)[2 * i + 1] = (uint32_t)lengths[i];
+        for (size_t c = first; c < first + lengths[i]; ++c) (*segment_of)[c] = (uint32_t)i;
     }
+    return cells;
+}
+
+static void check_attention_rotating_(int plant) {
+    size_t width = 256, heads = 4, stride = 3 * width, segments = 7;
+    uint32_t *spans, *segment_of;
+    size_t cells = seven_segments_(&spans, &segment_of);
     int32_t *positions = malloc(cells * 3 * 4);
     for (size_t c = 0; c < cells; ++c)
         positions[c * 3] = (int32_t)(c % 5), positions[c * 3 + 1] = (int32_t)(c / 19), positions[c * 3 + 2] = (int32_t)(c % 19 + 2);
@@ -405,6 +414,36 @@ static void check_attention_rotating_(int plant) {
     free(spans), free(segment_of), free(positions), free(qkv), free(after), free(out), free(expected), free(lse), free(expected_lse);
     cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_positions), cudaFree(g_table);
     cudaFree(g_lse);
+}
+
+/* --- Attention writing the out product's E4M3 input at a bounded scale (inference): the BF16 forward then
+ *     uform_cuda_quantize_e4m3 at that scale, both held to float64 and their own checks above, bit for bit.
+ *     Segments of 1 to 300 cells. Control: the mask leaking past the segment. */
+static void check_attention_e4m3_(int plant) {
+    size_t width = 256, heads = 4, stride = 3 * width, segments = 7;
+    uint32_t *spans, *segment_of;
+    size_t cells = seven_segments_(&spans, &segment_of);
+    uint16_t *qkv = malloc(cells * stride * 2);
+    uint8_t *codes = malloc(cells * width), *expected = malloc(cells * width);
+    fill_bf16_(qkv, cells * stride, 2.0);
+    float const fixed = 0.004f; /* the outputs reach about 2: the largest saturate, the smallest go subnormal */
+    uint16_t *g_qkv = device_(cells * stride * 2), *g_out = device_(cells * width * 2);
+    uint8_t *g_codes = device_(cells * width);
+    uint32_t *g_spans = device_(segments * 8), *g_segment_of = device_(cells * 4);
+    float *g_lse = device_(cells * heads * 4);
+    upload_(g_spans, spans, segments * 8), upload_(g_segment_of, segment_of, cells * 4), upload_(g_qkv, qkv, cells * stride * 2);
+    KERNEL_OK(uform_cuda_attention_forward(g_qkv, g_spans, g_segment_of, cells, width, g_out, g_lse, NULL));
+    KERNEL_OK(uform_cuda_quantize_e4m3(g_out, cells, width, g_codes, NULL, fixed, NULL));
+    download_(expected, g_codes, cells * width);
+    CUDA_OK(cudaMemset(g_codes, 0x7f, cells * width));
+    PLANTED_OK("attention_forward_e4m3", plant,
+               uform_cuda_attention_forward_e4m3(g_qkv, g_spans, g_segment_of, cells, width, g_codes, fixed, NULL));
+    download_(codes, g_codes, cells * width);
+    double worst = 0;
+    for (size_t i = 0; i < cells * width; ++i) compare_(&worst, e4m3_definition(codes[i]), e4m3_definition(expected[i]), 0);
+    record_("attention_forward_e4m3 (codes at a fixed scale)", worst, plant);
+    free(spans), free(segment_of), free(qkv), free(codes), free(expected);
+    cudaFree(g_qkv), cudaFree(g_out), cudaFree(g_codes), cudaFree(g_spans), cudaFree(g_segment_of), cudaFree(g_lse);
 }
 
 /* sum_l a[l] b[l] of two rows of E4M3 codes in float64 (each product exact), with sum_l |a[l] b[l]| in *magnitude. */
@@ -1138,6 +1177,7 @@ int main(int argc, char **argv) {
 #endif
         {check_attention_shape_, 1, {"segment 3 split in two (ours) or cut to half its length (cuDNN)"}},
         {check_attention_rotating_, 1, {"the sine's sign flipped in the load (fused rotary)"}},
+        {check_attention_e4m3_, 1, {"mask leaking past the segment (E4M3 output)"}},
         {check_rope_e4m3_, 1, {"k's scale used for q (FP8 attention's codes)"}},
 #if defined(UFORM_HAVE_CUDNN)
         {check_cudnn_attention_fp8_, 1, {"v read at k's scale (cuDNN's FP8 attention)"}},
