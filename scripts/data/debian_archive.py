@@ -115,6 +115,50 @@ def private_lists(scratch, refresh=False):
     return lists
 
 
+# apt's index target for the Contents-* files (every file of every package), as apt-file configures it.
+CONTENTS_OPTIONS = ["-o", "Acquire::IndexTargets::deb::Contents-deb::MetaKey=$(COMPONENT)/Contents-$(ARCHITECTURE)",
+                    "-o", "Acquire::IndexTargets::deb::Contents-deb::ShortDescription=Contents-$(ARCHITECTURE)",
+                    "-o", "Acquire::IndexTargets::deb::Contents-deb::Description=$(RELEASE)/$(COMPONENT) $(ARCHITECTURE) Contents",
+                    "-o", "Acquire::IndexTargets::deb::Contents-deb::KeepCompressed=true",
+                    "-o", "Acquire::IndexTargets::deb::Contents-deb::PDiffs=false"]
+
+
+def contents_lists(scratch, refresh=False):
+    """The private Contents-* indexes beside the package lists, fetched by one `apt-get update` with
+    CONTENTS_OPTIONS the first time or when `refresh`; returns their paths."""
+    lists = private_lists(scratch, refresh)
+    if refresh or not any(lists.glob("*_Contents-*")):
+        run = subprocess.run(["apt-get", "update", "-q", *apt_options(scratch), *CONTENTS_OPTIONS], capture_output=True, text=True)
+        if run.returncode != 0 or not any(lists.glob("*_Contents-*")):
+            raise FetchError(f"apt-get update of the Contents indexes into {lists} failed (exit {run.returncode}): "
+                             f"{run.stderr.strip()[-600:]}")
+    return sorted(lists.glob("*_Contents-*"))
+
+
+def files_per_package(contents_text, pattern):
+    """{package: [path]} of the paths of a Contents index's text that match `pattern` (a compiled regex);
+    a line is "PATH  section/package,section/package"."""
+    found = {}
+    for line in contents_text.splitlines():
+        path, _, owners = line.rstrip().rpartition(" ")
+        path = path.strip()
+        if not path or not pattern.match(path):
+            continue
+        for owner in owners.split(","):
+            found.setdefault(owner.rpartition("/")[2], []).append(path)
+    return found
+
+
+def download_sizes(scratch):
+    """{package: bytes of its .deb} from the private package lists (the largest where several list it)."""
+    sizes = {}
+    for path in sorted(private_lists(scratch).glob("*_Packages*")):
+        for fields in stanzas(read_list(path)):
+            if "Package" in fields and fields.get("Size", "").isdigit():
+                sizes[fields["Package"]] = max(sizes.get(fields["Package"], 0), int(fields["Size"]))
+    return sizes
+
+
 def read_list(path):
     """The text of an apt list file, decompressed by apt's own helper (lz4, xz, gz) when needed."""
     path = pathlib.Path(path)
@@ -144,14 +188,30 @@ def stanzas(text):
             yield fields
 
 
+def candidates(packages, scratch):
+    """{package: {"version", "sha256", "filename"}} of the packages apt would download now, asked of apt-cache
+    in batches of 500."""
+    found = {}
+    for first in range(0, len(packages), 500):
+        batch = packages[first:first + 500]
+        run = subprocess.run(["apt-cache", *apt_options(scratch), "show", "--no-all-versions", *batch],
+                             capture_output=True, text=True)
+        for fields in stanzas(run.stdout):
+            if fields.get("Package") in batch and "Version" in fields:
+                found.setdefault(fields["Package"], {"version": fields["Version"], "sha256": fields.get("SHA256"),
+                                                     "filename": fields.get("Filename", "")})
+        missing = [package for package in batch if package not in found]
+        if missing:
+            raise FetchError(f"{missing[0]}: not in the package lists ({run.stderr.strip()[-300:] or 'no candidate'})")
+    return found
+
+
 def candidate(package, scratch):
     """{"version", "sha256", "filename"} of the package apt would download now."""
-    run = subprocess.run(["apt-cache", *apt_options(scratch), "show", "--no-all-versions", package],
-                         capture_output=True, text=True)
-    found = next(stanzas(run.stdout), None) if run.returncode == 0 else None
-    if not found or "Version" not in found:
-        raise FetchError(f"{package}: not in the package lists ({run.stderr.strip() or 'no candidate'})")
-    return {"version": found["Version"], "sha256": found.get("SHA256"), "filename": found.get("Filename", "")}
+    return candidates([package], scratch)[package]
+
+
+COMMON_LICENCE = re.compile(r"/usr/share/common-licenses/([A-Za-z0-9.+_-]+)")
 
 
 def licence_of(package, root):
@@ -168,6 +228,10 @@ def licence_of(package, root):
         for line in lines:
             if line.startswith("License:") and line[8:].strip():
                 return line[8:].strip()
+    for line in lines:  # else the common licence the file points to ("see /usr/share/common-licenses/GPL-2")
+        named = COMMON_LICENCE.search(line)
+        if named and named.group(1).rstrip("."):
+            return named.group(1).rstrip(".")
     return KNOWN_LICENCES.get(package)
 
 
@@ -179,7 +243,7 @@ def fetch(packages, scratch, refresh=False):
     private_lists(scratch, refresh)
     debs = scratch / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    wanted = {package: candidate(package, scratch) for package in packages}
+    wanted = candidates(list(packages), scratch)
 
     def downloaded(package):  # apt-get names the file itself (epochs as %3a): find it by checksum
         return next((path for path in sorted(debs.glob(f"{package}_*.deb"))

@@ -9,12 +9,16 @@ mdoc(7) macros, font escapes and special characters resolved; tables, comments a
 definitions dropped; an option list only when the prose before it is short), cut at a paragraph
 to MAX_BYTES. Split by page name (every section of "kill" in one split), then no query or
 description of dev/test is in train. Writes data/manpages/{train,dev,test}.jsonl, text.jsonl
-and manifest.json. Standard library only; deterministic for a seed. See docs/data.md.
+and manifest.json. With --wide MB, the packages are instead those of Debian's Contents index with
+pages in sections 1, 5, 7 and 8, the most pages a byte first up to MB of .debs, every page named in
+data/manpages left out, into data/manpages-wide. Standard library only; deterministic for a seed and
+the archive's state. See docs/data.md.
 """
 
 import argparse
 import collections
 import gzip
+import json
 import pathlib
 import re
 import shlex
@@ -39,6 +43,8 @@ acl quota at logrotate rsyslog xfsprogs btrfs-progs tcl8.6-doc zsh-common xterm 
 vim-common mutt w3m bsdextrautils bsdutils ncurses-bin inetutils-telnet cryptsetup-bin dmsetup iw wpasupplicant
 network-manager bluez pulseaudio-utils sox netpbm poppler-utils cups-client mailutils procmail ed libc-bin
 libc-devtools kbd initramfs-tools grub-common sysvinit-utils init-system-helpers adduser apache2-utils""".split()
+# --wide: the English pages of commands, file formats, overviews and administration, by the Contents index.
+WIDE_PAGE = re.compile(r"^usr/share/man/man[1578]/[^/]+\.[1578][a-z0-9]*(?:\.gz)?$")
 PAGE = re.compile(r"^(?P<name>.+)\.(?P<section>[1-9][a-z0-9]*)(?:\.gz)?$")
 # Special characters, as \(xx or \[xx]; others become nothing.
 GLYPHS = {"em": "—", "en": "–", "hy": "-", "mi": "-", "bu": "•", "aq": "'", "dq": '"', "lq": "“", "rq": "”",
@@ -329,6 +335,30 @@ def records_by_group(roots):
     return dict(groups), counts
 
 
+def wide_packages(pages, sizes, budget, exclude):
+    """Packages for --wide: of {package: [page path]} those not in `exclude` with a known .deb size, most
+    pages a byte first (ties by name), taken while their .deb sizes sum to at most `budget` bytes."""
+    ranked = sorted((package for package in pages if package not in exclude and sizes.get(package)),
+                    key=lambda package: (-len(pages[package]) / sizes[package], package))
+    chosen, used = [], 0
+    for package in ranked:
+        if used + sizes[package] <= budget:
+            chosen.append(package)
+            used += sizes[package]
+    return sorted(chosen)
+
+
+def page_names(folder):
+    """Case-folded page names ("ls" of "ls(1)") of every split of a man page corpus folder (none if absent)."""
+    names = set()
+    for split in debian_archive.SPLITS:
+        path = pathlib.Path(folder) / f"{split}.jsonl"
+        if path.is_file():
+            with path.open(encoding="utf-8") as file:
+                names |= {json.loads(line)["page"].rpartition("(")[0].casefold() for line in file if line.strip()}
+    return names
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", default=debian_archive.default_output("manpages"))
@@ -336,19 +366,52 @@ def main(argv=None):
     parser.add_argument("--packages", default=",".join(PACKAGES), help="comma-separated packages whose man pages to read")
     parser.add_argument("--man-root", action="append", default=[],
                         help="PACKAGE=FOLDER: a folder holding usr/share/man/ to read instead of fetching (repeatable)")
+    parser.add_argument("--wide", type=float, default=0, metavar="MEGABYTES",
+                        help="instead of --packages: the packages outside PACKAGES with English pages in sections 1, 5, 7 "
+                             "and 8 (Debian's Contents index), most pages a byte first, up to this many MB of .debs; every "
+                             "page named in --manpages' corpus left out; output data/manpages-wide unless --output")
+    parser.add_argument("--manpages", default=debian_archive.default_output("manpages"),
+                        help="with --wide: the man page corpus whose page names the wide one leaves out")
     debian_archive.add_common_arguments(parser, "most records in text.jsonl")
     arguments = parser.parse_args(argv)
     started = time.monotonic()
-    local = {package: None for package in arguments.packages.split(",") if package}
+    if arguments.wide < 0:
+        parser.error("--wide takes a size in MB")
+    packages = arguments.packages.split(",")
+    if arguments.wide:
+        if arguments.output == debian_archive.default_output("manpages"):
+            arguments.output = debian_archive.default_output("manpages-wide")
+        try:
+            pages = {}
+            for path in debian_archive.contents_lists(arguments.scratch, arguments.refresh):
+                for package, found in debian_archive.files_per_package(debian_archive.read_list(path), WIDE_PAGE).items():
+                    pages.setdefault(package, []).extend(found)
+            sizes = debian_archive.download_sizes(arguments.scratch)
+        except debian_archive.FetchError as error:
+            sys.exit(f"manpage_pairs: {error}")
+        packages = wide_packages(pages, sizes, arguments.wide * 1e6, set(PACKAGES))
+        print(f"manpage_pairs: --wide {arguments.wide:g} MB: {len(packages)} of {len(pages)} packages with such pages",
+              file=sys.stderr)
+    local = {package: None for package in packages if package}
     for entry in arguments.man_root:
         package, _, folder = entry.partition("=")
         local[package] = pathlib.Path(folder)
     fetched = debian_archive.fetch_unless_local("manpage_pairs", local, arguments.scratch, arguments.refresh)
+    unlicensed = sorted(package for package, details in fetched.items() if not details["licence"])
+    if arguments.wide:  # a package whose copyright file states no licence we can read is left out
+        for package in unlicensed:
+            del local[package], fetched[package]
+    elif unlicensed:
+        sys.exit(f"manpage_pairs: no licence found in the copyright file of {', '.join(unlicensed)}")
     roots = {package: local[package] or fetched[package]["root"] for package in local}
     try:
         groups, counts = records_by_group(roots)
     except OSError as error:
         sys.exit(f"manpage_pairs: {error}")
+    if arguments.wide:  # disjoint from the man page corpus: none of its pages, held out or trained on, again
+        counts["packages without a stated licence, left out"] = len(unlicensed)
+        named = page_names(arguments.manpages)
+        counts["pages named in --manpages' corpus"] = sum(len(groups.pop(name)) for name in sorted(named & set(groups)))
     split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
     records = debian_archive.split_records(groups, split_of)
     # One record per summary and per description within a split: pages copied between packages recur.

@@ -51,7 +51,8 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations")  # rounds 5 and 6's corpora: scored, not selected on
+NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6 and 8's corpora:
+            "manpages-wide")  # scored, not selected on (a missing one is skipped)
 
 
 def plan(args):
@@ -111,6 +112,9 @@ def plan(args):
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
             # round 7: round 6's mixture with the pictures at twice their weight (manuals-keep again, the control)
             {"name": "manuals-pictures-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_pictures.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            # round 8: round 6's mixture with the wide man page corpus beside the man pages (manuals-keep, the control)
+            {"name": "manuals-wide-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte

@@ -200,6 +200,14 @@ def test_built_gcide_has_no_wordnet_held_out_word_in_train():
     assert train and not any(word.strip().casefold() in words for record in train for word in record["query"].split(","))
 
 
+def test_built_wide_man_pages_share_no_page_with_the_man_pages():
+    folder, manpages = ROOT / "data" / "manpages-wide", ROOT / "data" / "manpages"
+    if not (folder / "train.jsonl").exists() or not (manpages / "test.jsonl").exists():
+        pytest.skip("data/manpages-wide or data/manpages is not built")
+    wide = manpage_pairs.page_names(folder)
+    assert wide and not wide & manpage_pairs.page_names(manpages)
+
+
 # ---- man pages ----------------------------------------------------------------------------------
 
 MAN_PAGE = r'''.\" a comment that must not show
@@ -304,6 +312,72 @@ def test_manpage_corpus(tmp_path):
     assert manifest["pages"]["links to another page (.so)"] == 1 and manifest["pages"]["no usable NAME summary"] == 1
     assert run_manpages(tmp_path, tmp_path / "again") == splits
     assert (tmp_path / "out" / "text.jsonl").read_bytes() == (tmp_path / "again" / "text.jsonl").read_bytes()
+
+
+CONTENTS = """usr/bin/ls                                              utils/coreutils
+usr/share/man/man1/ls.1.gz                              utils/coreutils
+usr/share/man/man1/tool1.1.gz                           utils/wide-a
+usr/share/man/man1/tool2.1.gz                           utils/wide-a
+usr/share/man/man5/tool2.conf.5.gz                      utils/wide-a
+usr/share/man/man3/tool3.3.gz                           libdevel/wide-lib
+usr/share/man/de/man1/tool1.1.gz                        localization/wide-de
+usr/share/man/man8/shared.8.gz                          admin/wide-b,admin/wide-c
+"""
+
+
+def test_contents_index_gives_the_pages_of_each_package():
+    """Sections 1, 5, 7 and 8 of the English pages only; a path two packages own counted for both."""
+    pages = manpage_pairs.debian_archive.files_per_package(CONTENTS, manpage_pairs.WIDE_PAGE)
+    assert pages == {"coreutils": ["usr/share/man/man1/ls.1.gz"],
+                     "wide-a": ["usr/share/man/man1/tool1.1.gz", "usr/share/man/man1/tool2.1.gz", "usr/share/man/man5/tool2.conf.5.gz"],
+                     "wide-b": ["usr/share/man/man8/shared.8.gz"], "wide-c": ["usr/share/man/man8/shared.8.gz"]}
+
+
+def test_wide_packages_take_the_most_pages_a_byte_within_the_budget():
+    pages = {"a": ["p"] * 3, "b": ["p"], "c": ["p"] * 10, "d": ["p"] * 2, "coreutils": ["p"] * 50, "unsized": ["p"] * 9}
+    sizes = {"a": 100, "b": 10, "c": 1000, "d": 50, "coreutils": 10}
+    # per byte: b 0.1, d 0.04, a 0.03, c 0.01 (coreutils excluded, unsized unknown)
+    assert manpage_pairs.wide_packages(pages, sizes, 160, {"coreutils"}) == ["a", "b", "d"]
+    assert manpage_pairs.wide_packages(pages, sizes, 60, {"coreutils"}) == ["b", "d"]
+    assert manpage_pairs.wide_packages(pages, sizes, 1160, {"coreutils"}) == ["a", "b", "c", "d"]
+    assert manpage_pairs.wide_packages(pages, sizes, 1100, {"coreutils"}) == ["a", "b", "d"]  # c left out, the rest fit
+    assert manpage_pairs.wide_packages(pages, sizes, 5, set()) == []
+
+
+def test_licence_of_reads_dep5_then_a_common_licence_named(tmp_path):
+    archive = manpage_pairs.debian_archive
+    doc = tmp_path / "usr" / "share" / "doc" / "tool"
+    doc.mkdir(parents=True)
+    (doc / "copyright").write_text("Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n"
+                                   "Files: *\nLicense: MIT\n")
+    assert archive.licence_of("tool", tmp_path) == "MIT"
+    (doc / "copyright").write_text("Copyright 1999 Someone.\nOn Debian systems see /usr/share/common-licenses/GPL-2.\n")
+    assert archive.licence_of("tool", tmp_path) == "GPL-2"
+    (doc / "copyright").write_text("Copyright 1999 Someone. Do what you will.\n")
+    assert archive.licence_of("tool", tmp_path) is None
+
+
+def test_wide_corpus_leaves_out_the_man_page_corpus_pages(tmp_path, monkeypatch):
+    """--wide chooses its packages from the Contents index and drops every page named in --manpages' corpus,
+    whatever its split there."""
+    archive = manpage_pairs.debian_archive
+    write_man_tree(tmp_path / "man")
+    corpus = tmp_path / "manpages"
+    corpus.mkdir()
+    for split, name in (("train", "tool1"), ("dev", "tool2"), ("test", "TOOL3")):
+        (corpus / f"{split}.jsonl").write_text(json.dumps({"query": "q", "positives": ["p"], "page": f"{name}(1)"}) + "\n")
+    monkeypatch.setattr(archive, "contents_lists", lambda scratch, refresh=False: [tmp_path / "contents"])
+    monkeypatch.setattr(archive, "read_list", lambda path: "usr/share/man/man1/tool1.1.gz utils/fake\n")
+    monkeypatch.setattr(archive, "download_sizes", lambda scratch: {"fake": 1000})
+    output = tmp_path / "wide"
+    manpage_pairs.main(["--wide", "1", "--manpages", str(corpus), "--man-root", f"fake={tmp_path / 'man'}",
+                        "--output", str(output), "--seed", "4", "--dev-fraction", "0.2", "--test-fraction", "0.2"])
+    splits = read_splits(output)
+    names = {record["page"].split("(")[0] for split in SPLITS for record in splits[split]}
+    assert names and not names & {"tool1", "tool2", "tool3"} and "tool4" in names
+    manifest = check_manifest(output)
+    assert manifest["pages"]["pages named in --manpages' corpus"] == 6  # three names, two sections each
+    assert not leaks(splits, pair_keys)
 
 
 # ---- FOLDOC -------------------------------------------------------------------------------------
