@@ -8,7 +8,8 @@
 #                                     [--output bench/out/precision_recall.json] PAIRS.jsonl...
 #
 # --width 0 is the model's widest embedding. On the GPU (--device cuda) `e4m3-tensor` is E4M3 with the
-# bounded per-tensor scales (UFORM_CUDA_E4M3=tensor; docs/precision.md). The sets are the files given, e.g. the 2000-pair test
+# bounded per-tensor scales (UFORM_CUDA_E4M3=tensor; docs/precision.md), `e4m3-tensor+gate_up` with gate_up's
+# output in E4M3 too, `e4m3-tensor+gate_up+attention` with FP8 attention besides (docs/cuda.md). The sets are the files given, e.g. the 2000-pair test
 # spreads of lineage.eval_sets and each corpus's test.jsonl (docs/precision.md, "Recall").
 import argparse
 import json
@@ -22,6 +23,18 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
+def gpu_switches(precision):
+    """forward.c's environment switches for a precision name: e4m3-tensor is UFORM_CUDA_E4M3=tensor, and its
+    "+gate_up" and "+attention" suffixes add gate_up's output in E4M3 and FP8 attention (docs/cuda.md)."""
+    base, *extras = precision.split("+")
+    unknown = [extra for extra in extras if extra not in ("gate_up", "attention")]
+    if unknown or (extras and base != "e4m3-tensor"):
+        raise ValueError(f"{precision}: suffixes are +gate_up and +attention, after e4m3-tensor")
+    return {"UFORM_CUDA_E4M3": "tensor" if base == "e4m3-tensor" else "row",
+            "UFORM_CUDA_GATE_UP": "e4m3" if "gate_up" in extras else "bf16",
+            "UFORM_CUDA_E4M3_ATTENTION": "e4m3" if "attention" in extras else "bf16"}
+
+
 def evaluate(build, model, pairs, precision, threads, baseline, device="cpu"):
     """uform_eval's JSON for one pair file at one precision (with the TF-IDF baseline when asked)."""
     with tempfile.TemporaryDirectory() as folder:
@@ -30,7 +43,7 @@ def evaluate(build, model, pairs, precision, threads, baseline, device="cpu"):
                    "--json", str(output), "--threads", str(threads), "--device", device, "--quiet"]
         if not baseline:
             command.append("--no-tfidf")
-        env = dict(os.environ, UFORM_CUDA_E4M3="tensor" if precision == "e4m3-tensor" else "row")
+        env = dict(os.environ, **gpu_switches(precision))
         run = subprocess.run(command, capture_output=True, text=True, env=env)
         if run.returncode != 0:
             raise RuntimeError(f"{' '.join(command)} failed:\n{run.stderr[-2000:]}")
@@ -60,7 +73,12 @@ def main():
     precisions = args.precisions.split(",")
     if precisions[0] != "bf16":
         parser.error("--precisions starts with bf16, the precision the others are compared with")
-    if "e4m3-tensor" in precisions and args.device != "cuda":
+    try:
+        for precision in precisions:
+            gpu_switches(precision)
+    except ValueError as error:
+        parser.error(str(error))
+    if any(precision.startswith("e4m3-tensor") for precision in precisions) and args.device != "cuda":
         parser.error("e4m3-tensor (bounded per-tensor scales) runs on the GPU only: --device cuda")
     build = pathlib.Path(args.build)
 
