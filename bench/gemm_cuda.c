@@ -11,6 +11,8 @@
  *    tensor       E4M3, one Float32 scale per operand
  *    tensor+alpha E4M3, one scale per operand and a per-output-column alpha vector (the weight rows' scales)
  *    block        E4M3, 128x128 blocks of the weights and 1x128 blocks of the inputs (Float32 scales)
+ *    tensor+codes E4M3 as `tensor`, the output E4M3 codes at one scale (UFORM_CUDA_GATE_UP=e4m3's gate_up;
+ *                 qkv and gate_up only: out and down add into the residual stream)
  *
  *      uform_bench_gemm_cuda [--tier tiny|small] [--rows 262144] [--schemes bf16,outer,tensor] [--residual bf16|f32]
  *                            [--json FILE]
@@ -31,14 +33,16 @@ static int wide_residual_; /* --residual f32: the residual stream in Float32 */
 typedef struct scheme_t {
     char const *name;
     int e4m3, scale_a, scale_b, alpha_vector; /* scale modes as cublasLtMatmulMatrixScale_t, -1 for none */
+    int codes_out;                            /* D as E4M3 codes (a D scale, C BF16 and unread) */
 } scheme_t;
 
 static scheme_t const schemes_k[] = {
-    {"bf16", 0, -1, -1, 0},
-    {"outer", 1, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, 0},
-    {"tensor", 1, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, 0},
-    {"tensor+alpha", 1, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, 1},
-    {"block", 1, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, 0},
+    {"bf16", 0, -1, -1, 0, 0},
+    {"outer", 1, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F, 0, 0},
+    {"tensor", 1, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, 0, 0},
+    {"tensor+alpha", 1, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, 1, 0},
+    {"block", 1, CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F, CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F, 0, 0},
+    {"tensor+codes", 1, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F, 0, 1},
 };
 enum { schemes_count_k = sizeof(schemes_k) / sizeof(schemes_k[0]) };
 
@@ -85,12 +89,13 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
                               size_t rows, void *workspace, size_t workspace_bytes, void *weights, void *inputs,
                               void *output, float *scales, cudaStream_t stream) {
     timing_t timing = {0, 0, 0, 0};
+    if (scheme->codes_out && product->residual) return (timing_t){0, -3, 0, 0}; /* not a scheme for the residual's adds */
     size_t n = product->width_per_d * d, k = product->depth_per_d * d, m = rows;
     cudaDataType_t operand = scheme->e4m3 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
-    cudaDataType_t out = product->residual && wide_residual_ ? CUDA_R_32F : CUDA_R_16BF;
+    cudaDataType_t out = scheme->codes_out ? CUDA_R_8F_E4M3 : product->residual && wide_residual_ ? CUDA_R_32F : CUDA_R_16BF;
     cublasOperation_t transposed = CUBLAS_OP_T, plain = CUBLAS_OP_N;
     cublasLtMatmulDesc_t operation = NULL;
-    cublasLtMatrixLayout_t layout_w = NULL, layout_a = NULL, layout_d = NULL;
+    cublasLtMatrixLayout_t layout_w = NULL, layout_a = NULL, layout_c = NULL, layout_d = NULL;
     cublasStatus_t code = cublasLtMatmulDescCreate(&operation, CUBLAS_COMPUTE_32F, CUDA_R_32F);
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSA, &transposed, sizeof(transposed));
     if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_TRANSB, &plain, sizeof(plain));
@@ -104,6 +109,8 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
         if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mode_a, sizeof(mode_a));
         if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &scale_w, sizeof(scale_w));
         if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &scale_a, sizeof(scale_a));
+        if (scheme->codes_out && !code) /* D's scale 1: the values do not matter to the time */
+            code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &scale_w, sizeof(scale_w));
         if (scheme->alpha_vector) {
             cublasLtPointerMode_t mode = CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST;
             if (!code) code = cublasLtMatmulDescSetAttribute(operation, CUBLASLT_MATMUL_DESC_POINTER_MODE, &mode, sizeof(mode));
@@ -112,6 +119,8 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
     if (!code) code = cublasLtMatrixLayoutCreate(&layout_w, operand, k, n, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&layout_a, operand, k, m, k);
     if (!code) code = cublasLtMatrixLayoutCreate(&layout_d, out, n, m, n);
+    if (!code) code = cublasLtMatrixLayoutCreate(&layout_c, scheme->codes_out ? CUDA_R_16BF : out, n, m, n);
+    void *c = scheme->codes_out ? NULL : output; /* C may alias D only with D's layout */
     cublasLtMatmulPreference_t preference = NULL;
     if (!code) code = cublasLtMatmulPreferenceCreate(&preference);
     if (!code)
@@ -119,7 +128,7 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
                                                     sizeof(workspace_bytes));
     cublasLtMatmulHeuristicResult_t candidates[candidates_most_k];
     if (!code)
-        code = cublasLtMatmulAlgoGetHeuristic(handle, operation, layout_w, layout_a, layout_d, layout_d, preference,
+        code = cublasLtMatmulAlgoGetHeuristic(handle, operation, layout_w, layout_a, layout_c, layout_d, preference,
                                               candidates_most_k, candidates, &timing.found);
     if (code || !timing.found) {
         timing.status = code ? (int)code : -1;
@@ -134,11 +143,11 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
     for (int i = 0; i < timing.found; ++i) {
         int failed = 0;
         float ms = 0;
-        failed |= cublasLtMatmul(handle, operation, alpha, weights, layout_w, inputs, layout_a, &beta, output, layout_d, output,
+        failed |= cublasLtMatmul(handle, operation, alpha, weights, layout_w, inputs, layout_a, &beta, c, layout_c, output,
                                  layout_d, &candidates[i].algo, workspace, workspace_bytes, stream) != CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(start, stream);
         for (int r = 0; r < repeats_k; ++r)
-            failed |= cublasLtMatmul(handle, operation, alpha, weights, layout_w, inputs, layout_a, &beta, output, layout_d,
+            failed |= cublasLtMatmul(handle, operation, alpha, weights, layout_w, inputs, layout_a, &beta, c, layout_c,
                                      output, layout_d, &candidates[i].algo, workspace, workspace_bytes,
                                      stream) != CUBLAS_STATUS_SUCCESS;
         cudaEventRecord(stop, stream);
@@ -153,6 +162,7 @@ static timing_t time_product_(cublasLtHandle_t handle, scheme_t const *scheme, p
     cudaEventDestroy(start), cudaEventDestroy(stop);
     if (preference) cublasLtMatmulPreferenceDestroy(preference);
     if (layout_d) cublasLtMatrixLayoutDestroy(layout_d);
+    if (layout_c) cublasLtMatrixLayoutDestroy(layout_c);
     if (layout_a) cublasLtMatrixLayoutDestroy(layout_a);
     if (layout_w) cublasLtMatrixLayoutDestroy(layout_w);
     if (operation) cublasLtMatmulDescDestroy(operation);
@@ -236,7 +246,7 @@ int main(int argc, char **argv) {
             timing_t t = time_product_(handle, scheme, product, d, rows, workspace, workspace_bytes, weights, inputs, output,
                                        scales, stream);
             if (!t.found) {
-                printf(" none (%d) |", t.status);
+                t.status == -3 ? printf(" - |") : printf(" none (%d) |", t.status);
                 complete[s] = 0;
             } else {
                 printf(" %.0f (%.0f) |", flop / t.best_ms * 1e-9, flop / t.first_ms * 1e-9);
