@@ -13,7 +13,8 @@ scaling scheme, by measurement", derives the bounds:
 - `tensor + fp8 attention`: attention's products in E4M3 too (reference.e4m3_attention_bounds: q and k
   after rotation, v; the softmax's weights at 448), as an FP8 attention forward would run them;
 - `tensor + e4m3 gate_up`: gate_up's output in E4M3 at one scale a block (reference.e4m3_gate_up_bounds),
-  as the GPU's UFORM_CUDA_GATE_UP=e4m3 has cuBLASLt write it for SwiGLU to read.
+  as the GPU's UFORM_CUDA_GATE_UP=e4m3 has cuBLASLt write it for SwiGLU to read;
+- `tensor + both`: the two above together.
 
     python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--schemes LABELS]
                                  [--output FILE]
@@ -32,7 +33,8 @@ import reference as R  # noqa: E402
 
 # label: the reference's bf16_inputs, or the weights' scaling of reference.E4m3Bounded
 SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "e4m3", "e4m3 tensor": "tensor", "e4m3 tensor-input": "row",
-           "e4m3 tensor + fp8 attention": "tensor+attention", "e4m3 tensor + e4m3 gate_up": "tensor+gate_up"}
+           "e4m3 tensor + fp8 attention": "tensor+attention", "e4m3 tensor + e4m3 gate_up": "tensor+gate_up",
+           "e4m3 tensor + both": "tensor+gate_up+attention"}
 
 
 def embed(model, text, rounding):
@@ -62,7 +64,7 @@ def main():
             if args.schemes and label not in args.schemes.split(",") and label != "f64":
                 continue
             products = (R.E4m3Bounded(model, scheme.split("+")[0], attention="+attention" in scheme, gate_up="+gate_up" in scheme)
-                        if scheme in ("tensor", "row", "tensor+attention", "tensor+gate_up") else None)
+                        if scheme in ("tensor", "row", "tensor+attention", "tensor+gate_up", "tensor+gate_up+attention") else None)
             rounding = products or scheme
             began = time.time()
             q = np.array([embed(model, a, rounding) for a, _ in pairs])
