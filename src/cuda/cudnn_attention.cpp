@@ -41,7 +41,7 @@ struct uform_cudnn_attention_t {
     size_t segments, longest, width;
     bool inference; /* forward only, no log-sum-exps */
     bool fp8;       /* inference in FP8: q, k, v and the output as E4M3 codes */
-    float *fp8_scalars; /* FP8: the softmax's scale and its inverse (448, 1 / 448), then the two amax outputs */
+    float *fp8_scalars; /* FP8: the softmax weights' descale and scale (1 / 448, 448), then the two amax outputs */
     int32_t *lengths, *qkv_offsets, *row_offsets;
     void *workspace;
     int64_t workspace_bytes;

@@ -74,7 +74,7 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_weights_t 
     if (!w8) return uform_cuda_gemm(g, 0, 1, n, width, k, input, k, w16, k, c, d, width, d_is_f32, s);
     int tensor = w->input_scales != NULL;
     if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, fixed_(w, which), s));
-    return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? w->input_scales + 4 * which : a->row_scales, w8, w_scales, c,
+    return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? uform_scale_slot(w, which) : a->row_scales, w8, w_scales, c,
                                 d, d_is_f32, tensor, s);
 }
 
@@ -100,9 +100,11 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
     if (a->fp8_attention && cudnn && !keep_attention && w->input_scales && w->out8) { /* q, k, v and the output as codes */
         uint8_t *attended = (uint8_t *)a->attended;
-        TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + 5, a->codes, s));
-        TRY(uform_cudnn_attention_forward_fp8(cudnn, a->codes, w->input_scales + 20, w->input_scales + 32, attended, s));
-        TRY(uform_cuda_gemm_e4m3(g, n, d, d, attended, w->input_scales + 4, w->out8, w->out_scales, x, a->middle, wide, 1, s));
+        TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + uform_scale_q_k, a->codes, s));
+        TRY(uform_cudnn_attention_forward_fp8(cudnn, a->codes, uform_scale_slot(w, uform_scale_q_k),
+                                              uform_scale_slot(w, uform_scale_attention_output_k), attended, s));
+        TRY(uform_cuda_gemm_e4m3(g, n, d, d, attended, uform_scale_slot(w, uform_scale_out_k), w->out8, w->out_scales, x,
+                                 a->middle, wide, 1, s));
     } else {
         int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
         int coded = !rotating && !cudnn && !keep_attention && w->input_scales && w->out8; /* ours codes out's input */
@@ -111,7 +113,8 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
             TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
         else if (!keep_attention) {
             if (cudnn) TRY(uform_cudnn_attention_forward(cudnn, a->qkv, a->attended, a->log_sums, s));
-            else if (coded) TRY(uform_cuda_attention_forward_e4m3(a->qkv, spans, segment_of, n, d, a->codes, fixed_(w, 1), s));
+            else if (coded)
+                TRY(uform_cuda_attention_forward_e4m3(a->qkv, spans, segment_of, n, d, a->codes, fixed_(w, uform_scale_out_k), s));
             else TRY(uform_cuda_attention_forward(a->qkv, spans, segment_of, n, d, a->attended, a->log_sums, s));
         }
         TRY(product_(g, w, 1, a, a->attended, coded, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
@@ -119,9 +122,10 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
     if (a->gate_up_codes && w->input_scales && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */
         uint8_t *codes = (uint8_t *)a->gate_up;
-        TRY(uform_cuda_gemm_e4m3_codes(g, n, 8 * d, d, a->codes, w->input_scales + 8, w->gate_up8, w->gate_up_scales,
-                                       w->input_scales + 16, codes, s));
-        TRY(uform_cuda_swiglu_e4m3_codes(codes, w->input_scale[4], n, 4 * d, a->codes, fixed_(w, 3), s));
+        TRY(uform_cuda_gemm_e4m3_codes(g, n, 8 * d, d, a->codes, uform_scale_slot(w, uform_scale_gate_up_k), w->gate_up8,
+                                       w->gate_up_scales, uform_scale_slot(w, uform_scale_gate_up_output_k), codes, s));
+        TRY(uform_cuda_swiglu_e4m3_codes(codes, w->input_scale[uform_scale_gate_up_output_k], n, 4 * d, a->codes,
+                                         fixed_(w, uform_scale_down_k), s));
     } else {
         TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
         if (w->down8) /* hidden not kept */

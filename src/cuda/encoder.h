@@ -62,23 +62,33 @@ uform_status_t uform_cuda_frontend_backward(uform_cuda_gemm_t *gemm, uform_cuda_
                                             float *partials, uform_cuda_frontend_gradients_t const *gradients,
                                             void *stream);
 
+/** The slots of a block's bounded scales, each first in a 16-byte slot of `input_scales` [uform_scale_slots_k, 4]
+ *  (device; cuBLASLt refuses scale pointers less aligned), the same values in `input_scale` (host) up to
+ *  uform_scale_v_k: each product's input scale (its bound / 448) in the order qkv, out, gate_up, down; gate_up's
+ *  output's (on the device its inverse, 448 over the bound: cuBLASLt's D scale multiplies); FP8 attention's q,
+ *  k and v code scales; then, on the device alone, the inverse of out's input scale, at which FP8 attention
+ *  codes its output. */
+enum {
+    uform_scale_qkv_k, uform_scale_out_k, uform_scale_gate_up_k, uform_scale_down_k, uform_scale_gate_up_output_k,
+    uform_scale_q_k, uform_scale_k_k, uform_scale_v_k, uform_scale_attention_output_k, uform_scale_slots_k = 16
+};
+
 /** One block's weights on the device: BF16 matrices, Float32 norm gains; in the E4M3 precision
  *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
  *  (uform_e4m3_rows), which the products then use; NULL otherwise. With bounded per-tensor scales
- *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` [16, 4] (device)
- *  holds, each first in a 16-byte slot (cuBLASLt refuses scale pointers less aligned): each product's
- *  input scale, its bound / 448, in the order qkv, out, gate_up, down; 448 over gate_up's output bound
- *  (cuBLASLt's D scale multiplies); q's, k's and v's code scales for FP8 attention; then (slot 8) the
- *  inverse of out's input scale, at which FP8 attention codes its output. `input_scale` [8] holds the
- *  same scales on the host (gate_up's output's as bound / 448); with row scales `input_scales` is NULL. */
+ *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` / `input_scale`
+ *  hold the slots above; with row scales `input_scales` is NULL. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;
     uint16_t const *qkv, *out, *gate_up, *down;
     uint8_t const *qkv8, *out8, *gate_up8, *down8;
     float const *qkv_scales, *out_scales, *gate_up_scales, *down_scales;
     float const *input_scales;
-    float input_scale[8];
+    float input_scale[uform_scale_v_k + 1];
 } uform_cuda_block_weights_t;
+
+/** A bounded scale's device slot (16-byte aligned, as cuBLASLt and cuDNN read it). */
+static inline float const *uform_scale_slot(uform_cuda_block_weights_t const *w, int slot) { return w->input_scales + 4 * slot; }
 
 /** What a block's forward writes. Inference, which keeps nothing, may give one buffer for both
  *  norms' outputs and one for both scales. The residual stream (x, middle, x_next) is Float32, or

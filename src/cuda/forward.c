@@ -74,8 +74,7 @@ struct uform_cuda_forward_t {
     void **tensors; /* [model->tensors_count]: each carried tensor's device copy, NULL for the others */
     uint8_t **codes; /* [model->tensors_count]: in the E4M3 precision the blocks' matrices' E4M3 codes, else NULL */
     float **code_scales; /* and their scale per row */
-    float *bounded_scales; /* bounded: [depth, 16, 4] as uform_cuda_block_weights_t's input_scales, one value a 16-byte slot
-                            * (cuBLASLt's alignment) */
+    float *bounded_scales; /* bounded: [depth, uform_scale_slots_k, 4], each block's input_scales (encoder.h) */
     uform_cuda_block_weights_t *blocks;
     uint16_t *embed, *pool_proj, *rerank_proj, *mlm_head, *media_weights[uform_media_kinds_k];
     float *final_norm, *pool_query, *media_biases[uform_media_kinds_k];
@@ -153,7 +152,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         context->code_scales[i] = coded ? take_(layout, info->rows * 4) : NULL;
     }
     int bounded = context->bounded && model->precision == uform_precision_e4m3_k;
-    context->bounded_scales = bounded ? take_(layout, context->depth * 64 * sizeof(float)) : NULL;
+    context->bounded_scales = bounded ? take_(layout, context->depth * uform_scale_slots_k * 4 * sizeof(float)) : NULL;
     uform_config_t const *config = &model->config;
 #define AT_(kind, block) context->tensors[uform_tensor_index(config, kind, block)]
     context->embed = AT_(uform_tensor_embed_bytes_k, 0);
@@ -168,7 +167,7 @@ static void weights_layout_(uform_cuda_forward_t *context, uform_model_t const *
         block->out8 = CODES_(uform_tensor_out_k), block->out_scales = SCALES_(uform_tensor_out_k);
         block->gate_up8 = CODES_(uform_tensor_gate_up_k), block->gate_up_scales = SCALES_(uform_tensor_gate_up_k);
         block->down8 = CODES_(uform_tensor_down_k), block->down_scales = SCALES_(uform_tensor_down_k);
-        block->input_scales = context->bounded_scales ? context->bounded_scales + 64 * i : NULL;
+        block->input_scales = context->bounded_scales ? context->bounded_scales + uform_scale_slots_k * 4 * i : NULL;
 #undef CODES_
 #undef SCALES_
     }
@@ -452,7 +451,7 @@ static double largest_magnitude_(float const *x, size_t count) {
  * the attention's output, a convex combination of value rows, that times max ||W_v row||; SwiGLU's
  * |silu(a) b| <= max(|a|, 0.28) |b|, a and b bounded as v is; then gate_up's output, the larger of a's and b's;
  * then q and k after rotation (sqrt(2) times their largest column bound: a rotation mixes two) and v. */
-static void e4m3_input_scales_(uform_model_t const *model, size_t block, float scales[8]) {
+static void e4m3_input_scales_(uform_model_t const *model, size_t block, float scales[uform_scale_v_k + 1]) {
     uform_config_t const *config = &model->config;
     size_t d = config->width;
     double root = sqrt((double)d);
@@ -462,9 +461,10 @@ static void e4m3_input_scales_(uform_model_t const *model, size_t block, float s
     uint16_t const *gate_up = model->weights[uform_tensor_index(config, uform_tensor_gate_up_k, block)].bf16;
     double gate = mlp * largest_row_norm_(gate_up, 0, 4 * d, d), up = mlp * largest_row_norm_(gate_up, 4 * d, 8 * d, d);
     double v = attn * largest_row_norm_(qkv, 2 * d, 3 * d, d);
-    double bounds[8] = {attn, v, mlp, fmax(gate, 0.28) * up, fmax(gate, up),
-                        sqrt(2.0) * attn * largest_row_norm_(qkv, 0, d, d), sqrt(2.0) * attn * largest_row_norm_(qkv, d, 2 * d, d), v};
-    for (int i = 0; i < 8; ++i)
+    double bounds[uform_scale_v_k + 1] = {attn, v, mlp, fmax(gate, 0.28) * up, fmax(gate, up),
+                                          sqrt(2.0) * attn * largest_row_norm_(qkv, 0, d, d),
+                                          sqrt(2.0) * attn * largest_row_norm_(qkv, d, 2 * d, d), v};
+    for (int i = 0; i <= uform_scale_v_k; ++i)
         scales[i] = bounds[i] > 0 && isfinite(bounds[i]) ? (float)(bounds[i] / UFORM_E4M3_LARGEST) : 1.0f;
 }
 
@@ -534,15 +534,18 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         CHECK_CUDA(copied, "uploading E4M3 codes");
     }
     if (!context->bounded_scales) return uform_ok_k;
-    float *scales = calloc(context->depth * 64, sizeof(float));
+    size_t per_block = uform_scale_slots_k * 4;
+    float *scales = calloc(context->depth * per_block, sizeof(float));
     if (!scales) return uform_cuda_fail(error, error_size, uform_out_of_memory_k, "cannot hold the E4M3 input scales");
     for (size_t i = 0; i < context->depth; ++i) {
         e4m3_input_scales_(model, i, context->blocks[i].input_scale);
         float const *scale = context->blocks[i].input_scale;
-        for (size_t j = 0; j < 8; ++j) scales[64 * i + 4 * j] = j == 4 ? 1.0f / scale[4] : scale[j]; /* cuBLASLt multiplies D by it */
-        scales[64 * i + 32] = 1.0f / scale[1]; /* FP8 attention's output coded at the out product's input scale */
+        float *slots = scales + per_block * i;
+        for (size_t j = 0; j <= uform_scale_v_k; ++j) slots[4 * j] = scale[j];
+        slots[4 * uform_scale_gate_up_output_k] = 1.0f / scale[uform_scale_gate_up_output_k]; /* cuBLASLt multiplies D by it */
+        slots[4 * uform_scale_attention_output_k] = 1.0f / scale[uform_scale_out_k]; /* FP8 attention's output, out's input scale */
     }
-    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * 64 * sizeof(float), up);
+    cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * per_block * sizeof(float), up);
     free(scales);
     CHECK_CUDA(copied, "uploading the E4M3 input scales");
     return uform_ok_k;
