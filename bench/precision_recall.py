@@ -25,14 +25,16 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def gpu_switches(precision):
     """forward.c's environment switches for a precision name: e4m3-tensor is UFORM_CUDA_E4M3=tensor, and its
-    "+gate_up" and "+attention" suffixes add gate_up's output in E4M3 and FP8 attention (docs/cuda.md)."""
+    "+gate_up" and "+attention" suffixes add gate_up's output in E4M3 and FP8 attention (docs/cuda.md), the latter
+    with cuDNN's attention on every pass (by default it runs only on long segments, where FP8 attention applies)."""
     base, *extras = precision.split("+")
     unknown = [extra for extra in extras if extra not in ("gate_up", "attention")]
     if unknown or (extras and base != "e4m3-tensor"):
         raise ValueError(f"{precision}: suffixes are +gate_up and +attention, after e4m3-tensor")
     return {"UFORM_CUDA_E4M3": "tensor" if base == "e4m3-tensor" else "row",
             "UFORM_CUDA_GATE_UP": "e4m3" if "gate_up" in extras else "bf16",
-            "UFORM_CUDA_E4M3_ATTENTION": "e4m3" if "attention" in extras else "bf16"}
+            "UFORM_CUDA_E4M3_ATTENTION": "e4m3" if "attention" in extras else "bf16",
+            **({"UFORM_CUDA_ATTENTION": "cudnn"} if "attention" in extras else {})}
 
 
 def evaluate(build, model, pairs, precision, threads, baseline, device="cpu"):

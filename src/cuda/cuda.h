@@ -172,8 +172,8 @@ uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const
 
 /** cuDNN's ragged layout of the segments (cudnn_attention.cpp): lengths [segments] and the
  *  element offsets [segments + 1] of each segment's first cell in qkv rows (3 width) and in rows of
- *  width. */
-uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t width, int32_t *lengths,
+ *  width; segments of length 0 (a plan's padding) and the end start at cell `cells`, so the offsets never fall. */
+uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t cells, size_t width, int32_t *lengths,
                                          int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
 
 /** The attention pool: per segment and head, alpha = softmax over its cells of query . h / 8 and

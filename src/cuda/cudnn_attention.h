@@ -38,8 +38,9 @@ char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
 size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention);
 size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention);
-/** Reads the batch's spans (device) into cuDNN's lengths and ragged offsets; once per step. */
-uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, void *stream);
+/** Reads the batch's spans (device) of its `cells` cells into cuDNN's lengths and ragged offsets; once per step. */
+uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans, size_t cells,
+                                             void *stream);
 uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv, uint16_t *attended,
                                              float *stats, void *stream);
 uform_status_t uform_cudnn_attention_backward(uform_cudnn_attention_t *attention, uint16_t const *qkv,
@@ -82,8 +83,8 @@ static inline char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *a
 static inline size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
 static inline size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }
 static inline uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *attention, uint32_t const *spans,
-                                                           void *stream) {
-    (void)attention, (void)spans, (void)stream;
+                                                           size_t cells, void *stream) {
+    (void)attention, (void)spans, (void)cells, (void)stream;
     return uform_unsupported_k;
 }
 static inline uform_status_t uform_cudnn_attention_forward(uform_cudnn_attention_t *attention, uint16_t const *qkv,

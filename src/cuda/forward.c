@@ -277,7 +277,7 @@ static int fp8_attention_(uform_cuda_forward_t const *context) { return context-
  * prepared from the pass's spans; NULL where the pass runs attention.cu's kernels instead (no cuDNN,
  * pinned, short segments where ours is faster, or a shape cuDNN refused; an FP8 plan refused is an error). A new shape
  * takes the least recently used slot. */
-static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segments, size_t longest,
+static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segments, size_t longest, size_t cells,
                                       uform_cudnn_attention_t **plan, char *error, size_t error_size) {
     *plan = NULL;
     if (!context->cudnn) return uform_ok_k;
@@ -318,7 +318,7 @@ static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segm
     cudaStream_t s = context->stream;
     CHECK_CUDA(cudaMemcpyAsync(context->plan_spans, context->spans, segments * 2 * 4, cudaMemcpyDeviceToDevice, s), "padding spans");
     CHECK_CUDA(cudaMemsetAsync(context->plan_spans + 2 * segments, 0, (b - segments) * 2 * 4, s), "padding spans");
-    CHECK(uform_cudnn_attention_prepare(found->attention, context->plan_spans, s), "cuDNN's ragged offsets");
+    CHECK(uform_cudnn_attention_prepare(found->attention, context->plan_spans, cells, s), "cuDNN's ragged offsets");
     *plan = found->attention;
     return uform_ok_k;
 }
@@ -779,7 +779,7 @@ uform_status_t uform_cuda_forward_run(uform_cuda_forward_t *context, uform_pass_
           "the frontend stage");
     if (!context->wide_residual) CHECK(uform_cuda_round_bf16(context->x, n * d, stream_(context), s), "the residual stream in BF16");
     uform_cudnn_attention_t *plan = NULL;
-    if ((status = attention_plan_(context, segments, longest, &plan, error, error_size)) != uform_ok_k) return status;
+    if ((status = attention_plan_(context, segments, longest, n, &plan, error, error_size)) != uform_ok_k) return status;
     for (size_t l = 0; l < context->depth; ++l) {
         status = block_forward_(context, plan, l, n, error, error_size);
         if (status != uform_ok_k) return status;

@@ -461,7 +461,7 @@ static uform_status_t enqueue_(uform_cuda_step_t *step, int slot, int optimize) 
     size_t gradient_bytes = (size_t)((char *)last_tensor->gradient - gradients) + last_tensor->rows * last_tensor->columns * 4;
     TRY_CUDA(cudaMemsetAsync(gradients, 0, gradient_bytes, step->stream));
     TRY(uform_cuda_rope_table(b->positions, n, step->rotations, s));
-    if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, s));
+    if (step->cudnn) TRY(uform_cudnn_attention_prepare(step->cudnn, b->spans, n, s));
     uform_cuda_media_t media[uform_media_kinds_k];
     media_(step, b, media);
     uform_cuda_frontend_t frontend = {.bytes = embed->parameter};

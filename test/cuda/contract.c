@@ -270,7 +270,9 @@ static void cudnn_attention_run_(uint16_t const *g_qkv, uint16_t *g_out, uint16_
     KERNEL_OK(uform_cudnn_attention_create(&attention, segments, longest, width, 1, 1));
     size_t heads = width / 64, floats = uform_cudnn_attention_stats_floats(attention);
     float *stats = device_(floats * 4), *host_stats = malloc(floats * 4);
-    KERNEL_OK(uform_cudnn_attention_prepare(attention, g_spans, NULL));
+    size_t cells = 0;
+    for (size_t s = 0; s < segments; ++s) cells = spans[2 * s] + spans[2 * s + 1] > cells ? spans[2 * s] + spans[2 * s + 1] : cells;
+    KERNEL_OK(uform_cudnn_attention_prepare(attention, g_spans, cells, NULL));
     KERNEL_OK(uform_cudnn_attention_forward(attention, g_qkv, g_out, stats, NULL));
     KERNEL_OK(uform_cudnn_attention_backward(attention, g_qkv, g_out, stats, g_d_out, g_d_qkv, NULL));
     download_(host_stats, stats, floats * 4);
@@ -495,15 +497,16 @@ static void check_rope_e4m3_(int plant) {
  *     what the FP8 path may move it: the softmax's weights coded at 448 (2^-4 relative, 2^-9 / 448 absolute
  *     under the normal range) in the sum and its weights, the scores' and P v's fast accumulation (2^-14 of
  *     their magnitude a term, the scores' through exp), and Float32 rounding. Control: v read at k's scale. */
-static void check_cudnn_attention_fp8_(int plant) {
-    size_t width = 128, heads = 2, stride = 3 * width, lengths[] = {37, 128, 5, 90}, segments = 4, longest = 128, cells = 0;
+static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t segments, size_t longest, char const *name) {
+    size_t width = 128, heads = 2, stride = 3 * width, cells = 0;
     for (size_t i = 0; i < segments; ++i) cells += lengths[i];
     uint32_t *spans = malloc(segments * 8);
-    for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) spans[2 * i] = (uint32_t)first, spans[2 * i + 1] = (uint32_t)lengths[i];
+    for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) spans[2 * i] = lengths[i] ? (uint32_t)first : 0, spans[2 * i + 1] = (uint32_t)lengths[i]; /* padding as the forward pads */
     uint8_t *codes = malloc(cells * stride), *out = malloc(cells * width);
     for (size_t i = 0; i < cells * stride; ++i) {
         codes[i] = (uint8_t)((unsigned)(uniform_() * 1e6) % 256);
         if ((codes[i] & 0x7f) > 0x70) codes[i] &= 0xbf; /* no NaN, magnitudes up to 15 codes' worth of binades */
+        if (i % stride >= 2 * width) codes[i] &= 0x7f; /* v positive: o near its spread, so a wrong v scale shows */
     }
     float const scale_o = 1.0f / 0.0125f;
     float host_scales[12] = {0.004f, 0, 0, 0, 0.002f, 0, 0, 0, 0.0005f, 0, 0, 0}; /* q, k, v 16 bytes apart */
@@ -514,7 +517,7 @@ static void check_cudnn_attention_fp8_(int plant) {
     upload_(g_scale_o, &scale_o, 4), upload_(g_spans, spans, segments * 8);
     uform_cudnn_attention_t *plan = NULL;
     KERNEL_OK(uform_cudnn_attention_create_fp8(&plan, segments, longest, width));
-    KERNEL_OK(uform_cudnn_attention_prepare(plan, g_spans, NULL));
+    KERNEL_OK(uform_cudnn_attention_prepare(plan, g_spans, cells, NULL));
     CUDA_OK(cudaMemset(g_out, 0x7f, cells * width));
     PLANTED_OK("cudnn_attention_fp8", plant, uform_cudnn_attention_forward_fp8(plan, g_codes, g_scales, g_scale_o, g_out, NULL));
     download_(out, g_out, cells * width);
@@ -545,10 +548,17 @@ static void check_cudnn_attention_fp8_(int plant) {
                     compare_(&worst, e4m3_definition(out[t * width + h * 64 + c]), value, fabs(e4m3_nearest(value) - value) + 2 * allowed + 1e-300);
                 }
             }
-    record_("cudnn_attention_forward_fp8 (ragged, E4M3 in and out)", worst, plant);
+    record_(name, worst, plant);
     uform_cudnn_attention_destroy(plan);
     free(spans), free(codes), free(out), free(p);
     cudaFree(g_codes), cudaFree(g_out), cudaFree(g_scales), cudaFree(g_scale_o), cudaFree(g_spans);
+}
+
+static void check_cudnn_attention_fp8_(int plant) {
+    size_t const lengths[] = {37, 128, 5, 90};
+    cudnn_attention_fp8_run_(plant, lengths, 4, 128, "cudnn_attention_forward_fp8 (ragged, E4M3 in and out)");
+    size_t const padded[64] = {12, 40, 1, 64, 30}; /* the forward's plans: 64 segments at least, the unused of length 0 */
+    cudnn_attention_fp8_run_(plant, padded, 64, 64, "cudnn_attention_forward_fp8 (padded segments of length 0)");
 }
 #endif
 
