@@ -504,17 +504,19 @@ def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu, residual):
 
 @pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
 def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, scheme):
-    """On the CPU: one byte changed moves the E4M3 embeddings of all texts by more than twice
-    e4m3_bound, so a GPU within that bound of the CPU cannot pass the control. With the bounded scales'
-    reference (a larger bound on the random model, whose E4M3 error is about 10%) twice the bound must
-    be passed on some comparison of the check: the GPU's check against the control fails there."""
+    """On the CPU: one byte changed moves the E4M3 embeddings past twice e4m3_bound on some comparison of
+    the check, so a GPU within that bound of the CPU cannot pass the control (the check fails on any one).
+    With row scales all texts together must also pass 1.5 times it (1.999 on a Zen 4's avx512bf16 table, a
+    little over 2 on AMX); the bounded scales' reference has a larger bound on the random model, whose E4M3
+    error is about 10%."""
     for directory in (str(init_model), str(python_model)):
         widest = model_of(directory).embedding_widths[-1]
         cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
         control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", widest, precision="e4m3")
         check = check_embeddings_e4m3(directory, TEXTS, widest, control, cpu, scheme)
-        reached = check.ratios["all texts"] if scheme == "row" else max(check.ratios.values())
-        assert reached > 2, f"one byte changed is within twice the E4M3 bound:\n{check}"
+        assert max(check.ratios.values()) > 2, f"one byte changed is within twice the E4M3 bound:\n{check}"
+        if scheme == "row":
+            assert check.ratios["all texts"] > 1.5, f"one byte changed moves all texts within 1.5 E4M3 bounds:\n{check}"
 
 
 @pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
