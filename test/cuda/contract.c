@@ -491,6 +491,32 @@ static void check_rope_e4m3_(int plant) {
     cudaFree(g_qkv), cudaFree(g_codes), cudaFree(g_positions), cudaFree(g_table);
 }
 
+/* --- cuDNN's ragged layout (ragged_offsets) of spans padded as the forward pads a plan (five segments, then
+ *     length 0 from span 0) against the host, exactly: lengths, and offsets in qkv rows and in rows that never
+ *     fall, the padding and the end at the last cell. Control: the padding at its span's start, 0. */
+static void check_ragged_offsets_(int plant) {
+    size_t const width = 192, segments = 64, used = 5, lengths[5] = {12, 40, 1, 64, 30};
+    uint32_t spans[2 * 64] = {0};
+    size_t cells = 0;
+    for (size_t i = 0; i < used; ++i) spans[2 * i] = (uint32_t)cells, spans[2 * i + 1] = (uint32_t)lengths[i], cells += lengths[i];
+    int32_t out[3 * 64 + 2];
+    uint32_t *g_spans = device_(sizeof(spans));
+    int32_t *g_out = device_(sizeof(out));
+    upload_(g_spans, spans, sizeof(spans));
+    PLANTED_OK("ragged_offsets", plant,
+               uform_cuda_ragged_offsets(g_spans, segments, cells, width, g_out, g_out + segments, g_out + 2 * segments + 1, NULL));
+    download_(out, g_out, sizeof(out));
+    double worst = 0;
+    for (size_t s = 0; s <= segments; ++s) {
+        size_t first = s < used ? spans[2 * s] : cells;
+        if (s < segments) compare_(&worst, out[s], s < used ? (double)lengths[s] : 0, 0);
+        compare_(&worst, out[segments + s], (double)(first * 3 * width), 0);
+        compare_(&worst, out[2 * segments + 1 + s], (double)(first * width), 0);
+    }
+    record_("ragged_offsets (padded segments)", worst, plant);
+    cudaFree(g_spans), cudaFree(g_out);
+}
+
 #if defined(UFORM_HAVE_CUDNN)
 /* --- cuDNN's FP8 attention forward over ragged segments against float64 from the same codes: o = sum_s p_s v_s /
  *     sum_s p_s with p = exp(s - max), each output code within its correct rounding's distance plus twice
@@ -1189,6 +1215,7 @@ int main(int argc, char **argv) {
         {check_attention_rotating_, 1, {"the sine's sign flipped in the load (fused rotary)"}},
         {check_attention_e4m3_, 1, {"mask leaking past the segment (E4M3 output)"}},
         {check_rope_e4m3_, 1, {"k's scale used for q (FP8 attention's codes)"}},
+        {check_ragged_offsets_, 1, {"padding at its span's start, 0 (ragged offsets)"}},
 #if defined(UFORM_HAVE_CUDNN)
         {check_cudnn_attention_fp8_, 1, {"v read at k's scale (cuDNN's FP8 attention)"}},
 #endif
