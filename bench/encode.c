@@ -1,7 +1,8 @@
 /*  encode.c: times `uform_encode` on random byte texts, as ../shared/peers/torch_encode.py times
  *  its encoder: texts of one length, batch_bytes / length texts a call, for a number of seconds.
  *  Prints one JSON line per text length; bench/encode.py puts it beside the peer. With --device cuda
- *  the model runs on the GPU and the workspace is reserved so that one call is one pass. Each line
+ *  the model runs on the GPU and the workspace is reserved so that one call is one pass (two at small's
+ *  width and wider, whose passes stop at cuDNN's 32-bit offsets, docs/cuda.md). Each line
  *  names the CPU, its class and the BF16 kernel table that ran (uform_device_name; UFORM_CPU pins it).
  *  With --contexts LIST, for each N of the list, N threads each encode through a context of their own
  *  over the one model (uform_context_create: the CPU's threads split between them, or N GPU streams),

@@ -4,6 +4,7 @@
 #include "uform/encode.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,8 @@ static size_t uform_clip_(uform_model_t const *model, size_t length) {
 }
 
 /* A CPU pass of texts stops near this many cells a thread pair (once it holds one text): its buffers,
- * reread every layer, then stay nearer the caches (docs/design.md). The GPU fills its workspace. */
+ * reread every layer, then stay nearer the caches (docs/design.md). The GPU fills its workspace, up to
+ * cuDNN's ragged offsets, 32-bit counts of qkv's elements. */
 enum { uform_cpu_pass_cells_k = 2048 };
 
 static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
@@ -48,6 +50,10 @@ static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
     size_t capacity = context->workspace.cells;
     if (context->device == uform_device_cpu_k && packer->cells) {
         size_t pairs = (uform_pool_threads(context->pool) + 1) / 2, most = pairs * uform_cpu_pass_cells_k;
+        capacity = capacity < most ? capacity : most;
+    }
+    if (context->device != uform_device_cpu_k && packer->cells) {
+        size_t most = (size_t)INT32_MAX / (3 * context->model->config.width);
         capacity = capacity < most ? capacity : most;
     }
     return packer->cells + length <= capacity;
