@@ -9,29 +9,17 @@ in data/ is skipped with a line saying so.
 """
 
 import argparse
-import json
 import pathlib
 import shutil
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "device"))
+sys.path.insert(0, str(ROOT / "scripts" / "data"))
+import image_records  # noqa: E402
 import lineage  # noqa: E402
 
 WHOLE = ("gcide", "manpages", "foldoc", "manpages-wide", "emoji", "flags", "fashion", "clipart")
-
-
-def pictures(record):
-    """The `image` paths a record names, at any depth."""
-    if isinstance(record, dict):
-        for key, value in record.items():
-            if key == "image" and isinstance(value, str):
-                yield value
-            else:
-                yield from pictures(value)
-    elif isinstance(record, list):
-        for value in record:
-            yield from pictures(value)
 
 
 def whole_split(name, output):
@@ -43,23 +31,14 @@ def whole_split(name, output):
     target = output / name
     target.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target / "test.jsonl")
-    copied = 0
-    for number, line in enumerate(source.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise SystemExit(f"recall_sets: {source}:{number}: not JSON: {error}")
-        for path in pictures(record):
-            picture = source.parent / path
-            if not picture.is_file():
-                raise SystemExit(f"recall_sets: {source}:{number}: names {path}, which is not in {source.parent}")
-            (target / path).parent.mkdir(parents=True, exist_ok=True)
-            if not (target / path).exists():
-                shutil.copyfile(picture, target / path)
-                copied += 1
-    return copied
+    paths = image_records.image_paths(source)  # each image side once; a line that is not JSON named
+    for path in paths:
+        picture = source.parent / path
+        if not picture.is_file():
+            raise SystemExit(f"recall_sets: {source} names {path}, which is not in {source.parent}")
+        (target / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(picture, target / path)
+    return len(paths)
 
 
 def main():

@@ -129,7 +129,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     } else {
         TRY(product_(g, w, 2, a, a->normed2, 1, n, d, w->gate_up, w->gate_up8, w->gate_up_scales, 8 * d, NULL, a->gate_up, 0, s));
         if (w->down8) /* hidden not kept */
-            TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, 3), s));
+            TRY(uform_cuda_swiglu_e4m3(a->gate_up, n, 4 * d, a->codes, a->row_scales, fixed_(w, uform_scale_down_k), s));
         else TRY(uform_cuda_swiglu_forward(a->gate_up, n, 4 * d, a->hidden, s));
     }
     if (x_next)

@@ -96,7 +96,7 @@ def test_recall_sets_names_a_missing_picture(tmp_path, monkeypatch):
     try:
         recall_sets.whole_split("pictures", tmp_path / "recall")
     except SystemExit as error:
-        assert "test.jsonl:2: names img/gone.png" in str(error)
+        assert "test.jsonl names img/gone.png, which is not in" in str(error)
     else:
         raise AssertionError("a missing picture was not refused")
 
