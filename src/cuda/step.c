@@ -588,6 +588,11 @@ uform_status_t uform_cuda_step_create(uform_cuda_step_t **result, uform_cuda_ste
         if (!config->segments || !config->longest)
             return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                                    "uform_cuda_step_create: cuDNN attention needs segments and longest");
+        if (config->cells * 3 * config->width > (size_t)INT32_MAX) /* cuDNN's ragged offsets count qkv's elements in 32 bits */
+            return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                                   "uform_cuda_step_create: %zu cells of width %zu pass cuDNN's 32-bit ragged offsets "
+                                   "(at most %zu cells a step); use fewer rows or attention.cu's kernels",
+                                   config->cells, config->width, (size_t)INT32_MAX / (3 * config->width));
         uform_status_t planned = uform_cudnn_attention_create(&step->cudnn, config->segments, config->longest,
                                                               config->width, !config->nondeterministic,
                                                               (config->tune & 2) != 0);

@@ -1556,6 +1556,20 @@ int main(int argc, char **argv) {
                 "\"learning_rate\": %g, \"unit_roundoff\": %.9g, \"objective\": \"%s\"",
                 properties.name, s.width, s.depth, s.rows, s.columns, s.steps, learning_rate_, bf16_unit_, objective);
     int ok = 1;
+#if defined(UFORM_HAVE_CUDNN)
+    { /* a step past cuDNN's 32-bit ragged offsets is refused before it allocates */
+        uform_cuda_step_config_t wide = {.width = 1024, .depth = 1, .cells = 699051, .objective = uform_cuda_mlm_k,
+                                         .cudnn_attention = 1, .segments = 171, .longest = 4096};
+        uform_cuda_step_t *refused = NULL;
+        char error[256] = "";
+        uform_status_t status = uform_cuda_step_create(&refused, &wide, error, sizeof(error));
+        int passed = status == uform_invalid_argument_k && strstr(error, "699050");
+        printf("%s: a step of 699,051 cells at width 1024 with cuDNN attention refused (%s)\n", passed ? "ok" : "FAILED",
+               error);
+        uform_cuda_step_destroy(refused);
+        ok &= passed;
+    }
+#endif
     for (size_t v = 0; v < sizeof(variants_) / sizeof(variants_[0]); ++v) {
         static char const *const objective_names[] = {"mlm", "contrastive", "rerank"};
         unsigned kinds = variants_[v].media;
