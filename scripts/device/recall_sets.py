@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """recall_sets.py: makes runs/recall, the held-out sets `gpu.sh recall` carries (docs/precision.md, "Recall"):
-the 2000-pair test spreads of lineage's text sets (lineage.eval_sets: every k-th line, so every catalogue
-and language keeps its share) as NAME.jsonl, and each other corpus's whole test split as NAME/test.jsonl
+the 2000-pair test spreads of lineage's text sets and of the later rounds' corpora (lineage.eval_sets: every
+k-th line, so every catalogue and language keeps its share) as NAME.jsonl, and each other corpus's whole test split as NAME/test.jsonl
 with the pictures it names beside it (their paths are relative to the split's folder). A corpus not built
 in data/ is skipped with a line saying so.
 
@@ -20,6 +20,7 @@ import image_records  # noqa: E402
 import lineage  # noqa: E402
 
 WHOLE = ("gcide", "manpages", "foldoc", "manpages-wide", "emoji", "flags", "fashion", "clipart")
+SPREADS = lineage.TEXT_SETS + tuple(name for name in lineage.NEW_SETS if name not in WHOLE)  # CLDR, GNOME's help, the manuals
 
 
 def whole_split(name, output):
@@ -49,7 +50,7 @@ def main():
     output = pathlib.Path(args.output)
     output.mkdir(parents=True, exist_ok=True)
     spreads = lineage.eval_sets(argparse.Namespace(runs=str(ROOT / "runs" / "lineage"), eval_limit=args.limit),
-                                names=lineage.TEXT_SETS)
+                                names=SPREADS)
     for name, path in spreads.items():
         shutil.copyfile(path, output / f"{name}.jsonl")
         print(f"recall_sets: {name}: a spread of {sum(1 for _ in open(path, encoding='utf-8'))} records")
