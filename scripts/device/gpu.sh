@@ -9,7 +9,8 @@
 # pkg-config, each unpacked there with dpkg -x by scripts/device/prepare.sh),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 # `tests` builds the tools there too and runs test_context (contexts of one model on the CPU and the
-# GPU from threads at once) and the Python tests that train and infer on the GPU.
+# GPU from threads at once) and the Python tests that train and infer on the GPU; when they fail, one E4M3 encode with
+# FP8 attention under compute-sanitizer (sanitize.txt) names the first fault.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `cpu`: this host's CPU (the H200's Xeon has AMX): test_kernels over every table it runs, uform_bench_gemm's BF16
@@ -288,6 +289,14 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
       test/python/test_cuda_inference.py "$@" 2>&1 | tee "$out/tests.txt"
     status=${PIPESTATUS[0]}
     [ "$context" -eq 0 ] || status=1
+    if [ "$status" -ne 0 ] && command -v compute-sanitizer > /dev/null; then  # a failure's first fault, named in the same call
+      model=$(mktemp -d) && ./build-parity/uform init --tier 128x2 --seed 7 --output "$model" > /dev/null &&
+        python3 -c "import random; r = random.Random(7); print('\n'.join('x' * r.randint(1, 700) for _ in range(41)))" > "$model/texts.txt"
+      UFORM_CUDA_E4M3=tensor UFORM_CUDA_E4M3_ATTENTION=e4m3 UFORM_CUDA_ATTENTION=cudnn timeout 240 compute-sanitizer --print-limit 5 \
+        ./build-parity/uform encode --model "$model" --device cuda --precision e4m3 < "$model/texts.txt" 2>&1 > /dev/null |
+        grep -v "^| " | head -60 > "$out/sanitize.txt"
+      echo "compute-sanitizer over uform encode, 128x2, FP8 attention (sanitize.txt):"; head -20 "$out/sanitize.txt"
+    fi
     exit "$status"
   fi
   cmake --build build-parity -j 16 --target uform_step_parity > "$out/build-parity.log" 2>&1 || { tail -40 "$out/build-parity.log"; exit 1; }
