@@ -53,7 +53,7 @@ static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
         capacity = capacity < most ? capacity : most;
     }
     if (context->device != uform_device_cpu_k && packer->cells) {
-        size_t most = (size_t)INT32_MAX / (3 * context->model->config.width);
+        size_t most = (size_t)INT32_MAX / (3 * context->model->config.width) - 1; /* FP8 attention's spare row */
         capacity = capacity < most ? capacity : most;
     }
     return packer->cells + length <= capacity;

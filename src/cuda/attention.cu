@@ -468,25 +468,26 @@ uform_status_t configure(void const *kernel, bool *done, char const *entry) {
 bool forward_configured, query_configured, key_configured;
 
 /* lengths [b]: each segment's length; offsets [b + 1] of each segment's first cell in qkv rows and in w rows. */
-__global__ void ragged_kernel(uint32_t const *spans, size_t segments, size_t cells, size_t width, int32_t *lengths,
-                              int32_t *qkv_offsets, int32_t *row_offsets, int plant) {
+__global__ void ragged_kernel(uint32_t const *spans, size_t segments, size_t cells, size_t width, size_t padding,
+                              int32_t *lengths, int32_t *qkv_offsets, int32_t *row_offsets, int plant) {
     size_t s = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (s > segments) return;
-    size_t first = s < segments && spans[2 * s + 1] ? spans[2 * s] : cells; /* padding at the end keeps offsets rising */
+    int real = s < segments && spans[2 * s + 1];
+    size_t first = real ? spans[2 * s] : s < segments ? cells : cells + padding; /* padding at the end keeps offsets rising */
     if (UFORM_PLANTED(1) && s < segments) first = spans[2 * s]; /* planted: padding where its span says, at 0 */
     qkv_offsets[s] = (int32_t)(first * 3 * width);
     row_offsets[s] = (int32_t)(first * width);
-    if (s < segments) lengths[s] = (int32_t)spans[2 * s + 1];
+    if (s < segments) lengths[s] = (int32_t)(real ? spans[2 * s + 1] : padding);
 }
 
 } // namespace
 
 extern "C" uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t cells, size_t width,
-                                                    int32_t *lengths, int32_t *qkv_offsets, int32_t *row_offsets,
-                                                    void *stream) {
+                                                    size_t padding, int32_t *lengths, int32_t *qkv_offsets,
+                                                    int32_t *row_offsets, void *stream) {
     if (!segments) return uform_ok_k;
     ragged_kernel<<<(unsigned)((segments + 1 + 255) / 256), 256, 0, (cudaStream_t)stream>>>(
-        spans, segments, cells, width, lengths, qkv_offsets, row_offsets, uform_cuda_planted("ragged_offsets"));
+        spans, segments, cells, width, padding, lengths, qkv_offsets, row_offsets, uform_cuda_planted("ragged_offsets"));
     return uform_cuda_launched("ragged_offsets");
 }
 

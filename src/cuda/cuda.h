@@ -172,9 +172,11 @@ uform_status_t uform_cuda_attention_backward(uint16_t const *qkv, uint16_t const
 
 /** cuDNN's ragged layout of the segments (cudnn_attention.cpp): lengths [segments] and the
  *  element offsets [segments + 1] of each segment's first cell in qkv rows (3 width) and in rows of
- *  width; segments of length 0 (a plan's padding) and the end start at cell `cells`, so the offsets never fall. */
-uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t cells, size_t width, int32_t *lengths,
-                                         int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
+ *  width; segments of length 0 (a plan's padding) start at cell `cells` with length `padding`, and the end at
+ *  `cells + padding`, so the offsets never fall. `padding` 1 (FP8 plans: cuDNN's FP8 kernel faults on an empty
+ *  segment) has them read and write a spare row `cells`, which the caller provides. */
+uform_status_t uform_cuda_ragged_offsets(uint32_t const *spans, size_t segments, size_t cells, size_t width, size_t padding,
+                                         int32_t *lengths, int32_t *qkv_offsets, int32_t *row_offsets, void *stream);
 
 /** The attention pool: per segment and head, alpha = softmax over its cells of query . h / 8 and
  *  pooled = sum alpha h. hidden [cells, width] (BF16); query [width] (Float32); pooled

@@ -317,7 +317,8 @@ extern "C" size_t uform_cudnn_attention_device_bytes(uform_cudnn_attention_t con
 
 extern "C" uform_status_t uform_cudnn_attention_prepare(uform_cudnn_attention_t *a, uint32_t const *spans, size_t cells,
                                                         void *stream) {
-    return uform_cuda_ragged_offsets(spans, a->segments, cells, a->width, a->lengths, a->qkv_offsets, a->row_offsets, stream);
+    return uform_cuda_ragged_offsets(spans, a->segments, cells, a->width, a->fp8 ? 1 : 0, a->lengths, a->qkv_offsets,
+                                     a->row_offsets, stream);
 }
 
 extern "C" uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_attention_t *a, uint8_t const *codes,

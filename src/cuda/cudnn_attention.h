@@ -29,8 +29,10 @@ uform_status_t uform_cudnn_attention_create(uform_cudnn_attention_t **attention,
 /** The forward pass alone, without log-sum-exps (inference): `stats` of the forward call is ignored. */
 uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
                                                       size_t width);
-/** The FP8 forward alone (inference, sm_90): q, k and v as E4M3 codes in codes [cells, 3 width], the output as E4M3
- *  codes [cells, width]; unsupported where cuDNN plans no FP8 attention for the shape. */
+/** The FP8 forward alone (inference, sm_90): q, k and v as E4M3 codes in codes [cells + 1, 3 width], the output as E4M3
+ *  codes [cells + 1, width]; unsupported where cuDNN plans no FP8 attention for the shape. Its padding segments have
+ *  length 1 at the spare row `cells` (cuDNN's FP8 kernel faults on empty ones): the caller keeps that row's codes
+ *  finite (zero) and the row after the output free. */
 uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
                                                 size_t width);
 /** One line naming the plans in use and their timed milliseconds (after the first calls). */

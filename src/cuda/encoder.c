@@ -1,6 +1,7 @@
 /*  encoder.c: the encoder pieces the step and inference share (encoder.h). */
 #include "cuda/encoder.h"
-
+#include <cuda_runtime.h>
+#include "cuda/check.h"
 #include "cuda/error.h"
 #include "model/tensors.h"
 
@@ -101,6 +102,8 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     if (a->fp8_attention && cudnn && !keep_attention && w->input_scales && w->out8) { /* q, k, v and the output as codes */
         uint8_t *attended = (uint8_t *)a->attended;
         TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + uform_scale_q_k, a->codes, s));
+        TRY(uform_cuda_check(cudaMemsetAsync(a->codes + n * 3 * d, 0, 3 * d, (cudaStream_t)s), "a block's forward",
+                             "zeroing FP8 attention's spare row")); /* the padding segments' q, k and v */
         TRY(uform_cudnn_attention_forward_fp8(cudnn, a->codes, uform_scale_slot(w, uform_scale_q_k),
                                               uform_scale_slot(w, uform_scale_attention_output_k), attended, s));
         TRY(uform_cuda_gemm_e4m3(g, n, d, d, attended, uform_scale_slot(w, uform_scale_out_k), w->out8, w->out_scales, x,

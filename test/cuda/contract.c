@@ -493,8 +493,9 @@ static void check_rope_e4m3_(int plant) {
 
 /* --- cuDNN's ragged layout (ragged_offsets) of spans padded as the forward pads a plan (five segments, then
  *     length 0 from span 0) against the host, exactly: lengths, and offsets in qkv rows and in rows that never
- *     fall, the padding and the end at the last cell. Control: the padding at its span's start, 0. */
-static void check_ragged_offsets_(int plant) {
+ *     fall, the padding at the cell past the last (length 0, or 1 for FP8 plans) and the end after it. Control:
+ *     the padding at its span's start, 0. */
+static void ragged_offsets_run_(int plant, size_t padding, char const *name) {
     size_t const width = 192, segments = 64, used = 5, lengths[5] = {12, 40, 1, 64, 30};
     uint32_t spans[2 * 64] = {0};
     size_t cells = 0;
@@ -504,17 +505,23 @@ static void check_ragged_offsets_(int plant) {
     int32_t *g_out = device_(sizeof(out));
     upload_(g_spans, spans, sizeof(spans));
     PLANTED_OK("ragged_offsets", plant,
-               uform_cuda_ragged_offsets(g_spans, segments, cells, width, g_out, g_out + segments, g_out + 2 * segments + 1, NULL));
+               uform_cuda_ragged_offsets(g_spans, segments, cells, width, padding, g_out, g_out + segments,
+                                         g_out + 2 * segments + 1, NULL));
     download_(out, g_out, sizeof(out));
     double worst = 0;
     for (size_t s = 0; s <= segments; ++s) {
-        size_t first = s < used ? spans[2 * s] : cells;
-        if (s < segments) compare_(&worst, out[s], s < used ? (double)lengths[s] : 0, 0);
+        size_t first = s < used ? spans[2 * s] : s < segments ? cells : cells + padding;
+        if (s < segments) compare_(&worst, out[s], s < used ? (double)lengths[s] : (double)padding, 0);
         compare_(&worst, out[segments + s], (double)(first * 3 * width), 0);
         compare_(&worst, out[2 * segments + 1 + s], (double)(first * width), 0);
     }
-    record_("ragged_offsets (padded segments)", worst, plant);
+    record_(name, worst, plant);
     cudaFree(g_spans), cudaFree(g_out);
+}
+
+static void check_ragged_offsets_(int plant) {
+    ragged_offsets_run_(plant, 0, "ragged_offsets (padded segments)");
+    ragged_offsets_run_(plant, 1, "ragged_offsets (padded, length 1: FP8 plans)");
 }
 
 #if defined(UFORM_HAVE_CUDNN)
@@ -528,7 +535,7 @@ static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t se
     for (size_t i = 0; i < segments; ++i) cells += lengths[i];
     uint32_t *spans = malloc(segments * 8);
     for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) spans[2 * i] = lengths[i] ? (uint32_t)first : 0, spans[2 * i + 1] = (uint32_t)lengths[i]; /* padding as the forward pads */
-    uint8_t *codes = malloc(cells * stride), *out = malloc(cells * width);
+    uint8_t *codes = calloc(cells + 1, stride), *out = malloc(cells * width); /* + the padding's spare row, zero */
     for (size_t i = 0; i < cells * stride; ++i) {
         codes[i] = (uint8_t)((unsigned)(uniform_() * 1e6) % 256);
         if ((codes[i] & 0x7f) > 0x70) codes[i] &= 0xbf; /* no NaN, magnitudes up to 15 codes' worth of binades */
@@ -536,10 +543,10 @@ static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t se
     }
     float const scale_o = 1.0f / 0.0125f;
     float host_scales[12] = {0.004f, 0, 0, 0, 0.002f, 0, 0, 0, 0.0005f, 0, 0, 0}; /* q, k, v 16 bytes apart */
-    uint8_t *g_codes = device_(cells * stride), *g_out = device_(cells * width);
+    uint8_t *g_codes = device_((cells + 1) * stride), *g_out = device_((cells + 1) * width);
     float *g_scales = device_(sizeof(host_scales)), *g_scale_o = device_(16);
     uint32_t *g_spans = device_(segments * 8);
-    upload_(g_codes, codes, cells * stride), upload_(g_scales, host_scales, sizeof(host_scales));
+    upload_(g_codes, codes, (cells + 1) * stride), upload_(g_scales, host_scales, sizeof(host_scales));
     upload_(g_scale_o, &scale_o, 4), upload_(g_spans, spans, segments * 8);
     uform_cudnn_attention_t *plan = NULL;
     KERNEL_OK(uform_cudnn_attention_create_fp8(&plan, segments, longest, width));
@@ -584,7 +591,7 @@ static void check_cudnn_attention_fp8_(int plant) {
     size_t const lengths[] = {37, 128, 5, 90};
     cudnn_attention_fp8_run_(plant, lengths, 4, 128, "cudnn_attention_forward_fp8 (ragged, E4M3 in and out)");
     size_t const padded[64] = {12, 40, 1, 64, 30}; /* the forward's plans: 64 segments at least, the unused of length 0 */
-    cudnn_attention_fp8_run_(plant, padded, 64, 64, "cudnn_attention_forward_fp8 (padded segments of length 0)");
+    cudnn_attention_fp8_run_(plant, padded, 64, 64, "cudnn_attention_forward_fp8 (padded, spare row)");
 }
 #endif
 
