@@ -331,7 +331,7 @@ extern "C" uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_attentio
                                                 {o_uid, attended}, {lengths_uid, a->lengths},
                                                 {qkv_offset_uid, a->qkv_offsets}, {rows_offset_uid, a->row_offsets},
                                                 {descale_q_uid, scale}, {descale_k_uid, scale + 4},
-                                                {descale_v_uid, scale + (uform_cuda_planted("cudnn_attention_fp8") ? 4 : 8)}, /* planted: k's scale for v's */
+                                                {descale_v_uid, scale + (uform_cuda_host_planted("cudnn_attention_fp8") ? 4 : 8)}, /* planted: k's scale for v's */
                                                 {descale_s_uid, a->fp8_scalars}, {scale_s_uid, a->fp8_scalars + 1},
                                                 {scale_o_uid, inverse}, {amax_s_uid, a->fp8_scalars + 2},
                                                 {amax_o_uid, a->fp8_scalars + 3}};

@@ -24,4 +24,14 @@ int uform_cuda_planted(char const *entry);
 #define UFORM_PLANTED(number) 0
 #endif
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+/** uform_cuda_planted for the host units built once for both flavours (uform_cuda_host, e.g. cudnn_attention.cpp),
+ *  where the macro above would always be 0: the linked flavour's plant_host.c answers (0 in production). */
+int uform_cuda_host_planted(char const *entry);
+#ifdef __cplusplus
+}
+#endif
+
 #endif

@@ -530,8 +530,9 @@ static void check_ragged_offsets_(int plant) {
  *     what the FP8 path may move it: the softmax's weights coded at 448 (2^-4 relative, 2^-9 / 448 absolute
  *     under the normal range) in the sum and its weights, the scores' and P v's fast accumulation (2^-14 of
  *     their magnitude a term, the scores' through exp), and Float32 rounding. Control: v read at k's scale. */
-static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t segments, size_t longest, char const *name) {
-    size_t width = 128, heads = 2, stride = 3 * width, cells = 0;
+static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t segments, size_t longest, size_t width,
+                                     float sharpness, char const *name) {
+    size_t heads = width / 64, stride = 3 * width, cells = 0;
     for (size_t i = 0; i < segments; ++i) cells += lengths[i];
     uint32_t *spans = malloc(segments * 8);
     for (size_t i = 0, first = 0; i < segments; first += lengths[i], ++i) spans[2 * i] = lengths[i] ? (uint32_t)first : 0, spans[2 * i + 1] = (uint32_t)lengths[i]; /* padding as the forward pads */
@@ -542,7 +543,7 @@ static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t se
         if (i % stride >= 2 * width) codes[i] &= 0x7f; /* v positive: o near its spread, so a wrong v scale shows */
     }
     float const scale_o = 1.0f / 0.0125f;
-    float host_scales[12] = {0.004f, 0, 0, 0, 0.002f, 0, 0, 0, 0.0005f, 0, 0, 0}; /* q, k, v 16 bytes apart */
+    float host_scales[12] = {0.004f * sharpness, 0, 0, 0, 0.002f * sharpness, 0, 0, 0, 0.0005f, 0, 0, 0}; /* q, k, v 16 bytes apart */
     uint8_t *g_codes = device_((cells + 1) * stride), *g_out = device_((cells + 1) * width);
     float *g_scales = device_(sizeof(host_scales)), *g_scale_o = device_(16);
     uint32_t *g_spans = device_(segments * 8);
@@ -589,9 +590,11 @@ static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t se
 
 static void check_cudnn_attention_fp8_(int plant) {
     size_t const lengths[] = {37, 128, 5, 90};
-    cudnn_attention_fp8_run_(plant, lengths, 4, 128, "cudnn_attention_forward_fp8 (ragged, E4M3 in and out)");
+    cudnn_attention_fp8_run_(plant, lengths, 4, 128, 128, 1, "cudnn_attention_forward_fp8 (ragged, E4M3 in and out)");
     size_t const padded[64] = {12, 40, 1, 64, 30}; /* the forward's plans: 64 segments at least, the unused of length 0 */
-    cudnn_attention_fp8_run_(plant, padded, 64, 64, "cudnn_attention_forward_fp8 (padded, spare row)");
+    cudnn_attention_fp8_run_(plant, padded, 64, 64, 128, 1, "cudnn_attention_forward_fp8 (padded, spare row)");
+    /* three heads, as the 192x3 test model, and scores 16 times larger: where the forward's test fails */
+    cudnn_attention_fp8_run_(plant, padded, 64, 64, 192, 4, "cudnn_attention_forward_fp8 (3 heads, sharp)");
 }
 #endif
 
