@@ -1557,7 +1557,7 @@ int main(int argc, char **argv) {
                 properties.name, s.width, s.depth, s.rows, s.columns, s.steps, learning_rate_, bf16_unit_, objective);
     int ok = 1;
 #if defined(UFORM_HAVE_CUDNN)
-    { /* a step past cuDNN's 32-bit ragged offsets is refused before it allocates */
+    { /* a step past cuDNN's 32-bit ragged offsets is refused before it takes device memory */
         uform_cuda_step_config_t wide = {.width = 1024, .depth = 1, .cells = 699051, .objective = uform_cuda_mlm_k,
                                          .cudnn_attention = 1, .segments = 171, .longest = 4096};
         uform_cuda_step_t *refused = NULL;
