@@ -4,7 +4,6 @@
 #include "uform/encode.h"
 
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,10 +51,12 @@ static int uform_packer_fits_(uform_packer_t const *packer, size_t length) {
         size_t pairs = (uform_pool_threads(context->pool) + 1) / 2, most = pairs * uform_cpu_pass_cells_k;
         capacity = capacity < most ? capacity : most;
     }
+#if defined(UFORM_HAVE_CUDA)
     if (context->device != uform_device_cpu_k && packer->cells) {
-        size_t most = (size_t)INT32_MAX / (3 * context->model->config.width) - 1; /* FP8 attention's spare row */
+        size_t most = uform_cuda_pass_cells_most(context->model->config.width);
         capacity = capacity < most ? capacity : most;
     }
+#endif
     return packer->cells + length <= capacity;
 }
 

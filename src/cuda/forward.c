@@ -11,7 +11,6 @@
 
 #include <cuda_runtime.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,12 +284,12 @@ static uform_status_t attention_plan_(uform_cuda_forward_t *context, size_t segm
     size_t b = bucket_(segments), t = bucket_(longest), slot = 0;
     if (context->cudnn == 1 && t < cudnn_longest_k) return uform_ok_k;
     int fp8 = fp8_attention_(context);
-    if ((cells + 1) * 3 * context->width > (size_t)INT32_MAX) { /* cuDNN's ragged offsets count qkv's elements in 32 bits */
+    if (cells > uform_cuda_pass_cells_most(context->width)) {
         if (fp8)
             return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                                    "a pass of %zu cells at width %zu is past cuDNN's 32-bit ragged offsets, which FP8 attention "
                                    "(UFORM_CUDA_E4M3_ATTENTION=e4m3) needs: at most %zu cells a pass",
-                                   cells, context->width, (size_t)INT32_MAX / (3 * context->width) - 1);
+                                   cells, context->width, uform_cuda_pass_cells_most(context->width));
         return uform_ok_k; /* attention.cu's kernels, which index in 64 bits */
     }
     attention_plan_t *found = NULL;

@@ -9,10 +9,16 @@
 #define UFORM_CUDA_FORWARD_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cpu/forward.h"
 
 typedef struct uform_cuda_forward_t uform_cuda_forward_t;
+
+/** The most cells a GPU pass takes at `width`: cuDNN's ragged offsets count qkv's elements in 32 bits, and FP8
+ *  attention's padding takes a spare row past the pass. The text packer stops there; uform_cuda_forward_run
+ *  runs a larger pass on attention.cu's kernels (BF16) or refuses it (FP8 attention). */
+static inline size_t uform_cuda_pass_cells_most(size_t width) { return (size_t)INT32_MAX / (3 * width) - 1; }
 
 /** Takes the calling thread's current GPU: a stream and cuBLASLt. uform_unsupported_k when no GPU
  *  is usable (no device, no driver), uform_out_of_memory_k when the device is full. */
