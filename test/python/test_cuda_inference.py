@@ -227,6 +227,19 @@ def check_embeddings_e4m3(directory, texts, width, value, expected, scheme="row"
     return check
 
 
+def attention_moves(directory, texts, width, with_fp8, without_fp8):
+    """A diagnostic table, per text: how far FP8 attention moves the GPU's E4M3 embedding (UFORM_CUDA_E4M3=tensor
+    with and without it) beside how far it moves the reference's (e4m3-tensor-attention against e4m3-tensor)."""
+    modes = ("e4m3-tensor", "e4m3-tensor-attention")
+    found = {mode: [reference.matryoshka(text_reference(directory, text, mode)[1], width) for text in texts] for mode in modes}
+    lines = ["FP8 attention's move, GPU against the reference (text, bytes, GPU, reference, ratio):"]
+    for index, text in enumerate(texts):
+        gpu = bounds.relative_error(with_fp8[index], without_fp8[index])
+        expected = bounds.relative_error(found[modes[1]][index], found[modes[0]][index])
+        lines.append(f"  {index:3d} {min(len(text), COLUMNS):5d} {gpu:.3e} {expected:.3e} {gpu / expected if expected else float('inf'):6.2f}")
+    return "\n".join(lines)
+
+
 def check_embeddings(directory, texts, width, value, expected, printed):
     """All texts as one matrix (B_gpu), then each text (factor 2 on E_r)."""
     model, columns = model_of(directory), COLUMNS
@@ -533,6 +546,9 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     gpu_result = encode(cli, directory, TEXTS, "cuda", widest, env=env, precision="e4m3")
     check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, scheme)
     print(check)
+    if scheme == "tensor+attention":  # what FP8 attention moves on the GPU beside what it moves in the reference
+        products = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "tensor"}, precision="e4m3")
+        print(attention_moves(directory, TEXTS, widest, gpu_result, products))
     assert check.ok, str(check)
     control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", widest, precision="e4m3")
     assert not check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, control, scheme).ok
