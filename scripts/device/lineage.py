@@ -116,6 +116,9 @@ def plan(args):
             # round 8: round 6's mixture with the wide man page corpus beside the man pages (manuals-keep, the control)
             {"name": "manuals-wide-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            # round 8's second arm: the English man pages at twice their weight (rounds 6 and 7 ran the control twice)
+            {"name": "manuals-wide2-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide2.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
