@@ -10,7 +10,7 @@
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 # `tests` builds the tools there too and runs test_context (contexts of one model on the CPU and the
 # GPU from threads at once) and the Python tests that train and infer on the GPU; when they fail, one E4M3 encode with
-# FP8 attention under compute-sanitizer (sanitize.txt) names the first fault.
+# FP8 attention under compute-sanitizer (sanitize-128x2.txt, sanitize-192x3.txt) names the first fault.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `cpu`: this host's CPU (the H200's Xeon has AMX): test_kernels over every table it runs, uform_bench_gemm's BF16
@@ -290,12 +290,16 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
     status=${PIPESTATUS[0]}
     [ "$context" -eq 0 ] || status=1
     if [ "$status" -ne 0 ] && command -v compute-sanitizer > /dev/null; then  # a failure's first fault, named in the same call
-      model=$(mktemp -d) && ./build-parity/uform init --tier 128x2 --seed 7 --output "$model" > /dev/null &&
+      model=$(mktemp -d) && ./build-parity/uform init --tier 128x2 --seed 7 --output "$model/128x2" > /dev/null &&
+        python3 -c "import sys; sys.path.insert(0, 'test/python'); import conftest; conftest.python_checkpoint('$model/192x3', 192, 3, 11, 2.0)" &&
         python3 -c "import random; r = random.Random(7); print('\n'.join('x' * r.randint(1, 700) for _ in range(41)))" > "$model/texts.txt"
-      UFORM_CUDA_E4M3=tensor UFORM_CUDA_E4M3_ATTENTION=e4m3 UFORM_CUDA_ATTENTION=cudnn timeout 120 compute-sanitizer --print-limit 5 \
-        --log-file "$out/sanitize.txt" ./build-parity/uform encode --model "$model" --device cuda --precision e4m3 \
-        < "$model/texts.txt" > /dev/null 2> "$out/sanitize-uform.txt"
-      echo "compute-sanitizer over uform encode, 128x2, FP8 attention (sanitize.txt):"; head -20 "$out/sanitize.txt" "$out/sanitize-uform.txt"
+      for tier in 128x2 192x3; do  # the init model and the tests' sharp one (python_model)
+        UFORM_CUDA_E4M3=tensor UFORM_CUDA_E4M3_ATTENTION=e4m3 UFORM_CUDA_ATTENTION=cudnn timeout 120 compute-sanitizer --print-limit 5 \
+          --log-file "$out/sanitize-$tier.txt" ./build-parity/uform encode --model "$model/$tier" --device cuda --precision e4m3 \
+          < "$model/texts.txt" > /dev/null 2>> "$out/sanitize-uform.txt"
+        echo "compute-sanitizer over uform encode, $tier, FP8 attention (sanitize-$tier.txt):"; head -20 "$out/sanitize-$tier.txt"
+      done
+      head -20 "$out/sanitize-uform.txt"
     fi
     exit "$status"
   fi
