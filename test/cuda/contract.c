@@ -595,6 +595,9 @@ static void check_cudnn_attention_fp8_(int plant) {
     cudnn_attention_fp8_run_(plant, padded, 64, 64, 128, 1, "cudnn_attention_forward_fp8 (padded, spare row)");
     /* three heads, as the 192x3 test model, and scores 16 times larger: where the forward's test fails */
     cudnn_attention_fp8_run_(plant, padded, 64, 64, 192, 4, "cudnn_attention_forward_fp8 (3 heads, sharp)");
+    /* long segments just before short ones: a last query tile stored past its segment would land on the next */
+    size_t const after_long[] = {150, 1, 2, 250, 5, 3};
+    cudnn_attention_fp8_run_(plant, after_long, 6, 256, 192, 4, "cudnn_attention_forward_fp8 (short after long)");
 }
 #endif
 
