@@ -297,6 +297,8 @@ extern "C" uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention
     return create(result, segments, longest, width, 0, 0, true, true);
 }
 
+extern "C" size_t uform_cudnn_version(void) { return cudnnGetVersion(); }
+
 extern "C" void uform_cudnn_attention_destroy(uform_cudnn_attention_t *a) {
     if (!a) return;
     cudaFree(a->lengths);

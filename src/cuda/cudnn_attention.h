@@ -17,6 +17,11 @@ extern "C" {
 
 typedef struct uform_cudnn_attention_t uform_cudnn_attention_t;
 
+/** The least cuDNN (cudnnGetVersion's major 10000 + minor 100 + patch) whose FP8 attention the forward runs: 9.14's
+ *  fails the float64 check over ragged segments (docs/precision.md, "FP8 attention on a GPU"), and 9.23 is the first
+ *  with which TransformerEngine runs FP8 attention over ragged (THD) layouts. */
+enum { uform_cudnn_fp8_attention_least_k = 92300 };
+
 #if defined(UFORM_HAVE_CUDNN) || defined(__cplusplus)
 
 /** Plans forward and backward for `segments` segments (every batch lists exactly that many) of
@@ -35,6 +40,8 @@ uform_status_t uform_cudnn_attention_create_inference(uform_cudnn_attention_t **
  *  finite (zero) and the row after the output free. */
 uform_status_t uform_cudnn_attention_create_fp8(uform_cudnn_attention_t **attention, size_t segments, size_t longest,
                                                 size_t width);
+/** cudnnGetVersion() of the library loaded (0 in a build without cuDNN). */
+size_t uform_cudnn_version(void);
 /** One line naming the plans in use and their timed milliseconds (after the first calls). */
 char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention);
 void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention);
@@ -80,6 +87,7 @@ static inline uform_status_t uform_cudnn_attention_forward_fp8(uform_cudnn_atten
     (void)attention, (void)codes, (void)scales, (void)output_scale, (void)attended, (void)stream;
     return uform_unsupported_k;
 }
+static inline size_t uform_cudnn_version(void) { return 0; }
 static inline void uform_cudnn_attention_destroy(uform_cudnn_attention_t *attention) { (void)attention; }
 static inline char const *uform_cudnn_attention_plans(uform_cudnn_attention_t *attention) { (void)attention; return ""; }
 static inline size_t uform_cudnn_attention_stats_floats(uform_cudnn_attention_t const *attention) { (void)attention; return 0; }

@@ -247,6 +247,14 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (status == uform_ok_k)
         status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", &context->fp8_attention, error, error_size);
     if (status != uform_ok_k) return status;
+    size_t cudnn = uform_cudnn_version();
+    if (context->fp8_attention && !cudnn)
+        return uform_cuda_fail(error, error_size, uform_unsupported_k, "UFORM_CUDA_E4M3_ATTENTION=e4m3, but this build is without cuDNN");
+    if (context->fp8_attention && cudnn < uform_cudnn_fp8_attention_least_k) /* wrong answers there, not slow ones */
+        return uform_cuda_fail(error, error_size, uform_unsupported_k,
+                               "UFORM_CUDA_E4M3_ATTENTION=e4m3 needs cuDNN 9.23 or later, not %zu.%zu: 9.14's FP8 attention over "
+                               "ragged segments fails its float64 check (docs/precision.md, \"FP8 attention on a GPU\")",
+                               cudnn / 10000, cudnn / 100 % 100);
     char const *pinned = getenv("UFORM_CUDA_ATTENTION");
     if (pinned && strcmp(pinned, "ours") && strcmp(pinned, "cudnn"))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_ATTENTION is ours or cudnn, not %s", pinned);

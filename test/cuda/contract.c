@@ -589,6 +589,13 @@ static void cudnn_attention_fp8_run_(int plant, size_t const *lengths, size_t se
 }
 
 static void check_cudnn_attention_fp8_(int plant) {
+    size_t version = uform_cudnn_version();
+    if (version < uform_cudnn_fp8_attention_least_k && !getenv("UFORM_CONTRACT_FP8_ATTENTION")) { /* the forward refuses it there */
+        if (!plant)
+            printf("cudnn_attention_forward_fp8: skipped: cuDNN %zu.%zu, below 9.23, where the forward refuses FP8 attention "
+                   "(UFORM_CONTRACT_FP8_ATTENTION=1 checks it anyway)\n", version / 10000, version / 100 % 100);
+        return;
+    }
     size_t const lengths[] = {37, 128, 5, 90};
     cudnn_attention_fp8_run_(plant, lengths, 4, 128, 128, 1, "cudnn_attention_forward_fp8 (ragged, E4M3 in and out)");
     size_t const padded[64] = {12, 40, 1, 64, 30}; /* the forward's plans: 64 segments at least, the unused of length 0 */
