@@ -9,8 +9,9 @@
 # pkg-config, each unpacked there with dpkg -x by scripts/device/prepare.sh),
 # then runs uform_step_parity (the step against the CPU trainer) into $OUT/parity.json; its flags follow.
 # `tests` builds the tools there too and runs test_context (contexts of one model on the CPU and the
-# GPU from threads at once) and the Python tests that train and infer on the GPU; when they fail, one E4M3 encode with
-# FP8 attention under compute-sanitizer (sanitize-128x2.txt, sanitize-192x3.txt) names the first fault.
+# GPU from threads at once) and the Python tests that train and infer on the GPU; when they fail, an E4M3 encode of each
+# test model (bounded scales, gate_up's output coded, cuDNN's attention) under compute-sanitizer (sanitize-128x2.txt,
+# sanitize-192x3.txt) names the first fault.
 # `encode` builds uform and uform_bench_encode there and times `uform_encode` on the GPU beside the
 # PyTorch inference peer (bench/encode.py --device cuda; the peer's copy in third_party/peers).
 # `cpu`: this host's CPU (the H200's Xeon has AMX): test_kernels over every table it runs, uform_bench_gemm's BF16
@@ -294,10 +295,10 @@ if [ "$what" = parity ] || [ "$what" = tests ] || [ "$what" = decode ] || [ "$wh
         python3 -c "import sys; sys.path.insert(0, 'test/python'); import conftest; conftest.python_checkpoint('$model/192x3', 192, 3, 11, 2.0)" &&
         python3 -c "import random; r = random.Random(7); print('\n'.join('x' * r.randint(1, 700) for _ in range(41)))" > "$model/texts.txt"
       for tier in 128x2 192x3; do  # the init model and the tests' sharp one (python_model)
-        UFORM_CUDA_E4M3=tensor UFORM_CUDA_E4M3_ATTENTION=e4m3 UFORM_CUDA_ATTENTION=cudnn timeout 120 compute-sanitizer --print-limit 5 \
+        UFORM_CUDA_E4M3=tensor UFORM_CUDA_GATE_UP=e4m3 UFORM_CUDA_ATTENTION=cudnn timeout 120 compute-sanitizer --print-limit 5 \
           --log-file "$out/sanitize-$tier.txt" ./build-parity/uform encode --model "$model/$tier" --device cuda --precision e4m3 \
           < "$model/texts.txt" > /dev/null 2>> "$out/sanitize-uform.txt"
-        echo "compute-sanitizer over uform encode, $tier, FP8 attention (sanitize-$tier.txt):"; head -20 "$out/sanitize-$tier.txt"
+        echo "compute-sanitizer over uform encode, $tier, E4M3 (sanitize-$tier.txt):"; head -20 "$out/sanitize-$tier.txt"
       done
       head -20 "$out/sanitize-uform.txt"
     fi
