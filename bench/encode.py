@@ -136,10 +136,7 @@ def main():
             for kernels in (args.kernels.split(",") if not gpu else [None]):
                 env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}), UFORM_CUDA_RESIDUAL=residual,
                            UFORM_CUDA_ROTARY=rotary, UFORM_CUDA_GATE_UP=gate_up, UFORM_CUDA_E4M3_ATTENTION=attention)
-                if precision == "e4m3-tensor":
-                    env["UFORM_CUDA_E4M3"] = "tensor"
-                else:
-                    env.pop("UFORM_CUDA_E4M3", None)
+                env["UFORM_CUDA_E4M3"] = "tensor" if precision == "e4m3-tensor" else "row"  # plain e4m3: the CPU's row scales
                 print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
                       file=sys.stderr)
                 lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,

@@ -532,14 +532,15 @@ def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, sch
             assert check.ratios["all texts"] > 1.5, f"one byte changed moves all texts within 1.5 E4M3 bounds:\n{check}"
 
 
-@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
+@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention", "default"])
 def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products, UFORM_CUDA_E4M3=scheme; with "+gate_up",
     UFORM_CUDA_GATE_UP=e4m3; with "+attention", cuDNN's FP8 attention, UFORM_CUDA_E4M3_ATTENTION=e4m3, cuDNN
-    pinned so that it runs at these lengths) against the CPU's E4M3."""
+    pinned so that it runs at these lengths; "default" with no switch set, which is row) against the CPU's E4M3."""
     directory = str(any_model)
     widest = model_of(directory).embedding_widths[-1]
-    env = {"UFORM_CUDA_E4M3": scheme.split("+")[0], "UFORM_CUDA_GATE_UP": "e4m3" if "+gate_up" in scheme else "bf16"}
+    env = {} if scheme == "default" else {
+        "UFORM_CUDA_E4M3": scheme.split("+")[0], "UFORM_CUDA_GATE_UP": "e4m3" if "+gate_up" in scheme else "bf16"}
     if scheme == "tensor+attention":
         env.update(UFORM_CUDA_E4M3_ATTENTION="e4m3", UFORM_CUDA_ATTENTION="cudnn")
         run = uform(cli, "encode", "--model", directory, "--device", "cuda", "--precision", "e4m3", stdin=b"a\n", env=env)
@@ -548,20 +549,23 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
             pytest.skip(f"FP8 attention refused here: {run.stderr.decode().strip()}")
     cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
     gpu_result = encode(cli, directory, TEXTS, "cuda", widest, env=env, precision="e4m3")
-    check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, scheme)
+    checked_as = "row" if scheme == "default" else scheme  # docs/precision.md: bounded scales miss the recall bar
+    check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, checked_as)
     print(check)
     products = None  # the bounded products alone, with gate_up's output and attention in BF16
-    if scheme in ("tensor+gate_up", "tensor+attention"):
-        products = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "tensor"}, precision="e4m3")
+    if scheme in ("tensor+gate_up", "tensor+attention", "default"):  # for "default", what it must not be
+        products = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "tensor", "UFORM_CUDA_GATE_UP": "bf16"},
+                          precision="e4m3")
     if scheme == "tensor+attention":  # what FP8 attention moves on the GPU beside what it moves in the reference
         print(attention_moves(directory, TEXTS, widest, gpu_result, products))
     assert check.ok, str(check)
     control = encode(cli, directory, [one_byte_changed(text) for text in TEXTS], "cpu", widest, precision="e4m3")
-    assert not check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, control, scheme).ok
+    assert not check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, control, checked_as).ok
     bf16 = encode(cli, directory, TEXTS, "cuda", widest)
     assert bounds.relative_error(gpu_result, bf16) > 0  # the E4M3 products ran, not the BF16 ones
-    if scheme != "row":  # the bounded scales ran, not the row ones
-        assert bounds.relative_error(gpu_result, encode(cli, directory, TEXTS, "cuda", widest, precision="e4m3")) > 0
+    if checked_as != "row":  # the bounded scales ran, not the row ones
+        row = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "row"}, precision="e4m3")
+        assert bounds.relative_error(gpu_result, row) > 0
     if products is not None:  # gate_up's output, or attention, went through E4M3 codes
         assert bounds.relative_error(gpu_result, products) > 0
 
