@@ -11,7 +11,8 @@ to MAX_BYTES. Split by page name (every section of "kill" in one split), then no
 description of dev/test is in train. Writes data/manpages/{train,dev,test}.jsonl, text.jsonl
 and manifest.json. With --wide MB, the packages are instead those of Debian's Contents index with
 pages in sections 1, 5, 7 and 8, the most pages a byte first up to MB of .debs, every page named in
-data/manpages left out, into data/manpages-wide. Standard library only; deterministic for a seed and
+--manpages' corpora (data/manpages by default; repeatable) or sharing a summary or description with
+them left out, into data/manpages-wide. Standard library only; deterministic for a seed and
 the archive's state. See docs/data.md.
 """
 
@@ -348,15 +349,23 @@ def wide_packages(pages, sizes, budget, exclude):
     return sorted(chosen)
 
 
-def page_names(folder):
-    """Case-folded page names ("ls" of "ls(1)") of every split of a man page corpus folder (none if absent)."""
-    names = set()
+def corpus_records(folder):
+    """Every record of every split of a man page corpus folder (none if absent)."""
     for split in debian_archive.SPLITS:
         path = pathlib.Path(folder) / f"{split}.jsonl"
         if path.is_file():
             with path.open(encoding="utf-8") as file:
-                names |= {json.loads(line)["page"].rpartition("(")[0].casefold() for line in file if line.strip()}
-    return names
+                yield from (json.loads(line) for line in file if line.strip())
+
+
+def corpus_keys(folder):
+    """The case-folded queries and descriptions of a man page corpus folder."""
+    return {key for record in corpus_records(folder) for key in debian_archive.pair_keys(record)}
+
+
+def page_names(folder):
+    """Case-folded page names ("ls" of "ls(1)") of a man page corpus folder."""
+    return {record["page"].rpartition("(")[0].casefold() for record in corpus_records(folder)}
 
 
 def main(argv=None):
@@ -370,8 +379,9 @@ def main(argv=None):
                         help="instead of --packages: the packages outside PACKAGES with English pages in sections 1, 5, 7 "
                              "and 8 (Debian's Contents index), most pages a byte first, up to this many MB of .debs; every "
                              "page named in --manpages' corpus left out; output data/manpages-wide unless --output")
-    parser.add_argument("--manpages", default=debian_archive.default_output("manpages"),
-                        help="with --wide: the man page corpus whose page names the wide one leaves out")
+    parser.add_argument("--manpages", action="append", default=[],
+                        help="with --wide: a man page corpus whose page names the wide one leaves out (repeatable; "
+                             "default data/manpages)")
     debian_archive.add_common_arguments(parser, "most records in text.jsonl")
     arguments = parser.parse_args(argv)
     started = time.monotonic()
@@ -410,8 +420,17 @@ def main(argv=None):
         sys.exit(f"manpage_pairs: {error}")
     if arguments.wide:  # disjoint from the man page corpus: none of its pages, held out or trained on, again
         counts["packages without a stated licence, left out"] = len(unlicensed)
-        named = page_names(arguments.manpages)
+        excluded = arguments.manpages or [debian_archive.default_output("manpages")]
+        named = set().union(*(page_names(folder) for folder in excluded))
         counts["pages named in --manpages' corpus"] = sum(len(groups.pop(name)) for name in sorted(named & set(groups)))
+        seen = set().union(*(corpus_keys(folder) for folder in excluded))  # a page copied under another name
+        for name in list(groups):
+            kept = [record for record in groups[name] if not any(key in seen for key in debian_archive.pair_keys(record))]
+            counts["pages whose summary or description is in --manpages' corpus"] += len(groups[name]) - len(kept)
+            if kept:
+                groups[name] = kept
+            else:
+                del groups[name]
     split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
     records = debian_archive.split_records(groups, split_of)
     # One record per summary and per description within a split: pages copied between packages recur.

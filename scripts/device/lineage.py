@@ -51,8 +51,8 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6 and 8's corpora:
-            "manpages-wide")  # scored, not selected on (a missing one is skipped)
+NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
+            "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)
 
 
 def plan(args):
@@ -119,6 +119,11 @@ def plan(args):
             # round 8's second arm: the English man pages at twice their weight (rounds 6 and 7 ran the control twice)
             {"name": "manuals-wide2-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide2.json",
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            # round 9: the second arm's mixture with the wider man page corpus besides (manuals-wide2-keep beside it)
+            {"name": "manuals-wider-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wider.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            {"name": "manuals-wider-keep-lr2e-4", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wider.json",
+             "steps": 4800, "flags": ["--learning-rate", "2e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

@@ -358,25 +358,31 @@ def test_licence_of_reads_dep5_then_a_common_licence_named(tmp_path):
 
 
 def test_wide_corpus_leaves_out_the_man_page_corpus_pages(tmp_path, monkeypatch):
-    """--wide chooses its packages from the Contents index and drops every page named in --manpages' corpus,
-    whatever its split there."""
+    """--wide chooses its packages from the Contents index and drops every page named in --manpages' corpora,
+    whatever its split there, and every page whose summary or description is in one under another name."""
     archive = manpage_pairs.debian_archive
     write_man_tree(tmp_path / "man")
-    corpus = tmp_path / "manpages"
+    corpus, wide = tmp_path / "manpages", tmp_path / "manpages-wide"
     corpus.mkdir()
+    wide.mkdir()
     for split, name in (("train", "tool1"), ("dev", "tool2"), ("test", "TOOL3")):
         (corpus / f"{split}.jsonl").write_text(json.dumps({"query": "q", "positives": ["p"], "page": f"{name}(1)"}) + "\n")
+    copied = {"query": "Do task 5 in section 3", "positives": ["elsewhere"], "page": "copy(1)"}  # tool5(3)'s summary
+    (wide / "test.jsonl").write_text(json.dumps(copied) + "\n")
     monkeypatch.setattr(archive, "contents_lists", lambda scratch, refresh=False: [tmp_path / "contents"])
     monkeypatch.setattr(archive, "read_list", lambda path: "usr/share/man/man1/tool1.1.gz utils/fake\n")
     monkeypatch.setattr(archive, "download_sizes", lambda scratch: {"fake": 1000})
     output = tmp_path / "wide"
-    manpage_pairs.main(["--wide", "1", "--manpages", str(corpus), "--man-root", f"fake={tmp_path / 'man'}",
+    manpage_pairs.main(["--wide", "1", "--manpages", str(corpus), "--manpages", str(wide), "--man-root", f"fake={tmp_path / 'man'}",
                         "--output", str(output), "--seed", "4", "--dev-fraction", "0.2", "--test-fraction", "0.2"])
     splits = read_splits(output)
-    names = {record["page"].split("(")[0] for split in SPLITS for record in splits[split]}
+    pages = {record["page"] for split in SPLITS for record in splits[split]}
+    names = {page.split("(")[0] for page in pages}
     assert names and not names & {"tool1", "tool2", "tool3"} and "tool4" in names
+    assert "tool5(1)" in pages and "tool5(3)" not in pages
     manifest = check_manifest(output)
     assert manifest["pages"]["pages named in --manpages' corpus"] == 6  # three names, two sections each
+    assert manifest["pages"]["pages whose summary or description is in --manpages' corpus"] == 1
     assert not leaks(splits, pair_keys)
 
 
