@@ -1,4 +1,4 @@
-/*  uform.c: the `uform` command: init, info, shard, encode, calibrate, rerank, decode and serve over the C ABI. */
+/*  uform.c: the `uform` command: init, info, shard, grow, encode, calibrate, rerank, decode and serve over the C ABI. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +19,7 @@ static char const *const uform_usage_ =
     "  init     write a randomly initialized checkpoint\n"
     "  info     print a checkpoint's configuration and parameter count\n"
     "  shard    rewrite a checkpoint as Hugging Face's sharded SafeTensors layout (files under a size limit)\n"
+    "  grow     deepen or widen a trained checkpoint (Net2Net), keeping its embeddings\n"
     "  encode   embed one text per line of standard input\n"
     "  calibrate  write int8/uint8 calibration ranges from the embeddings of standard input's texts\n"
     "  rerank   score one document per line of standard input against a query (MaxSim)\n"
@@ -55,6 +56,22 @@ static char const *const uform_shard_usage_ =
     "  --store bf16|e4m3  how the blocks' four matrices are stored: bf16 (default, as trained) or e4m3\n"
     "                     (F8_E4M3 codes and a Float32 scale per row, about half the bytes; read back\n"
     "                     as BF16, so every precision runs on it; docs/checkpoints.md)\n";
+
+static char const *const uform_grow_usage_ =
+    "usage: uform grow --model DIR --output DIR (--deepen N | --widen) [--threads N]\n"
+    "\n"
+    "Writes DIR/model.safetensors and DIR/README.md: the model grown as SPEC.md section 8 says\n"
+    "(docs/checkpoints.md, \"Growth\"). Nothing is written unless the grown model reproduces the source's\n"
+    "embeddings of built-in probe texts (and a probe picture, where it reads images) to a cosine of\n"
+    "0.9999; the lowest cosine is printed. Train it on from there with uform_base --init-from DIR\n"
+    "--keep-head.\n"
+    "  --model DIR    the checkpoint to grow (single file or sharded)\n"
+    "  --output DIR   the grown checkpoint's folder, created if absent\n"
+    "  --deepen N     N more blocks, each a copy of the block before it with its out and down\n"
+    "                 projections zero, spread evenly through the depth (384x6 --deepen 2: 384x8)\n"
+    "  --widen        twice the width and heads: the residual stream [x, x], the Matryoshka and\n"
+    "                 ColBERT widths kept (384x6: 768x6)\n"
+    "  --threads N    cores for the check (default all)\n";
 
 static char const *const uform_encode_usage_ =
     "usage: uform encode --model DIR [--image FILE... | --audio FILE... | --video FILE... [--fps N] | --records]\n"
@@ -145,7 +162,8 @@ typedef struct {
     unsigned long long seed;
     size_t width, threads;
     double max_shard_mb;
-    int help, records;
+    size_t deepen;
+    int help, records, widen;
 } uform_options_t;
 
 static int uform_report_(uform_status_t status) {
@@ -185,8 +203,9 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
             fprintf(stderr, "uform %s: unknown option '%s' (see uform %s --help)\n", argv[1], flag, argv[1]);
             return 0;
         }
-        if (!strcmp(flag, "--records")) {
-            options->records = 1;
+        if (!strcmp(flag, "--records") || !strcmp(flag, "--widen")) { /* flags without a value */
+            if (!strcmp(flag, "--records")) options->records = 1;
+            else options->widen = 1;
             continue;
         }
         int media = -1;
@@ -257,6 +276,13 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--seed")) options->seed = number;
         else if (!strcmp(flag, "--width")) options->width = (size_t)number;
         else if (!strcmp(flag, "--threads")) options->threads = (size_t)number;
+        else if (!strcmp(flag, "--deepen")) {
+            if (!number || number > 255) {
+                fprintf(stderr, "uform %s: --deepen needs 1 to 255 blocks, got '%s'\n", argv[1], value);
+                return 0;
+            }
+            options->deepen = (size_t)number;
+        }
     }
     return 1;
 }
@@ -374,6 +400,31 @@ static int uform_shard_(uform_options_t const *options) {
     if (status == uform_ok_k)
         fprintf(stderr, "uform: wrote %s (shards of at most %zu bytes, matrices as %s)\n", options->output, limit,
                 storage == uform_storage_e4m3_k ? "E4M3" : "BF16");
+    return uform_report_(status);
+}
+
+/* `uform grow`: the model deepened or widened, checked against its source, then written. */
+static int uform_grow_(int argc, char **argv, uform_options_t const *options) {
+    if (!uform_require_(options->model, "--model", "grow") || !uform_require_(options->output, "--output", "grow")) return 2;
+    if (!options->deepen == !options->widen) {
+        fprintf(stderr, "uform grow: give one of --deepen N and --widen (see uform grow --help)\n");
+        return 2;
+    }
+    uform_model_t *model = NULL, *grown = NULL;
+    double cosine = 0;
+    uform_status_t status = uform_open_(options, &model);
+    if (status == uform_ok_k)
+        status = options->deepen ? uform_model_deepen(model, options->deepen, &grown, &cosine) : uform_model_widen(model, &grown, &cosine);
+    uform_config_t config;
+    if (status == uform_ok_k) status = uform_model_config(grown, &config);
+    char *command = uform_command_line_(argc, argv);
+    if (status == uform_ok_k) status = uform_model_save(grown, options->output, command);
+    free(command);
+    uform_model_close(grown);
+    uform_model_close(model);
+    if (status == uform_ok_k)
+        fprintf(stderr, "uform: wrote %s (%s, %zu parameters; the lowest cosine to the source's embeddings %.9f)\n", options->output,
+                config.tier, uform_config_parameters(&config), cosine);
     return uform_report_(status);
 }
 
@@ -813,6 +864,7 @@ int main(int argc, char **argv) {
         {"init", uform_init_usage_, "--tier --seed --output --frontends"},
         {"info", uform_info_usage_, "--model"},
         {"shard", uform_shard_usage_, "--model --output --max-shard-mb --store"},
+        {"grow", uform_grow_usage_, "--model --output --deepen --widen --threads"},
         {"encode", uform_encode_usage_,
          "--model --width --threads --precision --device --image --video --audio --fps --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_,
@@ -830,6 +882,7 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[1], "init")) return uform_init_(argc, argv, &options);
         if (!strcmp(argv[1], "info")) return uform_info_(&options);
         if (!strcmp(argv[1], "shard")) return uform_shard_(&options);
+        if (!strcmp(argv[1], "grow")) return uform_grow_(argc, argv, &options);
         if (!strcmp(argv[1], "encode") || !strcmp(argv[1], "calibrate")) return uform_encode_(&options, argv[1]);
         if (!strcmp(argv[1], "decode")) return uform_decode_(&options);
         return uform_rerank_(&options);

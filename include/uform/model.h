@@ -39,7 +39,7 @@ typedef enum uform_device_t {
     uform_device_cuda_k = 1, /* the calling thread's current GPU (CUDA device 0 unless the caller chose another) */
 } uform_device_t;
 
-/** Creates a randomly initialized model, deterministic for a seed (see docs/model.md). */
+/** Creates a randomly initialized model, deterministic for a seed (see docs/checkpoints.md). */
 UFORM_API uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, uform_model_t **model);
 /** Opens a checkpoint directory holding `model.safetensors`, or, where that is absent, Hugging Face's
  *  sharded layout (`model.safetensors.index.json` and the shards its weight_map names); validates
@@ -75,6 +75,16 @@ UFORM_API uform_status_t uform_model_init_head(uform_model_t *model, char const 
  *  (objective, mixture, steps), the data sources, and the warm start; NULL leaves a field as is. */
 UFORM_API uform_status_t uform_model_describe(uform_model_t *model, char const *recipe, char const *datasets,
                                     char const *warm_start);
+/** Net2Net growth (SPEC.md section 8; docs/checkpoints.md, "Growth"): a new model with `blocks` more blocks,
+ *  each a copy of the block before it with its out and down projections zero (an identity until
+ *  trained), spread evenly through the depth. The grown model must reproduce the source's embeddings
+ *  (of built-in probe texts, and a probe picture where the source reads images, encoded as each model
+ *  is set: precision and device) to a cosine of at least 0.9999, else the call fails (uform_format_k)
+ *  and returns no model. `cosine` (may be NULL) receives the lowest cosine found. The source is only read. */
+UFORM_API uform_status_t uform_model_deepen(uform_model_t *source, size_t blocks, uform_model_t **grown, double *cosine);
+/** Net2Net growth: a new model of twice the width and heads, whose residual stream is [x, x]; the
+ *  Matryoshka and ColBERT widths stay the source's. Checked as uform_model_deepen is. */
+UFORM_API uform_status_t uform_model_widen(uform_model_t *source, uform_model_t **grown, double *cosine);
 /** Frees the model. NULL is allowed. */
 UFORM_API void uform_model_close(uform_model_t *model);
 

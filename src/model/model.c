@@ -127,7 +127,7 @@ void uform_model_close(uform_model_t *model) {
 }
 
 /* Everything but the weights' values: the rotary table, packed weights and the model's own context. */
-static uform_status_t uform_model_finish_(uform_model_t *model) {
+uform_status_t uform_model_finish(uform_model_t *model) {
     model->rope_cos = malloc(sizeof(float) * uform_rope_table_k * uform_rope_slots_k);
     model->rope_sin = malloc(sizeof(float) * uform_rope_table_k * uform_rope_slots_k);
     if (!model->rope_cos || !model->rope_sin) return uform_fail(uform_out_of_memory_k, "cannot allocate the rotary table");
@@ -158,7 +158,7 @@ static void uform_model_detach_(uform_model_t *model, uform_part_t part) {
 }
 
 /* The table resolved for `config`, storage for the `parts` carried, and the named views. */
-static uform_status_t uform_model_skeleton_(uform_config_t const *config, unsigned parts, uform_model_t **result) {
+uform_status_t uform_model_skeleton(uform_config_t const *config, unsigned parts, uform_model_t **result) {
     uform_model_t *model = calloc(1, sizeof(*model));
     if (!model) return uform_fail(uform_out_of_memory_k, "cannot allocate a model");
     model->config = *config;
@@ -247,11 +247,11 @@ uform_status_t uform_model_init(uform_config_t const *config, uint64_t seed, ufo
     /* A new model carries the text frontend, the encoder and every head; frontends are attached by name. */
     unsigned parts = UFORM_PARTS_REQUIRED | UFORM_PART(uform_part_pool_k) | UFORM_PART(uform_part_rerank_k) | UFORM_PART(uform_part_mlm_k);
     uform_model_t *model;
-    UFORM_TRY(uform_model_skeleton_(config, parts, &model));
+    UFORM_TRY(uform_model_skeleton(config, parts, &model));
     for (int part = 0; part < uform_parts_k; ++part)
         if (parts & UFORM_PART(part)) uform_fill_part_(model, (uform_part_t)part, seed);
     snprintf(model->recipe, sizeof(model->recipe), "random initialization, seed %llu", (unsigned long long)seed);
-    uform_status_t status = uform_model_finish_(model);
+    uform_status_t status = uform_model_finish(model);
     if (status != uform_ok_k) {
         uform_model_close(model);
         return status;
@@ -404,10 +404,10 @@ uform_status_t uform_model_open(char const *directory, uform_model_t **result) {
     uform_config_t config;
     uform_model_t *model = NULL;
     uform_status_t status = uform_parse_config_(&shards.files[0], &config);
-    if (status == uform_ok_k) status = uform_model_skeleton_(&config, 0, &model);
+    if (status == uform_ok_k) status = uform_model_skeleton(&config, 0, &model);
     if (status == uform_ok_k) status = uform_load_weights_(&shards, model);
     uform_shards_close(&shards);
-    if (status == uform_ok_k) status = uform_model_finish_(model);
+    if (status == uform_ok_k) status = uform_model_finish(model);
     if (status != uform_ok_k) {
         uform_model_close(model);
         return status;

@@ -103,6 +103,11 @@ uform_weight_t *uform_model_weight(uform_model_t const *model, uform_tensor_kind
 /** Whether the model carries `part`. */
 int uform_model_carries(uform_model_t const *model, uform_part_t part);
 
+/** A model of `config` with storage for the `parts` carried, its values unset (model.c). */
+uform_status_t uform_model_skeleton(uform_config_t const *config, unsigned parts, uform_model_t **model);
+/** Everything but the weights' values, once they are set: the rotary table, packed weights, the model's own context. */
+uform_status_t uform_model_finish(uform_model_t *model);
+
 /** Records that the weights changed (a step, a head re-initialized, a download): every context
  *  catches up before its next pass. Never while a pass runs. */
 void uform_model_changed(uform_model_t *model);

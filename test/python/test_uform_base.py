@@ -1,6 +1,6 @@
 # test_uform_base.py: the trainer command end to end on a tiny corpus written here: exact resume
 # (N steps straight equal N/2, a resume and N/2 more, bit for bit), a kill during saving leaves the
-# latest checkpoint whole and resumable, SIGTERM saves one that resumes exactly, warm starts keep shared weights and renew the head, bad
+# latest checkpoint whole and resumable, SIGTERM saves one that resumes exactly, warm starts keep shared weights and renew the head, a deepened model trains its new blocks, bad
 # mixtures and malformed JSONL lines are refused naming file and line, and uform_eval reports.
 
 import json
@@ -272,3 +272,21 @@ def test_trained_embedder_beats_untrained_on_held_out_pairs(build_dir, cli, tmp_
     before, after = recall("untrained"), recall("trained")
     print(f"held-out Recall@1: untrained {before:.3f}, trained {after:.3f}")
     assert after >= before + 0.2, f"held-out Recall@1: untrained {before:.3f}, trained {after:.3f}"
+
+
+def test_a_deepened_model_trains_its_new_blocks(build_dir, cli, corpus, tmp_path):
+    """`uform grow --deepen` then --init-from --keep-head: the new block's zero out and down move with the first
+    steps (a copy with both sides zero would stay dead); the control, training the pool alone, leaves them zero."""
+    trained, grown = tmp_path / "trained", tmp_path / "grown"
+    train(build_dir, *common(corpus), "--steps", "2", "--output", trained)
+    run = subprocess.run([str(cli), "grow", "--model", trained / "latest", "--output", grown, "--deepen", "1"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    zero = tensors(grown / "model.safetensors")["blocks.2.out"]
+    assert not any(zero) and len(zero) == 64 * 64 * 2
+    for output, extra in ((tmp_path / "on", []), (tmp_path / "still", ["--train-only", "pool"])):
+        train(build_dir, *common(corpus), "--steps", "2", "--init-from", grown, "--keep-head", *extra, "--output", output)
+    moved, still = (tensors(tmp_path / name / "latest" / "model.safetensors") for name in ("on", "still"))
+    assert len(moved) == len(still) and "blocks.2.down" in moved and "blocks.3.qkv" not in moved
+    assert any(moved["blocks.2.out"]) and any(moved["blocks.2.down"]), "the new block's projections stayed zero"
+    assert not any(still["blocks.2.out"]) and not any(still["blocks.2.down"])

@@ -240,6 +240,8 @@ class Library:
             "uform_model_save_sharded": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t],
             "uform_model_save_sharded_as": [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int],
             "uform_model_config": [ctypes.c_void_p, ctypes.POINTER(Config)],
+            "uform_model_deepen": [ctypes.c_void_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_double)],
+            "uform_model_widen": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_double)],
             "uform_model_set_threads": [ctypes.c_void_p, ctypes.c_size_t],
             "uform_model_set_precision": [ctypes.c_void_p, ctypes.c_int],
             "uform_model_reserve": [ctypes.c_void_p, ctypes.c_size_t],
@@ -536,6 +538,18 @@ class ModelHandle(_Handle):
         config = Config()
         self._call("uform_model_config", ctypes.byref(config))
         return config
+
+    def deepen(self, blocks):
+        """uform_model_deepen: (the grown model, the lowest cosine of the check)."""
+        grown, cosine = ctypes.c_void_p(), ctypes.c_double()
+        self._call("uform_model_deepen", blocks, ctypes.byref(grown), ctypes.byref(cosine))
+        return ModelHandle(self.library, grown), cosine.value
+
+    def widen(self):
+        """uform_model_widen: (the grown model, the lowest cosine of the check)."""
+        grown, cosine = ctypes.c_void_p(), ctypes.c_double()
+        self._call("uform_model_widen", ctypes.byref(grown), ctypes.byref(cosine))
+        return ModelHandle(self.library, grown), cosine.value
 
     def has_head(self, head):
         return bool(self.library.dll.uform_model_has_head(self.handle, head.encode()))
