@@ -132,3 +132,18 @@ def test_e4m3_gate_up_rounds_the_output_and_nothing_else(python_model):
     identity.gate_up_output = lambda block, gate_up: gate_up
     assert np.array_equal(reference.encode_segment(model, *text, identity), products)
     assert np.array_equal(reference.encode_segment(model, *text, "e4m3-tensor-gate-up"), coded)
+
+
+def test_the_bench_recall_counts_ranks_and_ties():
+    """bench/e4m3_scales.py's R@k: a right answer at rank r counts for k >= r; a tie with a wrong one counts against."""
+    import pathlib
+    import sys
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+    import e4m3_scales
+
+    scores = np.array([[0.9, 0.1, 0.2],   # right first
+                       [0.5, 0.4, 0.6],   # right third
+                       [0.3, 0.7, 0.7]])  # tied with a wrong one: second
+    assert e4m3_scales.recall(scores, 1) == 1 / 3
+    assert e4m3_scales.recall(scores, 2) == 2 / 3
+    assert e4m3_scales.recall(scores, 3) == 1.0
