@@ -124,6 +124,9 @@ def plan(args):
              "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
             {"name": "manuals-wider-keep-lr2e-4", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wider.json",
              "steps": 4800, "flags": ["--learning-rate", "2e-4", "--keep-head", *regularizers]},
+            # round 10: the wider mixture with the description translations' family siblings (mined negatives one word away)
+            {"name": "siblings-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_siblings.json",
+             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

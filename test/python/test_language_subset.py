@@ -53,3 +53,25 @@ def test_cli_refuses_a_missing_file_and_an_unknown_group(tmp_path, capsys):
     with pytest.raises(SystemExit):
         language_subset.main(["--group", "nosuch", str(tmp_path / "absent.jsonl")])
     assert "names no known group" in capsys.readouterr().err
+
+
+def test_siblings_keep_the_records_whose_negative_is_one_word_away(tmp_path):
+    """--siblings 0.7: a family member one word apart is kept, an unrelated negative, a record without one
+    and a near-miss below the share are not; the Jaccard is counted by hand for the near-miss."""
+    family = "This package contains the documentation files for the GIMP in {}, for the help browser."
+    records = [{"query": "q1", "positives": [family.format("Dutch")], "negatives": [family.format("Norwegian")]},
+               {"query": "q2", "positives": ["a text editor for programmers"], "negatives": ["a game of chess on the console"]},
+               {"query": "q3", "positives": [family.format("Dutch")]},
+               {"query": "q4", "positives": ["abcdefgh"], "negatives": ["abcdefxy"]}]
+    source = tmp_path / "train-negatives.jsonl"
+    source.write_text("\n".join(lines_of(records)) + "\n", encoding="utf-8")
+    near = language_subset.grams("abcdefgh"), language_subset.grams("abcdefxy")
+    assert len(near[0] & near[1]) / len(near[0] | near[1]) == 3 / 7  # abcd, bcde, cdef of 7
+    language_subset.main(["--siblings", "0.7", str(source)])
+    written = (tmp_path / "train-negatives.siblings.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["query"] for line in written] == ["q1"]
+    language_subset.main(["--siblings", "0.4", "--group", "loose", str(source)])
+    loose = (tmp_path / "train-negatives.loose.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["query"] for line in loose] == ["q1", "q4"]
+    with pytest.raises(SystemExit):
+        language_subset.main(["--siblings", "0", str(source)])
