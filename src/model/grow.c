@@ -91,6 +91,25 @@ static void uform_copy_weight_(uform_weight_t const *from, uform_weight_t *to, u
     else memcpy(to->f32, from->f32, count * sizeof(float));
 }
 
+/* Whether an identity block's copy of `kind` is zero: out and down, so that it writes nothing back. */
+static int uform_zeroed_(uform_tensor_kind_t kind) {
+#if defined(UFORM_PLANT_DEEPEN_OUT_KEPT)
+    return kind == uform_tensor_down_k;
+#else
+    return kind == uform_tensor_out_k || kind == uform_tensor_down_k;
+#endif
+}
+
+/* Copies block `from` of the source into block `to` of the grown model; as an identity block if asked. */
+static void uform_copy_block_(uform_model_t const *source, size_t from, uform_model_t *grown, size_t to, int identity) {
+    for (size_t k = 0; k < uform_block_kinds_k; ++k) {
+        uform_tensor_kind_t kind = (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k);
+        uform_weight_t *weight = grown->blocks[to].kinds[k];
+        uform_copy_weight_(source->blocks[from].kinds[k], weight, &source->tensors[uform_tensor_index(&source->config, kind, from)]);
+        if (identity && uform_zeroed_(kind)) memset(weight->bf16, 0, weight->rows * weight->columns * sizeof(uint16_t));
+    }
+}
+
 /* Probe inputs: texts of several scripts and lengths, and where the model reads images, one picture. */
 static char const *const uform_probe_texts_[] = {
     "a",
@@ -184,26 +203,11 @@ uform_status_t uform_model_deepen(uform_model_t *source, size_t blocks, uform_mo
     }
     /* New block j (1..blocks) follows source block ceil(j depth / blocks) - 1: spread evenly, the last one last. */
     for (size_t from = 0, to = 0, added = 0; from < depth; ++from) {
-        for (size_t k = 0; k < uform_block_kinds_k; ++k)
-            uform_copy_weight_(source->blocks[from].kinds[k], grown->blocks[to].kinds[k], &source->tensors[uform_tensor_index(&source->config, (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k), from)]);
-        ++to;
-        while (added < blocks && (added + 1) * depth <= (from + 1) * blocks) {
-            for (size_t k = 0; k < uform_block_kinds_k; ++k) {
-                uform_tensor_kind_t kind = (uform_tensor_kind_t)(uform_tensor_attn_norm_k + k);
-                uform_weight_t *weight = grown->blocks[to].kinds[k];
-                uform_copy_weight_(source->blocks[from].kinds[k], weight, &source->tensors[uform_tensor_index(&source->config, kind, from)]);
-#if !defined(UFORM_PLANT_DEEPEN_OUT_KEPT)
-                if (kind == uform_tensor_out_k || kind == uform_tensor_down_k) /* the identity: nothing written back */
-                    memset(weight->bf16, 0, weight->rows * weight->columns * sizeof(uint16_t));
-#else
-                if (kind == uform_tensor_down_k) memset(weight->bf16, 0, weight->rows * weight->columns * sizeof(uint16_t));
-#endif
-            }
-            ++to, ++added;
-        }
+        uform_copy_block_(source, from, grown, to++, 0);
+        for (; added < blocks && (added + 1) * depth <= (from + 1) * blocks; ++added) uform_copy_block_(source, from, grown, to++, 1);
     }
     char how[64];
-    snprintf(how, sizeof(how), "deepened by %zu blocks", blocks);
+    snprintf(how, sizeof(how), "deepened by %zu block%s", blocks, blocks == 1 ? "" : "s");
     return uform_grow_finish_(source, grown, how, result, cosine);
 }
 

@@ -147,7 +147,7 @@ def test_a_missing_checkpoint_is_named(cli, tmp_path):
 def test_the_readme_records_the_growth(cli, init_model, tmp_path):
     grow(cli, init_model, tmp_path / "deep", "--deepen", "1")
     readme = (tmp_path / "deep" / "README.md").read_text()
-    assert "deepened by 1 blocks of a 128x2 model" in readme and "uform grow" in readme
+    assert "deepened by 1 block of a 128x2 model" in readme and "uform grow" in readme
     metadata = json.loads(json.loads((tmp_path / "deep" / "model.safetensors").read_bytes()[8:][: int.from_bytes(
         (tmp_path / "deep" / "model.safetensors").read_bytes()[:8], "little")])["__metadata__"]["config"])
     assert metadata["depth"] == 3 and metadata["tier"] == "128x3"
