@@ -15,7 +15,11 @@ scaling scheme, by measurement", derives the bounds:
 - `tensor + e4m3 gate_up`: gate_up's output in E4M3 at one scale a block (reference.e4m3_gate_up_bounds),
   as the GPU's UFORM_CUDA_GATE_UP=e4m3 has cuBLASLt write it for SwiGLU to read;
 - `tensor + both`: the two above together;
-- `tensor-input + e4m3 gate_up`: the weights' row scales, the inputs' bounded ones and gate_up's output in E4M3.
+- `tensor-input + e4m3 gate_up`: the weights' row scales, the inputs' bounded ones and gate_up's output in E4M3;
+- `tensor + calibrated inputs`: one scale a matrix, each input's scale twice the largest input seen on the first
+  50 train records of four corpora (never above its bound), E4M3 saturating past it;
+- `tensor + rows into out and down`: bounded scales for qkv's and gate_up's inputs (RMSNorm's rows), a scale per
+  row for out's and down's, the weights at one scale a matrix.
 
     python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--schemes LABELS]
                                  [--output FILE]
@@ -35,7 +39,10 @@ import reference as R  # noqa: E402
 # label: the reference's bf16_inputs, or the weights' scaling of reference.E4m3Bounded
 SCHEMES = {"f64": False, "bf16": True, "e4m3 row (today's)": "e4m3", "e4m3 tensor": "tensor", "e4m3 tensor-input": "row",
            "e4m3 tensor + fp8 attention": "tensor+attention", "e4m3 tensor + e4m3 gate_up": "tensor+gate_up",
-           "e4m3 tensor + both": "tensor+gate_up+attention", "e4m3 tensor-input + e4m3 gate_up": "row+gate_up"}
+           "e4m3 tensor + both": "tensor+gate_up+attention", "e4m3 tensor-input + e4m3 gate_up": "row+gate_up",
+           "e4m3 tensor + calibrated inputs": "tensor+calibrated", "e4m3 tensor + rows into out and down": "tensor+rows"}
+CALIBRATION = ("cldr", "gettext", "manpages", "descriptions")  # train splits whose first records calibrate the inputs
+CALIBRATION_RECORDS, CALIBRATION_MARGIN = 50, 2.0
 
 
 def embed(model, text, rounding):
@@ -43,6 +50,52 @@ def embed(model, text, rounding):
     h = R.encode_segment(model, values, R.text_positions(len(values)), rounding)
     e = R.matryoshka(R.pool_segment(model, h, rounding), model.embedding_widths[-1])
     return e / np.linalg.norm(e)
+
+
+class Recording(R.E4m3Bounded):
+    """E4m3Bounded (bounded scales) that records each product's largest |input|, per weight."""
+
+    def __init__(self, model):
+        super().__init__(model, "tensor")
+        self.largest = {}
+
+    def __call__(self, x, weight):
+        self.largest[id(weight)] = max(self.largest.get(id(weight), 0.0), float(np.max(np.abs(x))))
+        return super().__call__(x, weight)
+
+
+class RowsIntoOutAndDown(R.E4m3Bounded):
+    """Bounded scales for qkv's and gate_up's inputs (RMSNorm's rows, alike in size), a scale per row for
+    out's and down's (the attention's output and silu(a) b, whose rows differ), weights at one scale a matrix."""
+
+    def __call__(self, x, weight):
+        if self.bounds[id(weight)][1] not in ("out", "down"):
+            return super().__call__(x, weight)
+        x = np.asarray(x, dtype=np.float64)
+        codes, weight_scales = self.weight(weight)
+        largest = np.max(np.abs(x), axis=1)
+        scale = np.where(largest > 0, largest / R.E4M3_LARGEST, 1.0)[:, None]
+        return (R.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
+
+
+def calibrated(model, gate_up=False):
+    """Bounded scales with each input's bound replaced by CALIBRATION_MARGIN times the largest input seen on
+    the first CALIBRATION_RECORDS train records of CALIBRATION (never above the bound; past it, E4M3 saturates)."""
+    recording = Recording(model)
+    for name in CALIBRATION:
+        path = ROOT / "data" / name / "train.jsonl"
+        if not path.is_file():
+            raise SystemExit(f"e4m3_scales: {path} is missing: build the corpus first (docs/data.md)")
+        with open(path, encoding="utf-8") as lines:
+            for _, line in zip(range(CALIBRATION_RECORDS), lines):
+                record = json.loads(line)
+                for text in (record["query"], record["positives"][0]):
+                    if isinstance(text, str):
+                        embed(model, text, recording)
+    products = R.E4m3Bounded(model, "tensor", gate_up=gate_up)
+    products.bounds = {key: (min(bound, CALIBRATION_MARGIN * recording.largest.get(key, bound)), name)
+                       for key, (bound, name) in products.bounds.items()}
+    return products
 
 
 def recall(scores, k):
@@ -70,8 +123,13 @@ def main():
         for label, scheme in SCHEMES.items():
             if args.schemes and label not in args.schemes.split(",") and label != "f64":
                 continue
-            products = (R.E4m3Bounded(model, scheme.split("+")[0], attention="+attention" in scheme, gate_up="+gate_up" in scheme)
-                        if isinstance(scheme, str) and scheme.split("+")[0] in ("tensor", "row") else None)
+            if isinstance(scheme, str) and "+calibrated" in scheme:
+                products = calibrated(model, gate_up="+gate_up" in scheme)
+            elif scheme == "tensor+rows":
+                products = RowsIntoOutAndDown(model, "tensor")
+            else:
+                products = (R.E4m3Bounded(model, scheme.split("+")[0], attention="+attention" in scheme, gate_up="+gate_up" in scheme)
+                            if isinstance(scheme, str) and scheme.split("+")[0] in ("tensor", "row") else None)
             rounding = products or scheme
             began = time.time()
             q = np.array([embed(model, a, rounding) for a, _ in pairs])

@@ -134,12 +134,17 @@ def test_e4m3_gate_up_rounds_the_output_and_nothing_else(python_model):
     assert np.array_equal(reference.encode_segment(model, *text, "e4m3-tensor-gate-up"), coded)
 
 
-def test_the_bench_recall_counts_ranks_and_ties():
-    """bench/e4m3_scales.py's R@k: a right answer at rank r counts for k >= r; a tie with a wrong one counts against."""
+def bench_module():
     import pathlib
     import sys
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
     import e4m3_scales
+    return e4m3_scales
+
+
+def test_the_bench_recall_counts_ranks_and_ties():
+    """bench/e4m3_scales.py's R@k: a right answer at rank r counts for k >= r; a tie with a wrong one counts against."""
+    e4m3_scales = bench_module()
 
     scores = np.array([[0.9, 0.1, 0.2],   # right first
                        [0.5, 0.4, 0.6],   # right third
@@ -147,3 +152,19 @@ def test_the_bench_recall_counts_ranks_and_ties():
     assert e4m3_scales.recall(scores, 1) == 1 / 3
     assert e4m3_scales.recall(scores, 2) == 2 / 3
     assert e4m3_scales.recall(scores, 3) == 1.0
+
+
+def test_rows_into_out_and_down_scale_those_inputs_per_row(python_model):
+    """bench/e4m3_scales.py's scheme: out's input scaled per row (by hand here), qkv's at its bound as the
+    bounded scheme does; the control, the bounded scheme's own out product, differs from it."""
+    e4m3_scales = bench_module()
+    model = reference.load_model(str(python_model))
+    rows, bounded = e4m3_scales.RowsIntoOutAndDown(model, "tensor"), reference.E4m3Bounded(model, "tensor")
+    x = np.random.default_rng(5).normal(size=(4, model.width)) * np.array([[1e-3], [1.0], [10.0], [0.1]])
+    out, qkv = model.tensors["blocks.0.out"], model.tensors["blocks.0.qkv"]
+    codes, weight_scales = bounded.weight(out)
+    scale = np.max(np.abs(x), axis=1, keepdims=True) / reference.E4M3_LARGEST
+    by_hand = (reference.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
+    np.testing.assert_array_equal(rows(x, out), by_hand)
+    np.testing.assert_array_equal(rows(x, qkv), bounded(x, qkv))
+    assert not np.array_equal(bounded(x, out), by_hand)
