@@ -78,7 +78,7 @@ class RowsIntoOutAndDown(R.E4m3Bounded):
         return (R.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
 
 
-def calibrated(model, gate_up=False):
+def calibrated(model):
     """Bounded scales with each input's bound replaced by CALIBRATION_MARGIN times the largest input seen on
     the first CALIBRATION_RECORDS train records of CALIBRATION (never above the bound; past it, E4M3 saturates)."""
     recording = Recording(model)
@@ -92,7 +92,7 @@ def calibrated(model, gate_up=False):
                 for text in (record["query"], record["positives"][0]):
                     if isinstance(text, str):
                         embed(model, text, recording)
-    products = R.E4m3Bounded(model, "tensor", gate_up=gate_up)
+    products = R.E4m3Bounded(model, "tensor")
     products.bounds = {key: (min(bound, CALIBRATION_MARGIN * recording.largest.get(key, bound)), name)
                        for key, (bound, name) in products.bounds.items()}
     return products
@@ -123,8 +123,8 @@ def main():
         for label, scheme in SCHEMES.items():
             if args.schemes and label not in args.schemes.split(",") and label != "f64":
                 continue
-            if isinstance(scheme, str) and "+calibrated" in scheme:
-                products = calibrated(model, gate_up="+gate_up" in scheme)
+            if scheme == "tensor+calibrated":
+                products = calibrated(model)
             elif scheme == "tensor+rows":
                 products = RowsIntoOutAndDown(model, "tensor")
             else:

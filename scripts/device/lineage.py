@@ -61,6 +61,10 @@ def plan(args):
     sharing the card; `ablation` runs train only with --ablations."""
     ship, tiny = args.ship, args.tiny
     regularizers = ["--tcr-lambda", "0.005", "--lipschitz-lambda", "0.05"]  # the shipped embedder's (chosen on dev)
+
+    def kept(name, mixture, rate="5e-4"):  # a refine run from the shipped embedder keeping its head (rounds 4 to 10)
+        return {"name": name, "init_path": args.refine_from, "mixture": mixture, "steps": 4800,
+                "flags": ["--learning-rate", rate, "--keep-head", *regularizers]}
     return {
         "base": [
             {"name": "tiny", "tier": tiny, "mixture": "mixtures/base.json", "steps": 1100, "flags": ["--learning-rate", "5e-4"]},
@@ -96,37 +100,25 @@ def plan(args):
             # round 4: the scarce languages again, man pages and FOLDOC up; with the shipped pool kept or a new one
             {"name": "scarce", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json", "steps": 4800,
              "flags": ["--learning-rate", "1e-3", *regularizers]},
-            {"name": "scarce-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json", "steps": 4800,
-             "flags": ["--learning-rate", "1e-3", "--keep-head", *regularizers]},
-            {"name": "defs-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions.json", "steps": 4800,
-             "flags": ["--learning-rate", "1e-3", "--keep-head", *regularizers]},
-            {"name": "scarce-keep-lr5e-4", "init_path": args.refine_from, "mixture": "mixtures/embedder_definitions_scarce.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("scarce-keep", "mixtures/embedder_definitions_scarce.json", "1e-3"),
+            kept("defs-keep", "mixtures/embedder_definitions.json", "1e-3"),
+            kept("scarce-keep-lr5e-4", "mixtures/embedder_definitions_scarce.json"),
             # round 5: CLDR's everyday vocabulary, then GNOME's help too, beside round 4's mixture (scarce-keep-lr5e-4 the control)
-            {"name": "cldr-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_cldr.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
-            {"name": "cldr-help-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_cldr_help.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("cldr-keep", "mixtures/embedder_cldr.json"),
+            kept("cldr-help-keep", "mixtures/embedder_cldr_help.json"),
             # round 6: Debian's translated manuals beside round 5's mixture (cldr-help-keep again, the control)
-            {"name": "manuals-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("manuals-keep", "mixtures/embedder_manuals.json"),
             # round 7: round 6's mixture with the pictures at twice their weight (manuals-keep again, the control)
-            {"name": "manuals-pictures-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_pictures.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("manuals-pictures-keep", "mixtures/embedder_manuals_pictures.json"),
             # round 8: round 6's mixture with the wide man page corpus beside the man pages (manuals-keep, the control)
-            {"name": "manuals-wide-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("manuals-wide-keep", "mixtures/embedder_manuals_wide.json"),
             # round 8's second arm: the English man pages at twice their weight (rounds 6 and 7 ran the control twice)
-            {"name": "manuals-wide2-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wide2.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("manuals-wide2-keep", "mixtures/embedder_manuals_wide2.json"),
             # round 9: the second arm's mixture with the wider man page corpus besides (manuals-wide2-keep beside it)
-            {"name": "manuals-wider-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wider.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
-            {"name": "manuals-wider-keep-lr2e-4", "init_path": args.refine_from, "mixture": "mixtures/embedder_manuals_wider.json",
-             "steps": 4800, "flags": ["--learning-rate", "2e-4", "--keep-head", *regularizers]},
+            kept("manuals-wider-keep", "mixtures/embedder_manuals_wider.json"),
+            kept("manuals-wider-keep-lr2e-4", "mixtures/embedder_manuals_wider.json", "2e-4"),
             # round 10: the wider mixture with the description translations' family siblings (mined negatives one word away)
-            {"name": "siblings-keep", "init_path": args.refine_from, "mixture": "mixtures/embedder_siblings.json",
-             "steps": 4800, "flags": ["--learning-rate", "5e-4", "--keep-head", *regularizers]},
+            kept("siblings-keep", "mixtures/embedder_siblings.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

@@ -208,12 +208,12 @@ static void activations_layout_(uform_cuda_forward_t *context, layout_t *layout,
     context->logits = take_(layout, n * logits_stride_k * 4);
 }
 
-/* An environment switch of two values: *chosen is 1 when it names `second`, 0 when it names `first`,
- * `unset` when it is unset; anything else refused. */
-static uform_status_t switch_(char const *name, char const *first, char const *second, int unset, int *chosen, char *error,
+/* An environment switch of two values: *chosen is 1 when it names `second`, 0 when unset or `first`;
+ * anything else refused. */
+static uform_status_t switch_(char const *name, char const *first, char const *second, int *chosen, char *error,
                               size_t error_size) {
     char const *value = getenv(name);
-    *chosen = value ? !strcmp(value, second) : unset;
+    *chosen = value && !strcmp(value, second);
     if (value && !*chosen && strcmp(value, first))
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s is %s or %s, not %s", name, first, second, value);
     return uform_ok_k;
@@ -240,12 +240,12 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                                "UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, (int)candidates);
-    uform_status_t status = switch_("UFORM_CUDA_E4M3", "row", "tensor", 0, &context->bounded, error, error_size);
-    if (status == uform_ok_k) status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", 0, &context->wide_residual, error, error_size);
-    if (status == uform_ok_k) status = switch_("UFORM_CUDA_ROTARY", "separate", "fused", 0, &context->rotate_in_attention, error, error_size);
-    if (status == uform_ok_k) status = switch_("UFORM_CUDA_GATE_UP", "bf16", "e4m3", 0, &context->gate_up_codes, error, error_size);
+    uform_status_t status = switch_("UFORM_CUDA_E4M3", "row", "tensor", &context->bounded, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", &context->wide_residual, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_ROTARY", "separate", "fused", &context->rotate_in_attention, error, error_size);
+    if (status == uform_ok_k) status = switch_("UFORM_CUDA_GATE_UP", "bf16", "e4m3", &context->gate_up_codes, error, error_size);
     if (status == uform_ok_k)
-        status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", 0, &context->fp8_attention, error, error_size);
+        status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", &context->fp8_attention, error, error_size);
     if (status != uform_ok_k) return status;
     size_t cudnn = uform_cudnn_version();
     if (context->fp8_attention && !cudnn)
