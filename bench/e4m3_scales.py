@@ -64,20 +64,6 @@ class Recording(R.E4m3Bounded):
         return super().__call__(x, weight)
 
 
-class RowsIntoOutAndDown(R.E4m3Bounded):
-    """Bounded scales for qkv's and gate_up's inputs (RMSNorm's rows, alike in size), a scale per row for
-    out's and down's (the attention's output and silu(a) b, whose rows differ), weights at one scale a matrix."""
-
-    def __call__(self, x, weight):
-        if self.bounds[id(weight)][1] not in ("out", "down"):
-            return super().__call__(x, weight)
-        x = np.asarray(x, dtype=np.float64)
-        codes, weight_scales = self.weight(weight)
-        largest = np.max(np.abs(x), axis=1)
-        scale = np.where(largest > 0, largest / R.E4M3_LARGEST, 1.0)[:, None]
-        return (R.round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
-
-
 def calibrated(model):
     """Bounded scales with each input's bound replaced by CALIBRATION_MARGIN times the largest input seen on
     the first CALIBRATION_RECORDS train records of CALIBRATION (never above the bound; past it, E4M3 saturates)."""
@@ -126,7 +112,7 @@ def main():
             if scheme == "tensor+calibrated":
                 products = calibrated(model)
             elif scheme == "tensor+rows":
-                products = RowsIntoOutAndDown(model, "tensor")
+                products = R.E4m3Bounded(model, "tensor", rows=True)  # the GPU's UFORM_CUDA_E4M3=mixed
             else:
                 products = (R.E4m3Bounded(model, scheme.split("+")[0], attention="+attention" in scheme, gate_up="+gate_up" in scheme)
                             if isinstance(scheme, str) and scheme.split("+")[0] in ("tensor", "row") else None)

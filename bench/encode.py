@@ -6,7 +6,8 @@
 # against its best. On the CPU ours runs once per BF16 kernel table asked for (--kernels, each pinned
 # by UFORM_CPU; a table this CPU cannot run is left out, saying so), and the ratio is our best table's.
 # --precisions runs ours at each product precision (bf16, e4m3, int8, f32; docs/precision.md; on the GPU
-# also e4m3-tensor, E4M3 with bounded per-tensor scales, UFORM_CUDA_E4M3=tensor); with a narrow one
+# also e4m3-tensor, E4M3 with bounded per-tensor scales, UFORM_CUDA_E4M3=tensor, and e4m3-mixed, those scales into
+# qkv and gate_up and a scale per row into out and down, UFORM_CUDA_E4M3=mixed); with a narrow one
 # beside BF16 a column gives each one's ratio (our best row at it over our best BF16 row). On the GPU
 # --residuals bf16,f32 runs each precision with either residual stream (UFORM_CUDA_RESIDUAL, docs/cuda.md),
 # --rotaries separate,fused with rotary as its own pass or in attention.cu's loads (UFORM_CUDA_ROTARY),
@@ -136,7 +137,7 @@ def main():
             for kernels in (args.kernels.split(",") if not gpu else [None]):
                 env = dict(os.environ, **({"UFORM_CPU": kernels} if kernels else {}), UFORM_CUDA_RESIDUAL=residual,
                            UFORM_CUDA_ROTARY=rotary, UFORM_CUDA_GATE_UP=gate_up, UFORM_CUDA_E4M3_ATTENTION=attention)
-                env["UFORM_CUDA_E4M3"] = "tensor" if precision == "e4m3-tensor" else "row"  # plain e4m3: the CPU's row scales
+                env["UFORM_CUDA_E4M3"] = {"e4m3-tensor": "tensor", "e4m3-mixed": "mixed"}.get(precision, "row")  # e4m3: the CPU's
                 print(f"uform: {args.tier} on {args.device}, {args.threads} threads, {precision}, kernels {kernels or 'default'} ...",
                       file=sys.stderr)
                 lines = run_lines([build / "uform_bench_encode", "--model", checkpoint, "--bytes", args.bytes,
@@ -179,7 +180,7 @@ def main():
 
     systems = ours + [f"torch {c}" for c in args.peer_configs.split(",")]
     asked = args.precisions.split(",")
-    narrows = [p for p in ("e4m3", "e4m3-tensor", "int8") if p in asked and "bf16" in asked]
+    narrows = [p for p in ("e4m3", "e4m3-tensor", "e4m3-mixed", "int8") if p in asked and "bf16" in asked]
 
     def of(system, precision):
         """Whether one of our systems ran at `precision` (any kernel table)."""

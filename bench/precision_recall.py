@@ -9,7 +9,8 @@
 #
 # --width 0 is the model's widest embedding. On the GPU (--device cuda) `e4m3-tensor` is E4M3 with the
 # bounded per-tensor scales (UFORM_CUDA_E4M3=tensor; docs/precision.md), `e4m3-tensor+gate_up` with gate_up's
-# output in E4M3 too, `e4m3-tensor+gate_up+attention` with FP8 attention besides (docs/cuda.md). The sets are the files given, e.g. the 2000-pair test
+# output in E4M3 too, `e4m3-tensor+gate_up+attention` with FP8 attention besides (docs/cuda.md), `e4m3-mixed` those scales
+# into qkv and gate_up and a scale per row into out and down (UFORM_CUDA_E4M3=mixed). The sets are the files given, e.g. the 2000-pair test
 # spreads of lineage.eval_sets and each corpus's test.jsonl (docs/precision.md, "Recall").
 import argparse
 import json
@@ -24,14 +25,14 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
 def gpu_switches(precision):
-    """forward.c's environment switches for a precision name: e4m3-tensor is UFORM_CUDA_E4M3=tensor, and its
+    """forward.c's environment switches for a precision name: e4m3-tensor is UFORM_CUDA_E4M3=tensor (e4m3-mixed, mixed), and its
     "+gate_up" and "+attention" suffixes add gate_up's output in E4M3 and FP8 attention (docs/cuda.md), the latter
     with cuDNN's attention on every pass (by default it runs only on long segments, where FP8 attention applies)."""
     base, *extras = precision.split("+")
     unknown = [extra for extra in extras if extra not in ("gate_up", "attention")]
     if unknown or (extras and base != "e4m3-tensor"):
         raise ValueError(f"{precision}: suffixes are +gate_up and +attention, after e4m3-tensor")
-    return {"UFORM_CUDA_E4M3": "tensor" if base == "e4m3-tensor" else "row",
+    return {"UFORM_CUDA_E4M3": {"e4m3-tensor": "tensor", "e4m3-mixed": "mixed"}.get(base, "row"),
             "UFORM_CUDA_GATE_UP": "e4m3" if "gate_up" in extras else "bf16",
             "UFORM_CUDA_E4M3_ATTENTION": "e4m3" if "attention" in extras else "bf16",
             **({"UFORM_CUDA_ATTENTION": "cudnn"} if "attention" in extras else {})}
@@ -80,8 +81,8 @@ def main():
             gpu_switches(precision)
     except ValueError as error:
         parser.error(str(error))
-    if any(precision.startswith("e4m3-tensor") for precision in precisions) and args.device != "cuda":
-        parser.error("e4m3-tensor (bounded per-tensor scales) runs on the GPU only: --device cuda")
+    if any(precision.startswith(("e4m3-tensor", "e4m3-mixed")) for precision in precisions) and args.device != "cuda":
+        parser.error("e4m3-tensor and e4m3-mixed (bounded scales) run on the GPU only: --device cuda")
     build = pathlib.Path(args.build)
 
     results, table = [], []

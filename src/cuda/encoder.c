@@ -62,7 +62,8 @@ uform_status_t uform_cuda_mae_head(uform_cuda_gemm_t *g, uform_cuda_mae_t const 
     return uform_cuda_mae_scatter_add(mae->d_gathered, mae->cells, mae->counts, m, d, d_h, s);
 }
 
-/* A block product's fixed E4M3 input scale (`which`: qkv, out, gate_up, down), 0 for row scales. */
+/* A block product's fixed E4M3 input scale (`which`: qkv, out, gate_up, down), 0 for row scales (all of them, or
+ * out's and down's under UFORM_CUDA_E4M3=mixed). */
 static float fixed_(uform_cuda_block_weights_t const *w, int which) { return w->input_scales ? w->input_scale[which] : 0; }
 
 /* D [n, width] = A [n, k] W^T (+ C): BF16 through cuBLASLt, or, where the block has E4M3 codes for W,
@@ -73,7 +74,7 @@ static uform_status_t product_(uform_cuda_gemm_t *g, uform_cuda_block_weights_t 
                                size_t k, uint16_t const *w16, uint8_t const *w8, float const *w_scales, size_t width,
                                void const *c, void *d, int d_is_f32, void *s) {
     if (!w8) return uform_cuda_gemm(g, 0, 1, n, width, k, input, k, w16, k, c, d, width, d_is_f32, s);
-    int tensor = w->input_scales != NULL;
+    int tensor = fixed_(w, which) > 0;
     if (!quantized) TRY(uform_cuda_quantize_e4m3(input, n, k, a->codes, a->row_scales, fixed_(w, which), s));
     return uform_cuda_gemm_e4m3(g, n, width, k, a->codes, tensor ? uform_scale_slot(w, which) : a->row_scales, w8, w_scales, c,
                                 d, d_is_f32, tensor, s);
@@ -99,7 +100,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     int wide = !a->bf16_residual; /* the out and down products' C and D: the residual stream's type */
     TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
-    if (a->fp8_attention && cudnn && !keep_attention && w->input_scales && w->out8) { /* q, k, v and the output as codes */
+    if (a->fp8_attention && cudnn && !keep_attention && fixed_(w, uform_scale_out_k) > 0 && w->out8) { /* q, k, v and the output as codes */
         uint8_t *attended = (uint8_t *)a->attended;
         TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + uform_scale_q_k, a->codes, s));
         TRY(uform_cuda_check(cudaMemsetAsync(a->codes + n * 3 * d, 0, 3 * d, (cudaStream_t)s), "a block's forward",
@@ -110,7 +111,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
                                  a->middle, wide, 1, s));
     } else {
         int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
-        int coded = !rotating && !cudnn && !keep_attention && w->input_scales && w->out8; /* ours codes out's input */
+        int coded = !rotating && !cudnn && !keep_attention && fixed_(w, uform_scale_out_k) > 0 && w->out8; /* ours codes out's input */
         if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
         if (rotating)
             TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
@@ -123,7 +124,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
         TRY(product_(g, w, 1, a, a->attended, coded, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     }
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
-    if (a->gate_up_codes && w->input_scales && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */
+    if (a->gate_up_codes && fixed_(w, uform_scale_down_k) > 0 && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */
         uint8_t *codes = (uint8_t *)a->gate_up;
         TRY(uform_cuda_gemm_e4m3_codes(g, n, 8 * d, d, a->codes, uform_scale_slot(w, uform_scale_gate_up_k), w->gate_up8,
                                        w->gate_up_scales, uform_scale_slot(w, uform_scale_gate_up_output_k), codes, s));

@@ -77,7 +77,8 @@ enum {
  *  (inference only) also the four matrices' E4M3 codes [rows, columns] and Float32 scales [rows]
  *  (uform_e4m3_rows), which the products then use; NULL otherwise. With bounded per-tensor scales
  *  (docs/precision.md) each matrix's scales are one value repeated, and `input_scales` / `input_scale`
- *  hold the slots above; with row scales `input_scales` is NULL. */
+ *  hold the slots above; with row scales `input_scales` is NULL. Under UFORM_CUDA_E4M3=mixed, `input_scale`'s out
+ *  and down are 0: those products' inputs take a scale per row, and their weights' repeated scale is a vector. */
 typedef struct uform_cuda_block_weights_t {
     float const *attn_norm, *mlp_norm;
     uint16_t const *qkv, *out, *gate_up, *down;

@@ -5,7 +5,7 @@
 # `bf16_inputs="e4m3"` also runs the blocks' four products in E4M3 with row scales, `"e4m3-tensor"` in
 # E4M3 with per-tensor scales bounded from the weights (the GPU's UFORM_CUDA_E4M3=tensor; "e4m3-tensor-gate-up"
 # with gate_up's output in E4M3 too, UFORM_CUDA_GATE_UP=e4m3; "e4m3-tensor-attention" with attention in FP8,
-# UFORM_CUDA_E4M3_ATTENTION=e4m3), `bf16_inputs="int8"`
+# UFORM_CUDA_E4M3_ATTENTION=e4m3; "e4m3-mixed" with a scale per row into out and down, UFORM_CUDA_E4M3=mixed), `bf16_inputs="int8"`
 # in int8 with row scales and attention's scores in int8 with a scale per cell and head (docs/precision.md).
 
 import json
@@ -197,10 +197,12 @@ class E4m3Bounded:
     (docs/precision.md, "What 1.5x needs"): q, k and v at their bounds / 448 (e4m3_attention_bounds), the
     weights exp(s - max) in (0, 1] at 448, the row sums from the unrounded weights. With `gate_up`, the
     gate_up product's output in E4M3 too, as the GPU's UFORM_CUDA_GATE_UP=e4m3 has cuBLASLt write it: one
-    scale a block, the larger of gate's and up's bounds (e4m3_gate_up_bounds) over 448."""
+    scale a block, the larger of gate's and up's bounds (e4m3_gate_up_bounds) over 448. With `rows`, out's and
+    down's inputs (the attention's output and silu(a) b, whose rows differ in size) at a scale per row instead,
+    max |x| / 448 (the GPU's UFORM_CUDA_E4M3=mixed)."""
 
-    def __init__(self, model, weights="tensor", attention=False, gate_up=False):
-        self.weights, self.codes, self.bounds, self.seen = weights, {}, e4m3_input_bounds(model), {}
+    def __init__(self, model, weights="tensor", attention=False, gate_up=False, rows=False):
+        self.weights, self.codes, self.bounds, self.seen, self.rows = weights, {}, e4m3_input_bounds(model), {}, rows
         self.attention = e4m3_attention_bounds(model) if attention else None
         self.gate_up = e4m3_gate_up_bounds(model) if gate_up else None
 
@@ -237,8 +239,12 @@ class E4m3Bounded:
         x = np.asarray(x, dtype=np.float64)
         codes, weight_scales = self.weight(weight)
         bound, name = self.bounds[id(weight)]
-        self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
-        scale = bound / E4M3_LARGEST if bound > 0 else 1.0
+        if self.rows and name in ("out", "down"):
+            largest = np.max(np.abs(x), axis=1)
+            scale = np.where(largest > 0, largest / E4M3_LARGEST, 1.0)[:, None]
+        else:
+            self.seen[name] = max(self.seen.get(name, 0.0), float(np.max(np.abs(x))) / bound)
+            scale = bound / E4M3_LARGEST if bound > 0 else 1.0
         return (round_e4m3(x / scale) @ codes.T) * scale * weight_scales[None, :]
 
 
@@ -323,18 +329,19 @@ class _Rounding:
     """Where the C fast path rounds a product's input to BF16; identity in Float64 mode. The blocks'
     products follow a narrow precision's name, or `bf16_inputs` itself where it is a callable
     (x, weight) -> x W^T; "e4m3-tensor" (and "e4m3-tensor-gate-up", gate_up's output in E4M3 too, or
-    "e4m3-tensor-attention", attention in FP8 too) needs the model, whose bounds it keeps."""
+    "e4m3-tensor-attention", attention in FP8 too, or "e4m3-mixed", a scale per row into out and down) needs the
+    model, whose bounds it keeps."""
 
     def __init__(self, bf16_inputs, model=None):
         self.apply = round_bf16 if bf16_inputs else (lambda x: x)
         self.narrow = {"e4m3": e4m3_product, "int8": int8_product}.get(bf16_inputs) if isinstance(bf16_inputs, str) else None
         if callable(bf16_inputs):
             self.narrow = bf16_inputs
-        elif bf16_inputs in ("e4m3-tensor", "e4m3-tensor-gate-up", "e4m3-tensor-attention") and model is not None:
-            key = "_e4m3_bounded" + bf16_inputs[len("e4m3-tensor"):]
+        elif bf16_inputs in ("e4m3-tensor", "e4m3-tensor-gate-up", "e4m3-tensor-attention", "e4m3-mixed") and model is not None:
+            key = "_e4m3_bounded" + bf16_inputs[len("e4m3"):]
             if key not in model.__dict__:
                 model.__dict__[key] = E4m3Bounded(model, gate_up=bf16_inputs.endswith("gate-up"),
-                                                  attention=bf16_inputs.endswith("attention"))
+                                                  attention=bf16_inputs.endswith("attention"), rows=bf16_inputs == "e4m3-mixed")
             self.narrow = model.__dict__[key]
 
     def block(self, x, weight):

@@ -205,9 +205,11 @@ def e4m3_bound(expected_f64, expected_bf16, expected_e4m3, model, longest, coord
 def check_embeddings_e4m3(directory, texts, width, value, expected, scheme="row"):
     """E4M3 embeddings (printed by the CLI) as check_embeddings, against e4m3_bound; `scheme` the GPU's
     UFORM_CUDA_E4M3 (row scales as the CPU's, or "tensor", bounded per-tensor scales; "tensor+gate_up" with
-    UFORM_CUDA_GATE_UP=e4m3 besides, "tensor+attention" with UFORM_CUDA_E4M3_ATTENTION=e4m3)."""
+    UFORM_CUDA_GATE_UP=e4m3 besides, "tensor+attention" with UFORM_CUDA_E4M3_ATTENTION=e4m3; "mixed", bounded
+    into qkv and gate_up, a scale per row into out and down)."""
     model, columns = model_of(directory), COLUMNS
-    gpu_mode = {"tensor": "e4m3-tensor", "tensor+gate_up": "e4m3-tensor-gate-up", "tensor+attention": "e4m3-tensor-attention"}.get(scheme)
+    gpu_mode = {"tensor": "e4m3-tensor", "tensor+gate_up": "e4m3-tensor-gate-up", "tensor+attention": "e4m3-tensor-attention",
+                "mixed": "e4m3-mixed"}.get(scheme)
     modes = (False, True, "e4m3") + ((gpu_mode,) if gpu_mode else ())
     references = {rounding: np.array([reference.matryoshka(text_reference(directory, text, rounding)[1], width) for text in texts])
                   for rounding in modes}
@@ -532,7 +534,7 @@ def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, sch
             assert check.ratios["all texts"] > 1.5, f"one byte changed moves all texts within 1.5 E4M3 bounds:\n{check}"
 
 
-@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention", "default"])
+@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention", "mixed", "default"])
 def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products, UFORM_CUDA_E4M3=scheme; with "+gate_up",
     UFORM_CUDA_GATE_UP=e4m3; with "+attention", cuDNN's FP8 attention, UFORM_CUDA_E4M3_ATTENTION=e4m3, cuDNN
@@ -553,7 +555,7 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, checked_as)
     print(check)
     products = None  # the bounded products alone, with gate_up's output and attention in BF16
-    if scheme in ("tensor+gate_up", "tensor+attention", "default"):  # for "default", what it must not be
+    if scheme in ("tensor+gate_up", "tensor+attention", "mixed", "default"):  # for "mixed" and "default", what they must not be
         products = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "tensor", "UFORM_CUDA_GATE_UP": "bf16"},
                           precision="e4m3")
     if scheme == "tensor+attention":  # what FP8 attention moves on the GPU beside what it moves in the reference
@@ -566,8 +568,15 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     if checked_as != "row":  # the bounded scales ran, not the row ones
         row = encode(cli, directory, TEXTS, "cuda", widest, env={"UFORM_CUDA_E4M3": "row"}, precision="e4m3")
         assert bounds.relative_error(gpu_result, row) > 0
-    if products is not None:  # gate_up's output, or attention, went through E4M3 codes
+    if products is not None:  # gate_up's output, or attention, went through E4M3 codes; mixed scaled out and down per row
         assert bounds.relative_error(gpu_result, products) > 0
+
+
+@pytest.mark.parametrize("switch", ["UFORM_CUDA_GATE_UP", "UFORM_CUDA_E4M3_ATTENTION"])
+def test_mixed_scales_refuse_codes_at_fixed_scales(cli, init_model, needs_gpu, switch):
+    run = uform(cli, "encode", "--model", init_model, "--device", "cuda", "--precision", "e4m3", stdin=b"a\n",
+                env={"UFORM_CUDA_E4M3": "mixed", switch: "e4m3"})
+    assert run.returncode != 0 and f"{switch}=e4m3 needs UFORM_CUDA_E4M3=tensor".encode() in run.stderr, run.stderr
 
 
 def test_a_bad_gate_up_output_is_refused(cli, init_model, needs_gpu):
@@ -585,7 +594,7 @@ def test_a_bad_attention_precision_is_refused(cli, init_model, needs_gpu):
 def test_a_bad_e4m3_scheme_is_refused(cli, init_model, needs_gpu):
     run = uform(cli, "encode", "--model", init_model, "--device", "cuda", "--precision", "e4m3", stdin=b"a\n",
                 env={"UFORM_CUDA_E4M3": "block"})
-    assert run.returncode != 0 and b"UFORM_CUDA_E4M3 is row or tensor, not block" in run.stderr, run.stderr
+    assert run.returncode != 0 and b"UFORM_CUDA_E4M3 is row, tensor or mixed, not block" in run.stderr, run.stderr
 
 
 def test_a_bad_residual_stream_is_refused(cli, init_model, needs_gpu):

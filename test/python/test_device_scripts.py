@@ -109,11 +109,13 @@ def test_precision_recall_switches_name_each_gpu_variant():
         "UFORM_CUDA_E4M3": "row", "UFORM_CUDA_GATE_UP": "bf16", "UFORM_CUDA_E4M3_ATTENTION": "bf16"}
     assert precision_recall.gpu_switches("e4m3-tensor+gate_up") == {
         "UFORM_CUDA_E4M3": "tensor", "UFORM_CUDA_GATE_UP": "e4m3", "UFORM_CUDA_E4M3_ATTENTION": "bf16"}
+    assert precision_recall.gpu_switches("e4m3-mixed") == {
+        "UFORM_CUDA_E4M3": "mixed", "UFORM_CUDA_GATE_UP": "bf16", "UFORM_CUDA_E4M3_ATTENTION": "bf16"}
     # FP8 attention runs only where cuDNN's attention does: pinned on every pass, so that it is what is measured
     assert precision_recall.gpu_switches("e4m3-tensor+gate_up+attention") == {
         "UFORM_CUDA_E4M3": "tensor", "UFORM_CUDA_GATE_UP": "e4m3", "UFORM_CUDA_E4M3_ATTENTION": "e4m3",
         "UFORM_CUDA_ATTENTION": "cudnn"}
-    for wrong in ("e4m3-tensor+rotary", "e4m3+gate_up"):
+    for wrong in ("e4m3-tensor+rotary", "e4m3+gate_up", "e4m3-mixed+gate_up"):
         try:
             precision_recall.gpu_switches(wrong)
         except ValueError as error:

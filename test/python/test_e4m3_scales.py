@@ -155,11 +155,11 @@ def test_the_bench_recall_counts_ranks_and_ties():
 
 
 def test_rows_into_out_and_down_scale_those_inputs_per_row(python_model):
-    """bench/e4m3_scales.py's scheme: out's input scaled per row (by hand here), qkv's at its bound as the
-    bounded scheme does; the control, the bounded scheme's own out product, differs from it."""
-    e4m3_scales = bench_module()
+    """The reference's mixed scheme (the GPU's UFORM_CUDA_E4M3=mixed, bench/e4m3_scales.py's tensor+rows): out's
+    input scaled per row (by hand here), qkv's at its bound as the bounded scheme does; the control, the bounded
+    scheme's own out product, differs from it."""
     model = reference.load_model(str(python_model))
-    rows, bounded = e4m3_scales.RowsIntoOutAndDown(model, "tensor"), reference.E4m3Bounded(model, "tensor")
+    rows, bounded = reference.E4m3Bounded(model, "tensor", rows=True), reference.E4m3Bounded(model, "tensor")
     x = np.random.default_rng(5).normal(size=(4, model.width)) * np.array([[1e-3], [1.0], [10.0], [0.1]])
     out, qkv = model.tensors["blocks.0.out"], model.tensors["blocks.0.qkv"]
     codes, weight_scales = bounded.weight(out)
