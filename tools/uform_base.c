@@ -31,7 +31,7 @@ static char const *const uform_base_usage_ =
     "  --objective NAME         mlm, rerank or contrastive (default: the mixture's)\n"
     "  --steps N                train until step N (default 100)\n"
     "  --rows N                 rows per batch (default 8); each row holds the mixture's columns\n"
-    "  --learning-rate X        peak learning rate (default: the tier's)\n"
+    "  --learning-rate X        peak learning rate, positive (default: the tier's)\n"
     "  --warmup N               linear warm-up steps (default 10% of --steps); cosine decay after\n"
     "  --seed S                 seed of the initialization and the data order (default 0)\n"
     "  --output DIR             run folder (created)\n"
@@ -160,6 +160,11 @@ static int uform_base_parse_(int argc, char **argv, uform_base_options_t *option
             }
         }
         if (!strcmp(flag, "--warmup")) options->warmup_set = 1;
+        if (!strcmp(flag, "--learning-rate") && *table[found].real == 0) { /* 0 is the library's "the tier's": not a freeze */
+            fprintf(stderr, "uform_base: --learning-rate must be positive (leave it out for the tier's; --train-only "
+                            "freezes tensors)\n");
+            return 0;
+        }
     }
     if (!options->mixture || !options->output) {
         fprintf(stderr, "uform_base: --mixture and --output are required (see --help)\n");

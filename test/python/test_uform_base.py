@@ -115,8 +115,8 @@ def test_signal_stops_with_a_checkpoint_that_resumes_exactly(build_dir, corpus, 
 def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
     base, reranker, fresh = tmp_path / "base", tmp_path / "reranker", tmp_path / "fresh"
     train(build_dir, *common(corpus, "mlm"), "--steps", "3", "--output", base)
-    # Learning rate 0: the one step changes nothing, so the checkpoint shows the warm start itself.
-    train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--learning-rate", "0", "--seed", "7",
+    # A run of one step takes it at the cosine's end, rate 0: the checkpoint shows the warm start itself.
+    train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--seed", "7",
           "--init-from", base, "--output", reranker)
     subprocess.run([str(cli), "init", "--tier", "64x2", "--seed", "7", "--output", fresh], check=True, capture_output=True)
     a, b = tensors(base / "latest" / "model.safetensors"), tensors(reranker / "latest" / "model.safetensors")
@@ -130,11 +130,11 @@ def test_warm_start_keeps_shared_weights(build_dir, cli, corpus, tmp_path):
 
 def test_warm_start_keeps_the_head_when_asked(build_dir, corpus, tmp_path):
     """--keep-head continues a trained embedder's pool and SigLIP scalars; without it (the control) the
-    same warm start draws a new pool, so the comparison can fail. Learning rate 0: the step moves nothing."""
+    same warm start draws a new pool, so the comparison can fail. One step, at the cosine's end: it moves nothing."""
     embedder = tmp_path / "embedder"
     train(build_dir, *common(corpus), "--steps", "3", "--output", embedder)
     for output, extra in ((tmp_path / "kept", ["--keep-head"]), (tmp_path / "fresh", [])):
-        train(build_dir, *common(corpus), "--steps", "1", "--learning-rate", "0", "--seed", "7", "--init-from", embedder,
+        train(build_dir, *common(corpus), "--steps", "1", "--seed", "7", "--init-from", embedder,
               *extra, "--output", output)
     start = tensors(embedder / "latest" / "model.safetensors")
     kept, fresh = (tensors(tmp_path / name / "latest" / "model.safetensors") for name in ("kept", "fresh"))
@@ -177,7 +177,7 @@ def test_warm_start_from_shards(build_dir, cli, corpus, tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 0 and len(list(sharded.glob("model-*-of-*.safetensors"))) >= 3, run.stderr
     for source, output in ((base, tmp_path / "from_single"), (sharded, tmp_path / "from_shards")):
-        train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--learning-rate", "0", "--seed", "7",
+        train(build_dir, *common(corpus, "rerank"), "--steps", "1", "--seed", "7",
               "--init-from", source, "--output", output)
     assert tensors(tmp_path / "from_single" / "latest" / "model.safetensors") == \
         tensors(tmp_path / "from_shards" / "latest" / "model.safetensors")
@@ -223,6 +223,8 @@ def test_bad_mixture_and_malformed_lines(build_dir, corpus, tmp_path):
     assert run.returncode != 0 and "broken.jsonl:2" in run.stderr, run.stderr
     run = train(build_dir, "--mixture", corpus / "mlm.json", "--output", tmp_path / "z", "--objective", "nonsense", check=False)
     assert run.returncode != 0 and "nonsense" in run.stderr
+    run = train(build_dir, *common(corpus), "--steps", "1", "--learning-rate", "0", "--output", tmp_path / "w", check=False)
+    assert run.returncode != 0 and "--learning-rate must be positive" in run.stderr, run.stderr  # not the tier's in silence
 
 
 def test_eval_reports_recall(build_dir, corpus, tmp_path):
