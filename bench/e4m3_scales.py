@@ -19,7 +19,7 @@ scaling scheme, by measurement", derives the bounds:
 - `tensor + calibrated inputs`: one scale a matrix, each input's scale twice the largest input seen on the first
   50 train records of four corpora (never above its bound), E4M3 saturating past it;
 - `tensor + rows into out and down`: bounded scales for qkv's and gate_up's inputs (RMSNorm's rows), a scale per
-  row for out's and down's, the weights at one scale a matrix.
+  row for out's and down's, the weights at one scale a matrix (E4m3Bounded's `rows`, the GPU's UFORM_CUDA_E4M3=mixed).
 
     python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--schemes LABELS]
                                  [--output FILE]
