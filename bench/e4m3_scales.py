@@ -22,10 +22,11 @@ scaling scheme, by measurement", derives the bounds:
   row for out's and down's, the weights at one scale a matrix (E4m3Bounded's `rows`, the GPU's UFORM_CUDA_E4M3=mixed).
 
     python3 bench/e4m3_scales.py [--model models/default] [--pairs data/gettext/test.jsonl:400 ...] [--schemes LABELS]
-                                 [--output FILE]
+                                 [--workers N] [--output FILE]
 """
 import argparse
 import json
+import multiprocessing
 import pathlib
 import sys
 import time
@@ -50,6 +51,22 @@ def embed(model, text, rounding):
     h = R.encode_segment(model, values, R.text_positions(len(values)), rounding)
     e = R.matryoshka(R.pool_segment(model, h, rounding), model.embedding_widths[-1])
     return e / np.linalg.norm(e)
+
+
+_SHARED = {}  # the model and rounding a forked worker embeds with (inherited, so the weights' ids still key the codes)
+
+
+def _embed_shared(text):
+    return embed(_SHARED["model"], text, _SHARED["rounding"])
+
+
+def embed_all(model, texts, rounding, workers):
+    """embed() of each text, on `workers` forked processes past 1 (the products' `seen` then stays in them)."""
+    if workers <= 1:
+        return np.array([embed(model, text, rounding) for text in texts])
+    _SHARED.update(model=model, rounding=rounding)
+    with multiprocessing.get_context("fork").Pool(workers) as pool:
+        return np.array(pool.map(_embed_shared, texts, chunksize=4))
 
 
 class Recording(R.E4m3Bounded):
@@ -98,6 +115,8 @@ def main():
                         help="PATH:COUNT, the first COUNT text pairs of each file")
     parser.add_argument("--schemes", default=None, help="labels to run, comma-separated (Float64 always runs: the others' reference)")
     parser.add_argument("--output", default=str(ROOT / "bench" / "out" / "e4m3_scales.json"))
+    parser.add_argument("--workers", type=int, default=1,
+                        help="processes embedding the texts (past 1, the largest-input line is left out)")
     args = parser.parse_args()
     model = R.load_model(args.model)
     rows, largest = [], {}
@@ -118,8 +137,8 @@ def main():
                             if isinstance(scheme, str) and scheme.split("+")[0] in ("tensor", "row") else None)
             rounding = products or scheme
             began = time.time()
-            q = np.array([embed(model, a, rounding) for a, _ in pairs])
-            p = np.array([embed(model, b, rounding) for _, b in pairs])
+            q = embed_all(model, [a for a, _ in pairs], rounding, args.workers)
+            p = embed_all(model, [b for _, b in pairs], rounding, args.workers)
             reference = reference if reference is not None else (q, p)
             error = np.linalg.norm(np.concatenate([q - reference[0], p - reference[1]]), axis=1)
             row = {"pairs": pathlib.Path(path).parent.name if pathlib.Path(path).name == "test.jsonl" else pathlib.Path(path).stem,
@@ -137,7 +156,8 @@ def main():
     for row in rows:
         print(f"| {row['pairs']} ({row['count']}) | {row['scheme']} | {row['r1_query_positive']:.4f} | {row['r1_positive_query']:.4f} "
               f"| {row['r10_query_positive']:.4f} | {row['r10_positive_query']:.4f} | {row['error_median']:.4f} | {row['error_max']:.4f} |")
-    print("\nlargest |input| / its bound, per product:", ", ".join(f"{k} {v:.3f}" for k, v in largest.items()))
+    if largest:
+        print("\nlargest |input| / its bound, per product:", ", ".join(f"{k} {v:.3f}" for k, v in largest.items()))
     pathlib.Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(args.output).write_text(json.dumps({"model": args.model, "rows": rows, "largest_share_of_bound": largest}, indent=1))
     print(f"wrote {args.output}")

@@ -168,3 +168,15 @@ def test_rows_into_out_and_down_scale_those_inputs_per_row(python_model):
     np.testing.assert_array_equal(rows(x, out), by_hand)
     np.testing.assert_array_equal(rows(x, qkv), bounded(x, qkv))
     assert not np.array_equal(bounded(x, out), by_hand)
+
+
+def test_the_bench_embeds_alike_on_workers(python_model):
+    """bench/e4m3_scales.py's forked workers give each text the embedding one process gives it, in order; the
+    control, the texts reversed, differs."""
+    e4m3_scales = bench_module()
+    model = reference.load_model(str(python_model))
+    texts = ["a short text", "another, longer text with more bytes in it", "ß"]
+    products = reference.E4m3Bounded(model, "tensor", rows=True)
+    alone = e4m3_scales.embed_all(model, texts, products, 1)
+    np.testing.assert_array_equal(e4m3_scales.embed_all(model, texts, products, 2), alone)
+    assert not np.array_equal(e4m3_scales.embed_all(model, texts[::-1], products, 2), alone)
