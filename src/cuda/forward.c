@@ -66,7 +66,7 @@ struct uform_cuda_forward_t {
     size_t width, depth, widest, colbert_width;
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
     int bounded; /* E4M3 with the weights at one scale a matrix and bounded input scales (UFORM_CUDA_E4M3=tensor); 2 for
-                  * UFORM_CUDA_E4M3=mixed, where out's and down's inputs keep a scale per row; 0 for row scales (the default) */
+                  * UFORM_CUDA_E4M3=mixed (the default), where out's and down's inputs keep a scale per row; 0 for row scales */
     int wide_residual; /* UFORM_CUDA_RESIDUAL=f32: the residual stream in Float32, else BF16 (in `middle`'s room) */
     int rotate_in_attention; /* UFORM_CUDA_ROTARY=fused: attention.cu rotates q and k as it loads them (no rope pass) */
     int gate_up_codes; /* UFORM_CUDA_GATE_UP=e4m3: with bounded scales, gate_up written as E4M3 codes for SwiGLU */
@@ -242,7 +242,7 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
                                "UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, (int)candidates);
     char const *scales = getenv("UFORM_CUDA_E4M3");
-    context->bounded = !scales || !strcmp(scales, "row") ? 0 : !strcmp(scales, "tensor") ? 1 : !strcmp(scales, "mixed") ? 2 : -1;
+    context->bounded = !scales || !strcmp(scales, "mixed") ? 2 : !strcmp(scales, "row") ? 0 : !strcmp(scales, "tensor") ? 1 : -1;
     if (context->bounded < 0)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row, tensor or mixed, not %s", scales);
     uform_status_t status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", &context->wide_residual, error, error_size);

@@ -517,7 +517,7 @@ def test_gpu_encode_matches_the_cpu(cli, any_model, needs_gpu, residual):
             f"the control (one byte changed) was not rejected for every text:\n{check}")
 
 
-@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention"])
+@pytest.mark.parametrize("scheme", ["row", "tensor", "tensor+gate_up", "tensor+attention", "mixed"])
 def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, scheme):
     """On the CPU: one byte changed moves the E4M3 embeddings past twice e4m3_bound on some comparison of
     the check, so a GPU within that bound of the CPU cannot pass the control (the check fails on any one).
@@ -538,7 +538,7 @@ def test_e4m3_controls_exceed_twice_the_bound(cli, init_model, python_model, sch
 def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
     """`--precision e4m3 --device cuda` (cuBLASLt's FP8 products, UFORM_CUDA_E4M3=scheme; with "+gate_up",
     UFORM_CUDA_GATE_UP=e4m3; with "+attention", cuDNN's FP8 attention, UFORM_CUDA_E4M3_ATTENTION=e4m3, cuDNN
-    pinned so that it runs at these lengths; "default" with no switch set, which is row) against the CPU's E4M3."""
+    pinned so that it runs at these lengths; "default" with no switch set, which is mixed) against the CPU's E4M3."""
     directory = str(any_model)
     widest = model_of(directory).embedding_widths[-1]
     env = {} if scheme == "default" else {
@@ -551,7 +551,7 @@ def test_gpu_encode_in_e4m3_matches_the_cpu(cli, any_model, needs_gpu, scheme):
             pytest.skip(f"FP8 attention refused here: {run.stderr.decode().strip()}")
     cpu = encode(cli, directory, TEXTS, "cpu", widest, precision="e4m3")
     gpu_result = encode(cli, directory, TEXTS, "cuda", widest, env=env, precision="e4m3")
-    checked_as = "row" if scheme == "default" else scheme  # docs/precision.md: bounded scales miss the recall bar
+    checked_as = "mixed" if scheme == "default" else scheme  # docs/precision.md, "Mixed scales on the GPU"
     check = check_embeddings_e4m3(directory, TEXTS, widest, gpu_result, cpu, checked_as)
     print(check)
     products = None  # the bounded products alone, with gate_up's output and attention in BF16
