@@ -100,7 +100,8 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
     int wide = !a->bf16_residual; /* the out and down products' C and D: the residual stream's type */
     TRY(norm_(x, w->attn_norm, w, 0, a, n, d, a->normed1, a->scales1, s));
     TRY(product_(g, w, 0, a, a->normed1, 1, n, d, w->qkv, w->qkv8, w->qkv_scales, 3 * d, NULL, a->qkv, 0, s));
-    if (a->fp8_attention && cudnn && !keep_attention && fixed_(w, uform_scale_out_k) > 0 && w->out8) { /* q, k, v and the output as codes */
+    int out_fixed = fixed_(w, uform_scale_out_k) > 0; /* out's input at a bounded scale: attention may code it */
+    if (a->fp8_attention && cudnn && !keep_attention && out_fixed && w->out8) { /* q, k, v and the output as codes */
         uint8_t *attended = (uint8_t *)a->attended;
         TRY(uform_cuda_rope_e4m3(a->qkv, rotations, n, d, w->input_scale + uform_scale_q_k, a->codes, s));
         TRY(uform_cuda_check(cudaMemsetAsync(a->codes + n * 3 * d, 0, 3 * d, (cudaStream_t)s), "a block's forward",
@@ -111,7 +112,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
                                  a->middle, wide, 1, s));
     } else {
         int rotating = a->rotate_in_attention && !cudnn && !keep_attention;
-        int coded = !rotating && !cudnn && !keep_attention && fixed_(w, uform_scale_out_k) > 0 && w->out8; /* ours codes out's input */
+        int coded = !rotating && !cudnn && !keep_attention && out_fixed && w->out8; /* ours codes out's input */
         if (!rotating) TRY(uform_cuda_rope(a->qkv, rotations, n, d, 1, s));
         if (rotating)
             TRY(uform_cuda_attention_forward_rotating(a->qkv, rotations, spans, segment_of, n, d, a->attended, a->log_sums, s));
@@ -124,7 +125,7 @@ uform_status_t uform_cuda_block_forward(uform_cuda_gemm_t *g, uform_cudnn_attent
         TRY(product_(g, w, 1, a, a->attended, coded, n, d, w->out, w->out8, w->out_scales, d, x, a->middle, wide, s));
     }
     TRY(norm_(a->middle, w->mlp_norm, w, 2, a, n, d, a->normed2, a->scales2, s));
-    if (a->gate_up_codes && fixed_(w, uform_scale_down_k) > 0 && w->gate_up8 && w->down8) { /* gate_up's output as E4M3 codes, half the traffic */
+    if (a->gate_up_codes && fixed_(w, uform_scale_down_k) > 0 && w->gate_up8 && w->down8) { /* gate_up coded: half the bytes */
         uint8_t *codes = (uint8_t *)a->gate_up;
         TRY(uform_cuda_gemm_e4m3_codes(g, n, 8 * d, d, a->codes, uform_scale_slot(w, uform_scale_gate_up_k), w->gate_up8,
                                        w->gate_up_scales, uform_scale_slot(w, uform_scale_gate_up_output_k), codes, s));

@@ -252,8 +252,9 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
         status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", &context->fp8_attention, error, error_size);
     if (status != uform_ok_k) return status;
     if (context->bounded == 2 && (context->gate_up_codes || context->fp8_attention)) /* both code at out's or down's fixed scale */
-        return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "%s=e4m3 needs UFORM_CUDA_E4M3=tensor: with mixed, "
-                               "out's and down's inputs take a scale per row", context->gate_up_codes ? "UFORM_CUDA_GATE_UP" : "UFORM_CUDA_E4M3_ATTENTION");
+        return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
+                               "%s=e4m3 needs UFORM_CUDA_E4M3=tensor: with mixed, out's and down's inputs take a scale per row",
+                               context->gate_up_codes ? "UFORM_CUDA_GATE_UP" : "UFORM_CUDA_E4M3_ATTENTION");
     size_t cudnn = uform_cudnn_version();
     if (context->fp8_attention && !cudnn)
         return uform_cuda_fail(error, error_size, uform_unsupported_k, "UFORM_CUDA_E4M3_ATTENTION=e4m3, but this build is without cuDNN");
