@@ -58,6 +58,9 @@ typedef struct forward_media_t {
     float *product;
 } forward_media_t;
 
+/* UFORM_CUDA_E4M3's schemes: where each product's E4M3 input scale comes from (docs/precision.md). */
+enum { e4m3_row_k, e4m3_tensor_k, e4m3_mixed_k };
+
 struct uform_cuda_forward_t {
     int device;
     cudaStream_t stream;
@@ -65,8 +68,8 @@ struct uform_cuda_forward_t {
     /* The weights, one allocation; a head's pointers are NULL when the model lacks it. */
     size_t width, depth, widest, colbert_width;
     int narrow; /* the E4M3 precision: the blocks' products read codes, the activations have room for theirs */
-    int bounded; /* E4M3 with the weights at one scale a matrix and bounded input scales (UFORM_CUDA_E4M3=tensor); 2 for
-                  * UFORM_CUDA_E4M3=mixed (the default), where out's and down's inputs keep a scale per row; 0 for row scales */
+    int bounded; /* e4m3_tensor_k: the weights at one scale a matrix, bounded input scales; e4m3_mixed_k (the default): those,
+                  * but out's and down's inputs at a scale per row; e4m3_row_k (0): row scales as the CPU's */
     int wide_residual; /* UFORM_CUDA_RESIDUAL=f32: the residual stream in Float32, else BF16 (in `middle`'s room) */
     int rotate_in_attention; /* UFORM_CUDA_ROTARY=fused: attention.cu rotates q and k as it loads them (no rope pass) */
     int gate_up_codes; /* UFORM_CUDA_GATE_UP=e4m3: with bounded scales, gate_up written as E4M3 codes for SwiGLU */
@@ -242,7 +245,10 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
                                "UFORM_CUDA_TUNE is 0, 1 or a count of candidates up to 64, not %s", tune);
     uform_cuda_gemm_tune(context->gemm, (int)candidates);
     char const *scales = getenv("UFORM_CUDA_E4M3");
-    context->bounded = !scales || !strcmp(scales, "mixed") ? 2 : !strcmp(scales, "row") ? 0 : !strcmp(scales, "tensor") ? 1 : -1;
+    context->bounded = !scales || !strcmp(scales, "mixed") ? e4m3_mixed_k
+                       : !strcmp(scales, "row")                ? e4m3_row_k
+                       : !strcmp(scales, "tensor")             ? e4m3_tensor_k
+                                                               : -1;
     if (context->bounded < 0)
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k, "UFORM_CUDA_E4M3 is row, tensor or mixed, not %s", scales);
     uform_status_t status = switch_("UFORM_CUDA_RESIDUAL", "bf16", "f32", &context->wide_residual, error, error_size);
@@ -251,7 +257,7 @@ uform_status_t uform_cuda_forward_create(uform_cuda_forward_t **result, char *er
     if (status == uform_ok_k)
         status = switch_("UFORM_CUDA_E4M3_ATTENTION", "bf16", "e4m3", &context->fp8_attention, error, error_size);
     if (status != uform_ok_k) return status;
-    if (context->bounded == 2 && (context->gate_up_codes || context->fp8_attention)) /* both code at out's or down's fixed scale */
+    if (context->bounded == e4m3_mixed_k && (context->gate_up_codes || context->fp8_attention)) /* both code at out's or down's fixed scale */
         return uform_cuda_fail(error, error_size, uform_invalid_argument_k,
                                "%s=e4m3 needs UFORM_CUDA_E4M3=tensor: with mixed, out's and down's inputs take a scale per row",
                                context->gate_up_codes ? "UFORM_CUDA_GATE_UP" : "UFORM_CUDA_E4M3_ATTENTION");
@@ -287,9 +293,7 @@ static size_t bucket_(size_t count) {
 }
 
 /* FP8 attention runs: asked for, and the model's products in E4M3 at bounded scales (its q, k, v bounds). */
-static int fp8_attention_(uform_cuda_forward_t const *context) {
-    return context->fp8_attention && context->bounded == 1 && context->bounded_scales != NULL;
-}
+static int fp8_attention_(uform_cuda_forward_t const *context) { return context->fp8_attention && context->bounded_scales != NULL; }
 
 /* cuDNN's plan for a pass of `segments` segments, the longest `longest` cells, its lengths and offsets
  * prepared from the pass's spans; NULL where the pass runs attention.cu's kernels instead (no cuDNN,
@@ -570,7 +574,7 @@ uform_status_t uform_cuda_forward_upload(uform_cuda_forward_t *context, uform_mo
         for (size_t j = 0; j <= uform_scale_v_k; ++j) slots[4 * j] = scale[j];
         slots[4 * uform_scale_gate_up_output_k] = 1.0f / scale[uform_scale_gate_up_output_k]; /* cuBLASLt multiplies D by it */
         slots[4 * uform_scale_attention_output_k] = 1.0f / scale[uform_scale_out_k]; /* FP8 attention's output, out's input scale */
-        if (context->bounded == 2) scale[uform_scale_out_k] = scale[uform_scale_down_k] = 0; /* 0: a scale per row (encoder.h) */
+        if (context->bounded == e4m3_mixed_k) scale[uform_scale_out_k] = scale[uform_scale_down_k] = 0; /* 0: a scale per row (encoder.h) */
     }
     cudaError_t copied = cudaMemcpy(context->bounded_scales, scales, context->depth * per_block * sizeof(float), up);
     free(scales);
