@@ -19,12 +19,13 @@ languages sampled again (--ablations: the same at 128 rows, half the steps); `ev
 those runs and their start beside each other, and dev picks among them. `rehead` trains a new
 rerank head over --refine-from's frozen encoder and `rehead-eval` picks among the heads by MaxSim
 alone and fused with the cosine; `fuse-eval` scores --refine-from's own MaxSim and fusions on the
-test spreads.
+--split spreads (test, or dev to choose a weight among --fuse-weights).
 
     python3 scripts/device/lineage.py --build BUILD --stage base|reranker|embedder|refine|rehead|rehead-eval|fuse-eval|eval|all
                                       [--scale 1] [--rows 64] [--ablations] [--runs runs/lineage]
                                       [--eval-limit 2000] [--device cuda] [--out DIR]
                                       [--refine-from DIR] [--only RUN] [--time-limit S] [--rerank K]
+                                      [--split test|dev] [--fuse-weights 0.25,0.5,0.75]
 
 --device cpu with --scale 0.005 and micro --ship/--tiny tiers runs the chain on a CPU in minutes,
 to check the script and mixtures before a GPU call.
@@ -504,14 +505,15 @@ def print_summary(report):
 
 
 def fuse_eval(build, args):
-    """The --refine-from checkpoint on the test spreads of every text set: TF-IDF, the pooled ranking,
-    MaxSim of the top --rerank and its fusions with the cosine (FUSE_WEIGHTS); RUNS/fuse-eval/fuse.json."""
+    """The --refine-from checkpoint on the --split spreads of every text set: TF-IDF, the pooled ranking,
+    MaxSim of the top --rerank and its fusions with the cosine (--fuse-weights); RUNS/fuse-eval/fuse.json."""
     folder = pathlib.Path(args.runs) / "fuse-eval"
     folder.mkdir(parents=True, exist_ok=True)
-    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS)
-    results = run_jobs(build, args, folder, [(f"test-{name}", args.refine_from, path, ("--fuse", FUSE_WEIGHTS)) for name, path in sets.items()])
-    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{w}@{args.rerank}" for w in FUSE_WEIGHTS.split(",")]
-    report = {"checkpoint": str(args.refine_from), "rows": {}}
+    sets = eval_sets(args, split=args.split, names=TEXT_SETS + DEFINITION_SETS)
+    results = run_jobs(build, args, folder, [(f"{args.split}-{name}", args.refine_from, path, ("--fuse", args.fuse_weights))
+                                             for name, path in sets.items()])
+    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{float(w):g}@{args.rerank}" for w in args.fuse_weights.split(",")]
+    report = {"checkpoint": str(args.refine_from), "split": args.split, "rows": {}}
     for tag, result in sorted(results.items()):
         for direction in ("query->positive", "positive->query"):
             report["rows"][f"{tag} {direction}"] = row = {m: widest_r1(result, direction, m) for m in methods}
@@ -535,6 +537,8 @@ def main():
     parser.add_argument("--runs", default=str(ROOT / "runs" / "lineage"))
     parser.add_argument("--eval-limit", type=int, default=2000, help="records of each test split scored (a spread; default 2000)")
     parser.add_argument("--rerank", type=int, default=20, help="MaxSim reranks each query's top K (default 20; 0 skips it)")
+    parser.add_argument("--split", default="test", choices=("dev", "test"), help="fuse-eval's split (default test; dev to choose a weight)")
+    parser.add_argument("--fuse-weights", default=FUSE_WEIGHTS, help=f"fuse-eval's fusion weights, at most 4 (default {FUSE_WEIGHTS})")
     parser.add_argument("--refine-from", default=str(ROOT / "models" / "default"),
                         help="the checkpoint the refine stage starts from (default models/default)")
     parser.add_argument("--jobs", type=int, default=4, help="uform_eval processes at once (default 4)")

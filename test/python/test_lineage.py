@@ -4,7 +4,8 @@
 # negatives; the held-out spreads keep every k-th record; the plan's stages chain (each init names
 # a run of the stage before it); eval's candidates are the runs that hold a checkpoint, the refine
 # stage's start beside its runs; the rehead stage's head goes from a run into a sharded checkpoint
-# (export_head, put_head.py) leaving every other byte as it was, and a head of another shape is refused.
+# (export_head, put_head.py) leaving every other byte as it was, and a head of another shape is refused;
+# fuse-eval scores the split it names and reads a row for every weight, however the weight is written.
 
 import json
 import pathlib
@@ -136,3 +137,24 @@ def test_head_goes_into_the_shards(cli, tmp_path):
     refused = subprocess.run([*put, tmp_path / "wide-head.safetensors", shards], capture_output=True, text=True)
     assert refused.returncode != 0 and "rerank.proj is BF16 [128, 128]" in refused.stderr, refused.stderr
     assert raw_tensors(shards) == after
+
+
+def test_fuse_eval_scores_the_split_named_at_every_weight(cli, tmp_path, monkeypatch):
+    subprocess.run([str(cli), "init", "--tier", "64x2", "--seed", "1", "--output", tmp_path / "model"], check=True, capture_output=True)
+    corpus = tmp_path / "data" / "gettext"
+    corpus.mkdir(parents=True)
+    for split, word in (("dev", "dev"), ("test", "test")):
+        lines = [json.dumps({"query": f"{word} query {i}", "positives": [f"{word} answer {i * 7}"]}) for i in range(12)]
+        (corpus / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(lineage, "ROOT", tmp_path)
+
+    class Args:
+        runs, split, fuse_weights, refine_from = str(tmp_path / "runs"), "dev", "0.1,0.25", str(tmp_path / "model")
+        eval_limit, rerank, jobs, device = 8, 5, 1, "cpu"
+    report = lineage.fuse_eval(pathlib.Path(cli).parent, Args)
+    assert report["split"] == "dev" and sorted(report["rows"]) == ["dev-gettext positive->query", "dev-gettext query->positive"]
+    spread = (tmp_path / "runs" / "eval-sets-dev" / "gettext.jsonl").read_text()
+    assert spread.count("\n") == 8 and "dev query" in spread and "test query" not in spread
+    for row in report["rows"].values():  # a weight named unlike uform_eval's rows would read None
+        assert list(row) == ["tfidf", "model", "model+maxsim@5", "model+fuse0.1@5", "model+fuse0.25@5"]
+        assert all(isinstance(value, float) for value in row.values()), row
