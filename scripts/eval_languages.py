@@ -9,10 +9,13 @@ every k-th line) go to a file of their own, scored by `uform_eval` (chance, TF-I
 file, the checkpoint at every width) and, with --wordllama, by bench/wordllama_eval.py (its widest
 width, 256). The table gives R@1 both ways, bold where the model beats both baselines, and the
 issue-16 verdict per language: above the better of TF-IDF and WordLlama in both directions, and at
-least twice it where that is under 0.20.
+least twice it where that is under 0.20. With --rerank K --fuse W the model's top K are also reranked by
+`(1 - W) cosine + W symmetric MaxSim` (uform_eval's fusion), a column beside the model's, bold where it is
+above the pooled ranking both ways (the bar stays the pooled ranking's).
 
     python3 scripts/eval_languages.py --pairs FILE [--checkpoint DIR] [--per-language 1000] [--wordllama]
                                       [--uform-eval build/uform_eval] [--device cpu] [--json OUT] [--keep DIR]
+                                      [--rerank K --fuse W]
 """
 
 import argparse
@@ -84,12 +87,16 @@ def score(args, files, folder):
         target = pathlib.Path(folder) / f"{language}.json"
         line = [args.uform_eval, *([args.checkpoint] if args.checkpoint else []), "--pairs", str(path), "--json", str(target),
                 "--quiet", "--device", args.device]
+        if args.rerank:
+            line += ["--rerank", str(args.rerank), "--fuse", f"{args.fuse:g}"]
         run = subprocess.run(line, capture_output=True, text=True)
         if run.returncode != 0:
             sys.exit(f"eval_languages: {' '.join(line)} failed:\n{run.stderr[-800:]}")
         report = json.loads(target.read_text())
         results[language] = {"pairs": report["count"],
                              **{method: {d: r1(report, method, d) for d in DIRECTIONS} for method in ("chance", "tfidf", "model")}}
+        if args.rerank:
+            results[language]["fused"] = {d: r1(report, f"model+fuse{args.fuse:g}@{args.rerank}", d) for d in DIRECTIONS}
     if args.wordllama:
         target = pathlib.Path(folder) / "wordllama.json"
         line = [sys.executable, str(ROOT / "bench" / "wordllama_eval.py"), "--dims", "256", "--json", str(target)]
@@ -107,7 +114,8 @@ def table(results, has_model):
     """Markdown rows, and the languages passing issue 16's bar both ways."""
     peers = ["tfidf"] + (["wordllama"] if any("wordllama" in entry for entry in results.values()) else [])
     names = {"tfidf": "TF-IDF", "wordllama": "WordLlama 256", "model": "model"}
-    head = ["lang", "pairs", "chance"] + [names[peer] for peer in peers] + (["model", "bar"] if has_model else [])
+    fused = has_model and any("fused" in entry for entry in results.values())
+    head = ["lang", "pairs", "chance"] + [names[peer] for peer in peers] + (["model", "bar"] if has_model else []) + (["fused"] if fused else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     passed = []
     for language, entry in results.items():
@@ -120,6 +128,9 @@ def table(results, has_model):
             cells += [f"**{both('model')}**" if beats else both("model"), "yes" if bar else "no"]
             if bar:
                 passed.append(language)
+        if fused:
+            above = all(entry["fused"][d] > entry["model"][d] for d in DIRECTIONS)
+            cells.append(f"**{both('fused')}**" if above else both("fused"))
         lines.append("| " + " | ".join(cells) + " |")
     return lines, passed
 
@@ -134,7 +145,11 @@ def main(argv=None):
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--json", help="write {lang: {pairs, chance, tfidf, wordllama, model}} here")
     parser.add_argument("--keep", help="write the per-language files and reports into this folder (default: a temporary one)")
+    parser.add_argument("--rerank", type=int, default=0, help="also rerank the model's top K fused with MaxSim (default 0: off)")
+    parser.add_argument("--fuse", type=float, default=0.5, help="with --rerank: MaxSim's weight W in (0, 1] (default 0.5)")
     args = parser.parse_args(argv)
+    if args.rerank and not (args.checkpoint and 0 < args.fuse <= 1):
+        parser.error("--rerank needs --checkpoint, and --fuse a weight in (0, 1]")
     with tempfile.TemporaryDirectory() as scratch:
         folder = pathlib.Path(args.keep or scratch)
         folder.mkdir(parents=True, exist_ok=True)

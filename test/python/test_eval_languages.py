@@ -4,7 +4,8 @@
 # --per-language; a language of one pair left out); its rows equal uform_eval's on a single-language file the test writes itself;
 # and the control: uform_eval's own per-language rows over the whole file (the other language's
 # translations as rivals) differ, so a split that leaked the other language would be caught.
-# The issue-16 bar is checked on values whose verdict is known.
+# The issue-16 bar is checked on values whose verdict is known. With --rerank and --fuse, the fused
+# column equals uform_eval's fused rows on a single-language file.
 
 import importlib.util
 import json
@@ -107,3 +108,22 @@ def test_bad_input_is_named(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"query": "a", "positives": ["b"], "lang": "de"}\n{"query": \n')
     with pytest.raises(SystemExit, match="broken.jsonl:2: not a JSON object"):
         eval_languages.main(["--pairs", str(tmp_path / "broken.jsonl")])
+
+
+def test_fused_column_is_uform_evals_fusion(setup):
+    target = setup["folder"] / "fused.json"
+    eval_languages.main(["--pairs", str(setup["pairs"]), "--checkpoint", str(setup["checkpoint"]), "--uform-eval",
+                         str(built("uform_eval")), "--json", str(target), "--rerank", "5", "--fuse", "0.50"])
+    results = json.loads(target.read_text())["languages"]
+    report = setup["folder"] / "direct-fused.json"
+    subprocess.run([str(built("uform_eval")), str(setup["checkpoint"]), "--pairs", str(write(setup["folder"] / "fr-only.jsonl",
+                    [r for r in records() if r.get("lang") == "fr"])), "--rerank", "5", "--fuse", "0.5", "--json", str(report), "--quiet"],
+                   check=True, capture_output=True, timeout=300)
+    rows = json.loads(report.read_text())["rows"]
+    for direction in eval_languages.DIRECTIONS:  # a fused row named unlike uform_eval's would read None here
+        assert isinstance(results["fr"]["fused"][direction], float)
+        assert results["fr"]["fused"][direction] == pytest.approx(eval_languages.r1({"rows": rows}, "model+fuse0.5@5", direction), abs=1e-9)
+    lines, _ = eval_languages.table(results, True)
+    assert lines[0].endswith("| fused |") and all(line.count("|") == lines[0].count("|") for line in lines)
+    with pytest.raises(SystemExit):
+        eval_languages.main(["--pairs", str(setup["pairs"]), "--rerank", "5"])  # no checkpoint to rerank with
