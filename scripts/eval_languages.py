@@ -96,7 +96,8 @@ def score(args, files, folder):
         results[language] = {"pairs": report["count"],
                              **{method: {d: r1(report, method, d) for d in DIRECTIONS} for method in ("chance", "tfidf", "model")}}
         if args.rerank:
-            results[language]["fused"] = {d: r1(report, f"model+fuse{args.fuse:g}@{args.rerank}", d) for d in DIRECTIONS}
+            fused = f"model+fuse{args.fuse:.3g}@{args.rerank}"  # uform_eval names the row with %.3g
+            results[language]["fused"] = {d: r1(report, fused, d) for d in DIRECTIONS}
     if args.wordllama:
         target = pathlib.Path(folder) / "wordllama.json"
         line = [sys.executable, str(ROOT / "bench" / "wordllama_eval.py"), "--dims", "256", "--json", str(target)]

@@ -512,7 +512,7 @@ def fuse_eval(build, args):
     sets = eval_sets(args, split=args.split, names=TEXT_SETS + DEFINITION_SETS)
     results = run_jobs(build, args, folder, [(f"{args.split}-{name}", args.refine_from, path, ("--fuse", args.fuse_weights))
                                              for name, path in sets.items()])
-    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{float(w):g}@{args.rerank}" for w in args.fuse_weights.split(",")]
+    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{float(w):.3g}@{args.rerank}" for w in args.fuse_weights.split(",")]
     report = {"checkpoint": str(args.refine_from), "split": args.split, "rows": {}}
     for tag, result in sorted(results.items()):
         for direction in ("query->positive", "positive->query"):

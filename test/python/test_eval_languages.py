@@ -113,7 +113,7 @@ def test_bad_input_is_named(tmp_path):
 def test_fused_column_is_uform_evals_fusion(setup):
     target = setup["folder"] / "fused.json"
     eval_languages.main(["--pairs", str(setup["pairs"]), "--checkpoint", str(setup["checkpoint"]), "--uform-eval",
-                         str(built("uform_eval")), "--json", str(target), "--rerank", "5", "--fuse", "0.50"])
+                         str(built("uform_eval")), "--json", str(target), "--rerank", "5", "--fuse", "0.5000"])
     results = json.loads(target.read_text())["languages"]
     report = setup["folder"] / "direct-fused.json"
     subprocess.run([str(built("uform_eval")), str(setup["checkpoint"]), "--pairs", str(write(setup["folder"] / "fr-only.jsonl",

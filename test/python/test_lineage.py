@@ -149,12 +149,12 @@ def test_fuse_eval_scores_the_split_named_at_every_weight(cli, tmp_path, monkeyp
     monkeypatch.setattr(lineage, "ROOT", tmp_path)
 
     class Args:
-        runs, split, fuse_weights, refine_from = str(tmp_path / "runs"), "dev", "0.1,0.25", str(tmp_path / "model")
+        runs, split, fuse_weights, refine_from = str(tmp_path / "runs"), "dev", "0.10,0.1234", str(tmp_path / "model")
         eval_limit, rerank, jobs, device = 8, 5, 1, "cpu"
     report = lineage.fuse_eval(pathlib.Path(cli).parent, Args)
     assert report["split"] == "dev" and sorted(report["rows"]) == ["dev-gettext positive->query", "dev-gettext query->positive"]
     spread = (tmp_path / "runs" / "eval-sets-dev" / "gettext.jsonl").read_text()
     assert spread.count("\n") == 8 and "dev query" in spread and "test query" not in spread
     for row in report["rows"].values():  # a weight named unlike uform_eval's rows would read None
-        assert list(row) == ["tfidf", "model", "model+maxsim@5", "model+fuse0.1@5", "model+fuse0.25@5"]
+        assert list(row) == ["tfidf", "model", "model+maxsim@5", "model+fuse0.1@5", "model+fuse0.123@5"]
         assert all(isinstance(value, float) for value in row.values()), row
