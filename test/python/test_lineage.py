@@ -151,7 +151,7 @@ def test_fuse_eval_scores_the_split_named_at_every_weight(cli, tmp_path, monkeyp
     class Args:
         runs, split, fuse_weights, refine_from = str(tmp_path / "runs"), "dev", "0.10,0.1234", str(tmp_path / "model")
         eval_limit, rerank, jobs, device = 8, 5, 1, "cpu"
-    report = lineage.fuse_eval(pathlib.Path(cli).parent, Args)
+    report = lineage.fuse_eval(pathlib.Path(cli).resolve().parent, Args)  # uform_eval runs in ROOT, tmp_path here
     assert report["split"] == "dev" and sorted(report["rows"]) == ["dev-gettext positive->query", "dev-gettext query->positive"]
     spread = (tmp_path / "runs" / "eval-sets-dev" / "gettext.jsonl").read_text()
     assert spread.count("\n") == 8 and "dev query" in spread and "test query" not in spread
