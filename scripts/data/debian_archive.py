@@ -281,10 +281,27 @@ def package_record(details, **extra):
             "sha256": details["sha256"], "deb": details["deb"], **extra}
 
 
-def split_groups(items_per_group, seed, dev_fraction, test_fraction):
-    """{group: split} by gettext_pairs.assign_splits: whole groups, in a seeded order, fill dev then test."""
+def split_groups(items_per_group, seed, dev_fraction, test_fraction, stable=False):
+    """{group: split} by gettext_pairs.assign_splits: whole groups, in a seeded order, fill dev then test;
+    with stable, by stable_splits."""
     sizes = collections.Counter({group: len(items) for group, items in items_per_group.items()})
-    return assign_splits(set(items_per_group), sizes, seed, dev_fraction, test_fraction)
+    pick = stable_splits if stable else assign_splits
+    return pick(set(items_per_group), sizes, seed, dev_fraction, test_fraction)
+
+
+def stable_splits(groups, sizes, seed, dev_fraction, test_fraction):
+    """{group: split} from each group's own seeded hash, so a group keeps its split while others come and
+    go (a corpus drawn from the whole archive, which moves between builds). assign_splits' seeded order
+    over every group moves nearly every group when one is added. A group of more than a hundredth of the
+    items goes to train, so one huge group cannot swallow a split."""
+    total = sum(sizes[group] for group in groups)
+    result = {}
+    for group in groups:
+        digest = hashlib.sha256(f"{seed}\0{group}".encode("utf-8")).digest()
+        draw = int.from_bytes(digest[:8], "big") / 2.0 ** 64
+        split = "dev" if draw < dev_fraction else "test" if draw < dev_fraction + test_fraction else "train"
+        result[group] = "train" if sizes[group] > total / 100 else split
+    return result
 
 
 def pair_keys(record):

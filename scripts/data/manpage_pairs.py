@@ -12,8 +12,9 @@ description of dev/test is in train. Writes data/manpages/{train,dev,test}.jsonl
 and manifest.json. With --wide MB, the packages are instead those of Debian's Contents index with
 pages in sections 1, 5, 7 and 8, the most pages a byte first up to MB of .debs, every page named in
 --manpages' corpora (data/manpages by default; repeatable) or sharing a summary or description with
-them left out, into data/manpages-wide. Standard library only; deterministic for a seed and
-the archive's state. See docs/data.md.
+them left out, into data/manpages-wide; there each page's split comes from its name's seeded hash,
+so a page keeps its split when the archive's other pages change. Standard library only;
+deterministic for a seed and the archive's state. See docs/data.md.
 """
 
 import argparse
@@ -431,7 +432,9 @@ def main(argv=None):
                 groups[name] = kept
             else:
                 del groups[name]
-    split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction)
+    # The wide corpora draw on the whole archive, whose pages move between builds: each page keeps its split.
+    split_of = debian_archive.split_groups(groups, arguments.seed, arguments.dev_fraction, arguments.test_fraction,
+                                           stable=bool(arguments.wide))
     records = debian_archive.split_records(groups, split_of)
     # One record per summary and per description within a split: pages copied between packages recur.
     duplicates = debian_archive.deduped_splits(records, debian_archive.dedupe_every_key)

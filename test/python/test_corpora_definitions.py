@@ -434,3 +434,24 @@ def test_foldoc_corpus(tmp_path):
     check_manifest(tmp_path / "out")
     foldoc_pairs.main([*arguments, "--output", str(tmp_path / "again")])
     assert read_splits(tmp_path / "again") == splits
+
+
+def moved_groups(splitter, seed=0):
+    """How many of 3,000 page groups change split when one other group leaves (the archive moving)."""
+    sizes = {f"page{i}": 1 + i % 3 for i in range(3000)}
+    before = splitter(set(sizes), sizes, seed, 0.05, 0.05)
+    fewer = {group: size for group, size in sizes.items() if group != "page1234"}
+    after = splitter(set(fewer), fewer, seed, 0.05, 0.05)
+    return sum(before[group] != after[group] for group in fewer), before
+
+
+def test_stable_splits_keep_each_group_when_another_leaves():
+    stable = manpage_pairs.debian_archive.stable_splits
+    moved, before = moved_groups(stable)
+    assert moved == 0
+    counts = {split: sum(1 for value in before.values() if value == split) for split in SPLITS}
+    assert 100 <= counts["dev"] <= 200 and 100 <= counts["test"] <= 200, counts  # about 5% each of 3,000
+    assert stable({"a", "b"}, {"a": 100, "b": 1}, 0, 0.5, 0.5)["a"] == "train"  # a huge group stays in train
+    # The control: the seeded order over every group (assign_splits) moves most of them.
+    moved, _ = moved_groups(manpage_pairs.debian_archive.assign_splits)
+    assert moved > 100
