@@ -292,7 +292,7 @@ def split_groups(items_per_group, seed, dev_fraction, test_fraction, stable=Fals
 def stable_splits(groups, sizes, seed, dev_fraction, test_fraction):
     """{group: split} from each group's own seeded hash, so a group keeps its split while others come and
     go (a corpus drawn from the whole archive, which moves between builds). assign_splits' seeded order
-    over every group moves nearly every group when one is added. A group of more than a hundredth of the
+    over every group reshuffles dev and test when one group comes or goes. A group of more than a hundredth of the
     items goes to train, so one huge group cannot swallow a split."""
     total = sum(sizes[group] for group in groups)
     result = {}

@@ -120,7 +120,7 @@ def plan(args):
             kept("manuals-wider-keep-lr2e-4", "mixtures/embedder_manuals_wider.json", "2e-4"),
             # round 10: the wider mixture with the description translations' family siblings (mined negatives one word away)
             kept("siblings-keep", "mixtures/embedder_siblings.json"),
-            # round 12: a grown start on round 10's mixture at lower rates (round 11's 5e-4 raised the loss over the run)
+            # round 11's second call: the grown start at lower rates (siblings-keep at 5e-4 raised the loss over the run)
             kept("siblings-keep-lr2e-4", "mixtures/embedder_siblings.json", "2e-4"),
             kept("siblings-keep-lr1e-4", "mixtures/embedder_siblings.json", "1e-4"),
         ],
