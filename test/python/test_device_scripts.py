@@ -122,3 +122,34 @@ def test_precision_recall_switches_name_each_gpu_variant():
             assert "suffixes are +gate_up and +attention" in str(error)
         else:
             raise AssertionError(f"{wrong} was accepted")
+
+
+def lineage_packs_dry_run(root):
+    """lineage_packs.sh --dry-run copied under root (a bare checkout there): its printed steps."""
+    script = root / "scripts" / "device" / "lineage_packs.sh"
+    script.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text((ROOT / "scripts" / "device" / "lineage_packs.sh").read_text())
+    run = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_lineage_packs_names_only_files_that_exist(tmp_path):
+    """On a bare checkout every step is printed, and each script and mixture it names is in the repository."""
+    printed = lineage_packs_dry_run(tmp_path)
+    assert "is there" not in printed
+    for pack in ("pack-r6img", "pack-r6a", "pack-r6b", "pack-r9w", "pack-r10s"):
+        assert f"--output data/{pack}/" in printed, pack
+    named = {word for line in printed.splitlines() for word in line.split()
+             if word.startswith(("scripts/", "mixtures/"))}
+    assert len(named) >= 8, named
+    missing = sorted(word for word in named if not (ROOT / word).exists())
+    assert not missing, missing
+    # The control: a step whose output is there is skipped and says so.
+    (tmp_path / "runs" / "recall").mkdir(parents=True)
+    assert "runs/recall is there" in lineage_packs_dry_run(tmp_path)
+    # And a misspelled mixture is caught by the same check.
+    script = tmp_path / "scripts" / "device" / "lineage_packs.sh"
+    script.write_text(script.read_text().replace("embedder_siblings.json", "embedder_sibling.json"))
+    broken = subprocess.run(["bash", str(script), "--dry-run"], capture_output=True, text=True, timeout=60).stdout
+    assert any(word.startswith("mixtures/") and not (ROOT / word).exists() for word in broken.split())

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 and 11,
+# docs/evaluation.md): the corpora (scripts/data/build_all.sh, the two wide man page corpora, the description
+# translations' mined negatives and family siblings), runs/recall, and the five packs under data/:
+#   pack-r6img  the four picture corpora (gzipped)      pack-r6a  gettext, LibreOffice, description translations
+#   pack-r6b    the other text corpora                  pack-r9w  the wide man page corpora
+#   pack-r10s   the description translations' family siblings
+# A step whose output is there already is skipped, so a second run only finishes what is missing. About 45
+# minutes on two cores the first time, most of it Debian's downloads. `--dry-run` prints the steps, runs none.
+#   bash scripts/device/lineage_packs.sh [--dry-run]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+dry=0
+[ "${1:-}" = --dry-run ] && dry=1
+[ $# -gt "$dry" ] && { echo "usage: bash scripts/device/lineage_packs.sh [--dry-run]" >&2; exit 2; }
+
+step() {  # step OUTPUT COMMAND...: runs COMMAND unless OUTPUT exists
+  local output="$1"; shift
+  if [ -e "$output" ]; then echo "lineage_packs: $output is there"; return; fi
+  echo "lineage_packs: $*"
+  [ "$dry" = 1 ] || "$@"
+}
+
+mix=(--mixture mixtures/embedder_manuals.json --splits dev,test --split-limit 2000)
+step data/video/manifest.json bash scripts/data/build_all.sh  # its last corpus: there when it finished
+step data/manpages-wide/manifest.json python3 scripts/data/manpage_pairs.py --wide 300
+step data/manpages-wider/manifest.json python3 scripts/data/manpage_pairs.py --wide 1500 --manpages data/manpages \
+  --manpages data/manpages-wide --output data/manpages-wider
+step data/description-translations/train-negatives.jsonl python3 scripts/data/mine_negatives.py description-translations
+step data/description-translations/train-negatives.siblings.jsonl python3 scripts/data/language_subset.py --siblings 0.7 \
+  data/description-translations/train-negatives.jsonl
+step runs/recall python3 scripts/device/recall_sets.py
+step data/pack-r6img/lineage-images.tar.gz bash -c "python3 scripts/data/device_pack.py ${mix[*]} --sources emoji,clipart,flags,fashion \
+  --lossy clipart=30 --lossy emoji=75 --lossy flags=75 --output data/pack-r6img/lineage-images.tar && gzip -9 data/pack-r6img/lineage-images.tar"
+step data/pack-r6a/lineage-text-a.tar python3 scripts/data/device_pack.py "${mix[@]}" --sources gettext,libreoffice,description-translations \
+  --no-images --xz-preset 6 --limit 200 --output data/pack-r6a/lineage-text-a.tar
+step data/pack-r6b/lineage-text-b.tar python3 scripts/data/device_pack.py "${mix[@]}" --no-images --xz-preset 6 --limit 200 \
+  --output data/pack-r6b/lineage-text-b.tar \
+  --skip-sources emoji,clipart,flags,fashion,gettext,libreoffice,description-translations,gettext-scarce,libreoffice-scarce
+step data/pack-r9w/lineage-wider.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_manuals_wider.json \
+  --sources manpages-wide,manpages-wider --splits dev,test --no-images --output data/pack-r9w/lineage-wider.tar
+step data/pack-r10s/lineage-siblings.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_siblings.json \
+  --sources description-translations-siblings --splits "" --no-images --output data/pack-r10s/lineage-siblings.tar
+echo "lineage_packs: done; carry third_party/device-libs, third_party/cudnn-frontend and the packs a call names (docs/roadmap.md)"
