@@ -204,7 +204,9 @@ static void uform_bench_e4m3_(uform_kernels_t const *const *tables, size_t count
     for (size_t i = 0; i < uform_numkong_e4m3_count_k && backends_count < uform_columns_most_k; ++i) {
         uform_numkong_e4m3_t const *backend = &uform_numkong_e4m3_all[i];
         int asked = only ? uform_listed(only, backend->name) : !strstr(backend->name, "serial");
-        if (asked && uform_numkong_runs(backend)) backends[backends_count++] = backend;
+        char const *why = uform_numkong_why_not(backend);
+        if (asked && !why) backends[backends_count++] = backend;
+        else if (asked && only) printf("%s: not measured: %s\n", backend->name, why);
     }
 #else
     size_t const backends_count = 0;

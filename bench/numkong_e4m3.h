@@ -47,6 +47,26 @@ typedef struct uform_numkong_e4m3_t {
     void (*cast)(void const *from, nk_dtype_t from_type, nk_size_t count, void *to, nk_dtype_t to_type);
 } uform_numkong_e4m3_t;
 
+/* Every NumKong pack takes each weight row's norm through nk_reduce_moments_e4m3, whose ISA is the best
+ * one compiled in (its order below), chosen at build time, not at run time: a packed backend needs it too. */
+#if NK_TARGET_GENOA
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_genoa_k
+#elif NK_TARGET_SKYLAKE
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_skylake_k
+#elif NK_TARGET_HASWELL
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_haswell_k
+#elif NK_TARGET_NEONFHM
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_neonfhm_k
+#elif NK_TARGET_NEON
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_neon_k
+#elif NK_TARGET_RVV
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_rvv_k
+#elif NK_TARGET_V128RELAXED
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_v128relaxed_k
+#else
+#define UFORM_NUMKONG_PACK_NEEDS_ nk_cap_serial_k
+#endif
+
 #define UFORM_NUMKONG_PACKED_(isa) \
     nk_dots_packed_size_e4m3_##isa, nk_dots_pack_e4m3_##isa, nk_dots_packed_e4m3_##isa, NULL
 #define UFORM_NUMKONG_DOT_(isa) NULL, NULL, NULL, nk_dot_e4m3_##isa
@@ -72,12 +92,18 @@ static uform_numkong_e4m3_t const uform_numkong_e4m3_all[] = {
 };
 enum { uform_numkong_e4m3_count_k = sizeof(uform_numkong_e4m3_all) / sizeof(uform_numkong_e4m3_all[0]) };
 
-/** Whether this CPU runs the backend (for AMX, the tile state asked for as the amx table asks). */
-static inline int uform_numkong_runs(uform_numkong_e4m3_t const *backend) {
+/** Why this CPU cannot run the backend, or NULL where it can (for AMX, the tile state asked for as the amx
+ *  table asks). */
+static inline char const *uform_numkong_why_not(uform_numkong_e4m3_t const *backend) {
     nk_capability_t found = nk_capabilities();
-    if ((found & backend->needs) != backend->needs) return 0;
-    return !backend->amx || uform_kernels_runs("amx");
+    if ((found & backend->needs) != backend->needs) return "this CPU lacks its ISA";
+    if (backend->pack && (found & UFORM_NUMKONG_PACK_NEEDS_) != UFORM_NUMKONG_PACK_NEEDS_)
+        return "its pack's row norms run the best ISA compiled in (NumKong picks it at build time), which this CPU lacks";
+    if (backend->amx && !uform_kernels_runs("amx")) return "Linux did not grant the AMX tile state";
+    return NULL;
 }
+
+static inline int uform_numkong_runs(uform_numkong_e4m3_t const *backend) { return !uform_numkong_why_not(backend); }
 
 /** Bytes of the weights [width, depth] as the backend reads them: its packed layout, or the codes row-major. */
 static inline size_t uform_numkong_weights_size(uform_numkong_e4m3_t const *backend, size_t width, size_t depth) {

@@ -226,7 +226,7 @@ int main(void) {
     }
     for (size_t b = 0; b < uform_numkong_e4m3_count_k; ++b)
         if (!uform_numkong_runs(&uform_numkong_e4m3_all[b]))
-            printf("%s: this CPU cannot run it, skipped\n", uform_numkong_e4m3_all[b].name);
+            printf("%s: skipped: %s\n", uform_numkong_e4m3_all[b].name, uform_numkong_why_not(&uform_numkong_e4m3_all[b]));
     return check_report();
 }
 
