@@ -52,6 +52,7 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
+NEW_IMAGE_SETS = ("stamps",)  # round 12's picture corpus: scored on test and dev, not selected on (a missing one is skipped)
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
             "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)
 
@@ -123,6 +124,10 @@ def plan(args):
             # round 11's second call: the grown start at lower rates (siblings-keep at 5e-4 raised the loss over the run)
             kept("siblings-keep-lr2e-4", "mixtures/embedder_siblings.json", "2e-4"),
             kept("siblings-keep-lr1e-4", "mixtures/embedder_siblings.json", "1e-4"),
+            # round 12: Tux Paint's stamps (drawings and photographs captioned in 21 languages) beside round 10's mixture,
+            # from the sixth release grown (--refine-from the grown copy) and as it is (--refine-from the release)
+            kept("stamps-keep", "mixtures/embedder_stamps.json"),
+            kept("stamps-keep-ungrown", "mixtures/embedder_stamps.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
@@ -249,7 +254,7 @@ def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None):
             stride = len(lines) / limit
             lines = [lines[int(i * stride)] for i in range(limit)]
         target = folder / f"{name}.jsonl"
-        if name in IMAGE_SETS:  # image paths are relative to their corpus folder
+        if name in IMAGE_SETS + NEW_IMAGE_SETS:  # image paths are relative to their corpus folder
             target = source.parent / f"{split}-eval-{limit}.jsonl"
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sets[name] = target
@@ -301,7 +306,7 @@ def eval_stage(build, args):
     runs = pathlib.Path(args.runs)
     folder = runs / "eval"
     folder.mkdir(parents=True, exist_ok=True)
-    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS + NEW_SETS + IMAGE_SETS)
+    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS + NEW_SETS + IMAGE_SETS + NEW_IMAGE_SETS)
     checkpoints = candidates(args)
     embedders = list(checkpoints)
     report = {"sets": {name: str(path) for name, path in sets.items()}, "embedders": embedders,
@@ -318,13 +323,13 @@ def eval_stage(build, args):
         reranker = runs / "reranker" / ("tiny" if embedder == "tiny" else "ship")
         for name, path in sets.items():
             tag = f"{embedder}-{name}"
-            if name in IMAGE_SETS:
+            if name in IMAGE_SETS + NEW_IMAGE_SETS:
                 jobs.append((tag, checkpoint, path, ()))
             else:
                 jobs.append((tag, checkpoint, path, rerank))
                 if rerank and checkpoint.parent.name == "embedder" and (reranker / "latest").exists():  # the chain's own reranker
                     jobs.append((f"{tag}-reranker", checkpoint, path, ("--rerank", str(args.rerank), "--reranker", str(reranker), "--no-tfidf")))
-    dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS + IMAGE_SETS, 2000)  # what ships is chosen on dev, not test
+    dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS + IMAGE_SETS + NEW_IMAGE_SETS, 2000)  # what ships is chosen on dev, not test
     shippable = [name for name in embedders if name != "tiny"]
     for embedder in shippable:
         for name, path in dev.items():
@@ -350,15 +355,8 @@ def eval_stage(build, args):
             print(f"lineage eval: {tag} failed:\n{(folder / (tag + '.err')).read_text()[-1200:]}", flush=True)
     for embedder in embedders:
         report["ranks"][embedder] = effective_rank(build, checkpoints[embedder], texts, args)
-    def dev_mean(embedder, names):
-        results = [report["results"].get(f"dev-{embedder}-{name}") for name in names]
-        # both directions: the issue holds every set both ways (query->positive alone until round 4)
-        scores = [widest_r1(result, direction) for result in results if result for direction in ("query->positive", "positive->query")]
-        return sum(scores) / len(scores) if len(scores) == 2 * len(names) and None not in scores else None
-    report["dev_r1_text"] = {embedder: dev_mean(embedder, [name for name in TEXT_SETS if name in dev]) for embedder in shippable}
-    # the pick: every dev set (round 4's rule), since the six text sets saturated
-    report["dev_r1"] = dev_r1 = {embedder: dev_mean(embedder, list(dev)) for embedder in shippable}
-    scored = {name: value for name, value in dev_r1.items() if value is not None}
+    report.update(dev_pick(report["results"], shippable, list(dev)))
+    scored = {name: value for name, value in report["dev_r1"].items() if value is not None}
     report["best_ship"] = max(scored, key=scored.get) if scored else None
     report["best_path"] = str(checkpoints[report["best_ship"]]) if scored else None
     report["wall"] = time.time() - began
@@ -464,6 +462,22 @@ def export_head(run, target):
     target.write_bytes(len(text).to_bytes(8, "little") + text + b"".join(blobs))
 
 
+def dev_mean(results, embedder, names):
+    """Mean R@1 of an embedder's dev reports (results["dev-EMBEDDER-NAME"]) over `names`, both directions
+    (the issue holds every set both ways), at the widest width; None where one is missing or names is empty."""
+    reports = [results.get(f"dev-{embedder}-{name}") for name in names]
+    scores = [widest_r1(result, direction) for result in reports if result for direction in ("query->positive", "positive->query")]
+    return sum(scores) / len(scores) if names and len(scores) == 2 * len(names) and None not in scores else None
+
+
+def dev_pick(results, embedders, dev_names):
+    """The dev means of each embedder: dev_r1 (the pick: every dev set but NEW_IMAGE_SETS, round 4's rule since
+    the six text sets saturated), dev_r1_text (the six text sets) and dev_r1_new (the new picture sets alone)."""
+    return {"dev_r1_text": {e: dev_mean(results, e, [n for n in TEXT_SETS if n in dev_names]) for e in embedders},
+            "dev_r1": {e: dev_mean(results, e, [n for n in dev_names if n not in NEW_IMAGE_SETS]) for e in embedders},
+            "dev_r1_new": {e: dev_mean(results, e, [n for n in NEW_IMAGE_SETS if n in dev_names]) for e in embedders}}
+
+
 def widest_r1(result, direction, method="model"):
     """A report's R@1 by `method` (model, model+maxsim@K, tfidf), all languages, at its widest width; None where absent."""
     rows = [r for r in result["rows"] if r["method"] == method and r["language"] == "all" and r["direction"] == direction]
@@ -499,7 +513,8 @@ def print_summary(report):
     for row in summary_rows(report):
         print(f"{row[0]:18} {row[1]:25} {row[2]:16} " + " ".join(f"{cell(value):>7}" for value in row[3:]))
     for embedder, value in report.get("dev_r1", {}).items():
-        print(f"dev R@1 (both directions, widest) {embedder}: every set {value}, the six text sets {report.get('dev_r1_text', {}).get(embedder)}")
+        print(f"dev R@1 (both directions, widest) {embedder}: every set {value}, the six text sets {report.get('dev_r1_text', {}).get(embedder)}, "
+              f"the new picture sets {report.get('dev_r1_new', {}).get(embedder)}")
     print(f"ships: {report.get('best_ship')}")
     for embedder, rank in report["ranks"].items():
         if rank:

@@ -1,11 +1,12 @@
 # test_image_corpora.py: the image <-> caption corpus scripts of scripts/data (emoji_pairs,
-# flag_pairs, fashion_pairs, clipart_pairs and the image helpers of debian_archive) on small trees
+# flag_pairs, fashion_pairs, clipart_pairs, stamp_pairs and the image helpers of debian_archive) on small trees
 # written here, offline: records of the documented shape with image paths relative to the shard,
 # groups kept whole (skin tones with their emoji), no caption and no image (by sha256) in two
 # splits, with planted leaks (one picture in two groups, one caption in two groups) that the check
 # must catch, manifests that match the files, the same bytes twice. The real font and renderer are
 # tried when their packages are unpacked in data/.debian; the built corpora in data/ when built.
 
+import collections
 import gzip
 import hashlib
 import io
@@ -26,6 +27,7 @@ import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
 import fashion_pairs  # noqa: E402
 import flag_pairs  # noqa: E402
+import stamp_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
 from test_data_gettext import write_mo  # noqa: E402
 
@@ -370,9 +372,85 @@ def test_real_rasterizer(tmp_path):
     assert image is None and reason.startswith("rasterize: Error reading SVG FILE")
 
 
+# ---- Tux Paint's stamps -------------------------------------------------------------------------
+
+def stamp_text(path, english, translations):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(english + "\n" + "".join(f"{locale}.utf8={text}\n" for locale, text in translations), encoding="utf-8")
+
+
+def write_stamp_tree(root):
+    """24 described stamps in two categories (PNGs with transparent frames, every fifth an SVG, one
+    PNG beside an SVG of its stem, one 900 px wide, one light grey), a `_mirror` copy without a description, a second
+    stamp with stamp 3's English description, German, Portuguese (pt and pt_BR), Chinese (zh_CN and
+    zh_TW), a British English line, a locale outside the UForm languages and a caption of one letter."""
+    for index in range(24):
+        stem = root / ("animals" if index % 2 else "food") / f"thing{index}"
+        if index % 5 == 4:
+            svg(stem.with_suffix(".svg"), f"thing {index}", fill=f"{(40 * index) % 200:02x}40a0")
+        else:
+            png(stem.with_suffix(".png"), (240, 240, 230, 255) if index == 10 else colour(index), size=(900, 300) if index == 6 else (40, 30))
+        translations = [("ach", f"ach {index}"), ("de", f"Ding {index}"), ("en_GB", f"Thing {index}, British"),
+                        ("pt_BR", f"Coisa {index} (Brasil)"), ("pt", f"Coisa {index}"), ("zh_TW", f"東西 {index}"),
+                        ("zh_CN", f"东西 {index}")]
+        if index == 8:
+            translations[1] = ("de", "D!")
+        stamp_text(stem.with_suffix(".txt"), f"A thing number {index}.", translations)
+    svg(root / "food" / "thing2.svg", "vector twin of thing 2", fill="00ff00")  # the PNG of this stem is read
+    png(root / "food" / "thing2_mirror.png", colour(2), size=(40, 30))  # no description: left out
+    png(root / "zoo" / "again.png", colour(40), size=(40, 30))
+    stamp_text(root / "zoo" / "again.txt", "A thing number 3.", [("de", "Noch ein Ding")])
+    script = root / "rsvg-convert"
+    script.write_text(f"#!{sys.executable}\n" + FAKE_RSVG)
+    script.chmod(0o755)
+
+
+def test_stamp_corpus(tmp_path):
+    write_stamp_tree(tmp_path / "stamps")
+    arguments = ["--stamp-root", str(tmp_path / "stamps"), "--rsvg-convert", str(tmp_path / "stamps" / "rsvg-convert"),
+                 "--languages", "en,de,pt,zh", "--seed", "3", "--dev-fraction", "0.2", "--test-fraction", "0.25", "--size", "64"]
+    splits, manifest, every = build_twice(stamp_pairs.main, arguments, tmp_path)
+    by_source = collections.defaultdict(dict)
+    for record in every:
+        by_source[record["source"]][record["lang"]] = record["query"]
+    assert by_source["food/thing0"] == {"en": "A thing number 0.", "de": "Ding 0", "pt": "Coisa 0", "zh": "东西 0"}
+    assert "de" not in by_source["food/thing8"] and manifest["dropped"]["de: fewer than 2 letters"] == 1
+    assert "zoo/again" not in by_source and "food/thing2_mirror" not in by_source and len(by_source) == 24
+    assert manifest["dropped"]["stamp: the same English description as an earlier stamp"] == 1
+    assert manifest["dropped"]["stamp: no description"] == 1
+    assert manifest["captions_per_language"] == {"de": 23, "en": 24, "pt": 24, "zh": 24}
+    for source, languages in by_source.items():  # each stamp and its captions in one split, one picture each
+        owners = {(split, positive["image"]) for split in SPLITS for record in splits[split] if record["source"] == source
+                  for positive in record["positives"]}
+        assert len(owners) == 1, (source, owners)
+    pictures = {record["source"]: tmp_path / "out" / record["positives"][0]["image"] for record in every}
+    with Image.open(pictures["food/thing2"]) as image:  # the PNG, not the green SVG; its transparent frame on white
+        assert image.mode == "RGB" and image.size == (40, 30)
+        assert image.getpixel((0, 0)) == (255, 255, 255) and image.getpixel((20, 15)) == colour(2)[:3]
+    with Image.open(pictures["food/thing10"]) as image:  # a light picture: on grey, or it would vanish on white
+        assert image.getpixel((0, 0)) == stamp_pairs.LIGHT_BACKGROUND[:3] and image.getpixel((20, 15)) == (240, 240, 230)
+    with Image.open(pictures["food/thing6"]) as image:  # shrunk to --size, never enlarged
+        assert image.size == (64, 21)
+    with Image.open(pictures["food/thing4"]) as image:  # an SVG rendered by the renderer
+        assert image.size == (64, 32) and image.getpixel((32, 16)) == (160, 64, 160)
+    assert len({split for split in SPLITS if splits[split]}) == 3
+
+
+def test_stamp_corpus_names_a_bad_description(tmp_path):
+    write_stamp_tree(tmp_path / "stamps")
+    (tmp_path / "stamps" / "food" / "thing0.txt").write_bytes(b"A thing\nde.utf8=\xff\xfe\n")
+    with pytest.raises(SystemExit, match=r"thing0\.txt: not UTF-8"):
+        stamp_pairs.main(["--stamp-root", str(tmp_path / "stamps"), "--rsvg-convert", str(tmp_path / "stamps" / "rsvg-convert"),
+                          "--output", str(tmp_path / "out")])
+    (tmp_path / "stamps" / "food" / "thing0.txt").write_text("de.utf8=Ding\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"thing0\.txt: no English description"):
+        stamp_pairs.main(["--stamp-root", str(tmp_path / "stamps"), "--rsvg-convert", str(tmp_path / "stamps" / "rsvg-convert"),
+                          "--output", str(tmp_path / "out")])
+
+
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
-@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart"])
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():

@@ -158,3 +158,24 @@ def test_fuse_eval_scores_the_split_named_at_every_weight(cli, tmp_path, monkeyp
     for row in report["rows"].values():  # a weight named unlike uform_eval's rows would read None
         assert list(row) == ["tfidf", "model", "model+maxsim@5", "model+fuse0.1@5", "model+fuse0.123@5"]
         assert all(isinstance(value, float) for value in row.values()), row
+
+
+def test_dev_pick_leaves_the_new_picture_sets_out_of_the_rule():
+    """The rule's mean is every dev set but NEW_IMAGE_SETS (scored beside it); a missing report reads None."""
+    def report(r1_forward, r1_back):
+        return {"rows": [{"method": "model", "language": "all", "direction": d, "width": w, "recall@1": r - (w < 256) * 0.1}
+                         for d, r in (("query->positive", r1_forward), ("positive->query", r1_back)) for w in (64, 256)]}
+    names = ["gettext", "emoji", *lineage.NEW_IMAGE_SETS]
+    results = {f"dev-a-{n}": report(0.5, 0.7) for n in names} | {f"dev-b-{n}": report(0.55, 0.7) for n in names}
+    for name in lineage.NEW_IMAGE_SETS:  # b is far better on the new sets, worse on the rule's
+        results[f"dev-a-{name}"], results[f"dev-b-{name}"] = report(0.1, 0.1), report(0.9, 0.9)
+    results["dev-b-emoji"] = report(0.3, 0.3)
+    picked = lineage.dev_pick(results, ["a", "b"], names)
+    assert picked["dev_r1"] == {"a": pytest.approx(0.6), "b": pytest.approx((0.55 + 0.7 + 0.3 + 0.3) / 4)}
+    assert picked["dev_r1_text"] == {"a": pytest.approx(0.6), "b": pytest.approx(0.625)}
+    assert picked["dev_r1_new"] == {"a": pytest.approx(0.1), "b": pytest.approx(0.9)}
+    # The control: with the new sets in the rule, b would be picked.
+    assert lineage.dev_mean(results, "b", names) > lineage.dev_mean(results, "a", names)
+    del results["dev-a-emoji"]
+    assert lineage.dev_pick(results, ["a"], names)["dev_r1"] == {"a": None}
+    assert lineage.dev_pick(results, ["a"], ["gettext"])["dev_r1_new"] == {"a": None}  # no new set built: None, not a division by zero
