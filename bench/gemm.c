@@ -126,16 +126,42 @@ int main(int argc, char **argv) {
     size_t widths[uform_widths_most_k] = {512}, widths_count = 1, rows = 128;
     double seconds = 1.0;
     char const *only = NULL, *precisions = "bf16,e4m3,int8";
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--width")) {
+    static char const usage[] =
+        "usage: uform_bench_gemm [--width 512,1024] [--seconds 1] [--precisions bf16,e4m3,int8] [--kernels avx2,...]\n";
+    for (int i = 1; i < argc; i += 2) {
+        char const *flag = argv[i], *value = i + 1 < argc ? argv[i + 1] : NULL;
+        int known = !strcmp(flag, "--width") || !strcmp(flag, "--seconds") || !strcmp(flag, "--kernels") ||
+                    !strcmp(flag, "--precisions");
+        if (!known || !value) {  /* a misspelled flag must not silently run everything */
+            fprintf(stderr, "uform_bench_gemm: %s %s\n%s", flag, known ? "needs a value" : "is not a flag", usage);
+            return 2;
+        }
+        if (!strcmp(flag, "--width")) {
             widths_count = 0;
-            for (char *p = argv[i + 1], *end = p; *p && widths_count < uform_widths_most_k; p = *end ? end + 1 : end) {
-                widths[widths_count++] = (size_t)strtoul(p, &end, 10);
-                if (end == p) break;  /* not a number: stop there */
+            for (char const *p = value; *p;) {
+                char *end;
+                unsigned long width = strtoul(p, &end, 10);
+                if (end == p || width == 0 || (*end && *end != ',') || widths_count == uform_widths_most_k) {
+                    fprintf(stderr, "uform_bench_gemm: --width %s: want at most %d positive widths, comma-separated\n",
+                            value, (int)uform_widths_most_k);
+                    return 2;
+                }
+                widths[widths_count++] = (size_t)width;
+                p = *end ? end + 1 : end;
             }
-        } else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
-        else if (!strcmp(argv[i], "--kernels")) only = argv[i + 1];
-        else if (!strcmp(argv[i], "--precisions")) precisions = argv[i + 1];
+            if (!widths_count) {
+                fprintf(stderr, "uform_bench_gemm: --width is empty\n");
+                return 2;
+            }
+        } else if (!strcmp(flag, "--seconds")) {
+            char *end;
+            seconds = strtod(value, &end);
+            if (end == value || *end || !(seconds > 0)) {
+                fprintf(stderr, "uform_bench_gemm: --seconds %s: want a positive number\n", value);
+                return 2;
+            }
+        } else if (!strcmp(flag, "--kernels")) only = value;
+        else precisions = value;
     }
     uform_kernels_t const *tables[uform_tables_most_k];
     size_t count = 0;

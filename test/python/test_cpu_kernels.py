@@ -58,6 +58,14 @@ def test_an_unknown_name_is_refused_with_a_note():
     assert "UFORM_CPU=avx9000" in note and "no kernel table" in note, note
 
 
+@pytest.mark.parametrize("flags, message", [(["--only", "avx2"], "--only is not a flag"), (["--seconds"], "--seconds needs a value"),
+                                           (["--width", "64,0"], "--width 64,0"), (["--seconds", "0"], "--seconds 0")])
+def test_the_gemm_benchmark_refuses_what_it_would_ignore(flags, message):
+    """A misspelled flag once ran every table silently; each bad flag now stops it, named (the valid run is below)."""
+    run = subprocess.run([str(BUILD / "uform_bench_gemm"), *flags], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and message in run.stderr and not run.stdout, (run.returncode, run.stderr)
+
+
 def test_the_gemm_benchmark_runs_every_table_this_cpu_runs():
     table = subprocess.run([str(BUILD / "uform_bench_gemm"), "--width", "64", "--seconds", "0.01"], capture_output=True,
                            text=True, timeout=120, check=True).stdout
