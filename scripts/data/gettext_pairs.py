@@ -258,6 +258,9 @@ def main(argv=None):
     parser.add_argument("--test-fraction", type=float, default=0.05)
     parser.add_argument("--text-limit", type=int, default=50000, help="most records in text.jsonl")
     parser.add_argument("--no-dpkg", action="store_true", help="do not ask dpkg which packages own the catalogues")
+    parser.add_argument("--held-out-pairs", default="",
+                        help="corpus folders (comma-separated) whose dev and test (English, language) pairs leave train: "
+                             "data/cldr in build_all.sh's second pass (CLDR's train already leaves out gettext's held-out strings)")
     arguments = parser.parse_args(argv)
     started = time.monotonic()
     root = pathlib.Path(arguments.locale_root)
@@ -330,6 +333,21 @@ def main(argv=None):
         if split == "dev":
             dev_english = {english.casefold() for english, _ in chosen["dev"]}
 
+    # Another corpus's held-out pairs leave train, after the leak check, so dev and test stay as they are.
+    held_corpora, held_removed = [], 0
+    if arguments.held_out_pairs:
+        import debian_archive  # lazily: it imports this module
+
+        folders = [pathlib.Path(folder) for folder in arguments.held_out_pairs.split(",") if folder]
+        missing = [str(folder) for folder in folders if not (folder / "dev.jsonl").is_file() and not (folder / "test.jsonl").is_file()]
+        if missing:
+            sys.exit(f"gettext_pairs: --held-out-pairs: {', '.join(missing)} holds no dev.jsonl or test.jsonl (build it first)")
+        held = {(record["query"].casefold(), record.get("lang")) for record in debian_archive.held_out_records(folders)
+                if isinstance(record["query"], str)}
+        before = len(chosen["train"])
+        chosen["train"] = {key: value for key, value in chosen["train"].items() if (key[0].casefold(), key[1]) not in held}
+        held_corpora, held_removed = [folder.name for folder in folders], before - len(chosen["train"])
+
     output = pathlib.Path(arguments.output)
     output.mkdir(parents=True, exist_ok=True)
     rng = random.Random(arguments.seed)
@@ -366,6 +384,7 @@ def main(argv=None):
         "groups_per_split": {split: sum(1 for s in split_of_group.values() if s == split) for split in SPLITS},
         "pairs": counts,
         "removed_from_dev_and_test_as_leaks": {split: leaked[split] for split in ("dev", "test")},
+        "removed_from_train_as_held_out_pairs": {"corpora": held_corpora, "pairs": held_removed},
         "dropped_pairs": dict(sorted(dropped.items())),
         "files": files,
         "source": {

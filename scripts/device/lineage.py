@@ -513,7 +513,7 @@ def print_summary(report):
     for row in summary_rows(report):
         print(f"{row[0]:18} {row[1]:25} {row[2]:16} " + " ".join(f"{cell(value):>7}" for value in row[3:]))
     for embedder, value in report.get("dev_r1", {}).items():
-        print(f"dev R@1 (both directions, widest) {embedder}: every set {value}, the six text sets {report.get('dev_r1_text', {}).get(embedder)}, "
+        print(f"dev R@1 (both directions, widest) {embedder}: the rule's sets {value}, the six text sets {report.get('dev_r1_text', {}).get(embedder)}, "
               f"the new picture sets {report.get('dev_r1_new', {}).get(embedder)}")
     print(f"ships: {report.get('best_ship')}")
     for embedder, rank in report["ranks"].items():

@@ -157,3 +157,28 @@ def test_manifest_and_determinism(corpus, tmp_path):
     run(root, again)
     for name in manifest["files"]:
         assert (again / name).read_bytes() == (output / name).read_bytes()
+
+
+def test_held_out_pairs_of_another_corpus_leave_train_only(corpus, tmp_path):
+    """--held-out-pairs: another corpus's dev and test (English, language) pairs leave train, and dev and test stay byte
+    for byte; the control, the same pair in another language, stays."""
+    root, splits = corpus
+    record = next(r for r in splits["train"] if r["lang"] == "de")
+    other = tmp_path / "other"
+    other.mkdir()
+    held = [{"query": record["query"].upper(), "positives": ["x"], "lang": "de"}]
+    (other / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in held), encoding="utf-8")
+    gettext_pairs.main(["--locale-root", str(root / "locale"), "--output", str(tmp_path / "out"), "--languages", "de,fr,pt",
+                        "--dev-fraction", "0.25", "--test-fraction", "0.25", "--no-dpkg", "--seed", "3",
+                        "--held-out-pairs", str(other)])
+    train = [json.loads(line) for line in (tmp_path / "out" / "train.jsonl").open(encoding="utf-8")]
+    assert len(train) == len(splits["train"]) - 1
+    assert not any(r["query"] == record["query"] and r["lang"] == "de" for r in train)
+    assert any(r["query"] == record["query"] and r["lang"] == "fr" for r in train)  # the same string in French stays
+    for name in ("dev.jsonl", "test.jsonl"):
+        assert (tmp_path / "out" / name).read_bytes() == (root / "out" / name).read_bytes()
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["removed_from_train_as_held_out_pairs"] == {"corpora": ["other"], "pairs": 1}
+    with pytest.raises(SystemExit, match="holds no dev.jsonl or test.jsonl"):
+        gettext_pairs.main(["--locale-root", str(root / "locale"), "--output", str(tmp_path / "out2"), "--no-dpkg",
+                            "--held-out-pairs", str(tmp_path / "missing")])
