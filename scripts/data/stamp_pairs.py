@@ -6,8 +6,8 @@ one-sentence description translated by people into dozens of languages). A stamp
 line is the English description and whose `LOCALE.utf8=TEXT` lines are its translations. One record
 per (stamp, language): English and each UForm language, one locale a language as gettext_pairs ranks
 them (pt before pt_BR, zh_CN for zh). Each picture is fitted into 368 px on its longer side (never
-enlarged), on white, or on mid grey where the picture itself is light. Stamps with the same English description (one letter in four lettering styles, six flowers) are one
-picture: the first by path, so no caption names two pictures. A stamp without a description (the
+enlarged), on white, or on mid grey where the picture itself is light. Stamps with the same English
+description (one letter in four lettering styles, six flowers) are one picture: the first by path, so no caption names two pictures. A stamp without a description (the
 `_mirror` copies) is left out. The held-out splits are larger than the other corpora's (10% dev, 15%
 test by default) so that picture -> caption asks a hundred pictures or more, not thirteen. Writes
 data/stamps/{train,dev,test}.jsonl, img/*.png, images.sha256 and manifest.json. Deterministic for a
