@@ -381,9 +381,10 @@ def stamp_text(path, english, translations):
 
 def write_stamp_tree(root):
     """24 described stamps in two categories (PNGs with transparent frames, every fifth an SVG, one
-    PNG beside an SVG of its stem, one 900 px wide, one light grey), a `_mirror` copy without a description, a second
-    stamp with stamp 3's English description, German, Portuguese (pt and pt_BR), Chinese (zh_CN and
-    zh_TW), a British English line, a locale outside the UForm languages and a caption of one letter."""
+    PNG beside an SVG of its stem, one 900 px wide, one light grey), a `_mirror` copy without a
+    description, a second stamp with stamp 3's English description, German, Portuguese (pt and
+    pt_BR), Chinese (zh_CN and zh_TW), a British English line, a locale outside the UForm languages
+    and a caption of one letter."""
     for index in range(24):
         stem = root / ("animals" if index % 2 else "food") / f"thing{index}"
         if index % 5 == 4:
@@ -419,7 +420,7 @@ def test_stamp_corpus(tmp_path):
     assert manifest["dropped"]["stamp: the same English description as an earlier stamp"] == 1
     assert manifest["dropped"]["stamp: no description"] == 1
     assert manifest["captions_per_language"] == {"de": 23, "en": 24, "pt": 24, "zh": 24}
-    for source, languages in by_source.items():  # each stamp and its captions in one split, one picture each
+    for source in by_source:  # each stamp and its captions in one split, one picture each
         owners = {(split, positive["image"]) for split in SPLITS for record in splits[split] if record["source"] == source
                   for positive in record["positives"]}
         assert len(owners) == 1, (source, owners)
