@@ -84,6 +84,19 @@ def queries(svgs, most_repeats):
     return found, dropped
 
 
+def renderer(fetched, rsvg_convert=None):
+    """(rsvg-convert path, its environment, its version): the one named, or the unpacked librsvg2-bin's, which
+    finds the unpacked librsvg2-2 first (cairo, pango ... are the system's)."""
+    environment = dict(os.environ)
+    if not rsvg_convert:
+        rsvg_convert = fetched["librsvg2-bin"]["root"] / RSVG_CONVERT
+        library = str(fetched["librsvg2-2"]["root"] / LIBRARY_FOLDER)
+        environment["LD_LIBRARY_PATH"] = ":".join(filter(None, [library, environment.get("LD_LIBRARY_PATH")]))
+    version = subprocess.run([str(rsvg_convert), "--version"], capture_output=True, text=True,
+                             env=environment).stdout.strip() or str(rsvg_convert)
+    return rsvg_convert, environment, version
+
+
 def renderer_command(rsvg_convert, size, background):
     """The rsvg-convert call (the SVG's path follows) that fits an SVG into size x size, keeping its aspect."""
     command = [str(rsvg_convert), "--keep-aspect-ratio", "--width", str(size), "--height", str(size), "--format", "png"]
@@ -131,12 +144,7 @@ def main(argv=None):
     local = {"openclipart-svg": arguments.svg_root, **{package: arguments.rsvg_convert for package in RENDERER_PACKAGES}}
     fetched = debian_archive.fetch_unless_local("clipart_pairs", local, arguments.scratch, arguments.refresh)
     svg_root = pathlib.Path(arguments.svg_root or fetched["openclipart-svg"]["root"] / SVG_ROOT)
-    environment = dict(os.environ)
-    rsvg_convert = arguments.rsvg_convert
-    if not rsvg_convert:  # the unpacked tool finds its unpacked library first; cairo, pango ... are the system's
-        rsvg_convert = fetched["librsvg2-bin"]["root"] / RSVG_CONVERT
-        library = str(fetched["librsvg2-2"]["root"] / LIBRARY_FOLDER)
-        environment["LD_LIBRARY_PATH"] = ":".join(filter(None, [library, environment.get("LD_LIBRARY_PATH")]))
+    rsvg_convert, environment, version = renderer(fetched, arguments.rsvg_convert)
     paths = sorted(svg_root.rglob("*.svg"))
     if not paths:
         sys.exit(f"clipart_pairs: no SVGs under {svg_root}")
@@ -162,8 +170,6 @@ def main(argv=None):
             stems.add(stem)
             positive = debian_archive.save_png(image, arguments.output, stem, images)
             groups[name] = [{"query": query, "positives": [positive], "source": name} for query in captions[name]]
-    version = subprocess.run([str(rsvg_convert), "--version"], capture_output=True, text=True,
-                             env=environment).stdout.strip() or str(rsvg_convert)
     debian_archive.build_image_corpus(
         "clipart_pairs", "clipart", arguments, groups, images,
         {"svgs": len(paths), "svgs_rendered": len(groups), "dropped": dict(sorted(dropped.items())),

@@ -15,9 +15,7 @@ seed. See docs/data.md.
 """
 
 import collections
-import os
 import pathlib
-import subprocess
 import sys
 import time
 
@@ -145,12 +143,7 @@ def main(argv=None):
              **{package: arguments.rsvg_convert for package in clipart_pairs.RENDERER_PACKAGES}}
     fetched = debian_archive.fetch_unless_local("stamp_pairs", local, arguments.scratch, arguments.refresh)
     root = pathlib.Path(arguments.stamp_root or fetched["tuxpaint-stamps-default"]["root"] / STAMP_ROOT)
-    environment = dict(os.environ)
-    rsvg_convert = arguments.rsvg_convert
-    if not rsvg_convert:  # the unpacked tool finds its unpacked library first
-        rsvg_convert = fetched["librsvg2-bin"]["root"] / clipart_pairs.RSVG_CONVERT
-        library = str(fetched["librsvg2-2"]["root"] / clipart_pairs.LIBRARY_FOLDER)
-        environment["LD_LIBRARY_PATH"] = ":".join(filter(None, [library, environment.get("LD_LIBRARY_PATH")]))
+    rsvg_convert, environment, version = clipart_pairs.renderer(fetched, arguments.rsvg_convert)
     languages = set(arguments.languages.split(","))
     unknown = languages - {"en", *DEFAULT_LANGUAGES}
     if unknown:
@@ -178,8 +171,6 @@ def main(argv=None):
         positive = debian_archive.save_png(image, arguments.output, name, images)
         groups[stem] = [{"query": caption, "positives": [positive], "lang": language, "source": stem}
                         for language, caption in sorted(captions.items(), key=lambda item: item[0] != "en")]
-    version = subprocess.run([str(rsvg_convert), "--version"], capture_output=True, text=True,
-                             env=environment).stdout.strip() or str(rsvg_convert)
     per_language = collections.Counter(record["lang"] for records in groups.values() for record in records)
     debian_archive.build_image_corpus(
         "stamp_pairs", "stamps", arguments, groups, images,
