@@ -18,6 +18,7 @@ import collections
 import pathlib
 import sys
 import time
+import unicodedata
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import clipart_pairs  # noqa: E402
@@ -28,6 +29,14 @@ STAMP_ROOT = "usr/share/tuxpaint/stamps"
 PICTURE_SUFFIXES = (".png", ".svg")  # a PNG is taken over an SVG of the same stem: it needs no renderer
 TRANSLATION = ".utf8="
 LIGHT_LUMA, LIGHT_BACKGROUND = 200, (128, 128, 128, 255)
+WORD_SIGNS = ("CJK UNIFIED IDEOGRAPH", "CJK COMPATIBILITY IDEOGRAPH", "HANGUL SYLLABLE", "HIRAGANA", "KATAKANA")
+
+
+def too_short(caption):
+    """True for a caption of fewer than 2 letters, unless its one letter is a CJK ideograph, a Hangul
+    syllable or a kana (a word by itself: 꽃 "flower", 熊 "bear"); a lone Latin "A" or a digit says nothing."""
+    letters = [character for character in caption if character.isalpha()]
+    return len(letters) < 2 and not (letters and unicodedata.name(letters[0], "").startswith(WORD_SIGNS))
 
 
 def read_descriptions(path):
@@ -68,7 +77,7 @@ def stamps(root):
 
 def captioned(found, languages, dropped):
     """{stem: (picture path, {language: caption})} of the stamps with a description, one stamp per
-    distinct English description (the first by stem), captions with fewer than 2 letters left out."""
+    distinct English description (the first by stem), too_short captions left out."""
     kept, owner = {}, {}
     for stem, picture, text in found:
         if text is None:
@@ -78,8 +87,8 @@ def captioned(found, languages, dropped):
         for language, caption in read_descriptions(text).items():
             if language not in languages:
                 continue
-            if sum(character.isalpha() for character in caption) < 2:
-                dropped[f"{language}: fewer than 2 letters"] += 1
+            if too_short(caption):
+                dropped[f"{language}: fewer than 2 letters (not one CJK or Hangul word sign)"] += 1
                 continue
             captions[language] = caption
         if "en" not in captions:
@@ -107,28 +116,37 @@ def on_background(image):
     return Image.alpha_composite(Image.new("RGBA", image.size, shade), image).convert("RGB")
 
 
-def picture(path, command, environment, size):
-    """(RGB Pillow image at most size x size, None), or (None, reason)."""
+def opened(source, size, kind):
+    """(RGBA Pillow image of a path or file object, at most size x size, None), or (None, reason)."""
     from PIL import Image
 
-    if path.suffix.lower() == ".svg":
-        image, reason = clipart_pairs.rasterize(path, command, environment, size, "transparent")
-        if image is None:
-            return None, reason
-    else:
-        try:
-            with Image.open(path) as opened:
-                image = opened.convert("RGBA")
-        except OSError as error:
-            return None, f"PNG: unreadable ({type(error).__name__})"
-        if max(image.size) > size:  # never enlarged: the patch grid resizes at encode time
-            image.thumbnail((size, size), Image.Resampling.LANCZOS)
+    try:
+        with Image.open(source) as image:
+            image = image.convert("RGBA")
+    except OSError as error:
+        return None, f"{kind}: unreadable ({type(error).__name__})"
+    if max(image.size) > size:  # never enlarged: the patch grid resizes at encode time
+        image.thumbnail((size, size), Image.Resampling.LANCZOS)
+    return image, None
+
+
+def composited(image):
+    """(on_background of an RGBA picture, None), or (None, reason) where nothing of it would be seen."""
     if image.getextrema()[3][1] == 0:
         return None, "picture: fully transparent (nothing visible)"
     image = on_background(image)
     if all(low == high for low, high in image.getextrema()):
         return None, "picture: one colour (nothing visible)"
     return image, None
+
+
+def picture(path, command, environment, size):
+    """(RGB Pillow image at most size x size, None), or (None, reason)."""
+    if path.suffix.lower() == ".svg":
+        image, reason = clipart_pairs.rasterize(path, command, environment, size, "transparent")
+    else:
+        image, reason = opened(path, size, "PNG")
+    return composited(image) if image is not None else (None, reason)
 
 
 def main(argv=None):
