@@ -19,7 +19,8 @@ sys.path.insert(0, str(ROOT / "scripts" / "data"))
 import image_records  # noqa: E402
 import lineage  # noqa: E402
 
-WHOLE = ("gcide", "manpages", "foldoc", "manpages-wide", "manpages-wider", "emoji", "flags", "fashion", "clipart", "stamps")
+WHOLE = ("gcide", "manpages", "foldoc", "manpages-wide", "manpages-wider", "emoji", "flags", "fashion", "clipart", "stamps",
+         "gcompris")
 SPREADS = lineage.TEXT_SETS + tuple(name for name in lineage.NEW_SETS if name not in WHOLE)  # CLDR, GNOME's help, the manuals
 
 
@@ -30,7 +31,8 @@ def whole_split(name, output):
         print(f"recall_sets: {source} is missing: skipped (build the corpus first, docs/data.md)")
         return None
     target = output / name
-    target.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)  # a rebuilt corpus's old pictures go
+    target.mkdir(parents=True)
     shutil.copyfile(source, target / "test.jsonl")
     paths = image_records.image_paths(source)  # each image side once; a line that is not JSON named
     for path in paths:

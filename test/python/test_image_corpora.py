@@ -1,5 +1,5 @@
 # test_image_corpora.py: the image <-> caption corpus scripts of scripts/data (emoji_pairs,
-# flag_pairs, fashion_pairs, clipart_pairs, stamp_pairs and the image helpers of debian_archive) on small trees
+# flag_pairs, fashion_pairs, clipart_pairs, stamp_pairs, gcompris_pairs and the image helpers of debian_archive) on small trees
 # written here, offline: records of the documented shape with image paths relative to the shard,
 # groups kept whole (skin tones with their emoji), no caption and no image (by sha256) in two
 # splits, with planted leaks (one picture in two groups, one caption in two groups) that the check
@@ -14,6 +14,7 @@ import json
 import pathlib
 import struct
 import sys
+import zlib
 
 import numpy
 import pytest
@@ -27,6 +28,7 @@ import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
 import fashion_pairs  # noqa: E402
 import flag_pairs  # noqa: E402
+import gcompris_pairs  # noqa: E402
 import stamp_pairs  # noqa: E402
 from test_corpora import check_manifest, leaks, read_splits  # noqa: E402
 from test_data_gettext import write_mo  # noqa: E402
@@ -396,6 +398,8 @@ def write_stamp_tree(root):
                         ("zh_CN", f"东西 {index}")]
         if index == 8:
             translations[1] = ("de", "D!")
+        if index == 9:  # one ideograph is a word ("flower"): kept, unlike German's one letter
+            translations[-1] = ("zh_CN", "花")
         stamp_text(stem.with_suffix(".txt"), f"A thing number {index}.", translations)
     svg(root / "food" / "thing2.svg", "vector twin of thing 2", fill="00ff00")  # the PNG of this stem is read
     png(root / "food" / "thing2_mirror.png", colour(2), size=(40, 30))  # no description: left out
@@ -415,7 +419,8 @@ def test_stamp_corpus(tmp_path):
     for record in every:
         by_source[record["source"]][record["lang"]] = record["query"]
     assert by_source["food/thing0"] == {"en": "A thing number 0.", "de": "Ding 0", "pt": "Coisa 0", "zh": "东西 0"}
-    assert "de" not in by_source["food/thing8"] and manifest["dropped"]["de: fewer than 2 letters"] == 1
+    assert "de" not in by_source["food/thing8"] and by_source["animals/thing9"]["zh"] == "花"
+    assert manifest["dropped"]["de: fewer than 2 letters (not one CJK or Hangul word sign)"] == 1
     assert "zoo/again" not in by_source and "food/thing2_mirror" not in by_source and len(by_source) == 24
     assert manifest["dropped"]["stamp: the same English description as an earlier stamp"] == 1
     assert manifest["dropped"]["stamp: no description"] == 1
@@ -437,6 +442,11 @@ def test_stamp_corpus(tmp_path):
     assert len({split for split in SPLITS if splits[split]}) == 3
 
 
+def test_too_short_keeps_one_word_sign_only():
+    assert [stamp_pairs.too_short(text) for text in ("꽃", "花", "ね", "クマ", "Ox")] == [False] * 5
+    assert [stamp_pairs.too_short(text) for text in ("A", "D!", "7", "", "、", "Ä.")] == [True] * 6
+
+
 def test_stamp_corpus_names_a_bad_description(tmp_path):
     write_stamp_tree(tmp_path / "stamps")
     (tmp_path / "stamps" / "food" / "thing0.txt").write_bytes(b"A thing\nde.utf8=\xff\xfe\n")
@@ -449,9 +459,158 @@ def test_stamp_corpus_names_a_bad_description(tmp_path):
                           "--output", str(tmp_path / "out")])
 
 
+# ---- GCompris's activities -------------------------------------------------------------------
+
+def write_rcc(path, files):
+    """A Qt resource file (format 3) of {"/a/b/name": bytes}, every fourth node's file zlib-compressed."""
+    root = {}
+    for name, content in files.items():
+        node = root
+        *folders, leaf = name.strip("/").split("/")
+        for folder in folders:
+            node = node.setdefault(folder, {})
+        node[leaf] = content
+    entries, first_child, position = [("", root)], {}, 0
+    while position < len(entries):  # breadth first: a directory's children get consecutive indices
+        if isinstance(entries[position][1], dict):
+            first_child[position] = len(entries)
+            entries.extend(sorted(entries[position][1].items()))
+        position += 1
+    names, data, tree = bytearray(), bytearray(), bytearray()
+    for index, (name, node) in enumerate(entries):
+        name_at = len(names)
+        if index:
+            names.extend(struct.pack(">HI", len(name), 0) + name.encode("utf-16-be"))
+        if isinstance(node, dict):
+            tree.extend(struct.pack(">IHII", name_at, 2, len(node), first_child[index]) + bytes(8))
+        else:
+            compressed = index % 4 == 0
+            blob = struct.pack(">I", len(node)) + zlib.compress(node) if compressed else node
+            tree.extend(struct.pack(">IHHHI", name_at, int(compressed), 0, 0, len(data)) + bytes(8))
+            data.extend(struct.pack(">I", len(blob)) + blob)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"qres" + struct.pack(">IIIII", 3, 24, 24 + len(tree) + len(names), 24 + len(tree), 0) + tree + names + data)
+
+
+def write_qm(path, messages):
+    """A Qt .qm catalogue of [(context, source, translation)]: a language section, then the messages."""
+    body = bytearray()
+    for context, source, translation in messages:
+        text = translation.encode("utf-16-be")
+        body.extend(struct.pack(">BI", 3, len(text)) + text + struct.pack(">BI", 8, 0))
+        for tag, value in ((6, source), (7, context)):
+            body.extend(struct.pack(">BI", tag, len(value.encode())) + value.encode())
+        body.append(1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(gcompris_pairs.QM_MAGIC + struct.pack(">BI", 0xA7, 2) + b"de" + struct.pack(">BI", 0x69, len(body)) + body)
+
+
+def webp(colour, size=(40, 30)):
+    image = Image.new("RGBA", size, (0, 0, 0, 0))
+    image.paste(colour, (2, 2, size[0] - 2, size[1] - 2))
+    out = io.BytesIO()
+    image.save(out, format="WEBP", lossless=True)
+    return out.getvalue()
+
+
+def board(entries):
+    """An explore board's QML: entries of (image2 resource, title, text, text2)."""
+    items = ",\n".join(f'''        {{
+            "image": "qrc:/question.svg",
+            "title": qsTr("{title}"),
+            "text": qsTr("{text}"),
+            "image2": "qrc:{image}",
+            "text2": qsTr("{text2}"),
+            "x": 0.5
+        }}''' for image, title, text, text2 in entries)
+    return f"import QtQuick 2.12\nQtObject {{\n    property var tab : [\n{items}\n    ]\n}}\n".encode()
+
+
+def write_gcompris_tree(root):
+    """The four resource files gcompris_pairs reads, small: 14 vocabulary pictures named in English,
+    German (de), Portuguese (pt_BR and pt), Chinese (zh_CN and zh_TW) and Hindi (a one-letter name), one
+    picture without an English name; two explore boards (the second a light picture), their texts
+    translated by German and Brazilian Portuguese catalogues, one entry's text under another board's
+    context; categorization with two hammers (the first kept), a measuring tape and an alphabet letter (left out)."""
+    words = "/gcompris/src/activities/lang/resource/"
+    lang = {f"{words}words_sample/thing{index}.webp": webp(colour(index + 1)) for index in range(15)}
+    tables = {"en": {f"thing{index}.ogg": f"thing number {index}" for index in range(14)},
+              "de": {f"thing{index}.ogg": f"Ding {index}" for index in range(14)},
+              "pt_BR": {f"thing{index}.ogg": f"coisa {index} (Brasil)" for index in range(14)},
+              "pt": {f"thing{index}.ogg": f"coisa {index}" for index in range(14)},
+              "zh_CN": {"thing3.ogg": "花", "thing4.ogg": "东西"}, "zh_TW": {"thing3.ogg": "東西"},
+              "hi": {"thing5.ogg": "क"}}
+    lang.update({f"{words}content-{locale}.json": json.dumps(table, ensure_ascii=False).encode() for locale, table in tables.items()})
+    write_rcc(root / "rcc" / "lang.rcc", lang)
+    for number, activity in enumerate(gcompris_pairs.EXPLORE):
+        folder = f"/gcompris/src/activities/{activity}/resource/"
+        entries = [(f"{folder}animals/beast{index}.webp", f"Beast {number}{index}", f"The beast {number}{index} says hello.",
+                    f"Beast {number}{index}" if index == 1 else f"It has {number}{index} legs") for index in range(3)]
+        files = {f"{folder}animals/beast{index}.webp": webp((240, 240, 235, 255) if number == 1 and index == 2 else
+                                                            colour(20 + 3 * number + index)) for index in range(3)}
+        files[f"{folder}board/board{number + 1}.qml"] = board(entries)
+        write_rcc(root / "rcc" / f"{activity}.rcc", files)
+    folder = gcompris_pairs.CATEGORY_FOLDER
+    write_rcc(root / "rcc" / "categorization.rcc",
+              {f"{folder}tools/hammer1.webp": webp(colour(50)), f"{folder}tools/hammer2.webp": webp(colour(51)),
+               f"{folder}tools/measuringTape3.webp": webp(colour(52)), f"{folder}alphabets/a.webp": webp(colour(53)),
+               f"{folder}tools/README": b"not a picture"})
+    write_qm(root / "translations" / "gcompris_de.qm",
+             [("board1", "Beast 00", "Bestie 00"), ("board1", "The beast 00 says hello.", "Die Bestie 00 grüßt."),
+              ("board2", "Beast 01", "Bestie 01 (falscher Kontext)")])
+    write_qm(root / "translations" / "gcompris_pt_BR.qm", [("board1", "Beast 00", "Besta 00")])
+
+
+def test_gcompris_corpus(tmp_path):
+    write_gcompris_tree(tmp_path / "gc")
+    arguments = ["--data-root", str(tmp_path / "gc"), "--languages", "en,de,pt,zh,hi", "--seed", "2",
+                 "--dev-fraction", "0.2", "--test-fraction", "0.2", "--size", "32"]
+    splits, manifest, every = build_twice(gcompris_pairs.main, arguments, tmp_path)
+    by_source = collections.defaultdict(lambda: collections.defaultdict(list))
+    for record in every:
+        by_source[record["source"]][record["lang"]] = sorted([*by_source[record["source"]][record["lang"]], record["query"]])
+    assert by_source["words/thing3"] == {"en": ["thing number 3"], "de": ["Ding 3"], "pt": ["coisa 3"], "zh": ["花"]}
+    assert by_source["words/thing4"]["zh"] == ["东西"] and "hi" not in by_source["words/thing5"]
+    assert "words/thing14" not in by_source and manifest["dropped"]["words: no English name"] == 1
+    beast = by_source["explore_farm_animals/beast0"]  # title, second text, text; translated where the board's context has it
+    assert beast == {"en": ["Beast 00", "It has 00 legs", "The beast 00 says hello."], "de": ["Bestie 00", "Die Bestie 00 grüßt."],
+                     "pt": ["Besta 00"]}
+    assert by_source["explore_farm_animals/beast1"] == {"en": ["Beast 01", "The beast 01 says hello."]}  # text2 == title: once
+    assert by_source["categorization/hammer"] == {"en": ["hammer"]}
+    assert set(by_source) >= {"categorization/measuring tape"} and not any("/a" == key[-2:] for key in by_source)
+    hammers = [record for record in every if record["source"] == "categorization/hammer"]
+    assert len(hammers) == 1 and hammers[0]["positives"][0]["image"] == "img/categorization-hammer1.png"
+    assert manifest["dropped"]["categorization: another picture of a name taken"] == 1
+    assert manifest["groups_per_source"] == {"categorization": 2, "explore_farm_animals": 3, "explore_monuments": 3,
+                                             "explore_world_animals": 3, "explore_world_music": 3, "words": 14}
+    pictures = {record["source"]: tmp_path / "out" / record["positives"][0]["image"] for record in every}
+    with Image.open(pictures["words/thing3"]) as image:  # the transparent frame on white, shrunk to --size
+        assert image.mode == "RGB" and image.size == (32, 24) and image.getpixel((0, 0)) == (255, 255, 255)
+        assert image.getpixel((16, 12)) == colour(4)[:3]
+    with Image.open(pictures["explore_world_animals/beast2"]) as image:  # a light picture on grey
+        assert image.getpixel((0, 0)) == stamp_pairs.LIGHT_BACKGROUND[:3]
+
+
+def test_gcompris_readers_name_a_bad_file(tmp_path):
+    write_gcompris_tree(tmp_path / "gc")
+    lang = tmp_path / "gc" / "rcc" / "lang.rcc"
+    blob = lang.read_bytes()
+    lang.write_bytes(blob[: len(blob) // 2])
+    with pytest.raises(SystemExit, match=r"lang\.rcc: truncated"):
+        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+    lang.write_bytes(b"qrez" + blob[4:])
+    with pytest.raises(SystemExit, match=r"lang\.rcc: not a Qt resource file"):
+        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+    lang.write_bytes(blob)
+    catalogue = tmp_path / "gc" / "translations" / "gcompris_de.qm"
+    catalogue.write_bytes(catalogue.read_bytes()[:-9])
+    with pytest.raises(SystemExit, match=r"gcompris_de\.qm: truncated"):
+        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+
+
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
-@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps"])
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():

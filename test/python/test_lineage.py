@@ -160,22 +160,43 @@ def test_fuse_eval_scores_the_split_named_at_every_weight(cli, tmp_path, monkeyp
         assert all(isinstance(value, float) for value in row.values()), row
 
 
-def test_dev_pick_leaves_the_new_picture_sets_out_of_the_rule():
-    """The rule's mean is every dev set but NEW_IMAGE_SETS (scored beside it); a missing report reads None."""
+def test_dev_pick_means_the_rule_sets_only():
+    """dev_r1 is the mean over the rule's sets alone; round 12's rule (every set but NEW_IMAGE_SETS), the text
+    sets and the new picture sets are reported beside it; a missing report reads None."""
     def report(r1_forward, r1_back):
         return {"rows": [{"method": "model", "language": "all", "direction": d, "width": w, "recall@1": r - (w < 256) * 0.1}
                          for d, r in (("query->positive", r1_forward), ("positive->query", r1_back)) for w in (64, 256)]}
-    names = ["gettext", "emoji", *lineage.NEW_IMAGE_SETS]
+    names = ["gettext", "emoji", "flags", *lineage.NEW_IMAGE_SETS]
+    rule = ["gettext", "emoji", *lineage.NEW_IMAGE_SETS]
     results = {f"dev-a-{n}": report(0.5, 0.7) for n in names} | {f"dev-b-{n}": report(0.55, 0.7) for n in names}
-    for name in lineage.NEW_IMAGE_SETS:  # b is far better on the new sets, worse on the rule's
-        results[f"dev-a-{name}"], results[f"dev-b-{name}"] = report(0.1, 0.1), report(0.9, 0.9)
-    results["dev-b-emoji"] = report(0.3, 0.3)
-    picked = lineage.dev_pick(results, ["a", "b"], names)
-    assert picked["dev_r1"] == {"a": pytest.approx(0.6), "b": pytest.approx((0.55 + 0.7 + 0.3 + 0.3) / 4)}
+    for name in lineage.NEW_IMAGE_SETS:  # b is better on the new sets
+        results[f"dev-a-{name}"], results[f"dev-b-{name}"] = report(0.1, 0.1), report(0.3, 0.3)
+    results["dev-b-flags"] = report(0.0, 0.0)  # and far worse on the small set the rule leaves out
+    picked = lineage.dev_pick(results, ["a", "b"], names, rule)
+    assert picked["dev_r1"] == {"a": pytest.approx((1.2 + 1.2 + 0.2 * len(lineage.NEW_IMAGE_SETS)) / (4 + 2 * len(lineage.NEW_IMAGE_SETS))),
+                                "b": pytest.approx((1.25 + 1.25 + 0.6 * len(lineage.NEW_IMAGE_SETS)) / (4 + 2 * len(lineage.NEW_IMAGE_SETS)))}
+    assert picked["dev_r1"]["b"] > picked["dev_r1"]["a"]
+    # The control: with flags in the rule (round 12's rule), a would be picked.
+    assert picked["dev_r1_round12"]["a"] > picked["dev_r1_round12"]["b"]
     assert picked["dev_r1_text"] == {"a": pytest.approx(0.6), "b": pytest.approx(0.625)}
-    assert picked["dev_r1_new"] == {"a": pytest.approx(0.1), "b": pytest.approx(0.9)}
-    # The control: with the new sets in the rule, b would be picked.
-    assert lineage.dev_mean(results, "b", names) > lineage.dev_mean(results, "a", names)
+    assert picked["dev_r1_new"] == {"a": pytest.approx(0.1), "b": pytest.approx(0.3)}
     del results["dev-a-emoji"]
-    assert lineage.dev_pick(results, ["a"], names)["dev_r1"] == {"a": None}
-    assert lineage.dev_pick(results, ["a"], ["gettext"])["dev_r1_new"] == {"a": None}  # no new set built: None, not a division by zero
+    assert lineage.dev_pick(results, ["a"], names, rule)["dev_r1"] == {"a": None}
+    assert lineage.dev_pick(results, ["a"], ["gettext"], ["gettext"])["dev_r1_new"] == {"a": None}  # no new set built: None
+
+
+def test_rule_sets_leave_out_a_set_with_few_items_either_way(tmp_path):
+    """A dev set enters the rule when both directions rank at least RULE_LEAST_ITEMS distinct items: few
+    pictures (flags) or few captions (Fashion-MNIST) leave it out; repeated texts and pictures count once."""
+    least = lineage.RULE_LEAST_ITEMS
+
+    def write(name, queries, pictures):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"query": queries[i % len(queries)], "positives": [{"image": f"img/{i % pictures}.png"}]}) + "\n"
+                                for i in range(3 * least)))
+        return path
+    dev = {"wide": write("wide", [f"caption {i}" for i in range(least)], least),
+           "few-pictures": write("few-pictures", [f"caption {i}" for i in range(3 * least)], least - 1),
+           "few-captions": write("few-captions", [f"caption {i}" for i in range(least - 1)], 3 * least)}
+    assert lineage.distinct_items(dev["few-pictures"]) == (3 * least, least - 1)
+    assert lineage.rule_sets(dev) == ["wide"]
