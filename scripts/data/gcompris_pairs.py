@@ -65,9 +65,12 @@ def read_rcc(path):
     if version not in (1, 2, 3):
         raise ValueError(f"{path}: rcc format {version} (1 to 3 are read)")
     node_size = 14 if version == 1 else 22  # formats 2 and 3 add an 8-byte modification time
-    found, pending = {}, [(0, "")]
+    found, pending, seen = {}, [(0, "")], set()
     while pending:
         index, prefix = pending.pop()
+        if index in seen:
+            raise ValueError(f"{path}: tree node {index} reached twice (corrupt tree)")
+        seen.add(index)
         offset = tree + index * node_size
         name_offset, flags = unpack(">IH", offset)
         name = ""

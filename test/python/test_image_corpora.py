@@ -608,6 +608,26 @@ def test_gcompris_readers_name_a_bad_file(tmp_path):
         gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
 
 
+@pytest.mark.parametrize("reader", ["rcc", "qm"])
+def test_gcompris_readers_survive_corrupt_bytes(tmp_path, reader):
+    """Random byte changes to a valid file: each read returns or raises ValueError naming the file, nothing else."""
+    write_gcompris_tree(tmp_path / "gc")
+    path = tmp_path / "gc" / ("rcc/explore_farm_animals.rcc" if reader == "rcc" else "translations/gcompris_de.qm")
+    read = gcompris_pairs.read_rcc if reader == "rcc" else gcompris_pairs.read_qm
+    blob, rng, failed = path.read_bytes(), numpy.random.default_rng(5), 0
+    for _ in range(300):
+        changed = bytearray(blob)
+        for position in rng.integers(0, len(blob), size=int(rng.integers(1, 4))):
+            changed[position] = int(rng.integers(0, 256))
+        path.write_bytes(bytes(changed))
+        try:
+            read(path)
+        except ValueError as error:
+            assert str(path) in str(error)
+            failed += 1
+    assert failed > 0  # some changes must be caught, or the check proves nothing
+
+
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
 @pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris"])
