@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 12,
+# Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 13,
 # docs/evaluation.md): the corpora (scripts/data/build_all.sh, the two wide man page corpora, the description
 # translations' mined negatives and family siblings, Tux Paint's stamps, GCompris's pictures), runs/recall, and the
 # seven packs under data/:
