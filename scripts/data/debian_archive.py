@@ -647,6 +647,48 @@ def package_folder(script, package, local, subfolder, scratch, refresh):
     return fetched["root"] / subfolder, [package_record(fetched)]
 
 
+def one_package_picture_corpus(script, corpus, description, package, subfolder, folder_help, collect, argv):
+    """The start of a picture corpus read from one package: parses argv (--languages, --output, 15 % dev and test
+    by default, --size, --local-root FOLDER to read instead of the package), fetches the package, runs
+    collect(folder, languages, dropped) (a ValueError or OSError, or nothing found, ends the script with its
+    message) and empties the image folder. Returns (arguments, what collect found, dropped, the manifest's
+    "source", the start time)."""
+    parser = corpus_parser(description, corpus, "comma-separated language codes")
+    parser.set_defaults(dev_fraction=0.15, test_fraction=0.15)
+    parser.add_argument("--local-root", help=f"{folder_help} to read instead of the package's")
+    parser.add_argument("--size", type=int, default=368, help="the longer side of each PNG at most, in pixels")
+    arguments = parser.parse_args(argv)
+    started = time.monotonic()
+    root, source = single_package(script, package, arguments.local_root, subfolder, arguments)
+    dropped = collections.Counter()
+    try:
+        found = collect(root, uform_languages(script, arguments.languages), dropped)
+    except (OSError, ValueError) as error:
+        sys.exit(f"{script}: {error}")
+    if not found:
+        sys.exit(f"{script}: nothing to keep under {root}")
+    fresh_image_folder(arguments.output)
+    return arguments, found, dropped, source, started
+
+
+def single_package(script, package, local, subfolder, arguments):
+    """(folder to read, the manifest's "source") of a corpus read from one package: package_folder, with the
+    local folder named in the source when one was given."""
+    root, entries = package_folder(script, package, local, subfolder, arguments.scratch, arguments.refresh)
+    return root, {"packages": entries, "local": {package: str(local)} if local else {}}
+
+
+def uform_languages(script, text):
+    """The set of a comma-separated --languages value; ends the script naming any not English or a UForm language."""
+    from gettext_pairs import DEFAULT_LANGUAGES
+
+    languages = set(text.split(","))
+    unknown = languages - {"en", *DEFAULT_LANGUAGES}
+    if unknown:
+        sys.exit(f"{script}: --languages: {', '.join(sorted(unknown))} not among en and {' '.join(DEFAULT_LANGUAGES)}")
+    return languages
+
+
 def image_source(fetched, local):
     """The manifest's "source": the packages fetched, and the local folders read instead of the others."""
     return {"packages": [package_record(details) for details in fetched.values()],

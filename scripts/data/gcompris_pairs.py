@@ -25,13 +25,12 @@ import pathlib
 import re
 import struct
 import sys
-import time
 import zlib
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
 import stamp_pairs  # noqa: E402
-from gettext_pairs import DEFAULT_LANGUAGES, locale_language, locale_rank  # noqa: E402
+from gettext_pairs import locale_language, locale_rank  # noqa: E402
 
 PACKAGE = "gcompris-qt-data"
 DATA_ROOT = "usr/share/gcompris-qt"
@@ -196,7 +195,8 @@ def webp_picture(blob, size):
 
 
 def collect(root, languages, dropped):
-    """[(group, source, [(resource, rcc name)], {language: [caption]})]: every picture set with its captions."""
+    """[(group, source, [(resource, rcc path)], {language: [caption]})]: every picture set with its captions."""
+    languages = languages | {"en"}
     rcc_folder, catalogues = root / "rcc", {}
     for path in sorted((root / "translations").glob("gcompris_*.qm")):
         catalogues[path.stem.removeprefix("gcompris_")] = path
@@ -232,7 +232,7 @@ def collect(root, languages, dropped):
         if "en" not in captions:
             dropped["words: no English name"] += 1
             continue
-        found.append((f"words/{stem}", "words", [(resource, WORDS[0])], captions))
+        found.append((f"words/{stem}", "words", [(resource, rcc_folder / WORDS[0])], captions))
 
     for activity in EXPLORE:
         files = read_rcc(rcc_folder / f"{activity}.rcc")
@@ -248,7 +248,7 @@ def collect(root, languages, dropped):
             if "en" not in captions:
                 dropped["explore: no English caption"] += 1
                 continue
-            found.append((f"{activity}/{pathlib.PurePosixPath(resource).stem}", "explore", [(resource, f"{activity}.rcc")], captions))
+            found.append((f"{activity}/{pathlib.PurePosixPath(resource).stem}", "explore", [(resource, rcc_folder / f"{activity}.rcc")], captions))
 
     files = read_rcc(rcc_folder / "categorization.rcc")
     by_caption = collections.defaultdict(list)
@@ -259,7 +259,7 @@ def collect(root, languages, dropped):
             if stamp_pairs.too_short(caption):
                 dropped["categorization: no caption in the file name"] += 1
             else:
-                by_caption[caption].append((resource, "categorization.rcc"))
+                by_caption[caption].append((resource, rcc_folder / "categorization.rcc"))
     for caption, resources in sorted(by_caption.items()):
         dropped["categorization: another picture of a name taken"] += len(resources) - 1
         found.append((f"categorization/{caption}", "categorization", resources[:1], {"en": [caption]}))
@@ -267,38 +267,19 @@ def collect(root, languages, dropped):
 
 
 def main(argv=None):
-    parser = debian_archive.corpus_parser(__doc__.split("\n\n")[0], "gcompris", "comma-separated language codes")
-    parser.set_defaults(dev_fraction=0.15, test_fraction=0.15)
-    parser.add_argument("--data-root", help="a gcompris-qt data folder (rcc/, translations/) to read instead of the package's")
-    parser.add_argument("--size", type=int, default=368, help="the longer side of each PNG, in pixels")
-    arguments = parser.parse_args(argv)
-    started = time.monotonic()
-    local = {PACKAGE: arguments.data_root}
-    fetched = debian_archive.fetch_unless_local("gcompris_pairs", local, arguments.scratch, arguments.refresh)
-    root = pathlib.Path(arguments.data_root or fetched[PACKAGE]["root"] / DATA_ROOT)
-    languages = set(arguments.languages.split(","))
-    unknown = languages - {"en", *DEFAULT_LANGUAGES}
-    if unknown:
-        sys.exit(f"gcompris_pairs: --languages: {', '.join(sorted(unknown))} not among en and {' '.join(DEFAULT_LANGUAGES)}")
-    dropped = collections.Counter()
-    try:
-        found = collect(root, languages | {"en"}, dropped)
-    except (OSError, ValueError) as error:
-        sys.exit(f"gcompris_pairs: {error}")
-    if not found:
-        sys.exit(f"gcompris_pairs: no captioned pictures under {root}")
+    arguments, found, dropped, source, started = debian_archive.one_package_picture_corpus(
+        "gcompris_pairs", "gcompris", __doc__.split("\n\n")[0], PACKAGE, DATA_ROOT, "a gcompris-qt data folder (rcc/, translations/)", collect, argv)
     images, groups, stems, cache = {}, {}, set(), {}
-    debian_archive.fresh_image_folder(arguments.output)
-    for group, source, resources, captions in found:
+    for group, kind, resources, captions in found:
         positives = []
-        for resource, rcc_name in resources:
-            if rcc_name not in cache:
-                cache = {rcc_name: read_rcc(root / "rcc" / rcc_name)}  # one resource file held at a time
-            image, reason = webp_picture(cache[rcc_name][resource], arguments.size)
+        for resource, rcc in resources:
+            if rcc not in cache:
+                cache = {rcc: read_rcc(rcc)}  # one resource file held at a time
+            image, reason = webp_picture(cache[rcc][resource], arguments.size)
             if image is None:
                 dropped[reason] += 1
                 continue
-            name = debian_archive.safe_name(f"{source}-{pathlib.PurePosixPath(resource).stem}")
+            name = debian_archive.safe_name(f"{kind}-{pathlib.PurePosixPath(resource).stem}")
             while name in stems:
                 name += "_"
             stems.add(name)
@@ -318,7 +299,7 @@ def main(argv=None):
                   "entry's title, second text and text, translated by gcompris_LOCALE.qm; categorization: the file name",
          "image": f"the package's WebP pictures, at most {arguments.size} px on the longer side, composited on white, or on "
                   f"grey {stamp_pairs.LIGHT_BACKGROUND[:3]} where the visible pixels' mean luma is over {stamp_pairs.LIGHT_LUMA} (RGB)"},
-        debian_archive.image_source(fetched, local), started)
+        source, started)
 
 
 if __name__ == "__main__":

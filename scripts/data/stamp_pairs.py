@@ -23,7 +23,7 @@ import unicodedata
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import clipart_pairs  # noqa: E402
 import debian_archive  # noqa: E402
-from gettext_pairs import DEFAULT_LANGUAGES, locale_language, locale_rank  # noqa: E402
+from gettext_pairs import locale_language, locale_rank  # noqa: E402
 
 STAMP_ROOT = "usr/share/tuxpaint/stamps"
 PICTURE_SUFFIXES = (".png", ".svg")  # a PNG is taken over an SVG of the same stem: it needs no renderer
@@ -162,10 +162,7 @@ def main(argv=None):
     fetched = debian_archive.fetch_unless_local("stamp_pairs", local, arguments.scratch, arguments.refresh)
     root = pathlib.Path(arguments.stamp_root or fetched["tuxpaint-stamps-default"]["root"] / STAMP_ROOT)
     rsvg_convert, environment, version = clipart_pairs.renderer(fetched, arguments.rsvg_convert)
-    languages = set(arguments.languages.split(","))
-    unknown = languages - {"en", *DEFAULT_LANGUAGES}
-    if unknown:
-        sys.exit(f"stamp_pairs: --languages: {', '.join(sorted(unknown))} not among en and {' '.join(DEFAULT_LANGUAGES)}")
+    languages = debian_archive.uform_languages("stamp_pairs", arguments.languages)
     found = stamps(root)
     if not found:
         sys.exit(f"stamp_pairs: no PNG or SVG stamps under {root}")

@@ -52,7 +52,7 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_IMAGE_SETS = ("stamps", "gcompris")  # rounds 12 and 13's picture corpora (a missing one is skipped)
+NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
 RULE_LEAST_ITEMS = 30  # round 13's rule, fixed before it ran: a dev set ranking fewer distinct items either way is scored, not picked on
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
             "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 13,
 # docs/evaluation.md): the corpora (scripts/data/build_all.sh, the two wide man page corpora, the description
-# translations' mined negatives and family siblings, Tux Paint's stamps, GCompris's pictures), runs/recall, and the
-# seven packs under data/:
+# translations' mined negatives and family siblings, Tux Paint's stamps, GCompris's and Art4Apps's pictures),
+# runs/recall, and the seven packs under data/:
 #   pack-r6img  the four picture corpora (gzipped)      pack-r6a  gettext, LibreOffice, description translations
 #   pack-r6b    the other text corpora                  pack-r9w  the wide man page corpora
 #   pack-r10s   the description translations' family siblings   pack-r12st  Tux Paint's stamps (round 12)
@@ -33,6 +33,7 @@ step data/description-translations/train-negatives.siblings.jsonl python3 script
   data/description-translations/train-negatives.jsonl
 step data/stamps/manifest.json python3 scripts/data/stamp_pairs.py
 step data/gcompris/manifest.json python3 scripts/data/gcompris_pairs.py
+step data/art4apps/manifest.json python3 scripts/data/art4apps_pairs.py
 step runs/recall python3 scripts/device/recall_sets.py
 step data/pack-r6img/lineage-images.tar.gz bash -c "python3 scripts/data/device_pack.py ${mix[*]} --sources emoji,clipart,flags,fashion \
   --lossy clipart=30 --lossy emoji=75 --lossy flags=75 --output data/pack-r6img/lineage-images.tar && gzip -9 data/pack-r6img/lineage-images.tar"

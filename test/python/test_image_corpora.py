@@ -1,5 +1,6 @@
 # test_image_corpora.py: the image <-> caption corpus scripts of scripts/data (emoji_pairs,
-# flag_pairs, fashion_pairs, clipart_pairs, stamp_pairs, gcompris_pairs and the image helpers of debian_archive) on small trees
+# flag_pairs, fashion_pairs, clipart_pairs, stamp_pairs, gcompris_pairs, art4apps_pairs and the image helpers of
+# debian_archive) on small trees
 # written here, offline: records of the documented shape with image paths relative to the shard,
 # groups kept whole (skin tones with their emoji), no caption and no image (by sha256) in two
 # splits, with planted leaks (one picture in two groups, one caption in two groups) that the check
@@ -23,6 +24,7 @@ from PIL import Image
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import art4apps_pairs  # noqa: E402
 import clipart_pairs  # noqa: E402
 import debian_archive  # noqa: E402
 import emoji_pairs  # noqa: E402
@@ -563,7 +565,7 @@ def write_gcompris_tree(root):
 
 def test_gcompris_corpus(tmp_path):
     write_gcompris_tree(tmp_path / "gc")
-    arguments = ["--data-root", str(tmp_path / "gc"), "--languages", "en,de,pt,zh,hi", "--seed", "2",
+    arguments = ["--local-root", str(tmp_path / "gc"), "--languages", "en,de,pt,zh,hi", "--seed", "2",
                  "--dev-fraction", "0.2", "--test-fraction", "0.2", "--size", "32"]
     splits, manifest, every = build_twice(gcompris_pairs.main, arguments, tmp_path)
     by_source = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -581,6 +583,7 @@ def test_gcompris_corpus(tmp_path):
     hammers = [record for record in every if record["source"] == "categorization/hammer"]
     assert len(hammers) == 1 and hammers[0]["positives"][0]["image"] == "img/categorization-hammer1.png"
     assert manifest["dropped"]["categorization: another picture of a name taken"] == 1
+    assert manifest["source"] == {"packages": [], "local": {"gcompris-qt-data": str(tmp_path / "gc")}}
     assert manifest["groups_per_source"] == {"categorization": 2, "explore_farm_animals": 3, "explore_monuments": 3,
                                              "explore_world_animals": 3, "explore_world_music": 3, "words": 14}
     pictures = {record["source"]: tmp_path / "out" / record["positives"][0]["image"] for record in every}
@@ -597,15 +600,15 @@ def test_gcompris_readers_name_a_bad_file(tmp_path):
     blob = lang.read_bytes()
     lang.write_bytes(blob[: len(blob) // 2])
     with pytest.raises(SystemExit, match=r"lang\.rcc: truncated"):
-        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+        gcompris_pairs.main(["--local-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
     lang.write_bytes(b"qrez" + blob[4:])
     with pytest.raises(SystemExit, match=r"lang\.rcc: not a Qt resource file"):
-        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+        gcompris_pairs.main(["--local-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
     lang.write_bytes(blob)
     catalogue = tmp_path / "gc" / "translations" / "gcompris_de.qm"
     catalogue.write_bytes(catalogue.read_bytes()[:-9])
     with pytest.raises(SystemExit, match=r"gcompris_de\.qm: truncated"):
-        gcompris_pairs.main(["--data-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
+        gcompris_pairs.main(["--local-root", str(tmp_path / "gc"), "--output", str(tmp_path / "out")])
 
 
 @pytest.mark.parametrize("reader", ["rcc", "qm"])
@@ -628,9 +631,69 @@ def test_gcompris_readers_survive_corrupt_bytes(tmp_path, reader):
     assert failed > 0  # some changes must be caught, or the check proves nothing
 
 
+# ---- Art4Apps's pictures in pysiogame --------------------------------------------------------
+
+def write_art4apps_tree(root):
+    """Two categories of words with JPEG pictures: English, German, French (its animals list one item
+    short: left out for that category), Portuguese, an English (US) list that is not read, a word
+    without a picture and a German word of one letter."""
+    words = {"animals": ["cat", "baby rabbit", "dog", "owl", "ghost"], "food": [f"dish {index}" for index in range(8)]}
+    translations = {"de": {"animals": ["Katze", "Babyhase", "Hund", "E", "Geist"], "food": [f"Gericht {i}" for i in range(8)]},
+                    "fr": {"animals": ["chat", "lapereau", "chien", "hibou"], "food": [f"plat {i}" for i in range(8)]},
+                    "pt": {"animals": ["gato", "coelhinho", "cão", "coruja", "fantasma"], "food": [f"prato {i}" for i in range(8)]},
+                    "en_US": {"animals": ["US cat"] * 5, "food": ["US dish"] * 8}}
+
+    def lists(table):
+        return "# -*- coding: utf-8 -*-\n\nd = dict()\n" + "".join(f'd["a4a_{name}"] = {items!r}\n' for name, items in table.items())
+    (root / "i18n" / "custom" / "a4a_py").mkdir(parents=True)
+    (root / "i18n" / "custom" / "a4a_words.py").write_text(lists(words), encoding="utf-8")
+    for locale, table in translations.items():
+        (root / "i18n" / "custom" / "a4a_py" / f"{locale}.py").write_text(lists(table), encoding="utf-8")
+    for number, (category, items) in enumerate(words.items()):
+        for index, word in enumerate(items):
+            if word != "ghost":
+                path = root / "res" / "images" / "art4apps" / category / f"{word.replace(' ', '_')}.jpg"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                image = Image.new("RGB", (40, 40), colour(10 * number + index)[:3])
+                image.paste((255, 255, 255), (10, 10, 30, 30))  # two colours: a picture of one is dropped
+                image.save(path, quality=95)
+
+
+def test_art4apps_corpus(tmp_path):
+    write_art4apps_tree(tmp_path / "game")
+    arguments = ["--local-root", str(tmp_path / "game"), "--languages", "en,de,fr,pt", "--seed", "1",
+                 "--dev-fraction", "0.25", "--test-fraction", "0.25", "--size", "32"]
+    splits, manifest, every = build_twice(art4apps_pairs.main, arguments, tmp_path)
+    by_source = collections.defaultdict(dict)
+    for record in every:
+        by_source[record["source"]][record["lang"]] = record["query"]
+    assert by_source["animals/baby_rabbit"] == {"en": "baby rabbit", "de": "Babyhase", "pt": "coelhinho"}  # fr: one item short
+    assert by_source["food/dish_3"] == {"en": "dish 3", "de": "Gericht 3", "fr": "plat 3", "pt": "prato 3"}
+    assert "de" not in by_source["animals/owl"] and "animals/ghost" not in by_source and len(by_source) == 12
+    assert manifest["dropped"] == {"de: fewer than 2 letters (not one CJK or Hangul word sign)": 1,
+                                   "fr: a list of another length than the English (animals)": 1, "word: no picture of its name": 1}
+    assert manifest["source"] == {"packages": [], "local": {"pysiogame": str(tmp_path / "game")}}
+    with Image.open(tmp_path / "out" / next(record for record in every if record["source"] == "animals/cat")["positives"][0]["image"]) as image:
+        assert image.mode == "RGB" and image.size == (32, 32)  # shrunk to --size
+
+
+def test_art4apps_corpus_names_a_bad_list(tmp_path):
+    write_art4apps_tree(tmp_path / "game")
+    german = tmp_path / "game" / "i18n" / "custom" / "a4a_py" / "de.py"
+    german.write_text('d = dict()\nd["a4a_food"] = [name.upper() for name in ()]\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"de\.py:2: a4a_food is not a literal list"):
+        art4apps_pairs.main(["--local-root", str(tmp_path / "game"), "--output", str(tmp_path / "out")])
+    german.write_text('d = dict()\nd["a4a_food"] = ["Brot", 7]\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"de\.py:2: a4a_food is not a list of strings"):
+        art4apps_pairs.main(["--local-root", str(tmp_path / "game"), "--output", str(tmp_path / "out")])
+    german.write_text('d = dict(\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"de\.py: not readable as Python literals"):
+        art4apps_pairs.main(["--local-root", str(tmp_path / "game"), "--output", str(tmp_path / "out")])
+
+
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
-@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris"])
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():
