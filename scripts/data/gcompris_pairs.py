@@ -13,7 +13,7 @@ inside the package's Qt resource files (rcc/*.rcc, read by read_rcc):
 One record per (picture, language, caption); one locale a language as gettext_pairs ranks them (pt before
 pt_BR, zh_CN for zh, zh_TW left out). Pictures are fitted into 368 px on the longer side (never enlarged)
 and composited as stamp_pairs does (on white, on grey where light). A picture is one group: its captions
-stay in one split. 15 % dev, 15 % test by default, so each held-out split asks about fifty pictures.
+stay in one split. 15 % dev, 15 % test by default, so each held-out split asks 35 to 40 pictures.
 Writes data/gcompris/{train,dev,test}.jsonl, img/*.png, images.sha256 and manifest.json. Deterministic
 for a seed. See docs/data.md.
 """
