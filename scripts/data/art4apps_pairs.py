@@ -18,8 +18,8 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
-import gcompris_pairs  # noqa: E402
 import stamp_pairs  # noqa: E402
+from gettext_pairs import best_locales  # noqa: E402
 
 PACKAGE = "pysiogame"
 GAME_ROOT = "usr/share/games/pysiogame"
@@ -59,7 +59,7 @@ def collect(root, languages, dropped):
     english = read_lists(root / ENGLISH)
     locales = {path.stem: path for path in sorted((root / TRANSLATIONS).glob("*.py")) if not path.stem.startswith("_")}
     translated = {language: read_lists(locales[locale])
-                  for language, locale in gcompris_pairs.best_locales(locales, languages).items()}
+                  for language, locale in best_locales(locales, languages).items()}
     found = []
     for category, words in sorted(english.items()):
         aligned = {}

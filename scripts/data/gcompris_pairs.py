@@ -30,7 +30,7 @@ import zlib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import debian_archive  # noqa: E402
 import stamp_pairs  # noqa: E402
-from gettext_pairs import locale_language, locale_rank  # noqa: E402
+from gettext_pairs import best_locales  # noqa: E402
 
 PACKAGE = "gcompris-qt-data"
 DATA_ROOT = "usr/share/gcompris-qt"
@@ -145,17 +145,6 @@ def read_qm(path):
             else:
                 message[QM_TEXTS[kind]] = text.decode("utf-8", errors="replace")
     return found
-
-
-def best_locales(locales, languages):
-    """{language: locale} of the wanted languages, one locale a language (gettext_pairs' ranking)."""
-    chosen = {}
-    for locale in sorted(locales):
-        language = locale_language(locale)
-        if language in languages and language != "en" and \
-                (language not in chosen or locale_rank(language, locale) < locale_rank(language, chosen[language])):
-            chosen[language] = locale
-    return chosen
 
 
 def qml_text(escaped):

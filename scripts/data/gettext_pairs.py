@@ -48,6 +48,17 @@ def locale_rank(language, locale):
     return (listed.index(locale) if locale in listed else len(listed), locale)
 
 
+def best_locales(locales, languages):
+    """{language: locale}: for each wanted language but English, its preferred locale among `locales` (locale_rank)."""
+    chosen = {}
+    for locale in sorted(locales):
+        language = locale_language(locale)
+        if language in languages and language != "en" and \
+                (language not in chosen or locale_rank(language, locale) < locale_rank(language, chosen[language])):
+            chosen[language] = locale
+    return chosen
+
+
 def read_mo(path):
     """(msgid, msgstr) string pairs of a .mo file; plural entries give their singular forms and
     contexts ("ctxt\\x04msgid") are dropped from the key."""
