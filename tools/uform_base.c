@@ -513,8 +513,9 @@ int main(int argc, char **argv) {
         size_t used = strlen(datasets);
         char loss[48] = "";
         if (mixture.sources[i].loss_weight != 1.0) snprintf(loss, sizeof(loss), ", loss weight %g", mixture.sources[i].loss_weight);
-        if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g%s)", i ? ", " : "", mixture.sources[i].name,
-                     mixture.sources[i].weight, loss) >= (int)(sizeof(datasets) - used))
+        if (snprintf(datasets + used, sizeof(datasets) - used, "%s%s (weight %g%s%s)", i ? ", " : "", mixture.sources[i].name,
+                     mixture.sources[i].weight, loss, mixture.sources[i].flip_images ? ", images flipped" : "") >=
+            (int)(sizeof(datasets) - used))
             break; /* a long list is cut in the README; the mixture file holds it whole */
     }
     if (snprintf(warm_start, sizeof(warm_start), "%s", options.init_from ? source : options.resume ? "(resumed run)" : "none") >=

@@ -133,6 +133,10 @@ def plan(args):
             # sixth release as it is (round 12's growth added nothing); picked by RULE_LEAST_ITEMS' rule
             kept("everyday-keep", "mixtures/embedder_everyday.json"),
             kept("everyday-keep-heavy", "mixtures/embedder_everyday_heavy.json"),
+            # round 14: Art4Apps's drawings beside round 13's mixture, with the pictures of things mirrored in half their
+            # draws or not, from the seventh release
+            kept("art-keep", "mixtures/embedder_art.json"),
+            kept("art-flipped-keep", "mixtures/embedder_art_flipped.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 13,
+# Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 14,
 # docs/evaluation.md): the corpora (scripts/data/build_all.sh, the two wide man page corpora, the description
 # translations' mined negatives and family siblings, Tux Paint's stamps, GCompris's and Art4Apps's pictures),
-# runs/recall, and the seven packs under data/:
+# runs/recall, and the eight packs under data/:
 #   pack-r6img  the four picture corpora (gzipped)      pack-r6a  gettext, LibreOffice, description translations
 #   pack-r6b    the other text corpora                  pack-r9w  the wide man page corpora
 #   pack-r10s   the description translations' family siblings   pack-r12st  Tux Paint's stamps (round 12)
-#   pack-r13ev  the stamps and GCompris's pictures (round 13)
+#   pack-r13ev  the stamps and GCompris's pictures (round 13)   pack-r14art  those and Art4Apps's drawings (round 14)
 # A step whose output is there already is skipped, so a second run only finishes what is missing. About 45
 # minutes on two cores the first time, most of it Debian's downloads. `--dry-run` prints the steps, runs none.
 #   bash scripts/device/lineage_packs.sh [--dry-run]
@@ -50,4 +50,7 @@ step data/pack-r12st/lineage-stamps.tar python3 scripts/data/device_pack.py --mi
   --sources stamps --splits dev,test --lossy stamps=75 --output data/pack-r12st/lineage-stamps.tar
 step data/pack-r13ev/lineage-everyday.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_everyday.json \
   --sources stamps,gcompris --splits dev,test --lossy stamps=75 --lossy gcompris=75 --output data/pack-r13ev/lineage-everyday.tar
+step data/pack-r14art/lineage-art.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_art.json \
+  --sources stamps,gcompris,art4apps --splits dev,test --lossy stamps=75 --lossy gcompris=75 --lossy art4apps=75 \
+  --output data/pack-r14art/lineage-art.tar
 echo "lineage_packs: done; carry third_party/device-libs, third_party/cudnn-frontend and the packs a call names (docs/roadmap.md)"

@@ -19,7 +19,7 @@
 #include "uform/av.h"
 #include "uform/image.h"
 
-enum { uform_mask_stream_k = 0x6d61736b, uform_image_mask_stream_k = 0x696d6167 }; /* seed streams: 0 draws sources, 1 + s orders source s */
+enum { uform_mask_stream_k = 0x6d61736b, uform_image_mask_stream_k = 0x696d6167, uform_flip_stream_k = 0x666c6970 }; /* seed streams: 0 draws sources, 1 + s orders source s */
 
 typedef struct uform_source_t {
     uform_corpus_t corpus;
@@ -27,6 +27,7 @@ typedef struct uform_source_t {
     uint32_t *lengths; /* [records] cells each record's item takes, after truncation */
     double cumulative; /* running share of the total weight, 1 for the last source */
     float loss_weight; /* its anchors' scale in the pair loss */
+    int flip;          /* its image sides mirrored left to right in half the draws */
     /* Media: each side's shape (uform_grid_cells_), 0 for a text; NULL when none. */
     uint32_t *query_grids, *slice_grids; /* [records], [slices] */
 } uform_source_t;
@@ -448,6 +449,36 @@ static void uform_decode_task_(void *context, size_t index, size_t thread) {
     uform_bf16_from_f32_array(decoded, rows, job->cells * values);
 }
 
+/* An image's BF16 patches (rows x columns, each 16 x 16 RGBA in row-major order) mirrored left to right
+ * in place: each line of pixels across the image reversed. */
+static void uform_mirror_patches_(uint16_t *patches, size_t rows, size_t columns) {
+    size_t side = uform_patch_side_k, width = columns * side;
+    for (size_t row = 0; row < rows; ++row)
+        for (size_t y = 0; y < side; ++y)
+            for (size_t x = 0; x < width / 2; ++x) {
+                size_t mirrored = width - 1 - x;
+                uint16_t *a = patches + ((row * columns + x / side) * side * side + y * side + x % side) * 4;
+                uint16_t *b = patches + ((row * columns + mirrored / side) * side * side + y * side + mirrored % side) * 4;
+                for (size_t channel = 0; channel < 4; ++channel) {
+                    uint16_t kept = a[channel];
+                    a[channel] = b[channel], b[channel] = kept;
+                }
+            }
+}
+
+/* The batch's image sides from sources with flip_images, each mirrored with probability 1/2 (after
+ * the cache took its copies, which stay as the file is). */
+static void uform_flip_images_(uform_batcher_t *batcher) {
+    uform_rng_t rng = {uform_derive_seed_(batcher->seed, uform_flip_stream_k, batcher->state.batches - 1)};
+    for (size_t j = 0; j < batcher->images; ++j) {
+        uform_image_job_t const *job = &batcher->image_jobs[j];
+        if (!batcher->sources[job->source].flip || uform_slice_kind(job->slice) != uform_cell_image_k) continue;
+        if (uform_rng_uniform(&rng) < 0.5)
+            uform_mirror_patches_(batcher->media[uform_media_of_(job->slice)] + job->first * uform_patch_length_k,
+                                  job->grid >> 16, job->grid & 0xffff);
+    }
+}
+
 static void uform_write_padding_(uform_batcher_t *batcher, size_t first, size_t count) {
     for (size_t cell = first; cell < first + count; ++cell) {
         batcher->kinds[cell] = uform_cell_padding_k;
@@ -646,6 +677,7 @@ uform_status_t uform_batcher_next_into(uform_batcher_t *batcher, uform_batch_buf
             memcpy(patches, batcher->media[uform_media_of_(job->slice)] + job->first * values, bytes);
             if (!uform_cache_insert_(batcher, job->key, patches, bytes)) free(patches);
         }
+        uform_flip_images_(batcher);
     }
     int pairs = batcher->objective != uform_objective_mlm_k;
     *batch = (uform_batch_t){
@@ -1009,6 +1041,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
         total_weight += mixture->sources[s].weight;
         fingerprint = uform_mix_(fingerprint ^ entry->corpus.records_count) ^ entry->corpus.bytes_count;
         fingerprint = uform_mix_(fingerprint ^ uform_double_bits_(mixture->sources[s].weight));
+        if (mixture->sources[s].flip_images) fingerprint = uform_mix_(fingerprint ^ uform_flip_stream_k); /* other batches */
     }
     free(lengths);
     double running = 0;
@@ -1017,6 +1050,7 @@ static uform_status_t uform_batcher_build_(uform_batcher_t *batcher, uform_mixtu
         batcher->sources[s].cumulative = s + 1 == batcher->sources_count ? 1.0 : running / total_weight;
         batcher->sources[s].loss_weight = (float)mixture->sources[s].loss_weight;
         batcher->weighted |= mixture->sources[s].loss_weight != 1.0;
+        batcher->sources[s].flip = mixture->sources[s].flip_images;
     }
     int pairs = batcher->objective != uform_objective_mlm_k;
     if (!pairs && batcher->weighted)

@@ -67,12 +67,12 @@ static uform_status_t uform_read_number_(char const *path, json_t *object, char 
 static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char const *folder, size_t index,
                                          json_t *entry, uform_mixture_source_t *source) {
     char const *path = mixture->path;
-    static char const *const allowed[] = {"path", "weight", "loss_weight", "name", "skip_malformed", NULL};
+    static char const *const allowed[] = {"path", "weight", "loss_weight", "name", "skip_malformed", "flip_images", NULL};
     if (!json_is_object(entry))
         return uform_fail(uform_format_k, "%s: source %zu must be an object with 'path' and 'weight'", path, index);
     char where[64];
     snprintf(where, sizeof(where), "source %zu", index);
-    UFORM_TRY(uform_check_keys_(path, where, entry, allowed, "path, weight, loss_weight, name, skip_malformed"));
+    UFORM_TRY(uform_check_keys_(path, where, entry, allowed, "path, weight, loss_weight, name, skip_malformed, flip_images"));
     char const *file = json_string_value(json_object_get(entry, "path"));
     if (!file || !*file) return uform_fail(uform_format_k, "%s: source %zu needs a non-empty string 'path'", path, index);
     int written = file[0] == '/' ? snprintf(source->path, sizeof(source->path), "%s", file)
@@ -101,6 +101,10 @@ static uform_status_t uform_read_source_(uform_mixture_t const *mixture, char co
         return uform_fail(uform_format_k, "%s: source %zu ('%s'): 'skip_malformed' must be true or false", path,
                           index, file);
     source->skip_malformed = skip && json_is_true(skip);
+    json_t const *flip = json_object_get(entry, "flip_images");
+    if (flip && !json_is_boolean(flip))
+        return uform_fail(uform_format_k, "%s: source %zu ('%s'): 'flip_images' must be true or false", path, index, file);
+    source->flip_images = flip && json_is_true(flip);
     json_t const *name = json_object_get(entry, "name");
     if (name && (!json_is_string(name) || !json_string_length(name) || json_string_length(name) >= sizeof(source->name)))
         return uform_fail(uform_format_k, "%s: source %zu ('%s'): 'name' must be a string of 1 to %zu bytes", path,

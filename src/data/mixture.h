@@ -21,6 +21,7 @@ typedef struct uform_mixture_source_t {
     double weight;        /* > 0; sources are drawn with probability weight / total */
     double loss_weight;   /* pair objectives: the scale of its anchors' rows of the loss, 1 */
     int skip_malformed;   /* count malformed lines instead of failing */
+    int flip_images;      /* mirror each image side left to right at random, half the draws */
 } uform_mixture_source_t;
 
 typedef struct uform_mixture_t {

@@ -182,6 +182,7 @@ static void test_mixture(void) {
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"loss_weight\": \"2\"}]}", "'loss_weight' must be a number", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"loss_weight\": 1001}]}", "'loss_weight' must be a number", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"skip_malformed\": 1}]}", "'skip_malformed' must be true or false", NULL},
+        {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\", \"flip_images\": \"yes\"}]}", "'flip_images' must be true or false", NULL},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"texts.jsonl\"}, {\"path\": \"nowhere.jsonl\"}]}", "source 1: cannot read 'nowhere.jsonl'", "nowhere.jsonl"},
         {"{\"objective\": \"mlm\", \"sources\": [{\"path\": \"/\"}]}", "source 0: '/' (resolved to /) is a folder", NULL},
         {"{\"objective\": \"mlm\", \"description\": 3, \"sources\": [{\"path\": \"texts.jsonl\"}]}", "'description' must be a string", NULL},
@@ -803,6 +804,17 @@ static void test_batcher_errors(void) {
     uform_mixture_close(&mixture);
 }
 
+/* 1 with the next image segment at or after `*first`: its first cell and `*length` cells; 0 when none is left. */
+static int next_image_segment(uform_grid_t const *grid, size_t *first, size_t *length) {
+    size_t cells = grid->rows * grid->columns, cell = *first;
+    while (cell < cells && grid->kinds[cell] != uform_cell_image_k) cell++;
+    if (cell == cells) return 0;
+    *first = cell;
+    while (cell < cells && grid->kinds[cell] == uform_cell_image_k && grid->segments[cell] == grid->segments[*first]) cell++;
+    *length = cell - *first;
+    return 1;
+}
+
 /* Image sides of pair records: their cells (t = 0, h = patch row, w = patch column), their media
  * rows exactly the file's patches in BF16, texts beside them cut to what the images leave; a
  * broken image fails the batcher naming file and line, or with skip_malformed drops its record. */
@@ -832,14 +844,7 @@ static void test_image_records(void) {
     CHECK(grid->media[0].data && grid->media[0].dtype == uform_media_bf16_k);
     /* Each image segment against its own file, decoded and cut here. */
     size_t image_cells = 0;
-    for (size_t cell = 0; cell < grid->rows * grid->columns;) {
-        if (grid->kinds[cell] != uform_cell_image_k) {
-            cell++;
-            continue;
-        }
-        size_t first = cell;
-        while (cell < grid->rows * grid->columns && grid->kinds[cell] == uform_cell_image_k && grid->segments[cell] == grid->segments[first]) cell++;
-        size_t length = cell - first;
+    for (size_t first = 0, length = 0; next_image_segment(grid, &first, &length); first += length) {
         size_t which = length == 6 ? 0 : length == 1 ? 1 : 2; /* 8 cells: c.png */
         char const *name = (char const *[]){"a.png", "b.png", "img/c.png"}[which];
         seen[which]++;
@@ -1101,9 +1106,8 @@ static void test_image_masking(void) {
 /* Decoded images kept across batches (and from the load) give the same batches bit for bit as
  * decoding every time, with a budget that holds all of them or only some, written into the
  * batcher's own buffers or alternately into two sets of the caller's (as the prefetcher does). */
-static void test_image_cache(void) {
-    uform_mixture_t mixture = make_mixture("cached.json",
-        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\"}]}");
+static void test_image_cache(char const *name, char const *body) {
+    uform_mixture_t mixture = make_mixture(name, body);
     size_t const budgets[] = {SIZE_MAX, 1, 0}; /* none, 1 MiB, the default (1 GiB) */
     uint16_t *first = NULL;
     size_t first_count = 0, mismatched = 0;
@@ -1134,6 +1138,80 @@ static void test_image_cache(void) {
     }
     CHECK(first_count > 0 && mismatched == 0);
     free(first);
+    uform_mixture_close(&mixture);
+}
+
+/* 1: `rows` (BF16) are exactly `patches` (Float32) rounded to BF16. */
+static int same_patches(uint16_t const *const *rows, float const *patches, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+        for (size_t v = 0; v < 1024; ++v)
+            if (rows[i][v] != uform_f32_to_bf16(patches[i * 1024 + v])) return 0;
+    return 1;
+}
+
+/* `name`'s patches as the batcher would cut them (it fills exactly whole patches: no resampling),
+ * from the file's pixels or from its pixels mirrored left to right here, line by line. */
+static void patches_of(char const *name, int mirrored, float *patches, size_t *count) {
+    uform_pixels_t pixels;
+    size_t rows = 0, columns = 0;
+    CHECK(uform_image_read(path_in(name), &pixels) == uform_ok_k);
+    for (size_t y = 0; mirrored && y < pixels.height; ++y)
+        for (size_t x = 0; x < pixels.width / 2; ++x)
+            for (size_t c = 0; c < 4; ++c) {
+                uint8_t *line = (uint8_t *)pixels.rgba + y * pixels.stride, kept = line[x * 4 + c]; /* the test's own copy */
+                line[x * 4 + c] = line[(pixels.width - 1 - x) * 4 + c], line[(pixels.width - 1 - x) * 4 + c] = kept;
+            }
+    CHECK(uform_image_patches(&pixels, 40, patches, 40, &rows, &columns) == uform_ok_k);
+    uform_pixels_free(&pixels);
+    *count = rows * columns;
+}
+
+/* A source with flip_images: each image side is the file's patches or those of its mirror image,
+ * both seen over the batches in about equal numbers; a mirror that reverses the patches but not the
+ * pixels inside each (the planted control) matches neither. */
+static void test_image_flips(void) {
+    write_png("e.png", 32, 48, 5); /* 2x3 patches: the middle column mirrors onto itself */
+    write_text("flips.jsonl", "{\"query\": \"c\", \"positives\": [{\"image\": \"img/c.png\"}]}\n"
+                              "{\"query\": \"e\", \"positives\": [{\"image\": \"e.png\"}]}\n");
+    uform_mixture_t mixture = make_mixture("flips.json",
+        "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"flips.jsonl\", \"flip_images\": true}]}");
+    static float plain[2][40 * 1024], mirrored[2][40 * 1024], wrong_mirror[40 * 1024];
+    size_t counts[2] = {0, 0}, mirrored_count = 0, kinds[3] = {0, 0, 0};
+    char const *names[2] = {"img/c.png", "e.png"};
+    for (int i = 0; i < 2; ++i) {
+        patches_of(names[i], 0, plain[i], &counts[i]);
+        patches_of(names[i], 1, mirrored[i], &mirrored_count);
+        CHECK(mirrored_count == counts[i] && memcmp(plain[i], mirrored[i], counts[i] * 1024 * sizeof(float)));
+    }
+    CHECK(counts[0] == 8 && counts[1] == 6);
+    /* The planted control: e.png's patch columns reversed, each patch left as it is. */
+    uint16_t wrong_bf16[6][1024];
+    uint16_t const *wrong_rows[6];
+    for (size_t p = 0; p < 6; ++p) {
+        size_t row = p / 3, column = 2 - p % 3;
+        memcpy(wrong_mirror + p * 1024, plain[1] + (row * 3 + column) * 1024, 1024 * sizeof(float));
+        for (size_t v = 0; v < 1024; ++v) wrong_bf16[p][v] = uform_f32_to_bf16(wrong_mirror[p * 1024 + v]);
+        wrong_rows[p] = wrong_bf16[p];
+    }
+    CHECK(!same_patches(wrong_rows, mirrored[1], 6) && !same_patches(wrong_rows, plain[1], 6));
+
+    uform_batcher_options_t options = {.rows = 2, .seed = 11};
+    uform_batcher_t *batcher = NULL;
+    CHECK(uform_batcher_create(&mixture, &options, &batcher) == uform_ok_k);
+    for (int b = 0; batcher && b < 60; ++b) {
+        uform_batch_t batch;
+        CHECK(uform_batcher_next(batcher, &batch) == uform_ok_k);
+        uform_grid_t const *grid = &batch.grid;
+        for (size_t first = 0, length = 0; next_image_segment(grid, &first, &length); first += length) {
+            int which = length == 8 ? 0 : 1;
+            uint16_t const *rows[8];
+            for (size_t i = 0; i < length && i < 8; ++i)
+                rows[i] = (uint16_t const *)grid->media[0].data + (size_t)grid->values[first + i] * 1024;
+            kinds[same_patches(rows, plain[which], counts[which]) ? 0 : same_patches(rows, mirrored[which], counts[which]) ? 1 : 2]++;
+        }
+    }
+    CHECK(kinds[2] == 0 && kinds[0] >= 20 && kinds[1] >= 20);
+    uform_batcher_close(batcher);
     uform_mixture_close(&mixture);
 }
 
@@ -1224,7 +1302,10 @@ int main(void) {
     test_jpeg_colour_markers();
     test_av_records();
     test_av_masking();
-    test_image_cache();
+    test_image_cache("cached.json", "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\"}]}");
+    test_image_cache("cached_flipped.json", /* the cache keeps each file as it is; mirrors are drawn per batch */
+                     "{\"objective\": \"contrastive\", \"columns\": 40, \"sources\": [{\"path\": \"images.jsonl\", \"flip_images\": true}]}");
+    test_image_flips();
     test_image_masking();
     test_jsonl_records();
     test_jsonl_malformed();
