@@ -52,7 +52,7 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
+NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps", "furniture")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
 RULE_LEAST_ITEMS = 30  # round 13's rule, fixed before it ran: a dev set ranking fewer distinct items either way is scored, not picked on
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
             "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)
@@ -134,9 +134,10 @@ def plan(args):
             kept("everyday-keep", "mixtures/embedder_everyday.json"),
             kept("everyday-keep-heavy", "mixtures/embedder_everyday_heavy.json"),
             # round 14: Art4Apps's drawings beside round 13's mixture, with the pictures of things mirrored in half their
-            # draws or not, from the seventh release
+            # draws or not, and Sweet Home 3D's furniture besides, from the seventh release
             kept("art-keep", "mixtures/embedder_art.json"),
             kept("art-flipped-keep", "mixtures/embedder_art_flipped.json"),
+            kept("art-furniture-flipped-keep", "mixtures/embedder_art_furniture_flipped.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
