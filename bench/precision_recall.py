@@ -106,6 +106,9 @@ def main():
             for precision in precisions[1:]:
                 entry[f"{precision}_change@10"] = (entry[f"{precision}_recall@10"] - reference) / reference if reference else None
             results.append(entry)
+            changes = ", ".join(f"{p} {entry[f'{p}_recall@10']:.4f}" for p in precisions)
+            print(f"{name} {direction}: R@10 {changes}", file=sys.stderr, flush=True)
+        write(args, precisions, results)  # each finished set kept: a run cut off by its deadline still reports them
 
     header = ["set", "pairs", "direction", "baseline", "its R@1", "its R@10"]
     for precision in precisions:
@@ -122,12 +125,18 @@ def main():
             change = entry[f"{precision}_change@10"]
             cells.append("-" if change is None else f"{change:+.2%}")
         print("| " + " | ".join(cells) + " |")
+    print(f"wrote {args.output}", file=sys.stderr)
+
+
+def write(args, precisions, results):
+    """The JSON of the sets finished so far, written to a temporary name and renamed over --output."""
     output = pathlib.Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"benchmark": "precision_recall", "date": time.strftime("%Y-%m-%d"),
-                                  "model": args.model, "device": args.device, "precisions": precisions, "rows": results},
-                                 indent=2) + "\n")
-    print(f"wrote {output}", file=sys.stderr)
+    temporary = output.with_name(output.name + ".tmp")
+    temporary.write_text(json.dumps({"benchmark": "precision_recall", "date": time.strftime("%Y-%m-%d"),
+                                     "model": args.model, "device": args.device, "precisions": precisions, "rows": results},
+                                    indent=2) + "\n")
+    os.replace(temporary, output)
 
 
 if __name__ == "__main__":
