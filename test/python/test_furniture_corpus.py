@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import furniture_pairs  # noqa: E402
-from test_image_corpora import SPLITS, build_twice, check_image_corpus, colour  # noqa: E402
+from test_image_corpora import SPLITS, build_twice, captions_by_source, check_image_corpus, colour  # noqa: E402
 
 UNPACKED = ROOT / "data" / ".debian" / "root"
 REAL_FURNITURE = UNPACKED / furniture_pairs.PACKAGE / furniture_pairs.SHARE / furniture_pairs.FURNITURE
@@ -141,9 +141,7 @@ def test_furniture_corpus(tmp_path):
     arguments = ["--local-root", str(tmp_path / "share"), "--languages", "en,de,pt,zh,vi", "--seed", "2",
                  "--dev-fraction", "0.25", "--test-fraction", "0.25", "--size", "16"]
     splits, manifest, every = build_twice(furniture_pairs.main, arguments, tmp_path)
-    by_source = collections.defaultdict(dict)
-    for record in every:
-        by_source[record["source"]][record["lang"]] = record["query"]
+    by_source = captions_by_source(every)
     assert by_source["sweethome3d.jar#1"] == {"en": "Chair", "de": "Stuhl", "zh": "椅子"}
     assert by_source["sweethome3d.jar#3"] == {"en": "Sofa"}  # the German "Sofa" is the English name
     assert by_source["A.sh3f#8"] == {"en": "Stool", "de": "Hocker", "pt": "Banco"}

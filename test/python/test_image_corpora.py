@@ -85,6 +85,14 @@ def build_twice(main, arguments, folder, with_query=True):
     return splits, manifest, [record for split in SPLITS for record in splits[split]]
 
 
+def captions_by_source(records):
+    """{record's source: {language: query}} of records."""
+    captions = collections.defaultdict(dict)
+    for record in records:
+        captions[record["source"]][record["lang"]] = record["query"]
+    return captions
+
+
 def split_of_image(splits):
     return {positive["image"]: split for split in SPLITS for record in splits[split] for positive in record["positives"]}
 
@@ -417,9 +425,7 @@ def test_stamp_corpus(tmp_path):
     arguments = ["--stamp-root", str(tmp_path / "stamps"), "--rsvg-convert", str(tmp_path / "stamps" / "rsvg-convert"),
                  "--languages", "en,de,pt,zh", "--seed", "3", "--dev-fraction", "0.2", "--test-fraction", "0.25", "--size", "64"]
     splits, manifest, every = build_twice(stamp_pairs.main, arguments, tmp_path)
-    by_source = collections.defaultdict(dict)
-    for record in every:
-        by_source[record["source"]][record["lang"]] = record["query"]
+    by_source = captions_by_source(every)
     assert by_source["food/thing0"] == {"en": "A thing number 0.", "de": "Ding 0", "pt": "Coisa 0", "zh": "东西 0"}
     assert "de" not in by_source["food/thing8"] and by_source["animals/thing9"]["zh"] == "花"
     assert manifest["dropped"]["de: fewer than 2 letters (not one CJK or Hangul word sign)"] == 1
@@ -664,9 +670,7 @@ def test_art4apps_corpus(tmp_path):
     arguments = ["--local-root", str(tmp_path / "game"), "--languages", "en,de,fr,pt", "--seed", "1",
                  "--dev-fraction", "0.25", "--test-fraction", "0.25", "--size", "32"]
     splits, manifest, every = build_twice(art4apps_pairs.main, arguments, tmp_path)
-    by_source = collections.defaultdict(dict)
-    for record in every:
-        by_source[record["source"]][record["lang"]] = record["query"]
+    by_source = captions_by_source(every)
     assert by_source["animals/baby_rabbit"] == {"en": "baby rabbit", "de": "Babyhase", "pt": "coelhinho"}  # fr: one item short
     assert by_source["food/dish_3"] == {"en": "dish 3", "de": "Gericht 3", "fr": "plat 3", "pt": "prato 3"}
     assert "de" not in by_source["animals/owl"] and "animals/ghost" not in by_source and len(by_source) == 12
