@@ -4,7 +4,7 @@
 # (the jar's default catalogue and two .sh3f files: exact captions per language, one picture per English name,
 # two names on one icon in one split, the drops counted), bad archives named, and random byte changes to a
 # properties file and to a zip that either read or raise ValueError naming the file. The real catalogues are
-# tried when the packages are unpacked in data/.debian; the built corpus in data/furniture when built.
+# tried when the packages are unpacked in data/.debian; test_image_corpora checks the built corpus in data/furniture.
 
 import collections
 import io
@@ -20,7 +20,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts" / "data"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import furniture_pairs  # noqa: E402
-from test_image_corpora import SPLITS, build_twice, captions_by_source, check_image_corpus, colour  # noqa: E402
+from test_image_corpora import SPLITS, build_twice, captions_by_source, colour  # noqa: E402
 
 UNPACKED = ROOT / "data" / ".debian" / "root"
 REAL_FURNITURE = UNPACKED / furniture_pairs.PACKAGE / furniture_pairs.SHARE / furniture_pairs.FURNITURE
@@ -214,7 +214,7 @@ def test_readers_survive_corrupt_bytes(tmp_path, target):
     assert failed > 0  # some changes must be caught, or the check proves nothing
 
 
-# ---- the real catalogues and the built corpus -----------------------------------------------------
+# ---- the real catalogues ------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not (REAL_FURNITURE / "KatorLegaz.sh3f").is_file(),
                     reason="sweethome3d-furniture is not unpacked in data/.debian (furniture_pairs.py fetches it)")
@@ -227,12 +227,3 @@ def test_real_catalogue():
         "": "Toilet paper dispenser", "de": "Toilettenpapierhalter ", "zh_CN": "卫生纸卷轴", "ru": "Рулон туалетной бумаги"}
     assert items[0][3]["de"] == "Insektenschutztür"  # ISO-8859-1 in the file
 
-
-def test_built_furniture_corpus():
-    folder = ROOT / "data" / "furniture"
-    if not (folder / "manifest.json").exists():
-        pytest.skip("data/furniture is not built (scripts/data/furniture_pairs.py writes it)")
-    splits, manifest = check_image_corpus(folder)
-    assert all(splits[split] for split in SPLITS)
-    for package in manifest["source"]["packages"]:
-        assert package["version"] and package["sha256"] and package["licence"], package

@@ -697,7 +697,7 @@ def test_art4apps_corpus_names_a_bad_list(tmp_path):
 
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
-@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps"])
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps", "furniture"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():
