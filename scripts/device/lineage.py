@@ -54,6 +54,7 @@ DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corp
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps", "furniture")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
 RULE_LEAST_ITEMS = 30  # round 13's rule, fixed before it ran: a dev set ranking fewer distinct items either way is scored, not picked on
+RULE_POOLS = {"everyday": NEW_IMAGE_SETS}  # round 15's rule: these dev sets enter the pick as one pooled set (each is too small alone)
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
             "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)
 
@@ -248,9 +249,10 @@ def train_stage(stage, build, args):
     return report
 
 
-def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None):
+def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None, pools=None):
     """{name: path} of the held-out sets: each corpus's split, thinned to --eval-limit records by a
-    spread (every k-th line, so every catalogue and language keeps its share) into RUNS/eval-sets."""
+    spread (every k-th line, so every catalogue and language keeps its share) into RUNS/eval-sets;
+    then each of {pool: members}, the spreads of its members present in one file (pooled())."""
     folder = pathlib.Path(args.runs) / f"eval-sets-{split}"
     folder.mkdir(parents=True, exist_ok=True)
     sets, limit = {}, limit or args.eval_limit
@@ -268,7 +270,29 @@ def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None):
             target = source.parent / f"{split}-eval-{limit}.jsonl"
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sets[name] = target
+    for pool, members in (pools or {}).items():
+        present = {member: sets[member] for member in members if member in sets}
+        if present:
+            sets[pool] = pooled(present, ROOT / "data" / f"{split}-{pool}-eval-{limit}.jsonl")
     return sets
+
+
+def pooled(members, target):
+    """Writes the records of {name: pair file} into one file at target, each image path rewritten to stay
+    the same file from target's folder (uform_eval reads an image path from its pair file's folder); target."""
+    lines = []
+    for path in members.values():
+        path = pathlib.Path(path)
+        prefix = os.path.relpath(path.parent, target.parent)
+        for line in path.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                record = json.loads(line)
+                for side in [record["query"], *record["positives"]]:
+                    if isinstance(side, dict) and "image" in side:
+                        side["image"] = os.path.join(prefix, side["image"])
+                lines.append(json.dumps(record, ensure_ascii=False))
+    target.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return target
 
 
 def spectrum(vectors):
@@ -339,7 +363,7 @@ def eval_stage(build, args):
                 jobs.append((tag, checkpoint, path, rerank))
                 if rerank and checkpoint.parent.name == "embedder" and (reranker / "latest").exists():  # the chain's own reranker
                     jobs.append((f"{tag}-reranker", checkpoint, path, ("--rerank", str(args.rerank), "--reranker", str(reranker), "--no-tfidf")))
-    dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS + IMAGE_SETS + NEW_IMAGE_SETS, 2000)  # what ships is chosen on dev, not test
+    dev = eval_sets(args, "dev", TEXT_SETS + DEFINITION_SETS + IMAGE_SETS + NEW_IMAGE_SETS, 2000, RULE_POOLS)  # what ships is chosen on dev, not test
     shippable = [name for name in embedders if name != "tiny"]
     for embedder in shippable:
         for name, path in dev.items():
@@ -366,7 +390,8 @@ def eval_stage(build, args):
     for embedder in embedders:
         report["ranks"][embedder] = effective_rank(build, checkpoints[embedder], texts, args)
     report["rule_sets"] = rule_sets(dev)
-    report.update(dev_pick(report["results"], shippable, list(dev), report["rule_sets"]))
+    report["rule_sets_round13"] = rule_sets({name: path for name, path in dev.items() if name not in RULE_POOLS}, pools={})
+    report.update(dev_pick(report["results"], shippable, list(dev), report["rule_sets"], report["rule_sets_round13"]))
     scored = {name: value for name, value in report["dev_r1"].items() if value is not None}
     report["best_ship"] = max(scored, key=scored.get) if scored else None
     report["best_path"] = str(checkpoints[report["best_ship"]]) if scored else None
@@ -492,18 +517,24 @@ def distinct_items(path):
     return len(queries), len(positives)
 
 
-def rule_sets(dev):
-    """The dev sets of {name: path} the pick is made on (round 13's rule): those whose both directions rank at
-    least RULE_LEAST_ITEMS distinct items (flags' 12 pictures and Fashion-MNIST's 10 captions are out)."""
-    return [name for name, path in dev.items() if min(distinct_items(path)) >= RULE_LEAST_ITEMS]
+def rule_sets(dev, pools=RULE_POOLS):
+    """The dev sets of {name: path} the pick is made on: those whose both directions rank at least
+    RULE_LEAST_ITEMS distinct items (round 13's rule: flags' 12 pictures and Fashion-MNIST's 10 captions are
+    out), a pool of `pools` present in dev standing for its members (round 15's rule)."""
+    kept = [name for name, path in dev.items() if min(distinct_items(path)) >= RULE_LEAST_ITEMS]
+    members = {member for pool, names in pools.items() if pool in kept for member in names}
+    return [name for name in kept if name not in members]
 
 
-def dev_pick(results, embedders, dev_names, rule_names):
-    """The dev means of each embedder: dev_r1 (the pick: the rule_sets), dev_r1_round12 (rounds 4 to 12's rule:
-    every dev set but NEW_IMAGE_SETS), dev_r1_text (the six text sets) and dev_r1_new (the new picture sets alone)."""
+def dev_pick(results, embedders, dev_names, rule_names, round13_names=()):
+    """The dev means of each embedder: dev_r1 (the pick: the rule_sets), dev_r1_round13 (rounds 13 and 14's rule:
+    round13_names, each picture set alone), dev_r1_round12 (rounds 4 to 12's rule: every dev set but NEW_IMAGE_SETS
+    and the pools), dev_r1_text (the six text sets) and dev_r1_new (the new picture sets alone)."""
     return {"dev_r1_text": {e: dev_mean(results, e, [n for n in TEXT_SETS if n in dev_names]) for e in embedders},
             "dev_r1": {e: dev_mean(results, e, rule_names) for e in embedders},
-            "dev_r1_round12": {e: dev_mean(results, e, [n for n in dev_names if n not in NEW_IMAGE_SETS]) for e in embedders},
+            "dev_r1_round13": {e: dev_mean(results, e, list(round13_names)) for e in embedders},
+            "dev_r1_round12": {e: dev_mean(results, e, [n for n in dev_names if n not in NEW_IMAGE_SETS + tuple(RULE_POOLS)])
+                               for e in embedders},
             "dev_r1_new": {e: dev_mean(results, e, [n for n in NEW_IMAGE_SETS if n in dev_names]) for e in embedders}}
 
 
@@ -542,7 +573,8 @@ def print_summary(report):
     for row in summary_rows(report):
         print(f"{row[0]:18} {row[1]:25} {row[2]:16} " + " ".join(f"{cell(value):>7}" for value in row[3:]))
     for embedder, value in report.get("dev_r1", {}).items():
-        print(f"dev R@1 (both directions, widest) {embedder}: the rule's sets {value}, round 12's rule "
+        print(f"dev R@1 (both directions, widest) {embedder}: the rule's sets {value}, round 13's rule "
+              f"{report.get('dev_r1_round13', {}).get(embedder)}, round 12's rule "
               f"{report.get('dev_r1_round12', {}).get(embedder)}, the six text sets {report.get('dev_r1_text', {}).get(embedder)}, "
               f"the new picture sets {report.get('dev_r1_new', {}).get(embedder)}")
     print(f"the rule's sets: {' '.join(report.get('rule_sets', []))}")

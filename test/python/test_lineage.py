@@ -200,3 +200,61 @@ def test_rule_sets_leave_out_a_set_with_few_items_either_way(tmp_path):
            "few-captions": write("few-captions", [f"caption {i}" for i in range(least - 1)], 3 * least)}
     assert lineage.distinct_items(dev["few-pictures"]) == (3 * least, least - 1)
     assert lineage.rule_sets(dev) == ["wide"]
+
+
+def test_pooled_sets_keep_each_image_the_same_file(tmp_path):
+    """pooled() writes two picture sets' records into one file whose image paths, read from the pooled file's
+    folder as uform_eval reads them, name the same files as before; a copy left unrewritten names none."""
+    for name, picture in (("stamps", "cat.png"), ("gcompris", "dog.png")):
+        (tmp_path / "data" / name / "img").mkdir(parents=True)
+        (tmp_path / "data" / name / "img" / picture).write_bytes(name.encode())
+        (tmp_path / "data" / name / "dev-eval-2000.jsonl").write_text(
+            json.dumps({"query": f"a {picture[:3]}", "positives": [{"image": f"img/{picture}"}], "lang": "en"}) + "\n")
+    members = {name: tmp_path / "data" / name / "dev-eval-2000.jsonl" for name in ("stamps", "gcompris")}
+    target = lineage.pooled(members, tmp_path / "data" / "dev-everyday-eval-2000.jsonl")
+    records = [json.loads(line) for line in target.read_text().splitlines()]
+    assert [(r["query"], r["positives"][0]["image"], r["lang"]) for r in records] == [
+        ("a cat", "stamps/img/cat.png", "en"), ("a dog", "gcompris/img/dog.png", "en")]
+
+    def contents(path):  # each image's bytes, its path read from the pair file's folder
+        return [(path.parent / json.loads(line)["positives"][0]["image"]).read_bytes()
+                for line in path.read_text().splitlines() if (path.parent / json.loads(line)["positives"][0]["image"]).is_file()]
+    assert contents(target) == [b"stamps", b"gcompris"]
+    unrewritten = tmp_path / "data" / "unrewritten.jsonl"  # the control: the members' lines copied as they are
+    unrewritten.write_text("".join(path.read_text() for path in members.values()))
+    assert contents(unrewritten) == []
+
+
+def test_rule_sets_put_a_pool_in_place_of_its_members(tmp_path):
+    """Round 15's rule: a pool present among the dev sets stands for its members, which are scored, not picked
+    on; without the pool (round 13's rule, or a pool too small) each member counts alone."""
+    least = lineage.RULE_LEAST_ITEMS
+
+    def write(name, pictures):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"query": f"caption {i}", "positives": [{"image": f"img/{i % pictures}.png"}]}) + "\n"
+                                for i in range(2 * least)))
+        return path
+    dev = {"gettext": write("gettext", 2 * least), "stamps": write("stamps", least), "gcompris": write("gcompris", least),
+           "flags": write("flags", 13), "everyday": write("everyday", 2 * least)}
+    pools = {"everyday": ("stamps", "gcompris")}
+    assert lineage.rule_sets(dev, pools) == ["gettext", "everyday"]
+    assert lineage.rule_sets({n: p for n, p in dev.items() if n != "everyday"}, pools) == ["gettext", "stamps", "gcompris"]
+    assert lineage.rule_sets(dev | {"everyday": write("small-pool", least - 1)}, pools) == ["gettext", "stamps", "gcompris"]
+
+
+def test_dev_pick_on_a_pool_against_its_members():
+    """dev_r1 over a pool and dev_r1_round13 over its members apart can pick differently: a lead of one member's
+    few pictures counts once in the pool, as its share of the pooled pictures (the control: round 13's rule)."""
+    def report(r1):
+        return {"rows": [{"method": "model", "language": "all", "direction": d, "width": 384, "recall@1": r1}
+                         for d in ("query->positive", "positive->query")]}
+    results = {"dev-a-gettext": report(0.6), "dev-b-gettext": report(0.6),
+               "dev-a-stamps": report(0.10), "dev-b-stamps": report(0.12),
+               "dev-a-gcompris": report(0.30), "dev-b-gcompris": report(0.10),  # 30 pictures: a's lead is a few pictures
+               "dev-a-everyday": report(0.10), "dev-b-everyday": report(0.12)}  # pooled, b ranks better
+    names = ["gettext", "stamps", "gcompris", "everyday"]
+    picked = lineage.dev_pick(results, ["a", "b"], names, ["gettext", "everyday"], ["gettext", "stamps", "gcompris"])
+    assert picked["dev_r1"] == {"a": pytest.approx(0.35), "b": pytest.approx(0.36)}
+    assert picked["dev_r1_round13"] == {"a": pytest.approx(1.0 / 3), "b": pytest.approx(0.82 / 3)}
+    assert picked["dev_r1_round12"] == {"a": pytest.approx(0.6), "b": pytest.approx(0.6)}  # neither the new sets nor the pool
