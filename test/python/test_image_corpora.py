@@ -93,6 +93,22 @@ def captions_by_source(records):
     return captions
 
 
+def corrupted_reads(blob, read, named, seed, tries=300):
+    """Reads `tries` copies of blob with 1 to 3 random bytes changed (read(changed)): each returns or raises a
+    ValueError whose message holds `named`; asserts some were caught (or the check proves nothing)."""
+    rng, failed = numpy.random.default_rng(seed), 0
+    for _ in range(tries):
+        changed = bytearray(blob)
+        for position in rng.integers(0, len(blob), size=int(rng.integers(1, 4))):
+            changed[position] = int(rng.integers(0, 256))
+        try:
+            read(bytes(changed))
+        except ValueError as error:
+            assert named in str(error), error
+            failed += 1
+    assert failed > 0
+
+
 def split_of_image(splits):
     return {positive["image"]: split for split in SPLITS for record in splits[split] for positive in record["positives"]}
 
@@ -622,19 +638,10 @@ def test_gcompris_readers_survive_corrupt_bytes(tmp_path, reader):
     """Random byte changes to a valid file: each read returns or raises ValueError naming the file, nothing else."""
     write_gcompris_tree(tmp_path / "gc")
     path = tmp_path / "gc" / ("rcc/explore_farm_animals.rcc" if reader == "rcc" else "translations/gcompris_de.qm")
-    read = gcompris_pairs.read_rcc if reader == "rcc" else gcompris_pairs.read_qm
-    blob, rng, failed = path.read_bytes(), numpy.random.default_rng(5), 0
-    for _ in range(300):
-        changed = bytearray(blob)
-        for position in rng.integers(0, len(blob), size=int(rng.integers(1, 4))):
-            changed[position] = int(rng.integers(0, 256))
-        path.write_bytes(bytes(changed))
-        try:
-            read(path)
-        except ValueError as error:
-            assert str(path) in str(error)
-            failed += 1
-    assert failed > 0  # some changes must be caught, or the check proves nothing
+    def read(changed):
+        path.write_bytes(changed)
+        return (gcompris_pairs.read_rcc if reader == "rcc" else gcompris_pairs.read_qm)(path)
+    corrupted_reads(path.read_bytes(), read, str(path), 5)
 
 
 # ---- Art4Apps's pictures in pysiogame --------------------------------------------------------
@@ -697,7 +704,8 @@ def test_art4apps_corpus_names_a_bad_list(tmp_path):
 
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
-@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps", "furniture"])
+@pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps", "furniture",
+                                    "ktuberling"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():
