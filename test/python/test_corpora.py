@@ -474,7 +474,7 @@ def test_text_corpus(tmp_path):
 BUILT = {"code": pair_keys, "wordnet": pair_keys, "descriptions": pair_keys, "description-translations": pair_keys,
          "text": text_keys, "gcide": pair_keys, "manpages": pair_keys, "foldoc": pair_keys, "cldr": pair_keys,
          "gnome-help": pair_keys, "manuals": pair_keys, "manual-sections": pair_keys,
-         "manpage-translations": pair_keys, "manpages-wide": pair_keys}
+         "manpage-translations": pair_keys, "manpages-wide": pair_keys, "freedict": pair_keys}
 
 
 @pytest.mark.parametrize("corpus", sorted(BUILT))
