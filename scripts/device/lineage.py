@@ -52,11 +52,11 @@ TEXT_SETS = ("gettext", "libreoffice", "description-translations", "descriptions
 FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --fuse), beside MaxSim alone
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
-NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps", "furniture")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
+NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps", "furniture", "ktuberling")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
 RULE_LEAST_ITEMS = 30  # round 13's rule, fixed before it ran: a dev set ranking fewer distinct items either way is scored, not picked on
 RULE_POOLS = {"everyday": NEW_IMAGE_SETS}  # round 15's rule: these dev sets enter the pick as one pooled set (each is too small alone)
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
-            "manpages-wide", "manpages-wider")  # scored, not selected on (a missing one is skipped)
+            "manpages-wide", "manpages-wider", "freedict")  # scored, not selected on (a missing one is skipped)
 
 
 def plan(args):
@@ -139,6 +139,10 @@ def plan(args):
             kept("art-keep", "mixtures/embedder_art.json"),
             kept("art-flipped-keep", "mixtures/embedder_art_flipped.json"),
             kept("art-furniture-flipped-keep", "mixtures/embedder_art_furniture_flipped.json"),
+            # round 15: FreeDict's everyday words and KTuberling's stamp objects beside the eighth release's mixture,
+            # the pictures of things mirrored in half their draws or never; picked by RULE_POOLS' rule
+            kept("words-toys-keep", "mixtures/embedder_words_toys.json"),
+            kept("words-toys-unflipped-keep", "mixtures/embedder_words_toys_unflipped.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,

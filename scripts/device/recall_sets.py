@@ -20,7 +20,7 @@ import image_records  # noqa: E402
 import lineage  # noqa: E402
 
 WHOLE = ("gcide", "manpages", "foldoc", "manpages-wide", "manpages-wider", "emoji", "flags", "fashion", "clipart", "stamps",
-         "gcompris", "art4apps", "furniture")
+         "gcompris", "art4apps", "furniture", "ktuberling")
 SPREADS = lineage.TEXT_SETS + tuple(name for name in lineage.NEW_SETS if name not in WHOLE)  # CLDR, GNOME's help, the manuals
 
 

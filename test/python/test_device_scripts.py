@@ -138,7 +138,7 @@ def test_lineage_packs_names_only_files_that_exist(tmp_path):
     """On a bare checkout every step is printed, and each script and mixture it names is in the repository."""
     printed = lineage_packs_dry_run(tmp_path)
     assert "is there" not in printed
-    for pack in ("pack-r6img", "pack-r6a", "pack-r6b", "pack-r9w", "pack-r10s", "pack-r12st", "pack-r13ev", "pack-r14art"):
+    for pack in ("pack-r6img", "pack-r6a", "pack-r6b", "pack-r9w", "pack-r10s", "pack-r12st", "pack-r13ev", "pack-r14art", "pack-r15wt"):
         assert f"--output data/{pack}/" in printed, pack
     named = {word for line in printed.splitlines() for word in line.split()
              if word.startswith(("scripts/", "mixtures/"))}
