@@ -186,14 +186,12 @@ def main(argv=None):
     records = debian_archive.split_records(groups, split_of)
     image_folders = [folder for folder in arguments.held_out_images.split(",") if folder]
     text_folders = [folder for folder in arguments.held_out_text.split(",") if folder]
-    captions = {side.casefold() for sides in debian_archive.held_out_sides(image_folders) for side in sides if isinstance(side, str)}
     held_english = debian_archive.held_out_queries(text_folders)
     removed = collections.Counter()
+    captions = debian_archive.drop_held_out_captions(records, image_folders, removed)
     kept = []
     for record in records["train"]:
-        if record["query"].casefold() in captions or record["positives"][0].casefold() in captions:
-            removed["train: a dev or test caption of an image corpus"] += 1
-        elif record["query"].casefold() in held_english:
+        if record["query"].casefold() in held_english:
             removed["train: an English string of a text corpus's dev or test"] += 1
         else:
             kept.append(record)
@@ -209,7 +207,7 @@ def main(argv=None):
          "groups_per_split": {split: sum(1 for s in split_of.values() if s == split) for split in debian_archive.SPLITS},
          "held_out_corpora_checked": {"images": [pathlib.Path(folder).name for folder in image_folders if pathlib.Path(folder).is_dir()],
                                       "text": [pathlib.Path(folder).name for folder in text_folders if pathlib.Path(folder).is_dir()],
-                                      "captions_found": len(captions), "english_found": len(held_english)},
+                                      "captions_found": captions, "english_found": len(held_english)},
          "removed_as_leaks": dict(sorted(removed.items())),
          "dropped_pairs": dict(sorted(dropped.items())),
          "source": {"packages": packages, "local": arguments.cldr_root}})

@@ -375,6 +375,21 @@ def add_held_out_text(parser):
                         help="corpus folders whose dev and test English strings must not be in train (comma-separated)")
 
 
+def drop_held_out_captions(records, folders, removed):
+    """In place: train's records whose query or a positive is (case-folded) a text side of the dev or test
+    splits of these image corpora, counted in `removed`; returns how many such texts there are."""
+    captions = {side.casefold() for sides in held_out_sides(folders) for side in sides if isinstance(side, str)}
+    kept = []
+    for record in records["train"]:
+        if record["query"].casefold() in captions or any(isinstance(positive, str) and positive.casefold() in captions
+                                                         for positive in record["positives"]):
+            removed["train: a dev or test caption of an image corpus"] += 1
+        else:
+            kept.append(record)
+    records["train"] = kept
+    return len(captions)
+
+
 def drop_held_out_english(records, held_out_text, removed):
     """In place: train's records whose query is an English string of --held-out-text's corpora's dev or
     test, counted in `removed`; returns the names of the corpora checked."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """freedict_pairs.py: English word -> translation pairs from FreeDict's English -> X dictionaries, as
-Debian ships them for dictd (dict-freedict-eng-XXX, unpacked, not installed): freedict-eng-XXX.index
-(headword, base64 offset, base64 length) into freedict-eng-XXX.dict.dz (dictzip, read as gzip), for
+Debian ships them for dictd (dict-freedict-eng-LANG, unpacked, not installed): freedict-eng-LANG.index
+(headword, base64 offset, base64 length) into freedict-eng-LANG.dict.dz (dictzip, read as gzip), for
 the UForm languages FreeDict covers: ar de es fr hi id it ja pl pt ru tr. An entry is its headword
 line (headword, pronunciation, part of speech), then senses: numbered ("1. ..."), grouped under a
 Roman numeral ("I. <N> 1. ..."), or one unnumbered; a sense's first line holds its translations,
@@ -9,7 +9,7 @@ separated by commas or semicolons, and the lines after it (glosses, notes, examp
 cross-references) are not read. Translations are cleaned of grammar tags (<masc>), labels ([bot.],
 (müz.)), contexts and descriptions. One record per (English headword, language), one translation:
 FreeDict orders neither senses nor a headword's entries by use, so the X -> English dictionary
-(dict-freedict-XXX-eng, where Debian has one) picks the sense, and the translation, that it gives
+(dict-freedict-LANG-eng, where Debian has one) picks the sense, and the translation, that it gives
 the English headword for first (dictionary_records). The reverse dictionaries are not read as pairs
 of their own: inverted, they add few English words (por-eng 40) and many glosses. Each language
 keeps at most --per-language records, the headwords found in the most FreeDict dictionaries first
@@ -335,7 +335,7 @@ NOT_CONFIRMED = 1 << 30  # the place of a translation the reverse dictionary doe
 def dictionary_records(entries, language, name, counts, malformed, confirmed=None):
     """{normalized headword: record} of one dictionary's entries; what was skipped or dropped counted in
     counts (a Counter), and the first malformed entries named in malformed (a list of
-    "freedict-eng-xxx#HEADWORD: reason"). `confirmed` is reverse_pairs() of the X -> English dictionary:
+    "freedict-eng-lang#HEADWORD: reason"). `confirmed` is reverse_pairs() of the X -> English dictionary:
     a translation is confirmed at a place when that dictionary gives the English headword for it there.
     FreeDict's senses and entries are not ordered by use (eng-deu has an entry a meaning, "hand" ->
     "Blatt" (of cards) before "Hand"; the Wiktionary ones order senses by gloss, "hand" -> "applause"
@@ -479,7 +479,7 @@ def ranked(records, coverage, seed):
 
 
 def dictionary_licence(root, package, name):
-    """The licence of the dictionary itself: its "Files: eng-xxx/*" stanza of the package's DEP-5
+    """The licence of the dictionary itself: its "Files: eng-lang/*" stanza of the package's DEP-5
     copyright file (the file's first License is that of debian/*, the packaging)."""
     path = pathlib.Path(root) / "usr" / "share" / "doc" / package / "copyright"
     try:
@@ -525,7 +525,7 @@ def main(argv=None):
     parser.add_argument("--languages", default=",".join(sorted(DICTIONARIES)),
                         help="comma-separated languages with an English -> X FreeDict dictionary")
     parser.add_argument("--per-language", type=int, default=PER_LANGUAGE, help="most records a language")
-    parser.add_argument("--freedict-root", help="a folder of freedict-eng-XXX.index and .dict.dz files to read "
+    parser.add_argument("--freedict-root", help="a folder of freedict-eng-LANG.index and .dict.dz files to read "
                                                 "instead of the packages")
     data = pathlib.Path(debian_archive.default_output(""))
     parser.add_argument("--cldr", default=str(data / "cldr"),
@@ -621,16 +621,8 @@ def main(argv=None):
                 shared[f"{language}: left out"] += 1
 
     image_folders = [folder for folder in arguments.held_out_images.split(",") if folder]
-    captions = {side.casefold() for sides in debian_archive.held_out_sides(image_folders) for side in sides
-                if isinstance(side, str)}
     removed = collections.Counter()
-    kept = []
-    for record in records["train"]:
-        if record["query"].casefold() in captions or any(positive.casefold() in captions for positive in record["positives"]):
-            removed["train: a dev or test caption of an image corpus"] += 1
-        else:
-            kept.append(record)
-    records["train"] = kept
+    captions = debian_archive.drop_held_out_captions(records, image_folders, removed)
     text_checked = debian_archive.drop_held_out_english(records, arguments.held_out_text, removed)
     debian_archive.one_per_language_without_leaks(records, removed)
 
@@ -654,7 +646,7 @@ def main(argv=None):
                                                    "pairs_found": len(trained)},
          "groups_per_split": {split: sum(1 for value in split_of.values() if value == split) for split in debian_archive.SPLITS},
          "held_out_corpora_checked": {"images": [pathlib.Path(folder).name for folder in image_folders if pathlib.Path(folder).is_dir()],
-                                      "text": text_checked, "captions_found": len(captions)},
+                                      "text": text_checked, "captions_found": captions},
          "removed_as_leaks": dict(sorted(removed.items())),
          "source": {"packages": packages, "local_root": arguments.freedict_root}})
     debian_archive.print_summary(SCRIPT, manifest, started, arguments.output)

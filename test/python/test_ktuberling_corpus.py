@@ -276,7 +276,7 @@ def test_readers_survive_corrupt_bytes(tmp_path, reader, name):
     def read(changed):
         path.write_bytes(changed)
         return reader(path)
-    corrupted_reads(path.read_bytes(), read, f"{path}: ", 11)
+    corrupted_reads(path.read_bytes(), read, f"{path}: ", 11, at_start=True)
 
 
 # ---- the real package ------------------------------------------------------------------------------------
