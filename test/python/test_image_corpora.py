@@ -706,7 +706,7 @@ def test_art4apps_corpus_names_a_bad_list(tmp_path):
 # ---- the corpora in data/, when built -----------------------------------------------------------
 
 @pytest.mark.parametrize("corpus", ["emoji", "flags", "fashion", "clipart", "stamps", "gcompris", "art4apps", "furniture",
-                                    "ktuberling", "freeciv", "scratch"])
+                                    "ktuberling", "freeciv", "scratch", "josm"])
 def test_built_image_corpus(corpus):
     folder = ROOT / "data" / corpus
     if not (folder / "manifest.json").exists():
