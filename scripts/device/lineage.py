@@ -53,6 +53,8 @@ FUSE_WEIGHTS = "0.25,0.5,0.75"  # rehead-eval's fused rerankings (uform_eval --f
 DEFINITION_SETS = ("gcide", "manpages", "foldoc")  # the English definition corpora the refine stage adds; scored, not selected on
 IMAGE_SETS = ("emoji", "flags", "clipart", "fashion")
 NEW_IMAGE_SETS = ("stamps", "gcompris", "art4apps", "furniture", "ktuberling")  # the picture corpora of everyday things since round 12 (a missing one is skipped)
+SCORED_IMAGE_SETS = ("freeciv", "josm", "scratch")  # round 15's third arm's picture corpora: their test splits scored, not picked on
+PICTURE_SETS = IMAGE_SETS + NEW_IMAGE_SETS + SCORED_IMAGE_SETS  # every image corpus the stages score
 RULE_LEAST_ITEMS = 30  # round 13's rule, fixed before it ran: a dev set ranking fewer distinct items either way is scored, not picked on
 RULE_POOLS = {"everyday": NEW_IMAGE_SETS}  # round 15's rule: these dev sets enter the pick as one pooled set (each is too small alone)
 NEW_SETS = ("cldr", "gnome-help", "manuals", "manual-sections", "manpage-translations",  # rounds 5, 6, 8 and 9's corpora:
@@ -143,6 +145,8 @@ def plan(args):
             # the pictures of things mirrored in half their draws or never; picked by RULE_POOLS' rule
             kept("words-toys-keep", "mixtures/embedder_words_toys.json"),
             kept("words-toys-unflipped-keep", "mixtures/embedder_words_toys_unflipped.json"),
+            # and a third, fixed on 2026-12-08 before any ran: Freeciv's sprites, JOSM's pictograms and Scratch's pictures besides
+            kept("words-toys-pictures-keep", "mixtures/embedder_words_toys_pictures.json"),
         ],
         "rehead": [  # a new rerank head over the shipped embedder's frozen encoder: its pooled embedding stays byte for byte
             {"name": name, "init_path": args.refine_from, "mixture": "mixtures/reranker_definitions.json", "steps": steps,
@@ -270,7 +274,7 @@ def eval_sets(args, split="test", names=TEXT_SETS + IMAGE_SETS, limit=None, pool
             stride = len(lines) / limit
             lines = [lines[int(i * stride)] for i in range(limit)]
         target = folder / f"{name}.jsonl"
-        if name in IMAGE_SETS + NEW_IMAGE_SETS:  # image paths are relative to their corpus folder
+        if name in PICTURE_SETS:  # image paths are relative to their corpus folder
             target = source.parent / f"{split}-eval-{limit}.jsonl"
         target.write_text("\n".join(lines) + "\n", encoding="utf-8")
         sets[name] = target
@@ -344,7 +348,7 @@ def eval_stage(build, args):
     runs = pathlib.Path(args.runs)
     folder = runs / "eval"
     folder.mkdir(parents=True, exist_ok=True)
-    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS + NEW_SETS + IMAGE_SETS + NEW_IMAGE_SETS)
+    sets = eval_sets(args, names=TEXT_SETS + DEFINITION_SETS + NEW_SETS + PICTURE_SETS)
     checkpoints = candidates(args)
     embedders = list(checkpoints)
     report = {"sets": {name: str(path) for name, path in sets.items()}, "embedders": embedders,
@@ -361,7 +365,7 @@ def eval_stage(build, args):
         reranker = runs / "reranker" / ("tiny" if embedder == "tiny" else "ship")
         for name, path in sets.items():
             tag = f"{embedder}-{name}"
-            if name in IMAGE_SETS + NEW_IMAGE_SETS:
+            if name in PICTURE_SETS:
                 jobs.append((tag, checkpoint, path, ()))
             else:
                 jobs.append((tag, checkpoint, path, rerank))

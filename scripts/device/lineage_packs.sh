@@ -2,12 +2,13 @@
 # Makes, on a bare checkout, everything the lineage's refine rounds carry to the GPU machine (rounds 10 to 15,
 # docs/evaluation.md): the corpora (scripts/data/build_all.sh, the two wide man page corpora, the description
 # translations' mined negatives and family siblings, Tux Paint's stamps, GCompris's, Art4Apps's, the furniture's and
-# KTuberling's pictures, FreeDict's words), runs/recall, and the nine packs under data/:
+# KTuberling's, Freeciv's, JOSM's and Scratch's pictures, FreeDict's words), runs/recall, and the ten packs under data/:
 #   pack-r6img  the four picture corpora (gzipped)      pack-r6a  gettext, LibreOffice, description translations
 #   pack-r6b    the other text corpora                  pack-r9w  the wide man page corpora
 #   pack-r10s   the description translations' family siblings   pack-r12st  Tux Paint's stamps (round 12)
 #   pack-r13ev  the stamps and GCompris's pictures (round 13)   pack-r14art  those, Art4Apps and the furniture (round 14)
 #   pack-r15wt  FreeDict's words and KTuberling's pictures (round 15, beside pack-r14art)
+#   pack-r15pic  Freeciv's, JOSM's and Scratch's pictures (round 15's third arm, beside pack-r15wt)
 # A step whose output is there already is skipped, so a second run only finishes what is missing. About 45
 # minutes on two cores the first time, most of it Debian's downloads. `--dry-run` prints the steps, runs none.
 #   bash scripts/device/lineage_packs.sh [--dry-run]
@@ -38,6 +39,9 @@ step data/art4apps/manifest.json python3 scripts/data/art4apps_pairs.py
 step data/furniture/manifest.json python3 scripts/data/furniture_pairs.py
 step data/ktuberling/manifest.json python3 scripts/data/ktuberling_pairs.py
 step data/freedict/manifest.json python3 scripts/data/freedict_pairs.py
+step data/freeciv/manifest.json python3 scripts/data/freeciv_pairs.py
+step data/josm/manifest.json python3 scripts/data/josm_pairs.py
+step data/scratch/manifest.json python3 scripts/data/scratch_pairs.py
 step runs/recall python3 scripts/device/recall_sets.py
 step data/pack-r6img/lineage-images.tar.gz bash -c "python3 scripts/data/device_pack.py ${mix[*]} --sources emoji,clipart,flags,fashion \
   --lossy clipart=30 --lossy emoji=75 --lossy flags=75 --output data/pack-r6img/lineage-images.tar && gzip -9 data/pack-r6img/lineage-images.tar"
@@ -59,4 +63,6 @@ step data/pack-r14art/lineage-art.tar python3 scripts/data/device_pack.py --mixt
   --lossy furniture=75 --output data/pack-r14art/lineage-art.tar
 step data/pack-r15wt/lineage-words-toys.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_words_toys.json \
   --sources freedict,ktuberling --splits dev,test --lossy ktuberling=75 --xz-preset 6 --output data/pack-r15wt/lineage-words-toys.tar
+step data/pack-r15pic/lineage-pictures.tar python3 scripts/data/device_pack.py --mixture mixtures/embedder_words_toys_pictures.json \
+  --sources freeciv,josm,scratch --splits dev,test --lossy josm=75 --lossy scratch=75 --output data/pack-r15pic/lineage-pictures.tar
 echo "lineage_packs: done; carry third_party/device-libs, third_party/cudnn-frontend and the packs a call names (docs/roadmap.md)"
