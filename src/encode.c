@@ -579,7 +579,8 @@ static double uform_cosine_(float const *a, float const *b, size_t width) {
 /* MaxSim of each document (`symmetric`: the shorter side's mean); with `weight` >= 0, fused with the
  * pooled cosine at the widest width, both terms from the same pass of each side. */
 static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query, uform_text_t const *documents, size_t count,
-                                    int symmetric, double weight, float *scores, size_t *truncated, char const *verb) {
+                                    int symmetric, double weight, size_t gate, float *scores, size_t *truncated,
+                                    char const *verb) {
     if (!context || !documents || !scores || !count)
         return uform_fail(uform_invalid_argument_k, "%s: model, documents and scores are needed, count > 0", verb);
     uform_model_t *model = context->model;
@@ -606,8 +607,11 @@ static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query
         if (status != uform_ok_k) break;
         uform_maxsim_context_t maxsim = {context, context->workspace.query_colbert, query_cells, symmetric, scores + first};
         uform_pool_for(context->pool, done - first, uform_maxsim_task_, &maxsim);
-        for (size_t i = first; fused && i < done; ++i)
-            scores[i] = (float)((1 - weight) * uform_cosine_(query_embedding, pooled + (i - first) * widest, widest) + weight * scores[i]);
+        for (size_t i = first; fused && i < done; ++i) {
+            double cosine = uform_cosine_(query_embedding, pooled + (i - first) * widest, widest);
+            int short_pair = query.length < gate && documents[i].length < gate;
+            scores[i] = (float)(short_pair ? cosine : (1 - weight) * cosine + weight * scores[i]);
+        }
     }
     free(query_embedding);
     if (status == uform_ok_k && truncated) *truncated = cut;
@@ -616,19 +620,26 @@ static uform_status_t uform_rerank_(uform_context_t *context, uform_text_t query
 
 uform_status_t uform_context_rerank(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                     size_t count, float *scores, size_t *truncated) {
-    return uform_rerank_(context, query, documents, count, 0, -1, scores, truncated, "uform_rerank");
+    return uform_rerank_(context, query, documents, count, 0, -1, 0, scores, truncated, "uform_rerank");
 }
 
 uform_status_t uform_context_rerank_symmetric(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                               size_t count, float *scores, size_t *truncated) {
-    return uform_rerank_(context, query, documents, count, 1, -1, scores, truncated, "uform_rerank_symmetric");
+    return uform_rerank_(context, query, documents, count, 1, -1, 0, scores, truncated, "uform_rerank_symmetric");
 }
 
 uform_status_t uform_context_rerank_fused(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
                                           size_t count, double weight, float *scores, size_t *truncated) {
     if (!(weight >= 0 && weight <= 1))
         return uform_fail(uform_invalid_argument_k, "uform_rerank_fused: the weight %g is outside [0, 1]", weight);
-    return uform_rerank_(context, query, documents, count, 1, weight, scores, truncated, "uform_rerank_fused");
+    return uform_rerank_(context, query, documents, count, 1, weight, 0, scores, truncated, "uform_rerank_fused");
+}
+
+uform_status_t uform_context_rerank_gated(uform_context_t *context, uform_text_t query, uform_text_t const *documents,
+                                          size_t count, double weight, size_t gate, float *scores, size_t *truncated) {
+    if (!(weight >= 0 && weight <= 1))
+        return uform_fail(uform_invalid_argument_k, "uform_rerank_gated: the weight %g is outside [0, 1]", weight);
+    return uform_rerank_(context, query, documents, count, 1, weight, gate, scores, truncated, "uform_rerank_gated");
 }
 
 uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits) {
@@ -752,6 +763,12 @@ uform_status_t uform_rerank_fused(uform_model_t *model, uform_text_t query, ufor
                                   double weight, float *scores, size_t *truncated) {
     UFORM_NEED_MODEL_("uform_rerank_fused");
     return uform_context_rerank_fused(model->context, query, documents, count, weight, scores, truncated);
+}
+
+uform_status_t uform_rerank_gated(uform_model_t *model, uform_text_t query, uform_text_t const *documents, size_t count,
+                                  double weight, size_t gate, float *scores, size_t *truncated) {
+    UFORM_NEED_MODEL_("uform_rerank_gated");
+    return uform_context_rerank_gated(model->context, query, documents, count, weight, gate, scores, truncated);
 }
 
 uform_status_t uform_mlm_logits(uform_model_t *model, uint16_t const *ids, size_t length, float *logits) {

@@ -38,6 +38,9 @@ static char const *const uform_serve_usage_ =
     "  --fuse W               /v1/rerank ranks by (1 - W) pooled cosine + W symmetric MaxSim (default 0.5,\n"
     "                         the weight that ranks best on the shipped model's dev pairs; 0: MaxSim from the\n"
     "                         query's side alone, the rerank head's own score; docs/server.md)\n"
+    "  --fuse-gate L          with --fuse W > 0: a document shorter than L bytes, for a query shorter too, is\n"
+    "                         ranked by its cosine alone (default 64, chosen on the shipped model's dev pairs,\n"
+    "                         where MaxSim of two short strings ranks worse than their cosine; 0: none)\n"
     "  --verbose              one line per request on standard error\n";
 
 #ifndef UFORM_HAVE_MICROHTTPD
@@ -97,7 +100,7 @@ typedef struct uform_job_t {
 
 typedef struct {
     char const *model_path, *host, *api_key, *name, *precision, *device;
-    unsigned long long port, workers, threads, max_request_bytes, batch_bytes, timeout, connections, drain_seconds;
+    unsigned long long port, workers, threads, max_request_bytes, batch_bytes, timeout, connections, drain_seconds, fuse_gate;
     double fuse; /* /v1/rerank's weight of symmetric MaxSim beside the pooled cosine; 0: MaxSim alone */
     int verbose;
 } uform_serve_options_t;
@@ -254,7 +257,8 @@ static void uform_worker_run_(uform_worker_t *worker, uform_job_t *batch, size_t
     uform_status_t status = uform_ok_k;
     if (batch->kind == uform_job_rerank_k) {
         double fuse = worker->server->options.fuse;
-        status = fuse > 0 ? uform_context_rerank_fused(worker->context, batch->query, batch->texts, batch->count, fuse, batch->outputs, NULL)
+        status = fuse > 0 ? uform_context_rerank_gated(worker->context, batch->query, batch->texts, batch->count, fuse,
+                                                       (size_t)worker->server->options.fuse_gate, batch->outputs, NULL)
                           : uform_context_rerank(worker->context, batch->query, batch->texts, batch->count, batch->outputs, NULL);
     } else if (!batch->next_in_batch) {
         status = uform_context_encode(worker->context, batch->texts, batch->count, batch->width, batch->outputs, NULL);
@@ -820,6 +824,7 @@ static int uform_serve_parse_(int argc, char **argv, uform_serve_options_t *opti
             {"--threads", NULL, &options->threads},        {"--max-request-bytes", NULL, &options->max_request_bytes},
             {"--batch-bytes", NULL, &options->batch_bytes}, {"--timeout", NULL, &options->timeout},
             {"--connections", NULL, &options->connections}, {"--drain-seconds", NULL, &options->drain_seconds},
+            {"--fuse-gate", NULL, &options->fuse_gate},
         };
         size_t known = 0;
         while (known < sizeof(flags) / sizeof(flags[0]) && strcmp(flags[known].flag, flag)) known++;
@@ -854,6 +859,7 @@ static int uform_serve_check_(uform_serve_options_t const *options) {
                           : !options->connections || options->connections > 65536 ? "--connections is 1..65536"
                           : !options->max_request_bytes ? "--max-request-bytes must be positive"
                           : options->timeout > 86400 ? "--timeout is at most 86400 seconds"
+                          : options->fuse_gate > 1u << 20 ? "--fuse-gate is at most 1048576 bytes"
                           : options->precision && strcmp(options->precision, "bf16") && strcmp(options->precision, "e4m3") &&
                                     strcmp(options->precision, "int8") && strcmp(options->precision, "f32")
                                 ? "--precision is bf16, e4m3, int8 or f32"
@@ -906,7 +912,8 @@ int uform_serve(int argc, char **argv) {
     static uform_server_t server; /* static: the metrics tables are large and zeroed */
     uform_serve_options_t *options = &server.options;
     *options = (uform_serve_options_t){.host = "127.0.0.1", .port = 8080, .workers = 2, .max_request_bytes = 8u << 20,
-                                       .batch_bytes = 65536, .timeout = 30, .connections = 256, .drain_seconds = 30, .fuse = 0.5};
+                                       .batch_bytes = 65536, .timeout = 30, .connections = 256, .drain_seconds = 30, .fuse = 0.5,
+                                       .fuse_gate = 64};
     options->api_key = getenv("UFORM_API_KEY");
     int help = 0;
     if (!uform_serve_parse_(argc, argv, options, &help)) return 2;

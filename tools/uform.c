@@ -120,8 +120,8 @@ static char const *const uform_calibrate_usage_ =
     "  --width M          one of the model's embedding widths (default: the widest)\n";
 
 static char const *const uform_rerank_usage_ =
-    "usage: uform rerank --model DIR --query TEXT [--fuse W] [--threads N] [--precision bf16|e4m3|int8|f32]\n"
-    "                    [--device cpu|cuda]\n"
+    "usage: uform rerank --model DIR --query TEXT [--fuse W [--fuse-gate L]] [--threads N]\n"
+    "                    [--precision bf16|e4m3|int8|f32] [--device cpu|cuda]\n"
     "\n"
     "Reads one document per line on standard input and prints one MaxSim score per line: the sum\n"
     "over query bytes of the best cosine among the document's bytes (ColBERT-style late interaction).\n"
@@ -131,6 +131,9 @@ static char const *const uform_rerank_usage_ =
     "                     cosine at the widest width fused with MaxSim's mean from the shorter text's\n"
     "                     bytes (uform_rerank_fused; W in (0, 1]; 0.5 ranks best on the shipped\n"
     "                     model's dev pairs, docs/evaluation.md)\n"
+    "  --fuse-gate L      with --fuse: a document shorter than L bytes, for a query shorter too,\n"
+    "                     prints its cosine alone (uform_rerank_gated; MaxSim of two short strings\n"
+    "                     ranks worse than their cosine; 64, as uform serve, on the shipped model)\n"
     "  --threads N        worker threads (default: all cores)\n"
     "  --precision P      bf16 (default), e4m3, int8 (CPU only) or f32 (docs/precision.md)\n"
     "  --device D         cpu (default) or cuda: the encoder on the GPU, MaxSim on the CPU\n";
@@ -160,7 +163,7 @@ typedef struct {
     char **files[uform_media_kinds_k]; /* --image's, --video's and --audio's files, in argv */
     size_t files_count[uform_media_kinds_k];
     unsigned long long seed;
-    size_t width, threads;
+    size_t width, threads, fuse_gate;
     double max_shard_mb;
     size_t deepen;
     int help, records, widen;
@@ -276,6 +279,13 @@ static int uform_parse_(int argc, char **argv, char const *allowed, uform_option
         else if (!strcmp(flag, "--seed")) options->seed = number;
         else if (!strcmp(flag, "--width")) options->width = (size_t)number;
         else if (!strcmp(flag, "--threads")) options->threads = (size_t)number;
+        else if (!strcmp(flag, "--fuse-gate")) {
+            if (!number || number > 1u << 20) {
+                fprintf(stderr, "uform %s: --fuse-gate needs 1 to 1048576 bytes, got '%s'\n", argv[1], value);
+                return 0;
+            }
+            options->fuse_gate = (size_t)number;
+        }
         else if (!strcmp(flag, "--deepen")) {
             if (!number || number > 255) {
                 fprintf(stderr, "uform %s: --deepen needs 1 to 255 blocks, got '%s'\n", argv[1], value);
@@ -783,6 +793,10 @@ static int uform_rerank_(uform_options_t const *options) {
         fprintf(stderr, "uform rerank: the query is empty\n");
         return 2;
     }
+    if (options->fuse_gate && !(options->fuse > 0)) {
+        fprintf(stderr, "uform rerank: --fuse-gate needs --fuse\n");
+        return 2;
+    }
     uform_model_t *model = NULL;
     char *buffer = NULL;
     uform_text_t *texts = NULL;
@@ -792,8 +806,9 @@ static int uform_rerank_(uform_options_t const *options) {
     float *scores = result || !count ? NULL : malloc(count * sizeof(float));
     uform_text_t query = {(uint8_t const *)options->query, strlen(options->query)};
     if (scores) {
-        status = options->fuse > 0 ? uform_rerank_fused(model, query, texts, count, options->fuse, scores, &truncated)
-                                   : uform_rerank(model, query, texts, count, scores, &truncated);
+        status = options->fuse > 0
+                     ? uform_rerank_gated(model, query, texts, count, options->fuse, options->fuse_gate, scores, &truncated)
+                     : uform_rerank(model, query, texts, count, scores, &truncated);
         result = uform_report_(status);
         for (size_t i = 0; !result && i < count; ++i) printf("%.7g\n", scores[i]);
         if (!result && truncated) fprintf(stderr, "uform rerank: %zu texts were longer than a row and were cut\n", truncated);
@@ -869,7 +884,7 @@ int main(int argc, char **argv) {
          "--model --width --threads --precision --device --image --video --audio --fps --records --output-precision --calibration"},
         {"calibrate", uform_calibrate_usage_,
          "--model --width --threads --precision --device --image --video --audio --fps --records --output"},
-        {"rerank", uform_rerank_usage_, "--model --query --fuse --threads --precision --device"},
+        {"rerank", uform_rerank_usage_, "--model --query --fuse --fuse-gate --threads --precision --device"},
         {"decode", uform_decode_usage_, "--audio --video --fps"},
     };
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); ++i) {

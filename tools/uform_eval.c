@@ -51,7 +51,9 @@ static char const *const uform_eval_usage_ =
     "                   reranker reranking its embedder's candidates); rows model+maxsim@K as before\n"
     "  --fuse LIST      with --rerank: also rerank the top K by (1 - W) cosine + W symmetric MaxSim\n"
     "                   (the mean from the shorter text's bytes, uform_rerank_symmetric) for each\n"
-    "                   weight W in (0, 1] of the comma-separated LIST (at most 4); rows model+fuseW@K\n"
+    "                   weight W in (0, 1] of the comma-separated LIST (at most 4); rows model+fuseW@K.\n"
+    "                   An entry W:L gates the fusion: a candidate shorter than L bytes, for a query\n"
+    "                   shorter too, keeps its cosine (rows model+fuseWsL@K; uform rerank --fuse-gate)\n"
     "  --no-tfidf       skip the character 3-5-gram TF-IDF baseline\n"
     "  --json FILE      also write every row, per language too, as JSON\n"
     "  --placements     with --json: each row over all pairs also lists every query's placement, in\n"
@@ -476,6 +478,7 @@ static uform_status_t uform_colbert_all_(uform_model_t *model, uform_text_t cons
 typedef struct uform_rerank_job_t {
     size_t count, top, widths, fuses_count, colbert_width;
     double const *fuses;
+    size_t const *gates; /* fusion f keeps the cosine of a query and candidate both shorter than gates[f] bytes */
     int direction;
     uint32_t const *groups;
     uform_text_t const *row_texts, *column_texts;
@@ -533,8 +536,11 @@ static void uform_rerank_task_(void *context, size_t row, size_t thread) {
                                                             rivals, rival_groups);
         /* Symmetric MaxSim is a mean cosine, on the pooled cosine's scale. */
         for (size_t f = 0; f < job->fuses_count; ++f) {
+            size_t gate = job->gates[f];
             for (size_t place = 0; place < top; ++place)
-                fused[place] = (float)((1 - job->fuses[f]) * scores[place] + job->fuses[f] * symmetric[place]);
+                fused[place] = job->row_texts[row].length < gate && job->column_texts[columns[place]].length < gate
+                                   ? scores[place]
+                                   : (float)((1 - job->fuses[f]) * scores[place] + job->fuses[f] * symmetric[place]);
             job->fused_placements[slot][f][row] = uform_reranked_(job->model_placements[slot][row], top, columns, scores,
                                                                   job->gold_scores[slot][row], fused, job->groups,
                                                                   job->groups[row], rivals, rival_groups);
@@ -585,6 +591,7 @@ int main(int argc, char **argv) {
     size_t precisions_count = 1;
     size_t limit = 0, threads = 0, top = 0, fuses_count = 0;
     double fuses[uform_fuse_max_k];
+    size_t gates[uform_fuse_max_k];
     int quiet = 0, use_tfidf = 1, with_placements = 0;
     for (int i = 1; i < argc; ++i) {
         char const *value = i + 1 < argc ? argv[i + 1] : NULL;
@@ -635,12 +642,19 @@ int main(int argc, char **argv) {
             while (*cursor) {
                 char *end = NULL;
                 double weight = strtod(cursor, &end);
-                if (end == cursor || !(weight > 0 && weight <= 1) || (*end && *end != ',') || fuses_count == uform_fuse_max_k) {
-                    fprintf(stderr, "uform_eval: --fuse takes at most %d comma-separated weights in (0, 1], not '%s'\n",
-                            uform_fuse_max_k, argv[i]);
+                unsigned long long gate = 0;
+                int valid = end != cursor && weight > 0 && weight <= 1;
+                if (valid && *end == ':') {
+                    char const *at = end + 1;
+                    gate = strtoull(at, &end, 10);
+                    valid = end != at && *at != '-' && gate > 0 && gate <= 1u << 20;
+                }
+                if (!valid || (*end && *end != ',') || fuses_count == uform_fuse_max_k) {
+                    fprintf(stderr, "uform_eval: --fuse takes at most %d comma-separated weights in (0, 1], each with an "
+                            "optional :BYTES gate in [1, 1048576], not '%s'\n", uform_fuse_max_k, argv[i]);
                     return 2;
                 }
-                fuses[fuses_count++] = weight;
+                gates[fuses_count] = (size_t)gate, fuses[fuses_count++] = weight;
                 cursor = *end ? end + 1 : end;
             }
         } else if (value && !strcmp(argv[i], "--reranker"))
@@ -940,7 +954,8 @@ int main(int argc, char **argv) {
     /* MaxSim over the union of each row's top candidates across widths, from each text's ColBERT
      * vectors computed once (uform_maxsim), the rows on the pool's threads. */
     if (top) {
-        uform_rerank_job_t job = {.count = count, .top = top, .widths = widths_count, .fuses = fuses, .fuses_count = fuses_count,
+        uform_rerank_job_t job = {.count = count, .top = top, .widths = widths_count, .fuses = fuses, .gates = gates,
+                                  .fuses_count = fuses_count,
                                   .progress = &progress};
         uform_config_t rerank_config = {0};
         uform_model_config(reranker, &rerank_config);
@@ -988,7 +1003,10 @@ int main(int argc, char **argv) {
                 rows[rows_count++] = row;
                 for (size_t f = 0; f < fuses_count; ++f) {
                     uform_row_t fused_row = {"", "float32", config.embedding_widths[slot], direction, fused_placements[slot][f][direction]};
-                    snprintf(fused_row.method, sizeof(fused_row.method), "model+fuse%.3g@%zu", fuses[f], top);
+                    if (gates[f])
+                        snprintf(fused_row.method, sizeof(fused_row.method), "model+fuse%.3gs%zu@%zu", fuses[f], gates[f], top);
+                    else
+                        snprintf(fused_row.method, sizeof(fused_row.method), "model+fuse%.3g@%zu", fuses[f], top);
                     rows[rows_count++] = fused_row;
                 }
             }

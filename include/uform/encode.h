@@ -94,6 +94,12 @@ UFORM_API uform_status_t uform_rerank_symmetric(uform_model_t *model, uform_text
 UFORM_API uform_status_t uform_rerank_fused(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
                                   size_t count, double weight, float *scores, size_t *truncated);
 
+/** `uform_rerank_fused`, except that a document and query both shorter than `gate` bytes are scored by the
+ *  cosine alone (`uform rerank --fuse-gate`, `uform serve`'s /v1/rerank): MaxSim over a few bytes on each side
+ *  ranks short strings worse than the pooled embedding does (docs/evaluation.md). `gate` 0 is the fusion. */
+UFORM_API uform_status_t uform_rerank_gated(uform_model_t *model, uform_text_t query, uform_text_t const *documents,
+                                  size_t count, double weight, size_t gate, float *scores, size_t *truncated);
+
 /** MaxSim of stored ColBERT vectors (`uform_colbert`'s: unit rows of `width` values), so that texts
  *  scored against many others are encoded once: `symmetric` 0 gives `uform_rerank`'s score (the sum
  *  over the query's cells of each one's best dot product among the document's), 1 gives
@@ -139,6 +145,9 @@ UFORM_API uform_status_t uform_context_rerank_symmetric(uform_context_t *context
 UFORM_API uform_status_t uform_context_rerank_fused(uform_context_t *context, uform_text_t query,
                                           uform_text_t const *documents, size_t count, double weight, float *scores,
                                           size_t *truncated);
+UFORM_API uform_status_t uform_context_rerank_gated(uform_context_t *context, uform_text_t query,
+                                          uform_text_t const *documents, size_t count, double weight, size_t gate,
+                                          float *scores, size_t *truncated);
 UFORM_API uform_status_t uform_context_mlm_logits(uform_context_t *context, uint16_t const *ids, size_t length, float *logits);
 UFORM_API uform_status_t uform_context_forward(uform_context_t *context, uform_grid_t const *grid, uform_outputs_t *outputs);
 

@@ -524,10 +524,10 @@ static int uform_rerank_inputs_(PyObject *query, PyObject *documents, uform_text
     return 1;
 }
 
-/* MaxSim scores (`symmetric`: uform_rerank_symmetric's; `fuse` >= 0: uform_rerank_fused's at that weight)
- * as a new float32 array, or NULL with an exception; `tuple` receives the documents. */
+/* MaxSim scores (`symmetric`: uform_rerank_symmetric's; `fuse` >= 0: uform_rerank_gated's at that weight and
+ * gate) as a new float32 array, or NULL with an exception; `tuple` receives the documents. */
 static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query, PyObject *documents, int symmetric,
-                                    double fuse, PyObject **tuple) {
+                                    double fuse, size_t gate, PyObject **tuple) {
     if (!uform_check_open_(self)) return NULL;
     uform_text_t query_text, *texts = NULL;
     PyArrayObject *scores = NULL;
@@ -541,7 +541,8 @@ static PyArrayObject *uform_scores_(uform_model_object_t *self, PyObject *query,
     if (good) {
         float *out = PyArray_DATA(scores);
         Py_BEGIN_ALLOW_THREADS
-        uform_note_(&failure, fuse >= 0    ? uform_context_rerank_fused(context, query_text, texts, (size_t)count, fuse, out, &truncated)
+        uform_note_(&failure, fuse >= 0    ? uform_context_rerank_gated(context, query_text, texts, (size_t)count, fuse, gate, out,
+                                                                        &truncated)
                               : symmetric ? uform_context_rerank_symmetric(context, query_text, texts, (size_t)count, out, &truncated)
                                           : uform_context_rerank(context, query_text, texts, (size_t)count, out, &truncated));
         Py_END_ALLOW_THREADS
@@ -562,7 +563,7 @@ static PyObject *uform_model_maxsim_(uform_model_object_t *self, PyObject *args,
     PyObject *query, *documents, *tuple = NULL;
     int symmetric = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|$p:maxsim", keywords, &query, &documents, &symmetric)) return NULL;
-    PyArrayObject *scores = uform_scores_(self, query, documents, symmetric, -1, &tuple);
+    PyArrayObject *scores = uform_scores_(self, query, documents, symmetric, -1, 0, &tuple);
     Py_XDECREF(tuple);
     return (PyObject *)scores;
 }
@@ -641,9 +642,10 @@ static int uform_ranked_order_(void const *left, void const *right) {
 }
 
 static PyObject *uform_model_rerank_(uform_model_object_t *self, PyObject *args, PyObject *kwargs) {
-    static char *keywords[] = {"query", "documents", "top_k", "fuse", NULL};
-    PyObject *query, *documents, *top_value = Py_None, *fuse_value = Py_None, *tuple = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$O:rerank", keywords, &query, &documents, &top_value, &fuse_value))
+    static char *keywords[] = {"query", "documents", "top_k", "fuse", "fuse_gate", NULL};
+    PyObject *query, *documents, *top_value = Py_None, *fuse_value = Py_None, *gate_value = Py_None, *tuple = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "OO|O$OO:rerank", keywords, &query, &documents, &top_value, &fuse_value,
+                                     &gate_value))
         return NULL;
     double fuse = -1;
     if (fuse_value != Py_None) {
@@ -653,6 +655,15 @@ static PyObject *uform_model_rerank_(uform_model_object_t *self, PyObject *args,
         if (fuse == -1 && PyErr_Occurred()) return NULL;
         if (!(fuse > 0 && fuse <= 1)) return PyErr_Format(PyExc_ValueError, "fuse is a weight in (0, 1], not %g", fuse);
     }
+    Py_ssize_t gate = 0;
+    if (gate_value != Py_None) {
+        if (!PyLong_Check(gate_value) || PyBool_Check(gate_value))
+            return PyErr_Format(PyExc_TypeError, "fuse_gate is an int or None, not %s", Py_TYPE(gate_value)->tp_name);
+        gate = PyLong_AsSsize_t(gate_value);
+        if (gate == -1 && PyErr_Occurred()) return NULL;
+        if (gate < 0 || gate > 1 << 20) return PyErr_Format(PyExc_ValueError, "fuse_gate is 0 to 1048576 bytes, not %zd", gate);
+        if (gate && fuse < 0) return PyErr_Format(PyExc_ValueError, "fuse_gate needs fuse");
+    }
     Py_ssize_t top_k = -1;
     if (top_value != Py_None) {
         if (!PyLong_Check(top_value) || PyBool_Check(top_value))
@@ -661,7 +672,7 @@ static PyObject *uform_model_rerank_(uform_model_object_t *self, PyObject *args,
         if (top_k == -1 && PyErr_Occurred()) return NULL;
         if (top_k < 1) return PyErr_Format(PyExc_ValueError, "top_k is at least 1, not %zd", top_k);
     }
-    PyArrayObject *scores = uform_scores_(self, query, documents, 0, fuse, &tuple);
+    PyArrayObject *scores = uform_scores_(self, query, documents, 0, fuse, (size_t)gate, &tuple);
     if (!scores) return Py_XDECREF(tuple), NULL;
     Py_ssize_t count = PyTuple_GET_SIZE(tuple);
     uform_ranked_t *ranked = malloc((size_t)count * sizeof(uform_ranked_t));
@@ -781,11 +792,12 @@ PyDoc_STRVAR(uform_colbert_doc_, "colbert(text)\n--\n\n"
                                  "(one pass over many, uform_colbert_many). Store them and score pairs later with\n"
                                  "uform.maxsim_vectors, so a document scored against many queries is encoded once.");
 
-PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None, *, fuse=None)\n--\n\n"
+PyDoc_STRVAR(uform_rerank_doc_, "rerank(query, documents, top_k=None, *, fuse=None, fuse_gate=None)\n--\n\n"
                                 "Documents ranked by MaxSim against the query, best first (ties keep their order):\n"
                                 "a list of {'index', 'score', 'text'}, the top_k best or all of them. fuse=W ranks by\n"
                                 "(1 - W) pooled cosine + W symmetric MaxSim instead, as `uform rerank --fuse W`\n"
-                                "(0.5 ranks best on the shipped model's dev pairs).");
+                                "(0.5 ranks best on the shipped model's dev pairs); fuse_gate=L then ranks a document\n"
+                                "shorter than L bytes, for a query shorter too, by its cosine alone (`--fuse-gate L`).");
 
 static PyMethodDef uform_model_methods_[] = {
     {"encode", (PyCFunction)(void (*)(void))uform_model_encode_, METH_VARARGS | METH_KEYWORDS, uform_encode_doc_},

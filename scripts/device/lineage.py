@@ -593,6 +593,12 @@ def print_summary(report):
                   f"(90% energy in {rank['dims_90']}, 99% in {rank['dims_99']} dims; {rank['texts']} texts)")
 
 
+def fuse_name(entry):
+    """uform_eval's row name of one --fuse entry, W or W:GATE."""
+    weight, _, gate = entry.partition(":")
+    return f"fuse{float(weight):.3g}" + (f"s{int(gate)}" if gate else "")
+
+
 def fuse_eval(build, args):
     """The --refine-from checkpoint on the --split spreads of every text set: TF-IDF, the pooled ranking,
     MaxSim of the top --rerank and its fusions with the cosine (--fuse-weights); RUNS/fuse-eval/fuse.json."""
@@ -601,7 +607,7 @@ def fuse_eval(build, args):
     sets = eval_sets(args, split=args.split, names=TEXT_SETS + DEFINITION_SETS)
     results = run_jobs(build, args, folder, [(f"{args.split}-{name}", args.refine_from, path, ("--fuse", args.fuse_weights))
                                              for name, path in sets.items()])
-    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+fuse{float(w):.3g}@{args.rerank}" for w in args.fuse_weights.split(",")]
+    methods = ["tfidf", "model", f"model+maxsim@{args.rerank}"] + [f"model+{fuse_name(w)}@{args.rerank}" for w in args.fuse_weights.split(",")]
     report = {"checkpoint": str(args.refine_from), "split": args.split, "rows": {}}
     for tag, result in sorted(results.items()):
         for direction in ("query->positive", "positive->query"):
@@ -627,7 +633,7 @@ def main():
     parser.add_argument("--eval-limit", type=int, default=2000, help="records of each test split scored (a spread; default 2000)")
     parser.add_argument("--rerank", type=int, default=20, help="MaxSim reranks each query's top K (default 20; 0 skips it)")
     parser.add_argument("--split", default="test", choices=("dev", "test"), help="fuse-eval's split (default test; dev to choose a weight)")
-    parser.add_argument("--fuse-weights", default=FUSE_WEIGHTS, help=f"fuse-eval's fusion weights, at most 4 (default {FUSE_WEIGHTS})")
+    parser.add_argument("--fuse-weights", default=FUSE_WEIGHTS, help=f"fuse-eval's fusion weights, at most 4, each W or W:GATE (uform_eval --fuse; default {FUSE_WEIGHTS})")
     parser.add_argument("--refine-from", default=str(ROOT / "models" / "default"),
                         help="the checkpoint the refine stage starts from (default models/default)")
     parser.add_argument("--jobs", type=int, default=4, help="uform_eval processes at once (default 4)")

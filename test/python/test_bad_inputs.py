@@ -244,6 +244,8 @@ CALL_CASES = {
     "rerank_fused zero documents": ("model.rerank_fused(b'query', [], 0.5)", {INVALID}, ("count", "zero", "document")),
     "rerank_fused a weight past 1": ("model.rerank_fused(b'query', [b'document'], 1.5)", {INVALID}, ("weight", "1.5")),
     "rerank_fused a NaN weight": ("model.rerank_fused(b'query', [b'document'], float('nan'))", {INVALID}, ("weight", "nan")),
+    "rerank_gated zero documents": ("model.rerank_gated(b'query', [], 0.5, 64)", {INVALID}, ("count", "zero", "document")),
+    "rerank_gated a weight past 1": ("model.rerank_gated(b'query', [b'document'], 1.5, 64)", {INVALID}, ("weight", "1.5")),
     "maxsim NULL query": (f"library.call('uform_maxsim', None, 2, {BUFFER}, 2, 4, 0, {BUFFER})", {INVALID}, ("null", "query")),
     "maxsim NULL score": (f"library.call('uform_maxsim', {BUFFER}, 2, {BUFFER}, 2, 4, 1, None)", {INVALID}, ("score",)),
     "maxsim zero document cells": (f"library.call('uform_maxsim', {BUFFER}, 2, {BUFFER}, 0, 4, 0, {BUFFER})", {INVALID}, ("document cells", "> 0")),

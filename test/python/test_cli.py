@@ -140,7 +140,8 @@ def test_rerank_fuse_mixes_cosine_and_maxsim(cli, cli_model):
     """--fuse W prints (1 - W) cosine + W symmetric MaxSim: the mean from the shorter text's bytes,
     recomputed from `uform encode` and plain `uform rerank` each way (printed to 7 digits). The
     documents are shorter and longer than the query; the controls, the cosine alone and MaxSim from
-    the query's side alone, differ; bad weights are refused."""
+    the query's side alone, differ; bad weights are refused. --fuse-gate L prints the cosine of the
+    documents shorter than L (the query shorter too), the fused score of the rest."""
     query, stdin = "byte-level", "\n".join(LINES) + "\n"
     plain = uform(cli, "rerank", "--model", cli_model, "--query", query, stdin=stdin)
     encoded = uform(cli, "encode", "--model", cli_model, stdin=query + "\n" + stdin)
@@ -167,6 +168,26 @@ def test_rerank_fuse_mixes_cosine_and_maxsim(cli, cli_model):
     for bad in ("0", "2", "x"):
         run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", bad, stdin=stdin)
         assert run.returncode != 0 and "--fuse needs a weight in (0, 1]" in run.stderr, run.stderr
+    # --fuse-gate L: a document shorter than L, for a query shorter too, prints its cosine; the rest stay fused.
+    lengths = np.array([len(line.encode()) for line in LINES])
+    gate = len(query.encode()) + 1
+    assert (lengths < gate).any() and (lengths >= gate).any(), "the gate must split the documents"
+    run = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", "0.5", "--fuse-gate", str(gate), stdin=stdin)
+    assert run.returncode == 0, run.stderr
+    gated = np.array([float(line) for line in run.stdout.split()])
+    expected = np.where(lengths < gate, cosine, 0.5 * cosine + 0.5 * shorter_side)
+    assert np.allclose(gated, expected, rtol=1e-5, atol=2e-5), (gated, expected)
+    assert not np.allclose(gated, 0.5 * cosine + 0.5 * shorter_side, rtol=1e-5, atol=2e-5), "the gate is ignored"
+    short_query = uform(cli, "rerank", "--model", cli_model, "--query", query, "--fuse", "0.5", "--fuse-gate",
+                        str(len(query.encode())), stdin=stdin)
+    assert short_query.returncode == 0, short_query.stderr
+    assert np.allclose([float(line) for line in short_query.stdout.split()], 0.5 * cosine + 0.5 * shorter_side,
+                       rtol=1e-5, atol=2e-5), "a query as long as the gate is gated"
+    for flags, message in ((["--fuse-gate", "8"], "--fuse-gate needs --fuse"),
+                           (["--fuse", "0.5", "--fuse-gate", "0"], "--fuse-gate needs 1 to 1048576 bytes"),
+                           (["--fuse", "0.5", "--fuse-gate", "x"], "--fuse-gate")):
+        run = uform(cli, "rerank", "--model", cli_model, "--query", query, *flags, stdin=stdin)
+        assert run.returncode != 0 and message in run.stderr, (flags, run.stderr)
 
 
 def test_rerank_prints_one_score_per_document(cli, cli_model):

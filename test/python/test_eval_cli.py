@@ -174,13 +174,16 @@ def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_pa
     """--fuse W: with K = all pairs the order is (1 - W) cosine + W symmetric MaxSim over every
     candidate, recomputed here from uform_rerank_symmetric; W = 1 orders as symmetric MaxSim alone; a
     cosine-only recomputation and one with MaxSim from the query's side alone (the controls) disagree
-    somewhere, so the MaxSim term is read, from the shorter side."""
+    somewhere, so the MaxSim term is read, from the shorter side. W:L keeps the cosine of a pair whose texts are
+    both shorter than L bytes: at L, the texts' median length, its rows differ from both W's and the cosine's."""
     records = [{"query": f"{topic} ({index})", "positives": [f"{topic.upper()} #{index % 5}"]}
                for index, topic in enumerate(TOPICS * 2)]
     queries = [record["query"] for record in records]
     positives = [record["positives"][0] for record in records]
     count, weights = len(records), (0.3, 1.0)
-    report = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count, "--fuse", ",".join(map(str, weights)))
+    gate = int(np.median([len(text.encode()) for text in queries + positives]))
+    report = evaluate(evaluator, tmp_path, records, init_model, "--rerank", count, "--fuse",
+                      ",".join(map(str, weights)) + f",1:{gate}")
     with library.open(str(init_model)) as model:
         columns = model.config().columns
         width = model.config().widths[-1]
@@ -191,10 +194,20 @@ def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_pa
         symmetric = [np.array([model.rerank_symmetric(row_text.encode(), [text.encode() for text in others])[0]
                                for row_text in rows]) for rows, others in ((queries, positives), (positives, queries))]
     cosine = full_queries.astype(np.float64) @ full_positives.astype(np.float64).T
-    disagreements, one_sided_disagreements = 0, 0
+    disagreements, one_sided_disagreements, gated_apart = 0, 0, {"ungated": 0, "cosine": 0}
     for index, (direction, scores, rows, groups) in enumerate((("query->positive", cosine, queries, text_ids(positives)),
                                                                ("positive->query", cosine.T, positives, text_ids(queries)))):
         cells = np.array([min(len(text.encode()), columns) for text in rows], dtype=np.float64)[:, None]
+        others = (positives, queries)[index]
+        short = np.array([len(text.encode()) < gate for text in rows])[:, None] & np.array([len(text.encode()) < gate for text in others])[None, :]
+        gated = np.where(short, scores, symmetric[index])
+        wanted = averaged([expected_metrics(list(gated[i]), i, groups) for i in range(count)])
+        got = row(report, f"model+fuse1s{gate}@{count}", direction, width)
+        for key, value in wanted.items():
+            assert got[key] == pytest.approx(value, abs=2e-5), ("gated", direction, key)
+        for control, matrix in (("ungated", symmetric[index]), ("cosine", scores)):
+            other = averaged([expected_metrics(list(matrix[i]), i, groups) for i in range(count)])
+            gated_apart[control] += any(abs(got[key] - other[key]) > 1e-6 for key in got if key in other)
         for weight in weights:
             fused = (1 - weight) * scores + weight * symmetric[index]
             wanted = averaged([expected_metrics(list(fused[i]), i, groups) for i in range(count)])
@@ -208,7 +221,9 @@ def test_fused_rows_match_a_recomputation(evaluator, library, init_model, tmp_pa
             one_sided_disagreements += any(abs(got[key] - one_sided[key]) > 1e-6 for key in got if key in one_sided)
     assert disagreements, "the fused rows equal the cosine's: the MaxSim term is ignored"
     assert one_sided_disagreements, "the fused rows equal MaxSim's from the query's side: the shorter side is not read"
-    for bad in ("0", "1.5", "a", "0.1,0.2,0.3,0.4,0.5"):
+    assert gated_apart["ungated"], "the gated rows equal the ungated fusion's: the gate is ignored"
+    assert gated_apart["cosine"], "the gated rows equal the cosine's: the gate takes every pair"
+    for bad in ("0", "1.5", "a", "0.1,0.2,0.3,0.4,0.5", "0.5:0", "0.5:-3", "0.5:x", "0.5:"):
         result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--rerank", 3, "--fuse", bad, check=False)
         assert result.returncode == 2 and "--fuse takes at most 4" in result.stderr, (bad, result.stderr)
     result = run(evaluator, init_model, "--pairs", tmp_path / "pairs.jsonl", "--fuse", "0.5", check=False)

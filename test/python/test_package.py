@@ -215,6 +215,18 @@ def test_rerank_and_maxsim_agree_with_the_cli(uform, cli, checkpoint):
         for bad, error in ((0, ValueError), (1.5, ValueError), ("0.5", TypeError), (True, TypeError)):
             with pytest.raises(error, match="fuse"):
                 model.rerank(query, DOCUMENTS, fuse=bad)
+        # fuse_gate=L, as `uform rerank --fuse-gate L`: the query (14 bytes) and "cats" are gated at 16, the rest not
+        gated = model.rerank(query, DOCUMENTS, fuse=0.5, fuse_gate=16)
+        wanted = run_cli(cli, "rerank", "--model", checkpoint, "--query", query, "--fuse", "0.5", "--fuse-gate", "16",
+                         stdin="\n".join(DOCUMENTS) + "\n").stdout.split()
+        order = sorted(range(len(DOCUMENTS)), key=lambda i: (-float(wanted[i]), i))
+        assert [r["index"] for r in gated] == order and ["%.7g" % r["score"] for r in gated] == [wanted[i] for i in order]
+        assert {r["index"]: r["score"] for r in gated} != {r["index"]: r["score"] for r in ranked}, "the gate is ignored"
+        for bad, error in ((-1, ValueError), (1 << 21, ValueError), (2.0, TypeError), (True, TypeError)):
+            with pytest.raises(error, match="fuse_gate"):
+                model.rerank(query, DOCUMENTS, fuse=0.5, fuse_gate=bad)
+        with pytest.raises(ValueError, match="fuse_gate needs fuse"):
+            model.rerank(query, DOCUMENTS, fuse_gate=16)
 
 
 def test_stored_colbert_vectors_score_as_maxsim(uform, checkpoint):

@@ -132,7 +132,7 @@ def test_help_names_every_flag(cli):
     assert run.returncode == 0, run.stderr
     for flag in ("--model", "--host", "--port", "--workers", "--threads", "--api-key", "--max-request-bytes",
                  "--batch-bytes", "--timeout", "--connections", "--drain-seconds", "--name", "--precision", "--device",
-                 "--fuse", "--verbose"):
+                 "--fuse", "--fuse-gate", "--verbose"):
         assert flag in run.stdout, flag
     usage = subprocess.run([str(cli), "--help"], capture_output=True, text=True, timeout=30)
     assert "serve" in usage.stdout
@@ -140,7 +140,7 @@ def test_help_names_every_flag(cli):
 
 def test_bad_flags_are_refused(cli, serve_model):
     for flags in (["--workers", "0"], ["--port", "70000"], ["--bogus", "1"], ["--precision", "f16"], ["--fuse", "1.5"],
-                  ["--fuse", "x"], ["--fuse"]):
+                  ["--fuse", "x"], ["--fuse"], ["--fuse-gate", "x"], ["--fuse-gate", "2000000"]):
         run = subprocess.run([str(cli), "serve", "--model", str(serve_model), *flags], capture_output=True, text=True, timeout=30)
         assert run.returncode == 2 and "uform serve:" in run.stderr, (flags, run.stderr)
     run = subprocess.run([str(cli), "serve", "--model", "/nonexistent/model", "--port", "0"], capture_output=True,
@@ -186,13 +186,14 @@ def test_truncated_inputs_are_named(server):
 
 
 def test_rerank_agrees_with_cli(cli, serve_model, server):
-    """By default /v1/rerank ranks as `uform rerank --fuse 0.5`: each result's `fused` is the printed
-    score and relevance_score = (fused + 1) / 2; the control, MaxSim's mean, differs."""
+    """By default /v1/rerank ranks as `uform rerank --fuse 0.5 --fuse-gate 64`: each result's `fused` is the
+    printed score and relevance_score = (fused + 1) / 2; the controls, MaxSim's mean and the ungated fusion
+    (four of the documents and the query are shorter than 64 bytes), differ."""
     documents = [text if i % 2 else {"text": text} for i, text in enumerate(DOCUMENTS)]
     status, body = server.request("POST", "/v1/rerank", {"model": "r", "query": QUERY, "documents": documents,
                                                           "return_documents": True})
     assert status == 200, body
-    fused = cli_rerank(cli, serve_model, QUERY, DOCUMENTS, "--fuse", "0.5")
+    fused = cli_rerank(cli, serve_model, QUERY, DOCUMENTS, "--fuse", "0.5", "--fuse-gate", "64")
     order = sorted(range(len(DOCUMENTS)), key=lambda i: (-fused[i], i))
     assert [result["index"] for result in body["results"]] == order
     served = np.array([result["fused"] for result in body["results"]])
@@ -203,6 +204,8 @@ def test_rerank_agrees_with_cli(cli, serve_model, server):
     maxsim = cli_rerank(cli, serve_model, QUERY, DOCUMENTS)
     cells = min(len(QUERY.encode()), COLUMNS)
     assert np.abs(served - maxsim[order] / cells).max() > 0.01, "the served score is MaxSim's mean: the fusion is not read"
+    ungated = cli_rerank(cli, serve_model, QUERY, DOCUMENTS, "--fuse", "0.5")
+    assert np.abs(served - ungated[order]).max() > 1e-4, "the served score is the ungated fusion's: the gate is not read"
     assert [result["document"]["text"] for result in body["results"]] == [DOCUMENTS[i] for i in order]
     assert body["truncated"] == [i for i, text in enumerate(DOCUMENTS) if len(text) > COLUMNS]
     assert body["usage"]["total_tokens"] == len(QUERY) + sum(len(text) for text in DOCUMENTS)

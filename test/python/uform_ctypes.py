@@ -257,6 +257,8 @@ class Library:
                                        ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
             "uform_rerank_fused": [ctypes.c_void_p, Text, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_double,
                                    ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
+            "uform_rerank_gated": [ctypes.c_void_p, Text, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_double, ctypes.c_size_t,
+                                   ctypes.POINTER(ctypes.c_float), ctypes.POINTER(ctypes.c_size_t)],
             "uform_maxsim": [ctypes.POINTER(ctypes.c_float), ctypes.c_size_t, ctypes.POINTER(ctypes.c_float), ctypes.c_size_t,
                              ctypes.c_size_t, ctypes.c_int, ctypes.POINTER(ctypes.c_float)],
             "uform_mlm_logits": [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint16), ctypes.c_size_t,
@@ -663,6 +665,15 @@ class ModelHandle(_Handle):
         scores = np.zeros(max(len(documents), 1), dtype=np.float32)
         truncated = ctypes.c_size_t(0)
         self._call("uform_rerank_fused", query_item, array, len(documents), weight, _pointer(scores, ctypes.c_float),
+                   ctypes.byref(truncated))
+        return scores[: len(documents)], truncated.value
+
+    def rerank_gated(self, query, documents, weight, gate):
+        query_item, query_buffers = _text(query)
+        array, buffers = _texts(documents)
+        scores = np.zeros(max(len(documents), 1), dtype=np.float32)
+        truncated = ctypes.c_size_t(0)
+        self._call("uform_rerank_gated", query_item, array, len(documents), weight, gate, _pointer(scores, ctypes.c_float),
                    ctypes.byref(truncated))
         return scores[: len(documents)], truncated.value
 
