@@ -380,20 +380,6 @@ class Sheets:
         return image.crop(sprite.box)
 
 
-def cropped(image, size):
-    """(an RGBA sprite cropped to what it draws (its alpha's bounding box), at most size x size, None), or
-    (None, reason) where it draws nothing."""
-    from PIL import Image
-
-    box = image.getchannel("A").getbbox()
-    if box is None:
-        return None, "picture: fully transparent (nothing visible)"
-    image = image.crop(box)
-    if max(image.size) > size:  # never enlarged, as stamp_pairs.opened: the patch grid resizes at encode time
-        image.thumbnail((size, size), Image.Resampling.LANCZOS)
-    return image, None
-
-
 # ---- rulesets and names --------------------------------------------------------------------------------
 
 Entry = collections.namedtuple("Entry", "ruleset section kind name graphic")
@@ -535,8 +521,7 @@ def collect(share, languages, size, dropped):
             if stamp_pairs.too_short(english):
                 dropped["name: an English name of fewer than 2 letters"] += 1
                 continue
-            image, reason = cropped(sheets.cut(sprite), size)
-            image, reason = stamp_pairs.composited(image) if image is not None else (None, reason)
+            image, reason = stamp_pairs.composited(stamp_pairs.fitted(sheets.cut(sprite), size, crop=True))
             if image is None:  # a later name of the same English may still have a picture
                 dropped[reason] += 1
                 continue

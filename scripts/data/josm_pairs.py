@@ -302,18 +302,13 @@ def icon_image(member, data, scratch, rsvg_convert, environment, size, svg_size)
     """(RGB Pillow image of an icon, None) or (None, reason): an SVG rendered so that what it draws is svg_size
     px on its longer side (at most size), a PNG at its native size cropped to what it draws and fitted into size;
     composited as stamp_pairs does."""
-    from PIL import Image
-
     if member.lower().endswith(".svg"):
         path = pathlib.Path(scratch) / "icon.svg"
         path.write_bytes(data)
         image, reason = ktuberling_pairs.rendered(path, rsvg_convert, environment, min(svg_size, size))
     else:
         image, reason = stamp_pairs.opened(io.BytesIO(data), sys.maxsize, "PNG")  # cropped before it is fitted
-        box = image.getchannel("A").getbbox() if image is not None else None
-        image = image.crop(box) if box else image
-        if image is not None and max(image.size) > size:  # never enlarged
-            image.thumbnail((size, size), Image.Resampling.LANCZOS)
+        image = stamp_pairs.fitted(image, size, crop=True) if image is not None else None
     return stamp_pairs.composited(image) if image is not None else (None, reason)
 
 

@@ -160,18 +160,6 @@ def read_picture(path):
         raise ValueError(f"{path}: not a readable picture ({type(error).__name__}: {error})") from None
 
 
-def fitted(image, size, crop):
-    """An RGBA picture cropped to what it draws (the alpha channel's box) where `crop`, then at most size x size
-    (never enlarged)."""
-    from PIL import Image
-
-    box = image.getchannel("A").getbbox() if crop else None
-    image = image.crop(box) if box else image
-    if max(image.size) > size:
-        image.thumbnail((size, size), Image.Resampling.LANCZOS)
-    return image
-
-
 def media_licence(copyright_file):
     """The License of the last paragraph of a DEP-5 copyright file whose Files cover MEDIA_FILES; raises ValueError
     naming the file when it is not machine-readable or no paragraph covers them."""
@@ -226,7 +214,7 @@ def main(argv=None):
     debian_archive.fresh_image_folder(arguments.output)
     for text, kind, category, path in found:
         try:
-            image = fitted(read_picture(path), arguments.size, crop=kind == "Costumes")
+            image = stamp_pairs.fitted(read_picture(path), arguments.size, crop=kind == "Costumes")
         except ValueError as error:
             sys.exit(f"{SCRIPT}: {error}")
         image, reason = stamp_pairs.composited(image)

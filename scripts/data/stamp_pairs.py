@@ -125,9 +125,19 @@ def opened(source, size, kind):
             image = image.convert("RGBA")
     except OSError as error:
         return None, f"{kind}: unreadable ({type(error).__name__})"
+    return fitted(image, size), None
+
+
+def fitted(image, size, crop=False):
+    """An RGBA Pillow image cropped to what it draws (its alpha's bounding box) where `crop` and it draws
+    anything, then at most size x size."""
+    from PIL import Image
+
+    box = image.getchannel("A").getbbox() if crop else None
+    image = image.crop(box) if box else image
     if max(image.size) > size:  # never enlarged: the patch grid resizes at encode time
         image.thumbnail((size, size), Image.Resampling.LANCZOS)
-    return image, None
+    return image
 
 
 def composited(image):

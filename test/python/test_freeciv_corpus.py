@@ -359,12 +359,13 @@ def test_spec_cells_are_cut_where_freeciv_cuts_them(tmp_path):
     sheets = freeciv_pairs.Sheets()
     for tag, colour in COLOURS.items():
         if tag in tiles:  # every cell holds its own colour and nothing of its neighbours
-            image, reason = freeciv_pairs.cropped(sheets.cut(tiles[tag]), 368)
-            assert reason is None and image.size == (7, 7) and set(image.get_flattened_data()) == {colour, BLACK}, tag
-    assert freeciv_pairs.cropped(sheets.cut(tiles["u.empty"]), 368) == (None, "picture: fully transparent (nothing visible)")
-    granary, _ = freeciv_pairs.cropped(sheets.cut(tiles["b.granary"]), 16)
+            image = stamp_pairs.fitted(sheets.cut(tiles[tag]), 368, crop=True)
+            assert image.size == (7, 7) and set(image.get_flattened_data()) == {colour, BLACK}, tag
+    assert stamp_pairs.composited(stamp_pairs.fitted(sheets.cut(tiles["u.empty"]), 368, crop=True)) == (
+        None, "picture: fully transparent (nothing visible)")
+    granary = stamp_pairs.fitted(sheets.cut(tiles["b.granary"]), 16, crop=True)
     assert granary.size == (16, 8)  # fitted into --size
-    pyramids, _ = freeciv_pairs.cropped(sheets.cut(tiles["b.pyramids"]), 368)
+    pyramids = stamp_pairs.fitted(sheets.cut(tiles["b.pyramids"]), 368, crop=True)
     assert pyramids.size == (14, 12)  # cropped, never enlarged
 
 
